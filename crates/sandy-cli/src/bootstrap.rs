@@ -1,0 +1,30 @@
+//! `sandy __bootstrap --manifest-fd N`: a fresh exec of Sandy that reads the manifest from
+//! an inherited descriptor, re-validates it, applies the sandbox and execs the target.
+
+use std::fs::File;
+use std::io::Read;
+
+use sandy_policy::{ValidatedManifest, MAX_MANIFEST_BYTES};
+
+use crate::error::SandyError;
+
+/// Never returns on success: the process becomes the target.
+pub fn bootstrap(manifest_fd: i32) -> SandyError {
+    let manifest = match read_manifest(manifest_fd) {
+        Ok(m) => m,
+        Err(e) => return e,
+    };
+    SandyError::Launch(sandy_linux::launch(&manifest))
+}
+
+fn read_manifest(fd: i32) -> Result<ValidatedManifest, SandyError> {
+    let io = |step| move |source| SandyError::Io { step, source };
+    let owned =
+        sandy_linux::sys::adopt_inherited_fd(fd).map_err(io("cannot open the launch manifest"))?;
+    let mut bytes = Vec::new();
+    File::from(owned)
+        .take(MAX_MANIFEST_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io("cannot read the launch manifest"))?;
+    Ok(ValidatedManifest::decode(&bytes)?)
+}

@@ -1,0 +1,79 @@
+//! Sandy's errors, and the one function that maps them to exit codes.
+
+use sandy_linux::{ExecFailure, LinuxError, PlanError};
+use sandy_policy::{ManifestError, ResolveError};
+
+/// Exit status when Sandy itself fails (resolution, validation, enforcement).
+pub const EXIT_SANDY_FAILED: u8 = 125;
+/// Exit status when the command exists but cannot be executed.
+pub const EXIT_NOT_EXECUTABLE: u8 = 126;
+/// Exit status when the command is not found.
+pub const EXIT_NOT_FOUND: u8 = 127;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SandyError {
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Launch(#[from] ExecFailure),
+    #[error("{step}: {source}")]
+    Io {
+        step: &'static str,
+        source: std::io::Error,
+    },
+    #[error("{step}: {source}")]
+    Sys {
+        step: &'static str,
+        source: nix::Error,
+    },
+}
+
+impl From<LinuxError> for SandyError {
+    fn from(e: LinuxError) -> Self {
+        SandyError::Launch(ExecFailure::Setup(e))
+    }
+}
+
+/// The exit status for an error. The only place this decision is made.
+pub fn exit_code(err: &SandyError) -> u8 {
+    match err {
+        SandyError::Resolve(ResolveError::CommandNotFound { .. }) => EXIT_NOT_FOUND,
+        SandyError::Resolve(ResolveError::NotExecutable { .. }) => EXIT_NOT_EXECUTABLE,
+        SandyError::Launch(ExecFailure::Exec { errno, .. }) => match errno {
+            nix::errno::Errno::ENOENT => EXIT_NOT_FOUND,
+            _ => EXIT_NOT_EXECUTABLE,
+        },
+        _ => EXIT_SANDY_FAILED,
+    }
+}
+
+/// The status a supervisor reports for a target that was killed by signal `n`.
+pub fn signal_status(n: i32) -> u8 {
+    u8::try_from(128 + n).unwrap_or(u8::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_follow_the_env_convention() {
+        let not_found = SandyError::Resolve(ResolveError::CommandNotFound { name: "x".into() });
+        assert_eq!(exit_code(&not_found), 127);
+        let not_exec = SandyError::Resolve(ResolveError::NotExecutable { path: "/x".into() });
+        assert_eq!(exit_code(&not_exec), 126);
+        let exec = SandyError::Launch(ExecFailure::Exec {
+            program: "/x".into(),
+            errno: nix::errno::Errno::EACCES,
+        });
+        assert_eq!(exit_code(&exec), 126);
+        let plan = SandyError::Plan(PlanError::SeccompUnavailable);
+        assert_eq!(exit_code(&plan), 125);
+        assert_eq!(signal_status(2), 130);
+        assert_eq!(signal_status(9), 137);
+    }
+}

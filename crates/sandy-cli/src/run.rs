@@ -1,0 +1,216 @@
+//! `sandy run`: the supervisor. Resolves the policy, hands the manifest to a fresh
+//! bootstrap on an inherited descriptor, waits, forwards signals, returns the status.
+
+use std::io::{Seek, SeekFrom, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use nix::fcntl::{fcntl, FcntlArg, SealFlag};
+use nix::sys::memfd::{memfd_create, MFdFlags};
+use nix::sys::signal::{kill, SigSet, SigmaskHow, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{dup, Pid};
+use sandy_linux::sys::ignore_signal;
+use sandy_policy::{
+    resolve, DryRunDocument, LaunchManifest, RealFs, RestoredSignal, RunRequest, ValidatedManifest,
+};
+
+use crate::args::RunArgs;
+use crate::error::{signal_status, SandyError};
+use crate::host;
+
+/// Signals forwarded to the target.
+const FORWARDED: [Signal; 4] = [
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+];
+
+pub fn run(args: RunArgs) -> Result<u8, SandyError> {
+    let host = host::gather()?;
+    let tmp_base = host
+        .var("TMPDIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute() && p.is_dir())
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+
+    let mut request = RunRequest {
+        command: args.command,
+        read: args.read,
+        read_write: args.read_write,
+        // Replaced by the real directory below; a dry run creates nothing.
+        private_tmp: tmp_base.join("sandy-XXXXXX"),
+    };
+
+    if args.dry_run {
+        let policy = resolve(&request, &host, &RealFs)?;
+        let manifest = ValidatedManifest::new(LaunchManifest::from_policy(
+            &policy,
+            host.supervisor_pid,
+            vec![],
+        ))?;
+        let plan = sandy_linux::plan(&manifest, &sandy_linux::probe())?;
+        let doc = DryRunDocument::new(&policy, plan.landlock_abi);
+        let json = serde_json::to_string_pretty(&doc).map_err(|e| SandyError::Io {
+            step: "cannot render the dry-run document",
+            source: e.into(),
+        })?;
+        println!("{json}");
+        return Ok(0);
+    }
+
+    let private_tmp = PrivateTmp::create(&tmp_base)?;
+    request.private_tmp = private_tmp.path.clone();
+    let policy = resolve(&request, &host, &RealFs)?;
+
+    // Block the signals we wait for or forward before anything is spawned, so none is
+    // lost; ignore the terminal's SIGINT and SIGQUIT (the target gets them directly).
+    let mut waited = SigSet::empty();
+    waited.add(Signal::SIGCHLD);
+    for sig in FORWARDED {
+        waited.add(sig);
+    }
+    let sys = |step| move |source| SandyError::Sys { step, source };
+    let mut old_mask = SigSet::empty();
+    nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&waited), Some(&mut old_mask))
+        .map_err(sys("cannot block signals"))?;
+    let mut restore = Vec::new();
+    for (sig, restored) in [
+        (Signal::SIGINT, RestoredSignal::Interrupt),
+        (Signal::SIGQUIT, RestoredSignal::Quit),
+    ] {
+        let was_ignored = ignore_signal(sig).map_err(sys("cannot ignore terminal signals"))?;
+        if !was_ignored {
+            restore.push(restored);
+        }
+    }
+
+    let manifest = ValidatedManifest::new(LaunchManifest::from_policy(
+        &policy,
+        host.supervisor_pid,
+        restore,
+    ))?;
+    // Fail before spawning anything if this kernel cannot carry the policy.
+    sandy_linux::plan(&manifest, &sandy_linux::probe())?;
+    let bytes = manifest.encode()?;
+
+    let status = spawn_and_wait(&bytes, &waited);
+    drop(private_tmp);
+    status
+}
+
+/// Writes the manifest into a sealed memfd, spawns the bootstrap with it as an inherited
+/// descriptor, and waits for the target.
+fn spawn_and_wait(manifest: &[u8], waited: &SigSet) -> Result<u8, SandyError> {
+    let sys = |step| move |source| SandyError::Sys { step, source };
+    let io = |step| move |source| SandyError::Io { step, source };
+
+    let memfd = memfd_create(
+        "sandy-manifest",
+        MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
+    )
+    .map_err(sys("cannot create the manifest descriptor"))?;
+    let mut file = std::fs::File::from(memfd);
+    file.write_all(manifest)
+        .map_err(io("cannot write the launch manifest"))?;
+    file.seek(SeekFrom::Start(0))
+        .map_err(io("cannot rewind the launch manifest"))?;
+    fcntl(
+        &file,
+        FcntlArg::F_ADD_SEALS(
+            SealFlag::F_SEAL_SEAL
+                | SealFlag::F_SEAL_SHRINK
+                | SealFlag::F_SEAL_GROW
+                | SealFlag::F_SEAL_WRITE,
+        ),
+    )
+    .map_err(sys("cannot seal the launch manifest"))?;
+    // A duplicate without close-on-exec is what the bootstrap inherits. The supervisor is
+    // single-threaded, so no other child can inherit it in between.
+    let inherited = dup(&file).map_err(sys("cannot pass the launch manifest"))?;
+
+    let mut child = Command::new("/proc/self/exe");
+    child
+        .arg0("sandy")
+        .arg("__bootstrap")
+        .arg("--manifest-fd")
+        .arg(inherited.as_raw_fd().to_string())
+        // The bootstrap runs Sandy's own code before the sandbox exists: nothing from the
+        // caller's environment (LD_PRELOAD and friends) may reach it. The target's
+        // environment travels in the manifest.
+        .env_clear();
+    let child = child
+        .spawn()
+        .map_err(io("cannot start the sandbox bootstrap"))?;
+    drop(inherited);
+    drop(file);
+
+    let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+    loop {
+        let sig = waited.wait().map_err(sys("cannot wait for signals"))?;
+        if sig == Signal::SIGCHLD {
+            match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Exited(_, code)) => return Ok(u8::try_from(code).unwrap_or(1)),
+                Ok(WaitStatus::Signaled(_, sig, _)) => return Ok(signal_status(sig as i32)),
+                Ok(_) => continue,
+                Err(source) => {
+                    return Err(SandyError::Sys {
+                        step: "cannot wait for the target",
+                        source,
+                    })
+                }
+            }
+        } else {
+            // The target may already be gone; its exit arrives as SIGCHLD.
+            let _ = kill(pid, sig);
+        }
+    }
+}
+
+/// The private per-run temporary directory (mode 0700), removed when dropped even if the
+/// target left unwritable directories behind.
+struct PrivateTmp {
+    path: PathBuf,
+}
+
+impl PrivateTmp {
+    fn create(base: &Path) -> Result<Self, SandyError> {
+        let dir = tempfile::Builder::new()
+            .prefix("sandy-")
+            .tempdir_in(base)
+            .map_err(|source| SandyError::Io {
+                step: "cannot create the private temporary directory",
+                source,
+            })?;
+        Ok(PrivateTmp { path: dir.keep() })
+    }
+}
+
+impl Drop for PrivateTmp {
+    fn drop(&mut self) {
+        if std::fs::remove_dir_all(&self.path).is_err() {
+            make_writable(&self.path);
+            if let Err(e) = std::fs::remove_dir_all(&self.path) {
+                eprintln!(
+                    "sandy: cannot remove the private temporary directory {}: {e}",
+                    self.path.display()
+                );
+            }
+        }
+    }
+}
+
+fn make_writable(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                make_writable(&entry.path());
+            }
+        }
+    }
+}

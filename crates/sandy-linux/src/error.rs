@@ -1,0 +1,64 @@
+use std::path::PathBuf;
+
+/// Why the kernel cannot enforce what the manifest asks for. Decided before any
+/// irreversible step.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    #[error(
+        "Landlock is not available on this kernel ({reason}); Sandy needs Landlock ABI {required} (Linux 6.12 or newer) with the 'landlock' LSM enabled"
+    )]
+    LandlockUnavailable { reason: String, required: u32 },
+    #[error(
+        "Landlock ABI {found} is too old: {needed_for} needs ABI {required} (Linux 6.12 or newer)"
+    )]
+    LandlockTooOld {
+        found: u32,
+        required: u32,
+        needed_for: &'static str,
+    },
+    #[error("seccomp filters are not available on this kernel")]
+    SeccompUnavailable,
+    #[error("unsupported architecture for the seccomp floor")]
+    UnsupportedArch,
+    #[error("cannot compile the seccomp filter: {reason}")]
+    Seccomp { reason: String },
+}
+
+/// A failed step of the launch sequence. Each variant names the step.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LinuxError {
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error("the bootstrap is not single-threaded ({threads} threads); refusing to sandbox")]
+    MultiThreaded { threads: usize },
+    #[error("cannot read the thread count: {source}")]
+    ThreadCount { source: std::io::Error },
+    #[error("cannot set the parent-death signal: {source}")]
+    ParentDeathSignal { source: nix::Error },
+    #[error("the supervisor (pid {expected}) is gone; not starting the target")]
+    SupervisorGone { expected: u32 },
+    #[error("cannot reset signal handling: {source}")]
+    Signals { source: nix::Error },
+    #[error("cannot enter the working directory {}: {source}", path.display())]
+    Chdir { path: PathBuf, source: nix::Error },
+    #[error("cannot set no_new_privs: {source}")]
+    NoNewPrivs { source: nix::Error },
+    #[error("cannot drop capabilities: {reason}")]
+    Capabilities { reason: String },
+    #[error("cannot open grant path {}: {source}", path.display())]
+    GrantPath { path: PathBuf, source: nix::Error },
+    #[error("grant path {} is a directory but the grant is for one file", path.display())]
+    GrantKind { path: PathBuf },
+    #[error("cannot build the Landlock ruleset: {reason}")]
+    Landlock { reason: String },
+    #[error("Landlock was not fully enforced ({status}); refusing to run with a weaker sandbox")]
+    LandlockPartial { status: String },
+    #[error("cannot install the seccomp filter: {reason}")]
+    SeccompApply { reason: String },
+    #[error("cannot close inherited descriptors: {source}")]
+    CloseDescriptors { source: nix::Error },
+    #[error("an argument, path or environment entry contains a NUL byte")]
+    Nul,
+}

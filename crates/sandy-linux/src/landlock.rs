@@ -1,0 +1,178 @@
+//! Landlock: grants become path-beneath rules over every access right of the pinned ABI,
+//! plus the signal and abstract-Unix-socket scopes.
+
+use std::path::PathBuf;
+
+use landlock::{
+    Access as _, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus, Scope as LandlockScope,
+};
+use nix::fcntl::{open, OFlag};
+use nix::sys::stat::{fstat, Mode, SFlag};
+use sandy_policy::{Access, ManifestGrant, Scope};
+
+use crate::error::LinuxError;
+use crate::probe::PINNED_LANDLOCK_ABI;
+
+/// One rule as data: a path and the rights beneath it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathRule {
+    pub path: PathBuf,
+    pub access: BitFlags<AccessFs>,
+    pub scope: Scope,
+}
+
+/// The rights a grant gives, before narrowing to what applies to a single file.
+pub fn rights(access: Access) -> BitFlags<AccessFs> {
+    let read = AccessFs::ReadFile | AccessFs::ReadDir;
+    match access {
+        Access::Read => read,
+        Access::ReadExec => read | AccessFs::Execute,
+        Access::ReadWrite => AccessFs::from_all(PINNED_LANDLOCK_ABI),
+    }
+}
+
+/// Every right the ruleset handles: all that the pinned ABI knows, so nothing is allowed
+/// merely because Sandy forgot to mention it.
+pub fn handled() -> BitFlags<AccessFs> {
+    AccessFs::from_all(PINNED_LANDLOCK_ABI)
+}
+
+/// The rules for a manifest's grants.
+pub fn rules(grants: &[ManifestGrant]) -> Vec<PathRule> {
+    grants
+        .iter()
+        .map(|g| PathRule {
+            path: g.path.as_path().to_path_buf(),
+            access: match g.scope {
+                Scope::Subtree => rights(g.access),
+                Scope::Exact => rights(g.access) & AccessFs::from_file(PINNED_LANDLOCK_ABI),
+            },
+            scope: g.scope,
+        })
+        .collect()
+}
+
+/// Builds the ruleset and restricts the calling thread (and all its future children).
+/// Anything short of full enforcement is an error.
+pub fn apply(rules: &[PathRule]) -> Result<(), LinuxError> {
+    let ll = |e: landlock::RulesetError| LinuxError::Landlock {
+        reason: e.to_string(),
+    };
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(handled())
+        .map_err(ll)?
+        .scope(LandlockScope::from_all(PINNED_LANDLOCK_ABI))
+        .map_err(ll)?
+        .create()
+        .map_err(ll)?;
+    for rule in rules {
+        let fd = match open(
+            &rule.path,
+            OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            // A grant that vanished since resolution grants nothing: fail closed.
+            Err(nix::errno::Errno::ENOENT) => continue,
+            Err(source) => {
+                return Err(LinuxError::GrantPath {
+                    path: rule.path.clone(),
+                    source,
+                })
+            }
+        };
+        let st = fstat(&fd).map_err(|source| LinuxError::GrantPath {
+            path: rule.path.clone(),
+            source,
+        })?;
+        let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+        if kind == SFlag::S_IFLNK || (rule.scope == Scope::Exact && kind == SFlag::S_IFDIR) {
+            return Err(LinuxError::GrantKind {
+                path: rule.path.clone(),
+            });
+        }
+        let access = if kind == SFlag::S_IFDIR {
+            rule.access
+        } else {
+            rule.access & AccessFs::from_file(PINNED_LANDLOCK_ABI)
+        };
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(fd, access).set_compatibility(CompatLevel::HardRequirement))
+            .map_err(ll)?;
+    }
+    let status = ruleset.restrict_self().map_err(ll)?;
+    if status.ruleset != RulesetStatus::FullyEnforced {
+        return Err(LinuxError::LandlockPartial {
+            status: format!("{:?}", status.ruleset),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sandy_policy::OsBytes;
+
+    #[test]
+    fn grants_map_to_rights_and_files_lose_directory_rights() {
+        let grants = vec![
+            ManifestGrant {
+                path: OsBytes::from("/usr"),
+                access: Access::ReadExec,
+                scope: Scope::Subtree,
+            },
+            ManifestGrant {
+                path: OsBytes::from("/dev/null"),
+                access: Access::ReadWrite,
+                scope: Scope::Exact,
+            },
+            ManifestGrant {
+                path: OsBytes::from("/p"),
+                access: Access::ReadWrite,
+                scope: Scope::Subtree,
+            },
+        ];
+        let file_rw = AccessFs::ReadFile
+            | AccessFs::WriteFile
+            | AccessFs::Execute
+            | AccessFs::Truncate
+            | AccessFs::IoctlDev;
+        assert_eq!(
+            rules(&grants),
+            vec![
+                PathRule {
+                    path: "/usr".into(),
+                    access: AccessFs::ReadFile | AccessFs::ReadDir | AccessFs::Execute,
+                    scope: Scope::Subtree,
+                },
+                PathRule {
+                    path: "/dev/null".into(),
+                    access: file_rw,
+                    scope: Scope::Exact,
+                },
+                PathRule {
+                    path: "/p".into(),
+                    access: AccessFs::from_all(landlock::ABI::V5),
+                    scope: Scope::Subtree,
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn every_right_of_the_pinned_abi_is_handled() {
+        let all = handled();
+        for right in [
+            AccessFs::Refer,
+            AccessFs::Truncate,
+            AccessFs::IoctlDev,
+            AccessFs::MakeSym,
+            AccessFs::RemoveDir,
+        ] {
+            assert!(all.contains(right), "{right:?} not handled");
+        }
+    }
+}

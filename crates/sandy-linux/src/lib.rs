@@ -1,0 +1,35 @@
+//! Sandy's Linux enforcement.
+//!
+//! The bootstrap hands a validated launch manifest to [`launch`], which probes the kernel
+//! ([`probe`]), computes a pure [`EnforcementPlan`] ([`plan`]), then applies the layers in
+//! a fixed order and `execve`s the target:
+//!
+//! 1. namespaces and mounts (not yet: see the mount-layer issue),
+//! 2. `no_new_privs` and every capability dropped,
+//! 3. Landlock: filesystem rights of the pinned ABI, signal and abstract-socket scopes,
+//! 4. seccomp: the fixed syscall floor ([`seccomp::rules`]), installed last,
+//! 5. every descriptor above 2 marked close-on-exec, then `execve`.
+//!
+//! The rule builders return data and are unit-tested as data; the appliers only install
+//! it. Every `unsafe` block lives in [`sys`].
+//!
+//! # Limits
+//!
+//! Landlock is allow-only and path-based: it cannot make a path read-only inside a
+//! writable grant, hide a file inside a readable directory, or stop `connect()` to a
+//! pathname Unix socket before ABI 9. Those promises need the mount layer.
+#![cfg(target_os = "linux")]
+
+mod apply;
+mod error;
+pub mod landlock;
+mod plan;
+mod probe;
+pub mod seccomp;
+#[allow(unsafe_code)]
+pub mod sys;
+
+pub use apply::{launch, ExecFailure};
+pub use error::{LinuxError, PlanError};
+pub use plan::{plan, EnforcementPlan};
+pub use probe::{probe, KernelSupport, MIN_LANDLOCK_ABI, PINNED_LANDLOCK_ABI};

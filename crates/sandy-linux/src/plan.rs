@@ -1,0 +1,108 @@
+use sandy_policy::{Network, ValidatedManifest};
+use seccompiler::BpfProgram;
+
+use crate::error::PlanError;
+use crate::landlock::{self, PathRule};
+use crate::probe::{KernelSupport, MIN_LANDLOCK_ABI};
+use crate::seccomp;
+
+/// Everything the appliers install, computed before any irreversible step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnforcementPlan {
+    pub landlock_abi: u32,
+    pub landlock_rules: Vec<PathRule>,
+    pub seccomp: BpfProgram,
+    pub network: Network,
+}
+
+/// Checks that this kernel can carry every promise the manifest needs, and builds the
+/// rules. Pure: the kernel's support comes in as data.
+pub fn plan(
+    manifest: &ValidatedManifest,
+    support: &KernelSupport,
+) -> Result<EnforcementPlan, PlanError> {
+    let abi = match support.landlock_abi {
+        Ok(abi) => abi,
+        Err(errno) => {
+            return Err(PlanError::LandlockUnavailable {
+                reason: match errno {
+                    libc::ENOSYS => "the kernel was built without it".to_owned(),
+                    libc::EOPNOTSUPP => "it is disabled at boot (add landlock to lsm=)".to_owned(),
+                    other => nix::errno::Errno::from_raw(other).desc().to_owned(),
+                },
+                required: MIN_LANDLOCK_ABI,
+            })
+        }
+    };
+    if abi < MIN_LANDLOCK_ABI {
+        return Err(PlanError::LandlockTooOld {
+            found: abi,
+            required: MIN_LANDLOCK_ABI,
+            needed_for: "scoping signals and abstract Unix sockets to the sandbox",
+        });
+    }
+    if !support.seccomp_filter {
+        return Err(PlanError::SeccompUnavailable);
+    }
+    let m = manifest.manifest();
+    Ok(EnforcementPlan {
+        landlock_abi: abi,
+        landlock_rules: landlock::rules(&m.file_grants),
+        seccomp: seccomp::compile(m.network)?,
+        network: m.network,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sandy_policy::{LaunchManifest, MANIFEST_SCHEMA_VERSION};
+
+    fn manifest() -> ValidatedManifest {
+        ValidatedManifest::new(LaunchManifest {
+            schema_version: MANIFEST_SCHEMA_VERSION,
+            supervisor_pid: 1,
+            program: "/usr/bin/true".into(),
+            argv: vec!["true".into()],
+            working_directory: "/p".into(),
+            environment: vec![],
+            file_grants: vec![],
+            network: Network::AllowAll,
+            restore_default_signals: vec![],
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn refuses_kernels_below_the_needed_abi_and_without_landlock_or_seccomp() {
+        let ok = KernelSupport {
+            landlock_abi: Ok(7),
+            seccomp_filter: true,
+        };
+        assert_eq!(plan(&manifest(), &ok).unwrap().landlock_abi, 7);
+        for abi in 1..MIN_LANDLOCK_ABI {
+            let old = KernelSupport {
+                landlock_abi: Ok(abi),
+                ..ok
+            };
+            assert!(matches!(
+                plan(&manifest(), &old),
+                Err(PlanError::LandlockTooOld { required: 6, .. })
+            ));
+        }
+        let missing = KernelSupport {
+            landlock_abi: Err(libc::ENOSYS),
+            ..ok
+        };
+        let err = plan(&manifest(), &missing).unwrap_err();
+        assert!(err.to_string().contains("built without it"), "{err}");
+        let no_seccomp = KernelSupport {
+            seccomp_filter: false,
+            ..ok
+        };
+        assert!(matches!(
+            plan(&manifest(), &no_seccomp),
+            Err(PlanError::SeccompUnavailable)
+        ));
+    }
+}

@@ -1,0 +1,91 @@
+//! The only module with `unsafe` code: raw syscalls that no safe wrapper covers. Every
+//! block states why it is sound.
+#![deny(unsafe_op_in_unsafe_fn)]
+
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+use nix::errno::Errno;
+use nix::sys::signal::{self, SigHandler, Signal};
+
+const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+
+/// The running kernel's Landlock ABI version, or the errno explaining why there is none
+/// (`ENOSYS`: not built in; `EOPNOTSUPP`: disabled at boot).
+pub fn landlock_abi() -> Result<u32, i32> {
+    // SAFETY: landlock_create_ruleset with a NULL attribute pointer, size 0 and the
+    // VERSION flag only queries the ABI version; it reads no memory and creates no fd.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if ret < 0 {
+        Err(Errno::last_raw())
+    } else {
+        u32::try_from(ret).map_err(|_| libc::EINVAL)
+    }
+}
+
+/// Whether seccomp filter mode with `SECCOMP_RET_ERRNO` is available.
+pub fn seccomp_filter_available() -> bool {
+    let action: u32 = libc::SECCOMP_RET_ERRNO;
+    // SAFETY: SECCOMP_GET_ACTION_AVAIL reads one u32 through the pointer, which points to
+    // a live local for the duration of the call; it changes no process state.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_GET_ACTION_AVAIL,
+            0u32,
+            &action as *const u32,
+        )
+    };
+    ret == 0
+}
+
+/// Marks every descriptor from `first` up as close-on-exec.
+pub fn close_range_cloexec(first: u32) -> nix::Result<()> {
+    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets a flag on descriptors; no
+    // descriptor is closed, so no Rust owner is invalidated.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    Errno::result(ret).map(drop)
+}
+
+/// Takes ownership of a descriptor inherited by number (the manifest descriptor).
+/// Fails if the number is not an open descriptor.
+pub fn adopt_inherited_fd(fd: RawFd) -> io::Result<OwnedFd> {
+    if fd < 3 {
+        return Err(io::Error::from_raw_os_error(libc::EBADF));
+    }
+    // SAFETY: F_GETFD only queries the descriptor flags; it has no effect on memory.
+    let ret = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor is open (checked above) and was passed to this process by
+    // its parent for this purpose alone; nothing else in the process owns or closes it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Sets `sig` to be ignored and returns whether it was already ignored.
+pub fn ignore_signal(sig: Signal) -> nix::Result<bool> {
+    // SAFETY: SIG_IGN is not a Rust handler, so no code runs in signal context.
+    let previous = unsafe { signal::signal(sig, SigHandler::SigIgn) }?;
+    Ok(previous == SigHandler::SigIgn)
+}
+
+/// Restores the default action of `sig`.
+pub fn default_signal(sig: Signal) -> nix::Result<()> {
+    // SAFETY: SIG_DFL is not a Rust handler, so no code runs in signal context.
+    unsafe { signal::signal(sig, SigHandler::SigDfl) }.map(drop)
+}

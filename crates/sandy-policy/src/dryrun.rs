@@ -1,0 +1,103 @@
+//! The `--dry-run` document: the fully resolved launch, each grant with its origin.
+//! Environment values never appear in it, only the names Sandy removed or set.
+
+use serde::Serialize;
+
+use crate::policy::{Access, Network, Origin, ProfileInfo, ResolvedPolicy, Scope};
+
+/// Bumped whenever a key is added, removed or changes meaning.
+pub const DRY_RUN_SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DryRunGrant {
+    pub path: String,
+    pub access: Access,
+    pub scope: Scope,
+    pub origin: Origin,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DryRunEnvironment {
+    /// Names removed from the caller's environment.
+    pub removed: Vec<String>,
+    /// Names Sandy set or replaced (the private temporary directory).
+    pub set: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RuntimeControl {
+    pub service: String,
+    pub enabled: bool,
+    pub version: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Enforcement {
+    pub backend: &'static str,
+    /// The kernel's Landlock ABI, which Sandy's pinned ruleset runs on.
+    pub landlock_abi: u32,
+    /// The layers the bootstrap applies, in order.
+    pub layers: Vec<&'static str>,
+}
+
+/// The versioned dry-run document.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DryRunDocument {
+    pub dry_run_schema_version: u32,
+    pub command: String,
+    pub arguments: Vec<String>,
+    pub working_directory: String,
+    pub profile: ProfileInfo,
+    pub network: Network,
+    pub file_grants: Vec<DryRunGrant>,
+    pub environment: DryRunEnvironment,
+    pub runtime_controls: Vec<RuntimeControl>,
+    pub enforcement: Enforcement,
+}
+
+impl DryRunDocument {
+    pub fn new(policy: &ResolvedPolicy, landlock_abi: u32) -> Self {
+        let lossy = |s: &std::ffi::OsStr| s.to_string_lossy().into_owned();
+        DryRunDocument {
+            dry_run_schema_version: DRY_RUN_SCHEMA_VERSION,
+            command: lossy(policy.program.as_os_str()),
+            arguments: policy.argv.iter().skip(1).map(|a| lossy(a)).collect(),
+            working_directory: lossy(policy.working_directory.as_os_str()),
+            profile: policy.profile.clone(),
+            network: policy.network,
+            file_grants: policy
+                .grants
+                .iter()
+                .map(|g| DryRunGrant {
+                    path: lossy(g.path.as_os_str()),
+                    access: g.access,
+                    scope: g.scope,
+                    origin: g.origin,
+                })
+                .collect(),
+            environment: DryRunEnvironment {
+                removed: policy.removed_env.clone(),
+                set: policy.set_env.clone(),
+            },
+            runtime_controls: ["Kontext", "Numbat"]
+                .into_iter()
+                .map(|service| RuntimeControl {
+                    service: service.to_owned(),
+                    enabled: false,
+                    version: None,
+                })
+                .collect(),
+            enforcement: Enforcement {
+                backend: "linux",
+                landlock_abi,
+                layers: vec![
+                    "no_new_privs",
+                    "capabilities",
+                    "landlock",
+                    "seccomp",
+                    "close_descriptors",
+                ],
+            },
+        }
+    }
+}

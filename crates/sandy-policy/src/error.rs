@@ -1,0 +1,53 @@
+use std::path::PathBuf;
+
+/// Why a requested run could not be resolved into a policy. Messages name paths but never
+/// environment values, which may hold secrets.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ResolveError {
+    #[error("no command given")]
+    EmptyCommand,
+    #[error("command not found: {name}")]
+    CommandNotFound { name: String },
+    #[error("command is not executable: {}", path.display())]
+    NotExecutable { path: PathBuf },
+    #[error("cannot determine the current directory: {reason}")]
+    NoWorkingDirectory { reason: String },
+    #[error("refusing to use {} as the project: {reason}", path.display())]
+    UnsafeProject { path: PathBuf, reason: &'static str },
+    #[error("{flag} path does not exist: {}", path.display())]
+    MissingPath { flag: &'static str, path: PathBuf },
+    #[error("{flag} {} is not a directory or regular file", path.display())]
+    UnsupportedPathKind { flag: &'static str, path: PathBuf },
+    #[error(
+        "{flag} {} would expose sensitive path {}; grant a narrower path",
+        path.display(),
+        sensitive.display()
+    )]
+    SensitiveGrant {
+        flag: &'static str,
+        path: PathBuf,
+        sensitive: PathBuf,
+    },
+    #[error("{flag} {} would expose the whole home directory; grant a narrower path", path.display())]
+    HomeGrant { flag: &'static str, path: PathBuf },
+    #[error("{flag} / would expose the whole filesystem; grant a narrower path")]
+    RootGrant { flag: &'static str },
+    #[error("path contains a NUL byte: {}", path.display())]
+    NulInPath { path: PathBuf },
+}
+
+/// Why a launch manifest was rejected. Raised by the supervisor before it hands the
+/// manifest over, and again by the bootstrap, which trusts nothing it did not check.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ManifestError {
+    #[error("launch manifest is {size} bytes, over the {max}-byte limit")]
+    TooLarge { size: usize, max: usize },
+    #[error("launch manifest is malformed: {reason}")]
+    Malformed { reason: String },
+    #[error("launch manifest schema version {found} is not supported (expected {expected})")]
+    UnsupportedSchema { found: u32, expected: u32 },
+    #[error("launch manifest is invalid: {reason}")]
+    Invalid { reason: String },
+}

@@ -1,0 +1,79 @@
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// What a path is, following symlinks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    Directory,
+    File { executable: bool },
+    Other,
+}
+
+/// The only way resolution looks at the filesystem. Tests provide a fake.
+pub trait PathInspector {
+    /// Resolves symlinks, `.` and `..` into an absolute canonical path.
+    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf>;
+    /// The kind of the object at `path` (symlinks followed); `None` when it does not exist.
+    fn kind(&self, path: &Path) -> Option<FileKind>;
+    /// Whether `path` itself is a symbolic link.
+    fn is_symlink(&self, path: &Path) -> bool;
+    /// Up to `max` leading bytes of a file, for `#!` lines.
+    fn read_head(&self, path: &Path, max: usize) -> Option<Vec<u8>>;
+    /// Up to `max` entries of a directory, as full paths, sorted.
+    fn list_dir(&self, path: &Path, max: usize) -> Vec<PathBuf>;
+}
+
+/// The real filesystem, through `std::fs`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RealFs;
+
+impl PathInspector for RealFs {
+    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
+        std::fs::canonicalize(path)
+    }
+
+    fn kind(&self, path: &Path) -> Option<FileKind> {
+        let meta = std::fs::metadata(path).ok()?;
+        Some(if meta.is_dir() {
+            FileKind::Directory
+        } else if meta.is_file() {
+            FileKind::File {
+                executable: is_executable(&meta),
+            }
+        } else {
+            FileKind::Other
+        })
+    }
+
+    fn is_symlink(&self, path: &Path) -> bool {
+        std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+    }
+
+    fn read_head(&self, path: &Path, max: usize) -> Option<Vec<u8>> {
+        use std::io::Read;
+        let file = std::fs::File::open(path).ok()?;
+        let mut buf = Vec::with_capacity(max);
+        file.take(max as u64).read_to_end(&mut buf).ok()?;
+        Some(buf)
+    }
+
+    fn list_dir(&self, path: &Path, max: usize) -> Vec<PathBuf> {
+        let Ok(entries) = std::fs::read_dir(path) else {
+            return Vec::new();
+        };
+        let mut out: Vec<PathBuf> = entries.take(max).flatten().map(|e| e.path()).collect();
+        out.sort();
+        out
+    }
+}
+
+#[cfg(unix)]
+fn is_executable(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    meta.permissions().mode() & 0o111 != 0
+}
+
+#[cfg(not(unix))]
+fn is_executable(_meta: &std::fs::Metadata) -> bool {
+    true
+}

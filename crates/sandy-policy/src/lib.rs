@@ -1,0 +1,45 @@
+//! Sandy's pure policy model.
+//!
+//! This crate turns what the user asked for (parsed command-line arguments) and what the
+//! host looks like (a [`HostContext`] gathered once by the supervisor) into a
+//! [`ResolvedPolicy`], and from it a [`LaunchManifest`], the typed, versioned document that
+//! the bootstrap re-validates before it applies any kernel layer.
+//!
+//! Resolution is a pure function: it never reads the process environment and only looks
+//! at the filesystem through the narrow [`PathInspector`] trait, which tests replace with
+//! a fake. No `unsafe`, no libc, no syscalls of its own.
+//!
+//! # Precedence
+//!
+//! Grants are additive: the access a path gets is the union of every grant covering it
+//! (explicit flags, profile grants, baseline). Protections (masks and read-only paths,
+//! carried by the mount layer) override every grant; until that layer lands, a grant that
+//! would cover a sensitive path is refused instead of silently exposing it.
+//!
+//! # What this crate does not do
+//!
+//! It enforces nothing. Enforcement lives in `sandy-linux`; this crate only decides.
+#![forbid(unsafe_code)]
+
+mod dryrun;
+mod error;
+mod host;
+mod inspect;
+mod manifest;
+mod osbytes;
+mod policy;
+mod resolve;
+mod sensitive;
+
+pub use dryrun::{DryRunDocument, DRY_RUN_SCHEMA_VERSION};
+pub use error::{ManifestError, ResolveError};
+pub use host::HostContext;
+pub use inspect::{FileKind, PathInspector, RealFs};
+pub use manifest::{
+    EnvEntry, LaunchManifest, ManifestGrant, RestoredSignal, ValidatedManifest,
+    MANIFEST_SCHEMA_VERSION, MAX_MANIFEST_BYTES,
+};
+pub use osbytes::OsBytes;
+pub use policy::{Access, Grant, Network, Origin, ProfileInfo, ResolvedPolicy, Scope};
+pub use resolve::{resolve, RunRequest, REMOVED_ENV_EXACT, REMOVED_ENV_PREFIXES};
+pub use sensitive::{sensitive_paths, SENSITIVE_HOME_PATHS};

@@ -1,0 +1,318 @@
+//! The launch manifest: the typed, versioned, size-bounded document the supervisor hands
+//! to the bootstrap on an inherited descriptor.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ManifestError;
+use crate::osbytes::OsBytes;
+use crate::policy::{Access, Network, ResolvedPolicy, Scope};
+
+/// The only manifest schema this build reads or writes.
+pub const MANIFEST_SCHEMA_VERSION: u32 = 1;
+/// Checked before parsing: a larger manifest is rejected unread.
+pub const MAX_MANIFEST_BYTES: usize = 1024 * 1024;
+const MAX_ARGS: usize = 65_536;
+const MAX_ENV: usize = 16_384;
+const MAX_GRANTS: usize = 4096;
+
+/// One environment entry, byte for byte.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvEntry {
+    pub name: OsBytes,
+    pub value: OsBytes,
+}
+
+/// One filesystem grant as the bootstrap applies it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ManifestGrant {
+    pub path: OsBytes,
+    pub access: Access,
+    pub scope: Scope,
+}
+
+/// Signals the supervisor ignores while it waits, which the bootstrap must restore to
+/// their default action before the target starts (unless the caller had ignored them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RestoredSignal {
+    Interrupt,
+    Quit,
+}
+
+/// Everything the bootstrap needs, and nothing it could use to widen the policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchManifest {
+    pub schema_version: u32,
+    /// The supervisor's pid: the bootstrap refuses to run under any other parent.
+    pub supervisor_pid: u32,
+    pub program: OsBytes,
+    pub argv: Vec<OsBytes>,
+    pub working_directory: OsBytes,
+    pub environment: Vec<EnvEntry>,
+    pub file_grants: Vec<ManifestGrant>,
+    pub network: Network,
+    pub restore_default_signals: Vec<RestoredSignal>,
+}
+
+impl LaunchManifest {
+    /// The manifest for a resolved policy.
+    pub fn from_policy(
+        policy: &ResolvedPolicy,
+        supervisor_pid: u32,
+        restore_default_signals: Vec<RestoredSignal>,
+    ) -> Self {
+        LaunchManifest {
+            schema_version: MANIFEST_SCHEMA_VERSION,
+            supervisor_pid,
+            program: policy.program.as_path().into(),
+            argv: policy.argv.iter().map(|a| a.as_os_str().into()).collect(),
+            working_directory: policy.working_directory.as_path().into(),
+            environment: policy
+                .environment
+                .iter()
+                .map(|(k, v)| EnvEntry {
+                    name: k.as_os_str().into(),
+                    value: v.as_os_str().into(),
+                })
+                .collect(),
+            file_grants: policy
+                .grants
+                .iter()
+                .map(|g| ManifestGrant {
+                    path: g.path.as_path().into(),
+                    access: g.access,
+                    scope: g.scope,
+                })
+                .collect(),
+            network: policy.network,
+            restore_default_signals,
+        }
+    }
+}
+
+/// A manifest that passed validation. The only way to get one is [`ValidatedManifest::decode`]
+/// or [`ValidatedManifest::new`], so enforcement never sees an unchecked document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidatedManifest(LaunchManifest);
+
+impl ValidatedManifest {
+    /// Validates a manifest built in memory.
+    pub fn new(manifest: LaunchManifest) -> Result<Self, ManifestError> {
+        validate(&manifest)?;
+        Ok(ValidatedManifest(manifest))
+    }
+
+    /// Bounds, parses and validates the wire form.
+    pub fn decode(bytes: &[u8]) -> Result<Self, ManifestError> {
+        if bytes.len() > MAX_MANIFEST_BYTES {
+            return Err(ManifestError::TooLarge {
+                size: bytes.len(),
+                max: MAX_MANIFEST_BYTES,
+            });
+        }
+        let manifest: LaunchManifest =
+            serde_json::from_slice(bytes).map_err(|e| ManifestError::Malformed {
+                reason: e.to_string(),
+            })?;
+        Self::new(manifest)
+    }
+
+    /// The wire form. Fails only if the manifest exceeds the size bound.
+    pub fn encode(&self) -> Result<Vec<u8>, ManifestError> {
+        let bytes = serde_json::to_vec(&self.0).map_err(|e| ManifestError::Malformed {
+            reason: e.to_string(),
+        })?;
+        if bytes.len() > MAX_MANIFEST_BYTES {
+            return Err(ManifestError::TooLarge {
+                size: bytes.len(),
+                max: MAX_MANIFEST_BYTES,
+            });
+        }
+        Ok(bytes)
+    }
+
+    pub fn manifest(&self) -> &LaunchManifest {
+        &self.0
+    }
+}
+
+fn invalid(reason: impl Into<String>) -> ManifestError {
+    ManifestError::Invalid {
+        reason: reason.into(),
+    }
+}
+
+/// A clean absolute path: no NUL, no `.` or `..` components.
+fn check_path(what: &str, p: &OsBytes) -> Result<(), ManifestError> {
+    if p.contains_nul() {
+        return Err(invalid(format!("{what} contains a NUL byte")));
+    }
+    let path = p.as_path();
+    if !path.is_absolute() {
+        return Err(invalid(format!("{what} is not an absolute path")));
+    }
+    if p.as_bytes()
+        .split(|&b| b == b'/')
+        .any(|seg| seg == b"." || seg == b"..")
+    {
+        return Err(invalid(format!("{what} is not normalized")));
+    }
+    Ok(())
+}
+
+fn validate(m: &LaunchManifest) -> Result<(), ManifestError> {
+    if m.schema_version != MANIFEST_SCHEMA_VERSION {
+        return Err(ManifestError::UnsupportedSchema {
+            found: m.schema_version,
+            expected: MANIFEST_SCHEMA_VERSION,
+        });
+    }
+    if m.supervisor_pid == 0 {
+        return Err(invalid("supervisor pid is zero"));
+    }
+    check_path("program", &m.program)?;
+    if m.argv.is_empty() {
+        return Err(invalid("argv is empty"));
+    }
+    if m.argv.len() > MAX_ARGS {
+        return Err(invalid(format!("more than {MAX_ARGS} arguments")));
+    }
+    if m.argv.iter().any(OsBytes::contains_nul) {
+        return Err(invalid("an argument contains a NUL byte"));
+    }
+    check_path("working directory", &m.working_directory)?;
+    if m.working_directory.as_path() == Path::new("/") {
+        return Err(invalid("working directory is the filesystem root"));
+    }
+    if m.environment.len() > MAX_ENV {
+        return Err(invalid(format!("more than {MAX_ENV} environment entries")));
+    }
+    for entry in &m.environment {
+        let name = entry.name.as_bytes();
+        if name.is_empty() || name.contains(&b'=') || name.contains(&0) {
+            return Err(invalid(
+                "an environment name is empty or contains '=' or NUL",
+            ));
+        }
+        if entry.value.contains_nul() {
+            return Err(invalid("an environment value contains a NUL byte"));
+        }
+    }
+    if m.file_grants.len() > MAX_GRANTS {
+        return Err(invalid(format!("more than {MAX_GRANTS} file grants")));
+    }
+    for grant in &m.file_grants {
+        check_path("a grant path", &grant.path)?;
+        if grant.path.as_path() == Path::new("/") {
+            return Err(invalid("a grant covers the filesystem root"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> LaunchManifest {
+        LaunchManifest {
+            schema_version: 1,
+            supervisor_pid: 42,
+            program: "/usr/bin/true".into(),
+            argv: vec!["true".into(), OsBytes(vec![0xff, b'x'])],
+            working_directory: "/work/p".into(),
+            environment: vec![EnvEntry {
+                name: "PATH".into(),
+                value: "/usr/bin".into(),
+            }],
+            file_grants: vec![ManifestGrant {
+                path: "/work/p".into(),
+                access: Access::ReadWrite,
+                scope: Scope::Subtree,
+            }],
+            network: Network::AllowAll,
+            restore_default_signals: vec![RestoredSignal::Interrupt, RestoredSignal::Quit],
+        }
+    }
+
+    #[test]
+    fn round_trips_exactly() {
+        let v = ValidatedManifest::new(sample()).unwrap();
+        let bytes = v.encode().unwrap();
+        assert_eq!(ValidatedManifest::decode(&bytes).unwrap(), v);
+    }
+
+    #[test]
+    fn rejects_unknown_fields_versions_and_garbage() {
+        let mut json: serde_json::Value = serde_json::to_value(sample()).unwrap();
+        json["extra"] = serde_json::json!(true);
+        let err = ValidatedManifest::decode(json.to_string().as_bytes()).unwrap_err();
+        assert!(matches!(err, ManifestError::Malformed { .. }), "{err}");
+
+        let mut m = sample();
+        m.schema_version = 2;
+        let bytes = serde_json::to_vec(&m).unwrap();
+        assert!(matches!(
+            ValidatedManifest::decode(&bytes).unwrap_err(),
+            ManifestError::UnsupportedSchema {
+                found: 2,
+                expected: 1
+            }
+        ));
+        assert!(matches!(
+            ValidatedManifest::decode(b"not json").unwrap_err(),
+            ManifestError::Malformed { .. }
+        ));
+    }
+
+    #[test]
+    fn rejects_oversized_before_parsing() {
+        let big = vec![b' '; MAX_MANIFEST_BYTES + 1];
+        assert!(matches!(
+            ValidatedManifest::decode(&big).unwrap_err(),
+            ManifestError::TooLarge { .. }
+        ));
+    }
+
+    #[test]
+    fn rejects_invalid_content() {
+        let cases: Vec<(&str, Box<dyn Fn(&mut LaunchManifest)>)> = vec![
+            (
+                "relative program",
+                Box::new(|m| m.program = "bin/true".into()),
+            ),
+            ("empty argv", Box::new(|m| m.argv.clear())),
+            ("nul arg", Box::new(|m| m.argv.push(OsBytes(vec![b'a', 0])))),
+            ("root cwd", Box::new(|m| m.working_directory = "/".into())),
+            (
+                "dotdot grant",
+                Box::new(|m| m.file_grants[0].path = "/work/../etc".into()),
+            ),
+            (
+                "root grant",
+                Box::new(|m| m.file_grants[0].path = "/".into()),
+            ),
+            (
+                "bad env name",
+                Box::new(|m| m.environment[0].name = "A=B".into()),
+            ),
+            ("zero pid", Box::new(|m| m.supervisor_pid = 0)),
+        ];
+        for (what, mutate) in cases {
+            let mut m = sample();
+            mutate(&mut m);
+            assert!(
+                matches!(
+                    ValidatedManifest::new(m),
+                    Err(ManifestError::Invalid { .. })
+                ),
+                "{what} was accepted"
+            );
+        }
+    }
+}

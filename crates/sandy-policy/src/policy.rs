@@ -1,0 +1,90 @@
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// How much a grant allows on its path. Write implies create, remove, rename, truncate
+/// and execute of what the sandbox itself wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Access {
+    Read,
+    ReadExec,
+    ReadWrite,
+}
+
+impl Access {
+    /// Whether `self` allows at least everything `other` allows.
+    pub fn covers(self, other: Access) -> bool {
+        self >= other
+    }
+}
+
+/// Whether a grant covers a directory and everything below it, or one file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    Exact,
+    Subtree,
+}
+
+/// Why a grant exists, for the dry-run's explanation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// The system, devices, the private temporary directory, the terminal.
+    Baseline,
+    /// The current directory.
+    Project,
+    /// The command, its interpreter, and the toolchains the caller's `PATH` reaches.
+    Path,
+    /// An explicit `--read` or `--read-write` flag.
+    Flag,
+}
+
+/// One filesystem permission.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Grant {
+    pub path: PathBuf,
+    pub access: Access,
+    pub scope: Scope,
+    pub origin: Origin,
+}
+
+/// The network mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Network {
+    AllowAll,
+    BlockAll,
+}
+
+/// Which profile applies, and whether it was detected from the command name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProfileInfo {
+    pub name: String,
+    pub detected: bool,
+}
+
+/// The complete, resolved decision for one run. Nothing is decided after this.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedPolicy {
+    /// Absolute path of the program to execute (as found, not canonicalized, so that
+    /// tools that look at their own path keep working).
+    pub program: PathBuf,
+    /// The target's argv, `argv[0]` as typed.
+    pub argv: Vec<OsString>,
+    pub working_directory: PathBuf,
+    /// The target's complete environment.
+    pub environment: Vec<(OsString, OsString)>,
+    /// Names of variables removed from the caller's environment (never values).
+    pub removed_env: Vec<String>,
+    /// Names of variables Sandy set or replaced.
+    pub set_env: Vec<String>,
+    /// Filesystem grants, deduplicated, in resolution order.
+    pub grants: Vec<Grant>,
+    pub network: Network,
+    pub profile: ProfileInfo,
+    /// The private per-run temporary directory (the target's `TMPDIR`).
+    pub private_tmp: PathBuf,
+}

@@ -1,0 +1,629 @@
+//! Resolution: `(RunRequest, HostContext, PathInspector) -> ResolvedPolicy`.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use crate::error::ResolveError;
+use crate::host::HostContext;
+use crate::inspect::{FileKind, PathInspector};
+use crate::policy::{Access, Grant, Network, Origin, ProfileInfo, ResolvedPolicy, Scope};
+use crate::sensitive::sensitive_paths;
+
+/// What the user asked for, after argument parsing (syntax only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRequest {
+    /// The command and its arguments, byte for byte.
+    pub command: Vec<OsString>,
+    /// `--read` paths, as typed.
+    pub read: Vec<PathBuf>,
+    /// `--read-write` paths, as typed.
+    pub read_write: Vec<PathBuf>,
+    /// The private per-run temporary directory the supervisor created (or will create).
+    pub private_tmp: PathBuf,
+}
+
+/// Environment variables removed from the target's environment: agent and bus sockets
+/// that lead out of the sandbox, and askpass helpers that would run outside it.
+pub const REMOVED_ENV_EXACT: &[&str] = &[
+    "SSH_AUTH_SOCK",
+    "SSH_AGENT_PID",
+    "SSH_ASKPASS",
+    "SUDO_ASKPASS",
+    "GIT_ASKPASS",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "GPG_AGENT_INFO",
+];
+
+/// Prefixes of removed variables: the dynamic loader's (`LD_PRELOAD`, `LD_LIBRARY_PATH`,
+/// `LD_AUDIT`, ...), which would inject code into every process the target starts.
+pub const REMOVED_ENV_PREFIXES: &[&str] = &["LD_"];
+
+/// Variables pointed at the private temporary directory.
+const TMP_VARS: &[&str] = &["TMPDIR", "TMP", "TEMP", "TEMPDIR"];
+
+/// System directories every target may read, and execute where marked.
+const SYSTEM_GRANTS: &[(&str, Access)] = &[
+    ("/usr", Access::ReadExec),
+    ("/bin", Access::ReadExec),
+    ("/sbin", Access::ReadExec),
+    ("/lib", Access::ReadExec),
+    ("/lib64", Access::ReadExec),
+    ("/lib32", Access::ReadExec),
+    ("/libx32", Access::ReadExec),
+    ("/opt", Access::ReadExec),
+    ("/etc", Access::Read),
+    ("/proc", Access::Read),
+    ("/sys", Access::Read),
+];
+
+/// Character devices any program may read and write.
+const DEVICE_GRANTS: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+];
+
+/// Directories on `PATH` named like this are a toolchain's `bin`; their parent is the
+/// toolchain root (nvm's version directory, `~/.pyenv`, an npm prefix).
+const BIN_NAMES: &[&str] = &["bin", "sbin", "shims"];
+
+/// Home subdirectories too broad to grant as a toolchain root: they hold many unrelated
+/// applications' data.
+const BROAD_HOME_DIRS: &[&str] = &[".local", ".local/share", ".local/lib", ".config", ".cache"];
+
+/// How many entries of one `PATH` directory are examined for symlinks into packages.
+const MAX_PATH_DIR_ENTRIES: usize = 4096;
+
+/// How many leading bytes are read for a `#!` line.
+const SHEBANG_MAX: usize = 256;
+
+/// Resolves a run request against the host into the complete policy.
+///
+/// Grants are collected in order (baseline, project, command, `PATH` toolchains, flags);
+/// a grant already covered by an earlier one with at least the same access is dropped.
+pub fn resolve(
+    request: &RunRequest,
+    host: &HostContext,
+    fs: &dyn PathInspector,
+) -> Result<ResolvedPolicy, ResolveError> {
+    let argv0 = request.command.first().ok_or(ResolveError::EmptyCommand)?;
+    let home = host.home.clone();
+    let mut sensitive = home.as_deref().map(sensitive_paths).unwrap_or_default();
+    let canonical_sensitive: Vec<PathBuf> = sensitive
+        .iter()
+        .filter_map(|p| fs.canonicalize(p).ok())
+        .collect();
+    sensitive.extend(canonical_sensitive);
+    sensitive.sort();
+    sensitive.dedup();
+
+    let ctx = Ctx {
+        home: home.as_deref(),
+        sensitive: &sensitive,
+        fs,
+    };
+
+    let project = fs
+        .canonicalize(&host.cwd)
+        .map_err(|e| ResolveError::NoWorkingDirectory {
+            reason: e.to_string(),
+        })?;
+    ctx.check_project(&project)?;
+
+    let path_var = host
+        .var("PATH")
+        .map(OsStr::to_os_string)
+        .unwrap_or_else(|| OsString::from("/usr/local/bin:/usr/bin:/bin"));
+    let path_dirs: Vec<PathBuf> = std::env::split_paths(&path_var)
+        .filter(|p| p.is_absolute())
+        .collect();
+
+    let program = find_program(argv0, &project, &path_dirs, fs)?;
+
+    let mut grants = GrantSet::default();
+
+    // Baseline: the system, devices, terminal, private temporary directory, git identity.
+    for (path, access) in SYSTEM_GRANTS {
+        if let Ok(canonical) = fs.canonicalize(Path::new(path)) {
+            if fs.kind(&canonical) == Some(FileKind::Directory) {
+                grants.push(canonical, *access, Scope::Subtree, Origin::Baseline);
+            }
+        }
+    }
+    for dev in DEVICE_GRANTS
+        .iter()
+        .map(PathBuf::from)
+        .chain(host.terminals.iter().cloned())
+    {
+        if fs.kind(&dev).is_some() {
+            grants.push(dev, Access::ReadWrite, Scope::Exact, Origin::Baseline);
+        }
+    }
+    if let Ok(resolv) = fs.canonicalize(Path::new("/etc/resolv.conf")) {
+        grants.push(resolv, Access::Read, Scope::Exact, Origin::Baseline);
+    }
+    grants.push(
+        request.private_tmp.clone(),
+        Access::ReadWrite,
+        Scope::Subtree,
+        Origin::Baseline,
+    );
+    if let Some(home) = ctx.home {
+        let xdg_config = host
+            .var("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .unwrap_or_else(|| home.join(".config"));
+        let git_files = [
+            home.join(".gitconfig"),
+            xdg_config.join("git/config"),
+            xdg_config.join("git/ignore"),
+            xdg_config.join("git/attributes"),
+        ];
+        for file in git_files {
+            if let Ok(canonical) = fs.canonicalize(&file) {
+                if matches!(fs.kind(&canonical), Some(FileKind::File { .. }))
+                    && ctx.sensitive_overlap(&canonical).is_none()
+                {
+                    grants.push(canonical, Access::Read, Scope::Exact, Origin::Baseline);
+                }
+            }
+        }
+    }
+
+    // The project.
+    grants.push(
+        project.clone(),
+        Access::ReadWrite,
+        Scope::Subtree,
+        Origin::Project,
+    );
+
+    // The command and the interpreter its `#!` line names.
+    ctx.grant_executable(&program, &mut grants);
+    if let Some(interpreter) = interpreter_of(&program, &path_dirs, fs) {
+        ctx.grant_executable(&interpreter, &mut grants);
+    }
+
+    // Toolchains the caller's PATH reaches.
+    for dir in &path_dirs {
+        ctx.grant_path_dir(dir, host, &mut grants);
+    }
+
+    // Explicit flags, checked strictly: they must exist and must not expose secrets.
+    for (flag, paths, access) in [
+        ("--read", &request.read, Access::Read),
+        ("--read-write", &request.read_write, Access::ReadWrite),
+    ] {
+        for path in paths {
+            let (canonical, scope) = ctx.check_explicit(flag, path, &project)?;
+            grants.push(canonical, access, scope, Origin::Flag);
+        }
+    }
+
+    let (environment, removed_env, set_env) = environment(host, &request.private_tmp);
+
+    Ok(ResolvedPolicy {
+        program,
+        argv: request.command.clone(),
+        working_directory: project,
+        environment,
+        removed_env,
+        set_env,
+        grants: grants.into_vec(),
+        network: Network::AllowAll,
+        profile: ProfileInfo {
+            name: "generic".to_owned(),
+            detected: false,
+        },
+        private_tmp: request.private_tmp.clone(),
+    })
+}
+
+struct Ctx<'a> {
+    home: Option<&'a Path>,
+    sensitive: &'a [PathBuf],
+    fs: &'a dyn PathInspector,
+}
+
+impl Ctx<'_> {
+    fn check_project(&self, project: &Path) -> Result<(), ResolveError> {
+        let refuse = |reason| {
+            Err(ResolveError::UnsafeProject {
+                path: project.to_path_buf(),
+                reason,
+            })
+        };
+        if project == Path::new("/") {
+            return refuse("it is the filesystem root");
+        }
+        if let Some(home) = self.home {
+            if project == home {
+                return refuse("it is the home directory; run Sandy from a project directory");
+            }
+            if home.starts_with(project) {
+                return refuse("it contains the home directory");
+            }
+        }
+        if self.sensitive_overlap(project).is_some() {
+            return refuse("it overlaps a sensitive path");
+        }
+        Ok(())
+    }
+
+    /// The first sensitive path that `path` contains or lies inside.
+    fn sensitive_overlap(&self, path: &Path) -> Option<&Path> {
+        self.sensitive
+            .iter()
+            .find(|s| s.starts_with(path) || path.starts_with(s))
+            .map(PathBuf::as_path)
+    }
+
+    /// Whether an automatically derived grant of `path` is narrow enough.
+    fn safe_auto_root(&self, path: &Path) -> bool {
+        if path.parent().is_none() || self.sensitive_overlap(path).is_some() {
+            return false;
+        }
+        match self.home {
+            Some(home) => {
+                !home.starts_with(path) && !BROAD_HOME_DIRS.iter().any(|rel| path == home.join(rel))
+            }
+            None => true,
+        }
+    }
+
+    /// The directory to grant for an executable: its package root when it lives in a
+    /// `bin` directory, else its own directory; `None` when that would be too broad.
+    fn package_root(&self, executable: &Path) -> Option<PathBuf> {
+        let dir = executable.parent()?;
+        let is_bin = dir
+            .file_name()
+            .is_some_and(|n| BIN_NAMES.iter().any(|b| n == OsStr::new(b)));
+        let root = if is_bin { dir.parent()? } else { dir };
+        if self.safe_auto_root(root) {
+            Some(root.to_path_buf())
+        } else if self.safe_auto_root(dir) {
+            Some(dir.to_path_buf())
+        } else {
+            None
+        }
+    }
+
+    /// Grants an executable (the command, an interpreter, a `PATH` entry's target) read
+    /// and execute, with its package when that is not already reachable.
+    fn grant_executable(&self, path: &Path, grants: &mut GrantSet) {
+        let Ok(canonical) = self.fs.canonicalize(path) else {
+            return;
+        };
+        if grants.covers(&canonical, Access::ReadExec)
+            || self.sensitive_overlap(&canonical).is_some()
+        {
+            return;
+        }
+        match self.package_root(&canonical) {
+            Some(root) => grants.push(root, Access::ReadExec, Scope::Subtree, Origin::Path),
+            None => grants.push(canonical, Access::ReadExec, Scope::Exact, Origin::Path),
+        }
+    }
+
+    fn grant_path_dir(&self, dir: &Path, host: &HostContext, grants: &mut GrantSet) {
+        let Ok(dir) = self.fs.canonicalize(dir) else {
+            return;
+        };
+        if self.fs.kind(&dir) != Some(FileKind::Directory) {
+            return;
+        }
+        if !grants.covers(&dir, Access::ReadExec) {
+            let is_bin = dir
+                .file_name()
+                .is_some_and(|n| BIN_NAMES.iter().any(|b| n == OsStr::new(b)));
+            let root = dir.parent().filter(|_| is_bin);
+            match root {
+                Some(root) if self.safe_auto_root(root) => {
+                    grants.push(
+                        root.to_path_buf(),
+                        Access::ReadExec,
+                        Scope::Subtree,
+                        Origin::Path,
+                    );
+                }
+                _ if self.safe_auto_root(&dir) => {
+                    grants.push(dir.clone(), Access::ReadExec, Scope::Subtree, Origin::Path);
+                }
+                _ => return,
+            }
+            self.grant_rust_toolchain(&dir, host, grants);
+        }
+        // Entries that are symlinks into a package elsewhere (npm-global, uv tools, the
+        // native Claude installer) need that package too.
+        for entry in self.fs.list_dir(&dir, MAX_PATH_DIR_ENTRIES) {
+            if self.fs.is_symlink(&entry) {
+                self.grant_executable(&entry, grants);
+            }
+        }
+    }
+
+    /// `~/.cargo/bin` holds rustup proxies: they need the rustup home, and cargo reads its
+    /// registry cache. Granted read-only so the sandbox cannot poison the host's cache.
+    fn grant_rust_toolchain(&self, dir: &Path, host: &HostContext, grants: &mut GrantSet) {
+        let Some(cargo_home) = dir.parent() else {
+            return;
+        };
+        let is_cargo_home = cargo_home.file_name() == Some(OsStr::new(".cargo"))
+            || host
+                .var("CARGO_HOME")
+                .is_some_and(|c| Path::new(c) == cargo_home);
+        if dir.file_name() != Some(OsStr::new("bin")) || !is_cargo_home {
+            return;
+        }
+        let rustup_home = host
+            .var("RUSTUP_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| self.home.map(|h| h.join(".rustup")));
+        let candidates = [
+            (rustup_home, Access::ReadExec),
+            (Some(cargo_home.join("registry")), Access::Read),
+            (Some(cargo_home.join("git")), Access::Read),
+        ];
+        for (path, access) in candidates {
+            let Some(path) = path else { continue };
+            let Ok(canonical) = self.fs.canonicalize(&path) else {
+                continue;
+            };
+            if self.fs.kind(&canonical) == Some(FileKind::Directory)
+                && self.safe_auto_root(&canonical)
+            {
+                grants.push(canonical, access, Scope::Subtree, Origin::Path);
+            }
+        }
+    }
+
+    fn check_explicit(
+        &self,
+        flag: &'static str,
+        path: &Path,
+        project: &Path,
+    ) -> Result<(PathBuf, Scope), ResolveError> {
+        if path.as_os_str().as_bytes().contains(&0) {
+            return Err(ResolveError::NulInPath {
+                path: path.to_path_buf(),
+            });
+        }
+        let absolute = if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            project.join(path)
+        };
+        let lexical = normalize(&absolute);
+        let canonical = self
+            .fs
+            .canonicalize(&absolute)
+            .map_err(|_| ResolveError::MissingPath {
+                flag,
+                path: path.to_path_buf(),
+            })?;
+        let scope = match self.fs.kind(&canonical) {
+            Some(FileKind::Directory) => Scope::Subtree,
+            Some(FileKind::File { .. }) | Some(FileKind::Other) => Scope::Exact,
+            None => {
+                return Err(ResolveError::MissingPath {
+                    flag,
+                    path: path.to_path_buf(),
+                })
+            }
+        };
+        for candidate in [&lexical, &canonical] {
+            if candidate.parent().is_none() {
+                return Err(ResolveError::RootGrant { flag });
+            }
+            if let Some(home) = self.home {
+                if home.starts_with(candidate) {
+                    return Err(ResolveError::HomeGrant {
+                        flag,
+                        path: candidate.clone(),
+                    });
+                }
+            }
+            if let Some(sensitive) = self.sensitive_overlap(candidate) {
+                return Err(ResolveError::SensitiveGrant {
+                    flag,
+                    path: candidate.clone(),
+                    sensitive: sensitive.to_path_buf(),
+                });
+            }
+        }
+        Ok((canonical, scope))
+    }
+}
+
+/// Removes `.` and `..` components without touching the filesystem.
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// Finds the program the way `execvp` would, but decides before launch.
+fn find_program(
+    argv0: &OsStr,
+    project: &Path,
+    path_dirs: &[PathBuf],
+    fs: &dyn PathInspector,
+) -> Result<PathBuf, ResolveError> {
+    let name = Path::new(argv0);
+    let not_found = || ResolveError::CommandNotFound {
+        name: argv0.to_string_lossy().into_owned(),
+    };
+    if argv0.is_empty() {
+        return Err(not_found());
+    }
+    if argv0.as_bytes().contains(&b'/') {
+        let path = if name.is_absolute() {
+            name.to_path_buf()
+        } else {
+            project.join(name)
+        };
+        return match fs.kind(&path) {
+            None => Err(not_found()),
+            Some(FileKind::File { executable: true }) => Ok(path),
+            Some(_) => Err(ResolveError::NotExecutable { path }),
+        };
+    }
+    let mut not_executable = None;
+    for dir in path_dirs {
+        let candidate = dir.join(name);
+        match fs.kind(&candidate) {
+            Some(FileKind::File { executable: true }) => return Ok(candidate),
+            Some(_) if not_executable.is_none() => not_executable = Some(candidate),
+            _ => {}
+        }
+    }
+    match not_executable {
+        Some(path) => Err(ResolveError::NotExecutable { path }),
+        None => Err(not_found()),
+    }
+}
+
+/// The interpreter a `#!` line names, resolved through `PATH` for `/usr/bin/env NAME`.
+fn interpreter_of(
+    program: &Path,
+    path_dirs: &[PathBuf],
+    fs: &dyn PathInspector,
+) -> Option<PathBuf> {
+    let head = fs.read_head(program, SHEBANG_MAX)?;
+    let (interpreter, arg) = parse_shebang(&head)?;
+    let is_env = interpreter.file_name() == Some(OsStr::new("env"));
+    match (is_env, arg) {
+        (true, Some(args)) => {
+            let name = args
+                .split(|b| b.is_ascii_whitespace())
+                .find(|w| !w.is_empty() && !w.starts_with(b"-") && !w.contains(&b'='))?;
+            let name = Path::new(OsStr::from_bytes(name));
+            if name.is_absolute() {
+                return Some(name.to_path_buf());
+            }
+            path_dirs
+                .iter()
+                .map(|d| d.join(name))
+                .find(|c| matches!(fs.kind(c), Some(FileKind::File { executable: true })))
+        }
+        _ => Some(interpreter),
+    }
+}
+
+/// Splits a `#!` line into the interpreter and the rest of the line.
+fn parse_shebang(head: &[u8]) -> Option<(PathBuf, Option<Vec<u8>>)> {
+    let rest = head.strip_prefix(b"#!")?;
+    let line = rest.split(|&b| b == b'\n').next()?;
+    let line = trim_ascii(line);
+    let split = line.iter().position(|b| b.is_ascii_whitespace());
+    let (interp, arg) = match split {
+        Some(i) => (&line[..i], Some(trim_ascii(&line[i..]).to_vec())),
+        None => (line, None),
+    };
+    if !interp.starts_with(b"/") {
+        return None;
+    }
+    Some((
+        PathBuf::from(OsStr::from_bytes(interp)),
+        arg.filter(|a| !a.is_empty()),
+    ))
+}
+
+fn trim_ascii(b: &[u8]) -> &[u8] {
+    let start = b
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(b.len());
+    let end = b
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map_or(start, |i| i + 1);
+    &b[start..end]
+}
+
+/// The target's environment: the caller's, minus escape hatches, with a private TMPDIR.
+fn environment(
+    host: &HostContext,
+    private_tmp: &Path,
+) -> (Vec<(OsString, OsString)>, Vec<String>, Vec<String>) {
+    let mut env = Vec::with_capacity(host.env.len() + 1);
+    let mut removed = Vec::new();
+    let mut set = Vec::new();
+    for (key, value) in &host.env {
+        let name = key.to_string_lossy();
+        let drop = REMOVED_ENV_EXACT.iter().any(|r| name == *r)
+            || REMOVED_ENV_PREFIXES.iter().any(|p| name.starts_with(p));
+        if drop {
+            removed.push(name.into_owned());
+        } else if TMP_VARS.iter().any(|t| name == *t) {
+            set.push(name.into_owned());
+            env.push((key.clone(), private_tmp.as_os_str().to_os_string()));
+        } else {
+            env.push((key.clone(), value.clone()));
+        }
+    }
+    if !set.iter().any(|n| n == "TMPDIR") {
+        set.push("TMPDIR".to_owned());
+        env.push((
+            OsString::from("TMPDIR"),
+            private_tmp.as_os_str().to_os_string(),
+        ));
+    }
+    removed.sort();
+    removed.dedup();
+    set.sort();
+    set.dedup();
+    (env, removed, set)
+}
+
+/// Grants in resolution order, skipping any already covered.
+#[derive(Default)]
+struct GrantSet(Vec<Grant>);
+
+impl GrantSet {
+    fn covers(&self, path: &Path, access: Access) -> bool {
+        self.0.iter().any(|g| {
+            g.access.covers(access)
+                && (g.path == path || (g.scope == Scope::Subtree && path.starts_with(&g.path)))
+        })
+    }
+
+    fn push(&mut self, path: PathBuf, access: Access, scope: Scope, origin: Origin) {
+        let covered = self.0.iter().any(|g| {
+            g.access.covers(access)
+                && match g.scope {
+                    Scope::Subtree => path.starts_with(&g.path),
+                    Scope::Exact => g.path == path && scope == Scope::Exact,
+                }
+        });
+        if !covered {
+            self.0.push(Grant {
+                path,
+                access,
+                scope,
+                origin,
+            });
+        }
+    }
+
+    fn into_vec(self) -> Vec<Grant> {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,415 @@
+use std::collections::BTreeMap;
+use std::io;
+
+use super::*;
+
+/// An in-memory filesystem: paths map to kinds, symlinks to targets.
+#[derive(Default)]
+struct FakeFs {
+    nodes: BTreeMap<PathBuf, FileKind>,
+    links: BTreeMap<PathBuf, PathBuf>,
+    heads: BTreeMap<PathBuf, Vec<u8>>,
+}
+
+impl FakeFs {
+    fn dir(mut self, p: &str) -> Self {
+        self.nodes.insert(p.into(), FileKind::Directory);
+        self
+    }
+    fn exe(mut self, p: &str) -> Self {
+        self.nodes
+            .insert(p.into(), FileKind::File { executable: true });
+        self
+    }
+    fn file(mut self, p: &str) -> Self {
+        self.nodes
+            .insert(p.into(), FileKind::File { executable: false });
+        self
+    }
+    fn dev(mut self, p: &str) -> Self {
+        self.nodes.insert(p.into(), FileKind::Other);
+        self
+    }
+    fn link(mut self, p: &str, target: &str) -> Self {
+        self.links.insert(p.into(), target.into());
+        self
+    }
+    fn script(mut self, p: &str, head: &str) -> Self {
+        self.heads.insert(p.into(), head.as_bytes().to_vec());
+        self.exe(p)
+    }
+}
+
+impl PathInspector for FakeFs {
+    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
+        let mut out = PathBuf::from("/");
+        for c in normalize(path).components().skip(1) {
+            out.push(c);
+            let mut hops = 0;
+            while let Some(t) = self.links.get(&out) {
+                out = if t.is_absolute() {
+                    t.clone()
+                } else {
+                    out.parent().unwrap().join(t)
+                };
+                out = normalize(&out);
+                hops += 1;
+                assert!(hops < 10);
+            }
+        }
+        if out == Path::new("/") || self.nodes.contains_key(&out) {
+            Ok(out)
+        } else {
+            Err(io::Error::from(io::ErrorKind::NotFound))
+        }
+    }
+    fn kind(&self, path: &Path) -> Option<FileKind> {
+        let c = self.canonicalize(path).ok()?;
+        if c == Path::new("/") {
+            return Some(FileKind::Directory);
+        }
+        self.nodes.get(&c).copied()
+    }
+    fn is_symlink(&self, path: &Path) -> bool {
+        self.links.contains_key(path)
+    }
+    fn read_head(&self, path: &Path, max: usize) -> Option<Vec<u8>> {
+        let c = self.canonicalize(path).ok()?;
+        Some(
+            self.heads
+                .get(&c)
+                .map(|h| h[..h.len().min(max)].to_vec())
+                .unwrap_or_default(),
+        )
+    }
+    fn list_dir(&self, path: &Path, _max: usize) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = self
+            .nodes
+            .keys()
+            .chain(self.links.keys())
+            .filter(|p| p.parent() == Some(path))
+            .cloned()
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+fn base_fs() -> FakeFs {
+    FakeFs::default()
+        .dir("/usr")
+        .dir("/usr/bin")
+        .exe("/usr/bin/true")
+        .exe("/usr/bin/env")
+        .exe("/usr/bin/python3.11")
+        .link("/usr/bin/python3", "python3.11")
+        .link("/bin", "usr/bin")
+        .dir("/etc")
+        .file("/etc/resolv.conf")
+        .dir("/proc")
+        .dir("/dev")
+        .dev("/dev/null")
+        .dev("/dev/tty")
+        .dir("/home")
+        .dir("/home/u")
+        .dir("/home/u/proj")
+        .dir("/home/u/other")
+        .dir("/home/u/.ssh")
+        .file("/home/u/.ssh/id_ed25519")
+        .dir("/tmp")
+        .dir("/tmp/sandy-1")
+}
+
+fn host(path: &str) -> HostContext {
+    HostContext {
+        cwd: "/home/u/proj".into(),
+        home: Some("/home/u".into()),
+        env: vec![
+            ("PATH".into(), path.into()),
+            ("HOME".into(), "/home/u".into()),
+            ("SSH_AUTH_SOCK".into(), "/tmp/ssh-x/agent.1".into()),
+            ("LD_PRELOAD".into(), "/evil.so".into()),
+            ("TMPDIR".into(), "/tmp".into()),
+            ("LANG".into(), "C.UTF-8".into()),
+        ],
+        terminals: vec![],
+        supervisor_pid: 7,
+    }
+}
+
+fn request(cmd: &[&str]) -> RunRequest {
+    RunRequest {
+        command: cmd.iter().map(OsString::from).collect(),
+        read: vec![],
+        read_write: vec![],
+        private_tmp: "/tmp/sandy-1".into(),
+    }
+}
+
+fn g(path: &str, access: Access, scope: Scope, origin: Origin) -> Grant {
+    Grant {
+        path: path.into(),
+        access,
+        scope,
+        origin,
+    }
+}
+
+#[test]
+fn plain_run_resolves_to_the_default_policy() {
+    let policy = resolve(
+        &request(&["true", "a b"]),
+        &host("/usr/bin:/bin"),
+        &base_fs(),
+    )
+    .unwrap();
+    let expected = ResolvedPolicy {
+        program: "/usr/bin/true".into(),
+        argv: vec!["true".into(), "a b".into()],
+        working_directory: "/home/u/proj".into(),
+        environment: vec![
+            ("PATH".into(), "/usr/bin:/bin".into()),
+            ("HOME".into(), "/home/u".into()),
+            ("TMPDIR".into(), "/tmp/sandy-1".into()),
+            ("LANG".into(), "C.UTF-8".into()),
+        ],
+        removed_env: vec!["LD_PRELOAD".into(), "SSH_AUTH_SOCK".into()],
+        set_env: vec!["TMPDIR".into()],
+        grants: vec![
+            g("/usr", Access::ReadExec, Scope::Subtree, Origin::Baseline),
+            g("/etc", Access::Read, Scope::Subtree, Origin::Baseline),
+            g("/proc", Access::Read, Scope::Subtree, Origin::Baseline),
+            g(
+                "/dev/null",
+                Access::ReadWrite,
+                Scope::Exact,
+                Origin::Baseline,
+            ),
+            g(
+                "/dev/tty",
+                Access::ReadWrite,
+                Scope::Exact,
+                Origin::Baseline,
+            ),
+            g(
+                "/tmp/sandy-1",
+                Access::ReadWrite,
+                Scope::Subtree,
+                Origin::Baseline,
+            ),
+            g(
+                "/home/u/proj",
+                Access::ReadWrite,
+                Scope::Subtree,
+                Origin::Project,
+            ),
+        ],
+        network: Network::AllowAll,
+        profile: ProfileInfo {
+            name: "generic".into(),
+            detected: false,
+        },
+        private_tmp: "/tmp/sandy-1".into(),
+    };
+    assert_eq!(policy, expected);
+}
+
+#[test]
+fn refuses_root_home_and_ancestors_of_home_as_project() {
+    for cwd in ["/", "/home/u", "/home", "/home/u/.ssh"] {
+        let mut h = host("/usr/bin");
+        h.cwd = cwd.into();
+        let err = resolve(&request(&["true"]), &h, &base_fs()).unwrap_err();
+        assert!(
+            matches!(err, ResolveError::UnsafeProject { .. }),
+            "{cwd}: {err}"
+        );
+    }
+}
+
+#[test]
+fn command_lookup_distinguishes_missing_from_not_executable() {
+    let fs = base_fs().file("/usr/bin/notexec");
+    let h = host("/usr/bin");
+    assert!(matches!(
+        resolve(&request(&["nope"]), &h, &fs).unwrap_err(),
+        ResolveError::CommandNotFound { .. }
+    ));
+    assert!(matches!(
+        resolve(&request(&["notexec"]), &h, &fs).unwrap_err(),
+        ResolveError::NotExecutable { .. }
+    ));
+    assert!(matches!(
+        resolve(&request(&["/usr/bin"]), &h, &fs).unwrap_err(),
+        ResolveError::NotExecutable { .. }
+    ));
+    assert!(matches!(
+        resolve(&request(&["./missing"]), &h, &fs).unwrap_err(),
+        ResolveError::CommandNotFound { .. }
+    ));
+}
+
+#[test]
+fn explicit_grants_must_exist_and_never_expose_secrets() {
+    let h = host("/usr/bin");
+    let fs = base_fs();
+    let cases: Vec<(&str, &str, fn(&ResolveError) -> bool)> = vec![
+        ("--read", "/home/u/missing", |e| {
+            matches!(e, ResolveError::MissingPath { .. })
+        }),
+        ("--read", "/home/u/.ssh", |e| {
+            matches!(e, ResolveError::SensitiveGrant { .. })
+        }),
+        ("--read", "/home/u/.ssh/id_ed25519", |e| {
+            matches!(e, ResolveError::SensitiveGrant { .. })
+        }),
+        ("--read", "/home/u", |e| {
+            matches!(e, ResolveError::HomeGrant { .. })
+        }),
+        ("--read", "/home", |e| {
+            matches!(e, ResolveError::HomeGrant { .. })
+        }),
+        ("--read", "/", |e| {
+            matches!(e, ResolveError::RootGrant { .. })
+        }),
+        ("--read-write", "../other/../.ssh", |e| {
+            matches!(e, ResolveError::SensitiveGrant { .. })
+        }),
+    ];
+    for (flag, path, expect) in cases {
+        let mut r = request(&["true"]);
+        if flag == "--read" {
+            r.read.push(path.into());
+        } else {
+            r.read_write.push(path.into());
+        }
+        let err = resolve(&r, &h, &fs).unwrap_err();
+        assert!(expect(&err), "{flag} {path}: {err}");
+    }
+    let mut ok = request(&["true"]);
+    ok.read.push("../other".into());
+    let policy = resolve(&ok, &h, &fs).unwrap();
+    assert_eq!(
+        policy.grants.last().unwrap(),
+        &g("/home/u/other", Access::Read, Scope::Subtree, Origin::Flag)
+    );
+}
+
+#[test]
+fn a_symlink_to_a_secret_is_refused_by_its_target() {
+    let fs = base_fs().link("/home/u/other/keys", "/home/u/.ssh");
+    let mut r = request(&["true"]);
+    r.read.push("/home/u/other/keys".into());
+    let err = resolve(&r, &host("/usr/bin"), &fs).unwrap_err();
+    assert!(matches!(err, ResolveError::SensitiveGrant { .. }), "{err}");
+}
+
+#[test]
+fn path_toolchains_and_symlinked_packages_are_granted() {
+    let fs = base_fs()
+        .dir("/home/u/.local")
+        .dir("/home/u/.local/bin")
+        .dir("/home/u/.local/share")
+        .dir("/home/u/.local/share/tool")
+        .dir("/home/u/.local/share/tool/bin")
+        .script(
+            "/home/u/.local/share/tool/bin/tool.js",
+            "#!/usr/bin/env node\n",
+        )
+        .link("/home/u/.local/bin/tool", "../share/tool/bin/tool.js")
+        .dir("/home/u/.nvm")
+        .dir("/home/u/.nvm/versions")
+        .dir("/home/u/.nvm/versions/node")
+        .dir("/home/u/.nvm/versions/node/v20")
+        .dir("/home/u/.nvm/versions/node/v20/bin")
+        .exe("/home/u/.nvm/versions/node/v20/bin/node");
+    let h = host("/home/u/.local/bin:/home/u/.nvm/versions/node/v20/bin:/usr/bin");
+    let policy = resolve(&request(&["tool"]), &h, &fs).unwrap();
+    let path_grants: Vec<&Grant> = policy
+        .grants
+        .iter()
+        .filter(|g| g.origin == Origin::Path)
+        .collect();
+    assert_eq!(
+        path_grants,
+        vec![
+            &g(
+                "/home/u/.local/share/tool",
+                Access::ReadExec,
+                Scope::Subtree,
+                Origin::Path
+            ),
+            &g(
+                "/home/u/.nvm/versions/node/v20",
+                Access::ReadExec,
+                Scope::Subtree,
+                Origin::Path
+            ),
+            &g(
+                "/home/u/.local/bin",
+                Access::ReadExec,
+                Scope::Subtree,
+                Origin::Path
+            ),
+        ]
+    );
+    assert_eq!(policy.program, PathBuf::from("/home/u/.local/bin/tool"));
+}
+
+#[test]
+fn a_path_directory_covering_home_or_secrets_is_not_granted() {
+    let fs = base_fs().dir("/home/u/bin");
+    let h = host("/home/u:/home/u/.ssh:/home/u/bin:/usr/bin");
+    let policy = resolve(&request(&["true"]), &h, &fs).unwrap();
+    let path_grants: Vec<&Grant> = policy
+        .grants
+        .iter()
+        .filter(|g| g.origin == Origin::Path)
+        .collect();
+    assert_eq!(
+        path_grants,
+        vec![&g(
+            "/home/u/bin",
+            Access::ReadExec,
+            Scope::Subtree,
+            Origin::Path
+        )]
+    );
+}
+
+#[test]
+fn shebang_lines_are_parsed() {
+    assert_eq!(
+        parse_shebang(b"#!/bin/sh\necho"),
+        Some((PathBuf::from("/bin/sh"), None))
+    );
+    assert_eq!(
+        parse_shebang(b"#! /usr/bin/env -S node --x\n"),
+        Some((PathBuf::from("/usr/bin/env"), Some(b"-S node --x".to_vec())))
+    );
+    assert_eq!(parse_shebang(b"#!relative\n"), None);
+    assert_eq!(parse_shebang(b"\x7fELF"), None);
+}
+
+#[test]
+fn grants_covered_by_earlier_ones_are_dropped() {
+    let mut set = GrantSet::default();
+    set.push(
+        "/a".into(),
+        Access::ReadWrite,
+        Scope::Subtree,
+        Origin::Project,
+    );
+    set.push("/a/b".into(), Access::Read, Scope::Subtree, Origin::Flag);
+    set.push("/c".into(), Access::Read, Scope::Subtree, Origin::Flag);
+    set.push("/c/d".into(), Access::ReadWrite, Scope::Exact, Origin::Flag);
+    assert_eq!(
+        set.into_vec(),
+        vec![
+            g("/a", Access::ReadWrite, Scope::Subtree, Origin::Project),
+            g("/c", Access::Read, Scope::Subtree, Origin::Flag),
+            g("/c/d", Access::ReadWrite, Scope::Exact, Origin::Flag),
+        ]
+    );
+}
