@@ -1,0 +1,246 @@
+//! Shared harness for the end-to-end tests: the real `sandy` binary, run in a throw-away
+//! home and project, as the current user and (when the tests run as root) also as an
+//! unprivileged user, judged from the host side.
+#![allow(dead_code)]
+
+use std::ffi::OsStr;
+use std::os::unix::fs::{chown, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+/// The unprivileged account used when the suite runs as root (`nobody` by default;
+/// override with `SANDY_TEST_UID`/`SANDY_TEST_GID`).
+pub const DEFAULT_UNPRIVILEGED: u32 = 65534;
+
+/// Who runs `sandy` in a test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct User {
+    pub uid: u32,
+    pub gid: u32,
+    pub label: &'static str,
+}
+
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+pub fn in_ci() -> bool {
+    std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false")
+}
+
+/// A missing capability is a reported skip locally and a failure in CI.
+pub fn skip(reason: &str) {
+    if in_ci() {
+        panic!("required in CI but unavailable: {reason}");
+    }
+    eprintln!("SKIP: {reason}");
+}
+
+/// The users every enforcement test runs as: the current user, and an unprivileged one
+/// when the suite runs as root.
+pub fn users() -> Vec<User> {
+    let me = User {
+        uid: nix::unistd::getuid().as_raw(),
+        gid: nix::unistd::getgid().as_raw(),
+        label: if is_root() { "root" } else { "current user" },
+    };
+    if !is_root() {
+        skip("the unprivileged pass switches users and needs root; ran as the current user only");
+        return vec![me];
+    }
+    let uid = env_u32("SANDY_TEST_UID").unwrap_or(DEFAULT_UNPRIVILEGED);
+    let gid = env_u32("SANDY_TEST_GID").unwrap_or(uid);
+    vec![
+        me,
+        User {
+            uid,
+            gid,
+            label: "unprivileged",
+        },
+    ]
+}
+
+fn env_u32(name: &str) -> Option<u32> {
+    std::env::var(name).ok()?.parse().ok()
+}
+
+/// Whether this kernel has what Sandy needs; reports a skip (a failure in CI) if not.
+pub fn kernel_ready() -> bool {
+    let support = sandy_linux::probe();
+    match support.landlock_abi {
+        Ok(abi) if abi >= sandy_linux::MIN_LANDLOCK_ABI => {}
+        Ok(abi) => {
+            skip(&format!("Landlock ABI {abi} is below the ABI Sandy needs"));
+            return false;
+        }
+        Err(errno) => {
+            skip(&format!("Landlock is unavailable (errno {errno})"));
+            return false;
+        }
+    }
+    if !support.seccomp_filter {
+        skip("seccomp filters are unavailable");
+        return false;
+    }
+    true
+}
+
+/// A copy of the `sandy` binary in a world-readable place, so an unprivileged user can run
+/// it whatever the permissions of the checkout.
+pub fn sandy_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("sandy-test-bin-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let dest = dir.join("sandy");
+        std::fs::copy(env!("CARGO_BIN_EXE_sandy"), &dest).unwrap();
+        std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o755)).unwrap();
+        dest
+    })
+}
+
+/// A throw-away world: `root/home` (HOME), `root/home/project` (the current directory),
+/// `root/tmp` (the caller's TMPDIR), all owned by the user the test runs as. Removed on
+/// drop.
+pub struct World {
+    pub user: User,
+    pub root: PathBuf,
+    pub home: PathBuf,
+    pub project: PathBuf,
+    pub tmp: PathBuf,
+    _guard: tempfile::TempDir,
+}
+
+impl World {
+    pub fn new(user: User) -> World {
+        let guard = tempfile::Builder::new()
+            .prefix("sandy-e2e-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let root = guard.path().to_path_buf();
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let home = root.join("home");
+        let project = home.join("project");
+        let tmp = root.join("tmp");
+        for d in [&home, &project, &tmp] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let w = World {
+            user,
+            root,
+            home,
+            project,
+            tmp,
+            _guard: guard,
+        };
+        w.chown_all();
+        w
+    }
+
+    /// Gives every file under the world to the test user (call after creating fixtures).
+    pub fn chown_all(&self) {
+        fn walk(p: &Path, uid: u32, gid: u32) {
+            let _ = std::os::unix::fs::lchown(p, Some(uid), Some(gid));
+            if p.is_dir() && !p.is_symlink() {
+                for e in std::fs::read_dir(p).unwrap().flatten() {
+                    walk(&e.path(), uid, gid);
+                }
+            }
+        }
+        chown(&self.root, Some(self.user.uid), Some(self.user.gid)).unwrap();
+        walk(&self.root, self.user.uid, self.user.gid);
+    }
+
+    /// Writes a file (creating parents) and hands it to the test user.
+    pub fn write(&self, path: impl AsRef<Path>, contents: &str) -> PathBuf {
+        let path = self.root.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, contents).unwrap();
+        self.chown_all();
+        path
+    }
+
+    /// The environment a test target sees before Sandy changes it.
+    pub fn base_env(&self) -> Vec<(String, String)> {
+        vec![
+            ("HOME".into(), self.home.display().to_string()),
+            ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
+            ("TMPDIR".into(), self.tmp.display().to_string()),
+            ("LANG".into(), "C.UTF-8".into()),
+            ("USER".into(), "sandy-test".into()),
+        ]
+    }
+
+    /// `sandy ARGS...`, as the test user, in the project, with a clean environment.
+    pub fn sandy<I, S>(&self, args: I) -> Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut cmd = Command::new(sandy_bin());
+        cmd.args(args)
+            .current_dir(&self.project)
+            .env_clear()
+            .envs(self.base_env())
+            .stdin(Stdio::null());
+        if self.user.uid != nix::unistd::getuid().as_raw() {
+            cmd.uid(self.user.uid).gid(self.user.gid);
+        }
+        cmd
+    }
+
+    /// `sandy run [FLAGS...] -- sh -c SCRIPT`, collected.
+    pub fn sh(&self, flags: &[&str], script: &str) -> Output {
+        let mut args: Vec<&str> = vec!["run"];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&["--", "/bin/sh", "-c", script]);
+        self.sandy(args).output().unwrap()
+    }
+
+    /// A plain command (no Sandy) as the test user, for host-side set-up and judgement.
+    pub fn host(&self, program: &str) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.current_dir(&self.project)
+            .env_clear()
+            .envs(self.base_env());
+        if self.user.uid != nix::unistd::getuid().as_raw() {
+            cmd.uid(self.user.uid).gid(self.user.gid);
+        }
+        cmd
+    }
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Asserts an exit code with the output in the message.
+#[track_caller]
+pub fn assert_code(o: &Output, code: i32, what: &str) {
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "{what}: expected exit {code}\nstdout: {}\nstderr: {}",
+        stdout(o),
+        stderr(o)
+    );
+}
+
+/// Runs `f` once per test user, with a fresh world, if the kernel is ready.
+pub fn for_each_user(mut f: impl FnMut(&World)) {
+    if !kernel_ready() {
+        return;
+    }
+    for user in users() {
+        eprintln!("-- as {} (uid {})", user.label, user.uid);
+        let world = World::new(user);
+        f(&world);
+    }
+}
