@@ -1,6 +1,8 @@
 //! The smallest end-to-end check: a command runs, writes in the project, and cannot write
 //! outside it.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

@@ -296,7 +296,8 @@ fn condition(check: ArgCheck) -> Result<SeccompCondition, seccompiler::BackendEr
 }
 
 // Classic BPF opcodes (linux/bpf_common.h).
-const BPF_LD_W_ABS: u16 = 0x00 | 0x00 | 0x20;
+/// `BPF_LD | BPF_W | BPF_ABS` (0x00 | 0x00 | 0x20).
+const BPF_LD_W_ABS: u16 = 0x20;
 const BPF_JMP_JEQ_K: u16 = 0x05 | 0x10;
 const BPF_JMP_JGE_K: u16 = 0x05 | 0x30;
 const BPF_RET_K: u16 = 0x06;
@@ -372,14 +373,6 @@ pub fn apply(program: &BpfProgram) -> Result<(), LinuxError> {
 mod tests {
     use super::*;
 
-    fn errno_of(ret: libc::c_long) -> i32 {
-        if ret < 0 {
-            nix::errno::Errno::last_raw()
-        } else {
-            0
-        }
-    }
-
     #[test]
     fn floor_denies_tiocsti_by_low_32_bits_and_only_foreign_families() {
         let floor = floor(Network::AllowAll);
@@ -431,54 +424,37 @@ mod tests {
         let results = std::thread::spawn(move || {
             nix::sys::prctl::set_no_new_privs().unwrap();
             apply(&program).unwrap();
-            // SAFETY (test): raw syscalls with scalar arguments that the filter intercepts
-            // before the kernel dereferences anything.
-            #[allow(unsafe_code)]
-            unsafe {
-                vec![
-                    (
-                        "keyctl",
-                        errno_of(libc::syscall(libc::SYS_keyctl, 0, 0, 0, 0, 0)),
+            let sys = crate::sys::raw_syscall_errno;
+            vec![
+                ("keyctl", sys(libc::SYS_keyctl, [0, 0, 0])),
+                ("bpf", sys(libc::SYS_bpf, [0, 0, 0])),
+                ("io_uring_setup", sys(libc::SYS_io_uring_setup, [1, 0, 0])),
+                ("clone3", sys(libc::SYS_clone3, [0, 0, 0])),
+                (
+                    "unshare",
+                    sys(libc::SYS_unshare, [libc::CLONE_NEWUSER.into(), 0, 0]),
+                ),
+                ("tiocsti", sys(libc::SYS_ioctl, [0, 0x1_0000_5412, 0])),
+                (
+                    "packet",
+                    sys(libc::SYS_socket, [libc::AF_PACKET.into(), 3, 0]),
+                ),
+                (
+                    "raw",
+                    sys(
+                        libc::SYS_socket,
+                        [libc::AF_INET.into(), libc::SOCK_RAW.into(), 1],
                     ),
-                    ("bpf", errno_of(libc::syscall(libc::SYS_bpf, 0, 0, 0))),
-                    (
-                        "io_uring_setup",
-                        errno_of(libc::syscall(libc::SYS_io_uring_setup, 1, 0)),
+                ),
+                ("getpid", sys(libc::SYS_getpid, [0, 0, 0])),
+                (
+                    "unix",
+                    sys(
+                        libc::SYS_socket,
+                        [libc::AF_UNIX.into(), libc::SOCK_STREAM.into(), 0],
                     ),
-                    ("clone3", errno_of(libc::syscall(libc::SYS_clone3, 0, 0))),
-                    (
-                        "unshare",
-                        errno_of(libc::syscall(libc::SYS_unshare, libc::CLONE_NEWUSER)),
-                    ),
-                    (
-                        "tiocsti",
-                        errno_of(libc::syscall(libc::SYS_ioctl, 0, 0x1_0000_5412u64, 0)),
-                    ),
-                    (
-                        "packet",
-                        errno_of(libc::syscall(libc::SYS_socket, libc::AF_PACKET, 3, 0)),
-                    ),
-                    (
-                        "raw",
-                        errno_of(libc::syscall(
-                            libc::SYS_socket,
-                            libc::AF_INET,
-                            libc::SOCK_RAW,
-                            1,
-                        )),
-                    ),
-                    ("getpid", errno_of(libc::syscall(libc::SYS_getpid))),
-                    (
-                        "unix",
-                        errno_of(libc::syscall(
-                            libc::SYS_socket,
-                            libc::AF_UNIX,
-                            libc::SOCK_STREAM,
-                            0,
-                        )),
-                    ),
-                ]
-            }
+                ),
+            ]
         })
         .join()
         .unwrap();

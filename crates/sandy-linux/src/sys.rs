@@ -89,3 +89,17 @@ pub fn default_signal(sig: Signal) -> nix::Result<()> {
     // SAFETY: SIG_DFL is not a Rust handler, so no code runs in signal context.
     unsafe { signal::signal(sig, SigHandler::SigDfl) }.map(drop)
 }
+
+/// Test support: a raw syscall with scalar arguments; returns its errno, or 0 on success.
+#[cfg(test)]
+pub(crate) fn raw_syscall_errno(nr: libc::c_long, args: [libc::c_long; 3]) -> i32 {
+    // SAFETY: every argument is a scalar; where the kernel reads one as a pointer it is
+    // NULL or a small integer, which the kernel rejects with EFAULT rather than touching
+    // this process's memory. A descriptor a successful call returns is closed at exit.
+    let ret = unsafe { libc::syscall(nr, args[0], args[1], args[2]) };
+    if ret < 0 {
+        Errno::last_raw()
+    } else {
+        0
+    }
+}

@@ -281,7 +281,8 @@ mod tests {
 
     #[test]
     fn rejects_invalid_content() {
-        let cases: Vec<(&str, Box<dyn Fn(&mut LaunchManifest)>)> = vec![
+        type Mutation = Box<dyn Fn(&mut LaunchManifest)>;
+        let cases: Vec<(&str, Mutation)> = vec![
             (
                 "relative program",
                 Box::new(|m| m.program = "bin/true".into()),

@@ -1,7 +1,7 @@
 //! Shared harness for the end-to-end tests: the real `sandy` binary, run in a throw-away
 //! home and project, as the current user and (when the tests run as root) also as an
 //! unprivileged user, judged from the host side.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::ffi::OsStr;
 use std::os::unix::fs::{chown, PermissionsExt};

@@ -254,7 +254,8 @@ fn command_lookup_distinguishes_missing_from_not_executable() {
 fn explicit_grants_must_exist_and_never_expose_secrets() {
     let h = host("/usr/bin");
     let fs = base_fs();
-    let cases: Vec<(&str, &str, fn(&ResolveError) -> bool)> = vec![
+    type Case = (&'static str, &'static str, fn(&ResolveError) -> bool);
+    let cases: Vec<Case> = vec![
         ("--read", "/home/u/missing", |e| {
             matches!(e, ResolveError::MissingPath { .. })
         }),
