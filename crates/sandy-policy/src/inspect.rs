@@ -15,12 +15,11 @@ pub trait PathInspector {
     fn canonicalize(&self, path: &Path) -> io::Result<PathBuf>;
     /// The kind of the object at `path` (symlinks followed); `None` when it does not exist.
     fn kind(&self, path: &Path) -> Option<FileKind>;
-    /// Whether `path` itself is a symbolic link.
-    fn is_symlink(&self, path: &Path) -> bool;
     /// Up to `max` leading bytes of a file, for `#!` lines.
     fn read_head(&self, path: &Path, max: usize) -> Option<Vec<u8>>;
-    /// Up to `max` entries of a directory, as full paths, sorted.
-    fn list_dir(&self, path: &Path, max: usize) -> Vec<PathBuf>;
+    /// The symbolic links among the first `max` entries of a directory, as full paths,
+    /// sorted.
+    fn symlinks_in(&self, path: &Path, max: usize) -> Vec<PathBuf>;
 }
 
 /// The real filesystem, through `std::fs`.
@@ -45,10 +44,6 @@ impl PathInspector for RealFs {
         })
     }
 
-    fn is_symlink(&self, path: &Path) -> bool {
-        std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
-    }
-
     fn read_head(&self, path: &Path, max: usize) -> Option<Vec<u8>> {
         use std::io::Read;
         let file = std::fs::File::open(path).ok()?;
@@ -57,11 +52,17 @@ impl PathInspector for RealFs {
         Some(buf)
     }
 
-    fn list_dir(&self, path: &Path, max: usize) -> Vec<PathBuf> {
+    fn symlinks_in(&self, path: &Path, max: usize) -> Vec<PathBuf> {
         let Ok(entries) = std::fs::read_dir(path) else {
             return Vec::new();
         };
-        let mut out: Vec<PathBuf> = entries.take(max).flatten().map(|e| e.path()).collect();
+        // The entry type comes from the directory listing itself: no stat per entry.
+        let mut out: Vec<PathBuf> = entries
+            .take(max)
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_symlink()))
+            .map(|e| e.path())
+            .collect();
         out.sort();
         out
     }

@@ -317,33 +317,30 @@ impl Ctx<'_> {
         if self.fs.kind(&dir) != Some(FileKind::Directory) {
             return;
         }
-        if !grants.covers(&dir, Access::ReadExec) {
-            let is_bin = dir
-                .file_name()
-                .is_some_and(|n| BIN_NAMES.iter().any(|b| n == OsStr::new(b)));
-            let root = dir.parent().filter(|_| is_bin);
-            match root {
-                Some(root) if self.safe_auto_root(root) => {
-                    grants.push(
-                        root.to_path_buf(),
-                        Access::ReadExec,
-                        Scope::Subtree,
-                        Origin::Path,
-                    );
-                }
-                _ if self.safe_auto_root(&dir) => {
-                    grants.push(dir.clone(), Access::ReadExec, Scope::Subtree, Origin::Path);
-                }
-                _ => return,
+        // Directories the baseline already reaches (/usr/bin, /usr/local/bin) are not
+        // scanned: their links point within the system, and scanning them would cost
+        // thousands of syscalls on every launch.
+        match grants.covering_origin(&dir, Access::ReadExec) {
+            Some(Origin::Path) => {}
+            Some(_) => return,
+            None => {
+                let is_bin = dir
+                    .file_name()
+                    .is_some_and(|n| BIN_NAMES.iter().any(|b| n == OsStr::new(b)));
+                let root = dir.parent().filter(|_| is_bin);
+                let granted = match root {
+                    Some(root) if self.safe_auto_root(root) => root.to_path_buf(),
+                    _ if self.safe_auto_root(&dir) => dir.clone(),
+                    _ => return,
+                };
+                grants.push(granted, Access::ReadExec, Scope::Subtree, Origin::Path);
+                self.grant_rust_toolchain(&dir, host, grants);
             }
-            self.grant_rust_toolchain(&dir, host, grants);
         }
         // Entries that are symlinks into a package elsewhere (npm-global, uv tools, the
         // native Claude installer) need that package too.
-        for entry in self.fs.list_dir(&dir, MAX_PATH_DIR_ENTRIES) {
-            if self.fs.is_symlink(&entry) {
-                self.grant_executable(&entry, grants);
-            }
+        for entry in self.fs.symlinks_in(&dir, MAX_PATH_DIR_ENTRIES) {
+            self.grant_executable(&entry, grants);
         }
     }
 
@@ -596,10 +593,19 @@ struct GrantSet(Vec<Grant>);
 
 impl GrantSet {
     fn covers(&self, path: &Path, access: Access) -> bool {
-        self.0.iter().any(|g| {
-            g.access.covers(access)
-                && (g.path == path || (g.scope == Scope::Subtree && path.starts_with(&g.path)))
-        })
+        self.covering_origin(path, access).is_some()
+    }
+
+    /// The origin of the first grant giving `path` at least `access`.
+    fn covering_origin(&self, path: &Path, access: Access) -> Option<Origin> {
+        self.0
+            .iter()
+            .find(|g| {
+                g.access.covers(access)
+                    && (g.path == path
+                        || (g.scope == Scope::Subtree && path.starts_with(&g.path)))
+            })
+            .map(|g| g.origin)
     }
 
     fn push(&mut self, path: PathBuf, access: Access, scope: Scope, origin: Origin) {

@@ -70,9 +70,6 @@ impl PathInspector for FakeFs {
         }
         self.nodes.get(&c).copied()
     }
-    fn is_symlink(&self, path: &Path) -> bool {
-        self.links.contains_key(path)
-    }
     fn read_head(&self, path: &Path, max: usize) -> Option<Vec<u8>> {
         let c = self.canonicalize(path).ok()?;
         Some(
@@ -82,11 +79,10 @@ impl PathInspector for FakeFs {
                 .unwrap_or_default(),
         )
     }
-    fn list_dir(&self, path: &Path, _max: usize) -> Vec<PathBuf> {
+    fn symlinks_in(&self, path: &Path, _max: usize) -> Vec<PathBuf> {
         let mut out: Vec<PathBuf> = self
-            .nodes
+            .links
             .keys()
-            .chain(self.links.keys())
             .filter(|p| p.parent() == Some(path))
             .cloned()
             .collect();
