@@ -99,7 +99,22 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
 
     let status = spawn_and_wait(&bytes, &waited);
     drop(private_tmp);
+    audit_absent_protections(&policy);
     status
+}
+
+/// A protected path that did not exist at launch could not carry a mount. If the run
+/// created it, say so, before the user's next command outside the sandbox trusts it.
+fn audit_absent_protections(policy: &sandy_policy::ResolvedPolicy) {
+    for p in policy.protections.iter().filter(|p| !p.exists) {
+        if std::fs::symlink_metadata(&p.path).is_ok() {
+            eprintln!(
+                "sandy: warning: {} did not exist at launch and was created inside the sandbox; \
+                 review it before running git outside the sandbox",
+                p.path.display()
+            );
+        }
+    }
 }
 
 /// Writes the manifest into a sealed memfd, spawns the bootstrap with it as an inherited
@@ -178,8 +193,10 @@ struct PrivateTmp {
 
 impl PrivateTmp {
     fn create(base: &Path) -> Result<Self, SandyError> {
+        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::Builder::new()
             .prefix("sandy-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir_in(base)
             .map_err(|source| SandyError::Io {
                 step: "cannot create the private temporary directory",

@@ -13,7 +13,7 @@ use sandy_policy::{OsBytes, ValidatedManifest};
 
 use crate::error::LinuxError;
 use crate::probe::probe;
-use crate::{landlock, plan, seccomp, sys};
+use crate::{landlock, namespaces, plan, seccomp, sys};
 
 /// Why the target did not start.
 #[derive(Debug, thiserror::Error)]
@@ -81,12 +81,15 @@ fn launch_inner(manifest: &ValidatedManifest) -> Result<Infallible, ExecFailure>
     nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
         .map_err(|source| LinuxError::Signals { source })?;
 
+    // Layer 1: a private user and mount namespace with the protections, masks and
+    // private directories. The working directory is entered afterwards, so that it is
+    // looked up through the new mounts.
+    namespaces::enter()?;
+    namespaces::apply(&plan.mounts)?;
     chdir(m.working_directory.as_path()).map_err(|source| LinuxError::Chdir {
         path: m.working_directory.as_path().to_path_buf(),
         source,
     })?;
-
-    // Layer 1, namespaces and mounts: not yet (see the mount-layer issue).
 
     // Layer 2: no_new_privs, then every capability dropped, so even root keeps none.
     nix::sys::prctl::set_no_new_privs().map_err(|source| LinuxError::NoNewPrivs { source })?;

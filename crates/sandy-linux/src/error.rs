@@ -61,4 +61,25 @@ pub enum LinuxError {
     CloseDescriptors { source: nix::Error },
     #[error("an argument, path or environment entry contains a NUL byte")]
     Nul,
+    #[error("cannot create a user namespace ({}): {hint}", errno.desc())]
+    UserNamespace {
+        errno: nix::errno::Errno,
+        hint: String,
+    },
+    #[error("cannot write {file}: {source}")]
+    IdMap {
+        file: String,
+        source: std::io::Error,
+    },
+    #[error("{step} {}: {}", path.display(), source.desc())]
+    Mount {
+        step: &'static str,
+        path: PathBuf,
+        source: nix::errno::Errno,
+    },
+    #[error("cannot create the mount point {}: {source}", path.display())]
+    MountPoint {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }

@@ -4,7 +4,7 @@
 //! ([`probe`]), computes a pure [`EnforcementPlan`] ([`plan`]), then applies the layers in
 //! a fixed order and `execve`s the target:
 //!
-//! 1. namespaces and mounts (not yet: see the mount-layer issue),
+//! 1. a user and mount namespace and the mounts of [`namespaces::mount_plan`],
 //! 2. `no_new_privs` and every capability dropped,
 //! 3. Landlock: filesystem rights of the pinned ABI, signal and abstract-socket scopes,
 //! 4. seccomp: the fixed syscall floor ([`seccomp::rules`]), installed last,
@@ -23,6 +23,7 @@
 mod apply;
 mod error;
 pub mod landlock;
+pub mod namespaces;
 mod plan;
 mod probe;
 pub mod seccomp;
@@ -32,4 +33,6 @@ pub mod sys;
 pub use apply::{launch, ExecFailure};
 pub use error::{LinuxError, PlanError};
 pub use plan::{plan, EnforcementPlan};
-pub use probe::{probe, KernelSupport, MIN_LANDLOCK_ABI, PINNED_LANDLOCK_ABI};
+pub use probe::{
+    probe, userns_hint, KernelSupport, APPARMOR_PROFILE, MIN_LANDLOCK_ABI, PINNED_LANDLOCK_ABI,
+};

@@ -3,6 +3,7 @@ use seccompiler::BpfProgram;
 
 use crate::error::PlanError;
 use crate::landlock::{self, PathRule};
+use crate::namespaces::{mount_plan, MountPlan};
 use crate::probe::{KernelSupport, MIN_LANDLOCK_ABI};
 use crate::seccomp;
 
@@ -10,6 +11,7 @@ use crate::seccomp;
 #[derive(Debug, Clone, PartialEq)]
 pub struct EnforcementPlan {
     pub landlock_abi: u32,
+    pub mounts: MountPlan,
     pub landlock_rules: Vec<PathRule>,
     pub seccomp: BpfProgram,
     pub network: Network,
@@ -47,6 +49,7 @@ pub fn plan(
     let m = manifest.manifest();
     Ok(EnforcementPlan {
         landlock_abi: abi,
+        mounts: mount_plan(manifest),
         landlock_rules: landlock::rules(&m.file_grants),
         seccomp: seccomp::compile(m.network)?,
         network: m.network,
@@ -67,6 +70,9 @@ mod tests {
             working_directory: "/p".into(),
             environment: vec![],
             file_grants: vec![],
+            protections: vec![],
+            private_tmp: "/tmp/sandy-1".into(),
+            runtime_dir: None,
             network: Network::AllowAll,
             restore_default_signals: vec![],
         })

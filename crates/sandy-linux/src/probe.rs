@@ -24,3 +24,38 @@ pub fn probe() -> KernelSupport {
         seccomp_filter: sys::seccomp_filter_available(),
     }
 }
+
+/// The AppArmor profile shipped in the repository, for the scoped fix on Ubuntu.
+pub const APPARMOR_PROFILE: &str = "packaging/apparmor/sandy";
+
+fn read_sysctl(path: &str) -> Option<i64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Why creating a user namespace failed, and the narrowest fix, from the kernel's knobs.
+pub fn userns_hint(errno: nix::errno::Errno) -> String {
+    if read_sysctl("/proc/sys/user/max_user_namespaces") == Some(0) {
+        return "user namespaces are disabled (user.max_user_namespaces = 0); \
+                set it to a positive value, e.g. `sysctl -w user.max_user_namespaces=15000`"
+            .to_owned();
+    }
+    if read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == Some(1) {
+        return format!(
+            "AppArmor restricts unprivileged user namespaces \
+             (kernel.apparmor_restrict_unprivileged_userns = 1); install the AppArmor profile \
+             shipped with Sandy ({APPARMOR_PROFILE}, see its header) rather than changing the \
+             global setting"
+        );
+    }
+    if read_sysctl("/proc/sys/kernel/unprivileged_userns_clone") == Some(0) {
+        return "unprivileged user namespaces are disabled \
+                (kernel.unprivileged_userns_clone = 0)"
+            .to_owned();
+    }
+    match errno {
+        nix::errno::Errno::ENOSPC => "the per-user limit of user namespaces is reached".to_owned(),
+        _ => "a container or security policy forbids unshare(CLONE_NEWUSER); run Sandy where \
+              unprivileged user namespaces are allowed"
+            .to_owned(),
+    }
+}

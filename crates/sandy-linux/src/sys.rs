@@ -103,3 +103,45 @@ pub(crate) fn raw_syscall_errno(nr: libc::c_long, args: [libc::c_long; 3]) -> i3
         0
     }
 }
+
+/// `struct mount_attr` (linux/mount.h).
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+const MOUNT_ATTR_RDONLY: u64 = 0x0000_0001;
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+
+/// Sets or clears the read-only attribute of the mount at `path`, and with `recursive` of
+/// every mount below it too (`mount_setattr(2)`).
+pub fn set_mount_read_only(
+    path: &std::path::Path,
+    read_only: bool,
+    recursive: bool,
+) -> nix::Result<()> {
+    let path = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()))
+        .map_err(|_| Errno::EINVAL)?;
+    let attr = MountAttr {
+        attr_set: if read_only { MOUNT_ATTR_RDONLY } else { 0 },
+        attr_clr: if read_only { 0 } else { MOUNT_ATTR_RDONLY },
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: `path` is a NUL-terminated string and `attr` a live, correctly laid out
+    // `struct mount_attr` whose size is passed; the kernel only reads both during the call.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            if recursive { AT_RECURSIVE } else { 0 },
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    Errno::result(ret).map(drop)
+}

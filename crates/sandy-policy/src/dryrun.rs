@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::policy::{Access, Network, Origin, ProfileInfo, ResolvedPolicy, Scope};
+use crate::policy::{Access, Network, Origin, ProfileInfo, ProtectionKind, ResolvedPolicy, Scope};
 
 /// Bumped whenever a key is added, removed or changes meaning.
 pub const DRY_RUN_SCHEMA_VERSION: u32 = 1;
@@ -14,6 +14,15 @@ pub struct DryRunGrant {
     pub access: Access,
     pub scope: Scope,
     pub origin: Origin,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DryRunProtection {
+    pub path: String,
+    pub kind: ProtectionKind,
+    pub origin: Origin,
+    /// Whether the path existed at launch (only existing paths carry a mount).
+    pub exists: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -50,6 +59,7 @@ pub struct DryRunDocument {
     pub profile: ProfileInfo,
     pub network: Network,
     pub file_grants: Vec<DryRunGrant>,
+    pub protections: Vec<DryRunProtection>,
     pub environment: DryRunEnvironment,
     pub runtime_controls: Vec<RuntimeControl>,
     pub enforcement: Enforcement,
@@ -75,6 +85,16 @@ impl DryRunDocument {
                     origin: g.origin,
                 })
                 .collect(),
+            protections: policy
+                .protections
+                .iter()
+                .map(|p| DryRunProtection {
+                    path: lossy(p.path.as_os_str()),
+                    kind: p.kind,
+                    origin: p.origin,
+                    exists: p.exists,
+                })
+                .collect(),
             environment: DryRunEnvironment {
                 removed: policy.removed_env.clone(),
                 set: policy.set_env.clone(),
@@ -91,6 +111,7 @@ impl DryRunDocument {
                 backend: "linux",
                 landlock_abi,
                 layers: vec![
+                    "user_and_mount_namespaces",
                     "no_new_privs",
                     "capabilities",
                     "landlock",

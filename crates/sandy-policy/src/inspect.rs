@@ -17,6 +17,9 @@ pub trait PathInspector {
     fn kind(&self, path: &Path) -> Option<FileKind>;
     /// Up to `max` leading bytes of a file, for `#!` lines.
     fn read_head(&self, path: &Path, max: usize) -> Option<Vec<u8>>;
+    /// The subdirectories (not symlinks) among the first `max` entries of a directory, as
+    /// full paths, sorted.
+    fn subdirs(&self, path: &Path, max: usize) -> Vec<PathBuf>;
     /// The symbolic links among the first `max` entries of a directory, as full paths,
     /// sorted.
     fn symlinks_in(&self, path: &Path, max: usize) -> Vec<PathBuf>;
@@ -50,6 +53,20 @@ impl PathInspector for RealFs {
         let mut buf = Vec::with_capacity(max);
         file.take(max as u64).read_to_end(&mut buf).ok()?;
         Some(buf)
+    }
+
+    fn subdirs(&self, path: &Path, max: usize) -> Vec<PathBuf> {
+        let Ok(entries) = std::fs::read_dir(path) else {
+            return Vec::new();
+        };
+        let mut out: Vec<PathBuf> = entries
+            .take(max)
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.path())
+            .collect();
+        out.sort();
+        out
     }
 
     fn symlinks_in(&self, path: &Path, max: usize) -> Vec<PathBuf> {

@@ -28,6 +28,7 @@ mod inspect;
 mod manifest;
 mod osbytes;
 mod policy;
+mod protect;
 mod resolve;
 mod sensitive;
 
@@ -36,10 +37,14 @@ pub use error::{ManifestError, ResolveError};
 pub use host::HostContext;
 pub use inspect::{FileKind, PathInspector, RealFs};
 pub use manifest::{
-    EnvEntry, LaunchManifest, ManifestGrant, RestoredSignal, ValidatedManifest,
+    EnvEntry, LaunchManifest, ManifestGrant, ManifestProtection, RestoredSignal, ValidatedManifest,
     MANIFEST_SCHEMA_VERSION, MAX_MANIFEST_BYTES,
 };
 pub use osbytes::OsBytes;
-pub use policy::{Access, Grant, Network, Origin, ProfileInfo, ResolvedPolicy, Scope};
-pub use resolve::{resolve, RunRequest, REMOVED_ENV_EXACT, REMOVED_ENV_PREFIXES};
+pub use policy::{
+    Access, Grant, Network, Origin, ProfileInfo, Protection, ProtectionKind, ResolvedPolicy, Scope,
+};
+pub use resolve::{
+    resolve, RunRequest, PRIVATE_SHM, PRIVATE_TMP, REMOVED_ENV_EXACT, REMOVED_ENV_PREFIXES,
+};
 pub use sensitive::{sensitive_paths, SENSITIVE_HOME_PATHS};

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ManifestError;
 use crate::osbytes::OsBytes;
-use crate::policy::{Access, Network, ResolvedPolicy, Scope};
+use crate::policy::{Access, Network, ProtectionKind, ResolvedPolicy, Scope};
 
 /// The only manifest schema this build reads or writes.
 pub const MANIFEST_SCHEMA_VERSION: u32 = 1;
@@ -34,6 +34,14 @@ pub struct ManifestGrant {
     pub scope: Scope,
 }
 
+/// One protection the bootstrap mounts (only paths that existed at launch).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ManifestProtection {
+    pub path: OsBytes,
+    pub kind: ProtectionKind,
+}
+
 /// Signals the supervisor ignores while it waits, which the bootstrap must restore to
 /// their default action before the target starts (unless the caller had ignored them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,6 +63,11 @@ pub struct LaunchManifest {
     pub working_directory: OsBytes,
     pub environment: Vec<EnvEntry>,
     pub file_grants: Vec<ManifestGrant>,
+    pub protections: Vec<ManifestProtection>,
+    /// The host directory mounted at `/tmp` inside.
+    pub private_tmp: OsBytes,
+    /// The runtime directory replaced by an empty private one, if any.
+    pub runtime_dir: Option<OsBytes>,
     pub network: Network,
     pub restore_default_signals: Vec<RestoredSignal>,
 }
@@ -89,6 +102,17 @@ impl LaunchManifest {
                     scope: g.scope,
                 })
                 .collect(),
+            protections: policy
+                .protections
+                .iter()
+                .filter(|p| p.exists)
+                .map(|p| ManifestProtection {
+                    path: p.path.as_path().into(),
+                    kind: p.kind,
+                })
+                .collect(),
+            private_tmp: policy.private_tmp.as_path().into(),
+            runtime_dir: policy.runtime_dir.as_deref().map(Into::into),
             network: policy.network,
             restore_default_signals,
         }
@@ -212,6 +236,19 @@ fn validate(m: &LaunchManifest) -> Result<(), ManifestError> {
             return Err(invalid("a grant covers the filesystem root"));
         }
     }
+    if m.protections.len() > MAX_GRANTS {
+        return Err(invalid(format!("more than {MAX_GRANTS} protections")));
+    }
+    for protection in &m.protections {
+        check_path("a protected path", &protection.path)?;
+        if protection.path.as_path() == Path::new("/") {
+            return Err(invalid("a protection covers the filesystem root"));
+        }
+    }
+    check_path("the private temporary directory", &m.private_tmp)?;
+    if let Some(dir) = &m.runtime_dir {
+        check_path("the runtime directory", dir)?;
+    }
     Ok(())
 }
 
@@ -235,6 +272,12 @@ mod tests {
                 access: Access::ReadWrite,
                 scope: Scope::Subtree,
             }],
+            protections: vec![ManifestProtection {
+                path: "/work/p/.git/hooks".into(),
+                kind: ProtectionKind::ReadOnly,
+            }],
+            private_tmp: "/tmp/sandy-1".into(),
+            runtime_dir: None,
             network: Network::AllowAll,
             restore_default_signals: vec![RestoredSignal::Interrupt, RestoredSignal::Quit],
         }

@@ -51,6 +51,27 @@ pub struct Grant {
     pub origin: Origin,
 }
 
+/// What a protection does. Protections override every grant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProtectionKind {
+    /// Unreadable: replaced by an empty, read-only mount (a sensitive path).
+    Deny,
+    /// Readable but immutable, and so are the names leading to it inside a writable tree
+    /// (a git hook directory, a git config, an agent's hook settings).
+    ReadOnly,
+}
+
+/// A path the sandbox may not read (`Deny`) or change (`ReadOnly`), whatever the grants.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Protection {
+    pub path: PathBuf,
+    pub kind: ProtectionKind,
+    pub origin: Origin,
+    /// Whether the path existed at launch. Only existing paths can carry a mount.
+    pub exists: bool,
+}
+
 /// The network mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -85,6 +106,10 @@ pub struct ResolvedPolicy {
     pub grants: Vec<Grant>,
     pub network: Network,
     pub profile: ProfileInfo,
-    /// The private per-run temporary directory (the target's `TMPDIR`).
+    /// Paths that override the grants (masks and read-only paths).
+    pub protections: Vec<Protection>,
+    /// The private per-run directory on the host, mounted at `/tmp` inside the sandbox.
     pub private_tmp: PathBuf,
+    /// The caller's `XDG_RUNTIME_DIR`, replaced by an empty private directory inside.
+    pub runtime_dir: Option<PathBuf>,
 }

@@ -7,7 +7,10 @@ use std::path::{Component, Path, PathBuf};
 use crate::error::ResolveError;
 use crate::host::HostContext;
 use crate::inspect::{FileKind, PathInspector};
-use crate::policy::{Access, Grant, Network, Origin, ProfileInfo, ResolvedPolicy, Scope};
+use crate::policy::{
+    Access, Grant, Network, Origin, ProfileInfo, Protection, ProtectionKind, ResolvedPolicy, Scope,
+};
+use crate::protect::git_protections;
 use crate::sensitive::sensitive_paths;
 
 /// What the user asked for, after argument parsing (syntax only).
@@ -38,6 +41,11 @@ pub const REMOVED_ENV_EXACT: &[&str] = &[
 /// Prefixes of removed variables: the dynamic loader's (`LD_PRELOAD`, `LD_LIBRARY_PATH`,
 /// `LD_AUDIT`, ...), which would inject code into every process the target starts.
 pub const REMOVED_ENV_PREFIXES: &[&str] = &["LD_"];
+
+/// Where the private per-run directory appears inside the sandbox.
+pub const PRIVATE_TMP: &str = "/tmp";
+/// The private, empty shared-memory directory inside the sandbox.
+pub const PRIVATE_SHM: &str = "/dev/shm";
 
 /// Variables pointed at the private temporary directory.
 const TMP_VARS: &[&str] = &["TMPDIR", "TMP", "TEMP", "TEMPDIR"];
@@ -93,9 +101,20 @@ pub fn resolve(
     let argv0 = request.command.first().ok_or(ResolveError::EmptyCommand)?;
     let home = host.home.clone();
     let mut sensitive = home.as_deref().map(sensitive_paths).unwrap_or_default();
+    // Existing sensitive paths are masked, under their canonical name too.
     let canonical_sensitive: Vec<PathBuf> = sensitive
         .iter()
+        .filter(|p| fs.kind(p).is_some())
         .filter_map(|p| fs.canonicalize(p).ok())
+        .collect();
+    let masks: Vec<Protection> = canonical_sensitive
+        .iter()
+        .map(|p| Protection {
+            path: p.clone(),
+            kind: ProtectionKind::Deny,
+            origin: Origin::Baseline,
+            exists: true,
+        })
         .collect();
     sensitive.extend(canonical_sensitive);
     sensitive.sort();
@@ -146,12 +165,6 @@ pub fn resolve(
     if let Ok(resolv) = fs.canonicalize(Path::new("/etc/resolv.conf")) {
         grants.push(resolv, Access::Read, Scope::Exact, Origin::Baseline);
     }
-    grants.push(
-        request.private_tmp.clone(),
-        Access::ReadWrite,
-        Scope::Subtree,
-        Origin::Baseline,
-    );
     if let Some(home) = ctx.home {
         let xdg_config = host
             .var("XDG_CONFIG_HOME")
@@ -200,12 +213,46 @@ pub fn resolve(
         ("--read-write", &request.read_write, Access::ReadWrite),
     ] {
         for path in paths {
-            let (canonical, scope) = ctx.check_explicit(flag, path, &project)?;
+            let (canonical, scope) = ctx.check_explicit(flag, access, path, &project)?;
             grants.push(canonical, access, scope, Origin::Flag);
         }
     }
 
-    let (environment, removed_env, set_env) = environment(host, &request.private_tmp);
+    // The private per-run directory is mounted at /tmp inside; /dev/shm and the runtime
+    // directory are fresh, empty and private. They name different directories than the
+    // host paths granted above, so they are added last and never cover those.
+    let runtime_dir = host
+        .var("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute() && fs.kind(p) == Some(FileKind::Directory));
+    for private in [
+        Some(PathBuf::from(PRIVATE_TMP)),
+        Some(PathBuf::from(PRIVATE_SHM)),
+        runtime_dir.clone(),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        grants.push_private(private);
+    }
+
+    let (environment, removed_env, set_env) = environment(host, Path::new(PRIVATE_TMP));
+
+    // Protections: masks for every existing sensitive path, and the project's git hooks
+    // and configuration, read-only wherever a writable grant would reach them.
+    let grants = grants.into_vec();
+    let mut protections = masks;
+    protections.extend(
+        git_protections(&project, ctx.home, fs)
+            .into_iter()
+            .filter(|p| {
+                grants.iter().any(|g| {
+                    g.access == Access::ReadWrite
+                        && g.scope == Scope::Subtree
+                        && p.path.starts_with(&g.path)
+                })
+            }),
+    );
 
     Ok(ResolvedPolicy {
         program,
@@ -214,13 +261,15 @@ pub fn resolve(
         environment,
         removed_env,
         set_env,
-        grants: grants.into_vec(),
+        grants,
+        protections,
         network: Network::AllowAll,
         profile: ProfileInfo {
             name: "generic".to_owned(),
             detected: false,
         },
         private_tmp: request.private_tmp.clone(),
+        runtime_dir,
     })
 }
 
@@ -240,6 +289,12 @@ impl Ctx<'_> {
         };
         if project == Path::new("/") {
             return refuse("it is the filesystem root");
+        }
+        if [PRIVATE_TMP, PRIVATE_SHM, "/run"]
+            .iter()
+            .any(|p| project == Path::new(p))
+        {
+            return refuse("it is replaced by a private directory inside the sandbox");
         }
         if let Some(home) = self.home {
             if project == home {
@@ -383,6 +438,7 @@ impl Ctx<'_> {
     fn check_explicit(
         &self,
         flag: &'static str,
+        access: Access,
         path: &Path,
         project: &Path,
     ) -> Result<(PathBuf, Scope), ResolveError> {
@@ -418,19 +474,24 @@ impl Ctx<'_> {
             if candidate.parent().is_none() {
                 return Err(ResolveError::RootGrant { flag });
             }
+            // A read grant may cover home and sensitive paths: the mount layer masks them.
+            // A write grant may not, since a masked path that does not exist yet could be
+            // created through it, and it may never reach inside one.
             if let Some(home) = self.home {
-                if home.starts_with(candidate) {
+                if access == Access::ReadWrite && home.starts_with(candidate) {
                     return Err(ResolveError::HomeGrant {
                         flag,
                         path: candidate.clone(),
                     });
                 }
             }
-            if let Some(sensitive) = self.sensitive_overlap(candidate) {
+            let inside = self.sensitive.iter().find(|s| candidate.starts_with(s));
+            let covering = self.sensitive.iter().find(|s| s.starts_with(candidate));
+            if let Some(sensitive) = inside.or(covering.filter(|_| access == Access::ReadWrite)) {
                 return Err(ResolveError::SensitiveGrant {
                     flag,
                     path: candidate.clone(),
-                    sensitive: sensitive.to_path_buf(),
+                    sensitive: sensitive.clone(),
                 });
             }
         }
@@ -475,7 +536,14 @@ fn find_program(
         };
         return match fs.kind(&path) {
             None => Err(not_found()),
-            Some(FileKind::File { executable: true }) => Ok(path),
+            // The directory part is made canonical (no `.` or `..`); the name is kept, so a
+            // program that looks at its own name still sees the link it was called by.
+            Some(FileKind::File { executable: true }) => match (path.parent(), path.file_name()) {
+                (Some(dir), Some(name)) => {
+                    Ok(fs.canonicalize(dir).map_or(path.clone(), |d| d.join(name)))
+                }
+                _ => Ok(path),
+            },
             Some(_) => Err(ResolveError::NotExecutable { path }),
         };
     }
@@ -602,8 +670,7 @@ impl GrantSet {
             .iter()
             .find(|g| {
                 g.access.covers(access)
-                    && (g.path == path
-                        || (g.scope == Scope::Subtree && path.starts_with(&g.path)))
+                    && (g.path == path || (g.scope == Scope::Subtree && path.starts_with(&g.path)))
             })
             .map(|g| g.origin)
     }
@@ -624,6 +691,16 @@ impl GrantSet {
                 origin,
             });
         }
+    }
+
+    /// A private directory of the sandbox (read/write), added whatever host grants say.
+    fn push_private(&mut self, path: PathBuf) {
+        self.0.push(Grant {
+            path,
+            access: Access::ReadWrite,
+            scope: Scope::Subtree,
+            origin: Origin::Baseline,
+        });
     }
 
     fn into_vec(self) -> Vec<Grant> {

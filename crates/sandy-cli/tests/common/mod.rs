@@ -14,6 +14,9 @@ use std::sync::OnceLock;
 /// override with `SANDY_TEST_UID`/`SANDY_TEST_GID`).
 pub const DEFAULT_UNPRIVILEGED: u32 = 65534;
 
+/// Where throw-away worlds are made.
+pub const WORLD_BASE: &str = "/var/tmp";
+
 /// Who runs `sandy` in a test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct User {
@@ -118,7 +121,9 @@ impl World {
     pub fn new(user: User) -> World {
         let guard = tempfile::Builder::new()
             .prefix("sandy-e2e-")
-            .tempdir_in("/tmp")
+            // Not /tmp: inside the sandbox /tmp is the private per-run directory, so a home
+            // under /tmp would be out of sight rather than protected.
+            .tempdir_in(WORLD_BASE)
             .unwrap();
         let root = guard.path().to_path_buf();
         std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();

@@ -79,6 +79,13 @@ impl PathInspector for FakeFs {
                 .unwrap_or_default(),
         )
     }
+    fn subdirs(&self, path: &Path, _max: usize) -> Vec<PathBuf> {
+        self.nodes
+            .iter()
+            .filter(|(p, k)| p.parent() == Some(path) && **k == FileKind::Directory)
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
     fn symlinks_in(&self, path: &Path, _max: usize) -> Vec<PathBuf> {
         let mut out: Vec<PathBuf> = self
             .links
@@ -167,7 +174,7 @@ fn plain_run_resolves_to_the_default_policy() {
         environment: vec![
             ("PATH".into(), "/usr/bin:/bin".into()),
             ("HOME".into(), "/home/u".into()),
-            ("TMPDIR".into(), "/tmp/sandy-1".into()),
+            ("TMPDIR".into(), "/tmp".into()),
             ("LANG".into(), "C.UTF-8".into()),
         ],
         removed_env: vec!["LD_PRELOAD".into(), "SSH_AUTH_SOCK".into()],
@@ -189,17 +196,32 @@ fn plain_run_resolves_to_the_default_policy() {
                 Origin::Baseline,
             ),
             g(
-                "/tmp/sandy-1",
-                Access::ReadWrite,
-                Scope::Subtree,
-                Origin::Baseline,
-            ),
-            g(
                 "/home/u/proj",
                 Access::ReadWrite,
                 Scope::Subtree,
                 Origin::Project,
             ),
+            g("/tmp", Access::ReadWrite, Scope::Subtree, Origin::Baseline),
+            g(
+                "/dev/shm",
+                Access::ReadWrite,
+                Scope::Subtree,
+                Origin::Baseline,
+            ),
+        ],
+        protections: vec![
+            Protection {
+                path: "/home/u/.ssh".into(),
+                kind: ProtectionKind::Deny,
+                origin: Origin::Baseline,
+                exists: true,
+            },
+            Protection {
+                path: "/home/u/proj/.git".into(),
+                kind: ProtectionKind::ReadOnly,
+                origin: Origin::Project,
+                exists: false,
+            },
         ],
         network: Network::AllowAll,
         profile: ProfileInfo {
@@ -207,6 +229,7 @@ fn plain_run_resolves_to_the_default_policy() {
             detected: false,
         },
         private_tmp: "/tmp/sandy-1".into(),
+        runtime_dir: None,
     };
     assert_eq!(policy, expected);
 }
@@ -261,10 +284,10 @@ fn explicit_grants_must_exist_and_never_expose_secrets() {
         ("--read", "/home/u/.ssh/id_ed25519", |e| {
             matches!(e, ResolveError::SensitiveGrant { .. })
         }),
-        ("--read", "/home/u", |e| {
+        ("--read-write", "/home/u", |e| {
             matches!(e, ResolveError::HomeGrant { .. })
         }),
-        ("--read", "/home", |e| {
+        ("--read-write", "/home", |e| {
             matches!(e, ResolveError::HomeGrant { .. })
         }),
         ("--read", "/", |e| {
@@ -284,13 +307,28 @@ fn explicit_grants_must_exist_and_never_expose_secrets() {
         let err = resolve(&r, &h, &fs).unwrap_err();
         assert!(expect(&err), "{flag} {path}: {err}");
     }
+    // A read grant may cover home: the sensitive paths in it are masked.
+    let mut home = request(&["true"]);
+    home.read.push("/home/u".into());
+    let policy = resolve(&home, &h, &fs).unwrap();
+    assert!(policy
+        .grants
+        .contains(&g("/home/u", Access::Read, Scope::Subtree, Origin::Flag)));
+    assert!(policy.protections.contains(&Protection {
+        path: "/home/u/.ssh".into(),
+        kind: ProtectionKind::Deny,
+        origin: Origin::Baseline,
+        exists: true,
+    }));
     let mut ok = request(&["true"]);
     ok.read.push("../other".into());
     let policy = resolve(&ok, &h, &fs).unwrap();
-    assert_eq!(
-        policy.grants.last().unwrap(),
-        &g("/home/u/other", Access::Read, Scope::Subtree, Origin::Flag)
-    );
+    assert!(policy.grants.contains(&g(
+        "/home/u/other",
+        Access::Read,
+        Scope::Subtree,
+        Origin::Flag
+    )));
 }
 
 #[test]
@@ -409,4 +447,21 @@ fn grants_covered_by_earlier_ones_are_dropped() {
             g("/c/d", Access::ReadWrite, Scope::Exact, Origin::Flag),
         ]
     );
+}
+
+#[test]
+fn a_relative_program_path_is_made_canonical_but_keeps_its_name() {
+    let fs = base_fs()
+        .exe("/home/u/proj/prog")
+        .link("/home/u/proj/alias", "prog");
+    let h = host("/usr/bin");
+    for (typed, expected) in [
+        ("./prog", "/home/u/proj/prog"),
+        ("../proj/./prog", "/home/u/proj/prog"),
+        ("./alias", "/home/u/proj/alias"),
+    ] {
+        let policy = resolve(&request(&[typed]), &h, &fs).unwrap();
+        assert_eq!(policy.program, PathBuf::from(expected), "{typed}");
+        assert_eq!(policy.argv[0], OsString::from(typed));
+    }
 }

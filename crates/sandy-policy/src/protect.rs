@@ -1,0 +1,202 @@
+//! Which paths inside the project must stay immutable so that the user's next `git`
+//! command, run outside the sandbox, cannot execute code the sandboxed agent planted.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::inspect::{FileKind, PathInspector};
+use crate::policy::{Origin, Protection, ProtectionKind};
+
+/// How much of a git config or pointer file is read.
+const GIT_FILE_MAX: usize = 256 * 1024;
+/// How many submodule directories are examined.
+const MAX_MODULES: usize = 256;
+
+/// The read-only protections for the git repository of `project`: its hooks and config,
+/// the targets of a worktree or submodule `.git` file, submodules' hooks and configs, and
+/// a `core.hooksPath` directory.
+pub fn git_protections(
+    project: &Path,
+    home: Option<&Path>,
+    fs: &dyn PathInspector,
+) -> Vec<Protection> {
+    let mut out = Vec::new();
+    let mut protect = |path: PathBuf, fs: &dyn PathInspector| {
+        let exists = fs.kind(&path).is_some();
+        let path = if exists {
+            fs.canonicalize(&path).unwrap_or(path)
+        } else {
+            path
+        };
+        let p = Protection {
+            path,
+            kind: ProtectionKind::ReadOnly,
+            origin: Origin::Project,
+            exists,
+        };
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    };
+
+    let dotgit = project.join(".git");
+    let (gitdir, commondir) = match fs.kind(&dotgit) {
+        Some(FileKind::Directory) => (dotgit.clone(), dotgit.clone()),
+        Some(FileKind::File { .. }) => {
+            // A worktree or submodule: `.git` is a pointer that could be redirected to a
+            // directory full of hooks, so the pointer itself is protected too.
+            protect(dotgit.clone(), fs);
+            let Some(gitdir) = read_pointer(&dotgit, project, b"gitdir:", fs) else {
+                return out;
+            };
+            let commondir = read_pointer(&gitdir.join("commondir"), &gitdir, b"", fs)
+                .unwrap_or_else(|| gitdir.clone());
+            (gitdir, commondir)
+        }
+        _ => {
+            protect(dotgit, fs);
+            return out;
+        }
+    };
+
+    let mut configs = Vec::new();
+    for dir in [&commondir, &gitdir] {
+        protect(dir.join("hooks"), fs);
+        protect(dir.join("config"), fs);
+        configs.push(dir.join("config"));
+    }
+    let worktree_config = gitdir.join("config.worktree");
+    if fs.kind(&worktree_config).is_some() {
+        protect(worktree_config.clone(), fs);
+        configs.push(worktree_config);
+    }
+    for module in fs.subdirs(&commondir.join("modules"), MAX_MODULES) {
+        protect(module.join("hooks"), fs);
+        protect(module.join("config"), fs);
+    }
+    for config in configs {
+        if let Some(hooks_path) = hooks_path(&config, fs) {
+            let resolved = expand(&hooks_path, project, home);
+            protect(resolved, fs);
+        }
+    }
+    out
+}
+
+/// Reads a `prefix VALUE` pointer file and resolves VALUE against `base`.
+fn read_pointer(
+    file: &Path,
+    base: &Path,
+    prefix: &[u8],
+    fs: &dyn PathInspector,
+) -> Option<PathBuf> {
+    let text = fs.read_head(file, GIT_FILE_MAX)?;
+    let line = text.split(|&b| b == b'\n').next()?;
+    let value = line.strip_prefix(prefix)?.trim_ascii();
+    if value.is_empty() {
+        return None;
+    }
+    let path = Path::new(OsStr::from_bytes(value));
+    Some(normalize(&base.join(path)))
+}
+
+/// The last `core.hooksPath` value in a git config file (a small, tolerant reader: enough
+/// to find where hooks would run from).
+fn hooks_path(config: &Path, fs: &dyn PathInspector) -> Option<Vec<u8>> {
+    let text = fs.read_head(config, GIT_FILE_MAX)?;
+    let mut in_core = false;
+    let mut found = None;
+    for raw in text.split(|&b| b == b'\n') {
+        let line = raw.trim_ascii();
+        if line.starts_with(b"[") {
+            let section: Vec<u8> = line
+                .iter()
+                .skip(1)
+                .take_while(|&&b| b != b']' && b != b' ' && b != b'"')
+                .map(u8::to_ascii_lowercase)
+                .collect();
+            in_core = section == b"core";
+            continue;
+        }
+        if !in_core {
+            continue;
+        }
+        let Some(eq) = line.iter().position(|&b| b == b'=') else {
+            continue;
+        };
+        let (key, value) = (line[..eq].trim_ascii(), line[eq + 1..].trim_ascii());
+        if key.eq_ignore_ascii_case(b"hookspath") {
+            let value = value.strip_prefix(b"\"").unwrap_or(value);
+            let value = value.strip_suffix(b"\"").unwrap_or(value);
+            found = Some(value.to_vec());
+        }
+    }
+    found.filter(|v| !v.is_empty())
+}
+
+/// Resolves a `core.hooksPath` value the way git does: `~/` from home, relative paths
+/// from the top of the working tree.
+fn expand(value: &[u8], project: &Path, home: Option<&Path>) -> PathBuf {
+    if let (Some(rest), Some(home)) = (value.strip_prefix(b"~/"), home) {
+        return normalize(&home.join(OsStr::from_bytes(rest)));
+    }
+    normalize(&project.join(OsStr::from_bytes(value)))
+}
+
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_hooks_path_from_the_core_section_only() {
+        struct One(Vec<u8>);
+        impl PathInspector for One {
+            fn canonicalize(&self, p: &Path) -> std::io::Result<PathBuf> {
+                Ok(p.to_path_buf())
+            }
+            fn kind(&self, _: &Path) -> Option<FileKind> {
+                None
+            }
+            fn read_head(&self, _: &Path, _: usize) -> Option<Vec<u8>> {
+                Some(self.0.clone())
+            }
+            fn subdirs(&self, _: &Path, _: usize) -> Vec<PathBuf> {
+                vec![]
+            }
+            fn symlinks_in(&self, _: &Path, _: usize) -> Vec<PathBuf> {
+                vec![]
+            }
+        }
+        let fs = One(
+            b"[user]\n\thooksPath = nope\n[core]\n\tbare = false\n\thooksPath = \"tools/hooks\"\n"
+                .to_vec(),
+        );
+        assert_eq!(
+            hooks_path(Path::new("/c"), &fs),
+            Some(b"tools/hooks".to_vec())
+        );
+        assert_eq!(
+            expand(b"tools/../hooks", Path::new("/p"), None),
+            PathBuf::from("/p/hooks")
+        );
+        assert_eq!(
+            expand(b"~/h", Path::new("/p"), Some(Path::new("/home/u"))),
+            PathBuf::from("/home/u/h")
+        );
+    }
+}
