@@ -1,0 +1,725 @@
+//! The command line through the real binary: exit codes, byte-exact arguments and streams,
+//! refusals, the hidden bootstrap's manifest checks, usage errors, and the dry run.
+// Test helpers outside `#[test]` functions fail loudly too.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::ffi::{OsStr, OsString};
+use std::io::Write;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+
+use common::*;
+use serde_json::{json, Value};
+
+/// `sandy ARGS...`, collected.
+fn sandy<I, S>(w: &World, args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    w.sandy(args).output().unwrap()
+}
+
+/// Asserts Sandy refused: exit 125 and exactly one stderr line, starting `sandy: `.
+#[track_caller]
+fn assert_refused(o: &Output, what: &str) -> String {
+    assert_code(o, 125, what);
+    let err = stderr(o);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "{what}: expected one stderr line, got:\n{err}"
+    );
+    assert!(lines[0].starts_with("sandy: "), "{what}: {err}");
+    lines[0].to_owned()
+}
+
+/// Asserts a usage error: exit 2 and something on stderr, nothing on stdout.
+#[track_caller]
+fn assert_usage_error(o: &Output, what: &str) {
+    assert_code(o, 2, what);
+    assert!(!stderr(o).is_empty(), "{what}: no message");
+    assert!(o.stdout.is_empty(), "{what}: stdout {}", stdout(o));
+}
+
+/// A shell command that would create `marker` if it ever ran.
+fn marker_script(marker: &Path) -> String {
+    format!("echo ran > '{}'", marker.display())
+}
+
+// ---------------------------------------------------------------------------------------
+// Exit status and streams
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn exit_status_passes_through() {
+    for_each_user(|w| {
+        assert_code(&sandy(w, ["run", "--", "true"]), 0, "true");
+        assert_code(&sandy(w, ["run", "--", "false"]), 1, "false");
+        assert_code(&w.sh(&[], "exit 42"), 42, "exit 42");
+        assert_code(&w.sh(&[], "exit 127"), 127, "exit 127 from the target");
+        assert_code(&w.sh(&[], "exit 126"), 126, "exit 126 from the target");
+        assert_code(&w.sh(&[], "exit 125"), 125, "exit 125 from the target");
+        assert_code(&w.sh(&[], "exit 255"), 255, "exit 255");
+    });
+}
+
+#[test]
+fn a_missing_command_exits_127() {
+    for_each_user(|w| {
+        for cmd in [
+            "no-such-command-sandy-test",
+            "/no/such/command",
+            "./missing-here",
+        ] {
+            let o = sandy(w, ["run", "--", cmd]);
+            assert_code(&o, 127, cmd);
+            assert!(stderr(&o).starts_with("sandy: "), "{cmd}: {}", stderr(&o));
+        }
+    });
+}
+
+#[test]
+fn a_non_executable_file_exits_126_and_does_not_run() {
+    for_each_user(|w| {
+        let marker = w.project.join("marker");
+        w.write(
+            "home/project/script.sh",
+            &format!("#!/bin/sh\n{}\n", marker_script(&marker)),
+        );
+        std::fs::create_dir(w.project.join("a-dir")).unwrap();
+        w.chown_all();
+        for cmd in ["./script.sh", "./a-dir"] {
+            let o = sandy(w, ["run", "--", cmd]);
+            assert_code(&o, 126, cmd);
+            assert!(stderr(&o).starts_with("sandy: "), "{cmd}: {}", stderr(&o));
+        }
+        assert!(!marker.exists());
+        // The positive neighbour: executable, it runs.
+        let script = w.project.join("script.sh");
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let o = sandy(w, [OsStr::new("run"), OsStr::new("--"), script.as_os_str()]);
+        assert_code(&o, 0, "executable, by absolute path");
+        assert!(marker.exists());
+    });
+}
+
+#[test]
+fn a_program_given_by_a_relative_path_runs() {
+    for_each_user(|w| {
+        let script = w.write(
+            "home/project/tool.sh",
+            "#!/bin/sh\necho \"tool ran in $PWD\"\n",
+        );
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        std::fs::create_dir(w.project.join("sub")).unwrap();
+        w.chown_all();
+        // Not a path: looked up on PATH only, like execvp.
+        assert_code(&sandy(w, ["run", "--", "tool.sh"]), 127, "tool.sh");
+        let want = format!(
+            "tool ran in {}\n",
+            std::fs::canonicalize(&w.project).unwrap().display()
+        );
+        for cmd in ["./tool.sh", "sub/../tool.sh"] {
+            let o = sandy(w, ["run", "--", cmd]);
+            assert_code(&o, 0, cmd);
+            assert_eq!(stdout(&o), want, "{cmd}");
+        }
+    });
+}
+
+#[test]
+fn a_target_killed_by_a_signal_exits_128_plus_n() {
+    for_each_user(|w| {
+        assert_code(&w.sh(&[], "kill -TERM $$"), 143, "SIGTERM");
+        assert_code(&w.sh(&[], "kill -KILL $$"), 137, "SIGKILL");
+        assert_code(&w.sh(&[], "kill -INT $$"), 130, "SIGINT");
+    });
+}
+
+#[test]
+fn stdin_stdout_and_stderr_pass_through_separately() {
+    for_each_user(|w| {
+        // Binary, and larger than a pipe buffer.
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        let mut child = w
+            .sandy(["run", "--", "cat"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let input = data.clone();
+        let writer = std::thread::spawn(move || stdin.write_all(&input).unwrap());
+        let o = child.wait_with_output().unwrap();
+        writer.join().unwrap();
+        assert_code(&o, 0, "cat");
+        assert!(o.stdout == data, "stdin did not arrive byte for byte");
+        assert!(o.stderr.is_empty(), "{}", stderr(&o));
+
+        let o = w.sh(&[], "echo to-stdout; echo to-stderr >&2; exit 3");
+        assert_code(&o, 3, "streams");
+        assert_eq!(stdout(&o), "to-stdout\n");
+        assert_eq!(stderr(&o), "to-stderr\n");
+    });
+}
+
+fn awkward_arguments() -> Vec<OsString> {
+    vec![
+        OsString::from("with spaces  and  tabs\t"),
+        OsString::new(),
+        OsString::from_vec(vec![0xff, 0xfe, b'x', 0x80]),
+        OsString::from("line\nbreak"),
+        OsString::from("--"),
+        OsString::from("-n"),
+        OsString::from("--read=/etc"),
+        OsString::from("*"),
+        OsString::from("$HOME"),
+        OsString::from("'\"\\"),
+        OsString::from("héllo ☃"),
+        OsString::new(),
+    ]
+}
+
+#[test]
+fn arguments_arrive_byte_for_byte() {
+    for_each_user(|w| {
+        let args = awkward_arguments();
+        let mut expected = Vec::new();
+        for a in &args {
+            expected.extend_from_slice(a.as_bytes());
+            expected.push(0);
+        }
+
+        let mut argv: Vec<OsString> = ["run", "--", "/usr/bin/printf", "%s\\0"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        argv.extend(args.iter().cloned());
+        let o = sandy(w, &argv);
+        assert_code(&o, 0, "printf");
+        assert_eq!(o.stdout, expected, "printf saw different arguments");
+
+        let py = "import os, sys; sys.stdout.buffer.write(b''.join(os.fsencode(a) + b'\\0' for a in sys.argv[1:]))";
+        let mut argv: Vec<OsString> = ["run", "--", "/usr/bin/python3", "-c", py]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        argv.extend(args.iter().cloned());
+        let o = sandy(w, &argv);
+        assert_code(&o, 0, "python");
+        assert_eq!(o.stdout, expected, "python saw different arguments");
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Refusals
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn refuses_to_run_from_the_root_home_or_above_home() {
+    for_each_user(|w| {
+        let link = w.root.join("home-link");
+        std::os::unix::fs::symlink(&w.home, &link).unwrap();
+        w.chown_all();
+        // (what, current directory, HOME override)
+        let cases: [(&str, &Path, Option<&Path>); 5] = [
+            ("cwd /", Path::new("/"), None),
+            ("cwd HOME", &w.home, None),
+            ("cwd HOME's parent", &w.root, None),
+            ("cwd HOME through a symlink", &link, None),
+            ("cwd HOME, HOME given as a symlink", &w.home, Some(&link)),
+        ];
+        for (what, cwd, home) in cases {
+            let marker = w.home.join("marker");
+            let mut cmd = w.sandy(["run", "--", "/bin/sh", "-c", &marker_script(&marker)]);
+            cmd.current_dir(cwd);
+            if let Some(home) = home {
+                cmd.env("HOME", home);
+            }
+            let o = cmd.output().unwrap();
+            assert_refused(&o, what);
+            assert!(!marker.exists(), "{what}: the target ran");
+            assert!(o.stdout.is_empty(), "{what}: {}", stdout(&o));
+        }
+        // The positive neighbour: from the project, the same command runs.
+        let marker = w.home.join("project/marker");
+        let o = sandy(w, ["run", "--", "/bin/sh", "-c", &marker_script(&marker)]);
+        assert_code(&o, 0, "from the project");
+        assert!(marker.exists());
+    });
+}
+
+#[test]
+fn refuses_missing_and_unsafe_grants() {
+    for_each_user(|w| {
+        w.write("home/.ssh/id_ed25519", "key");
+        w.write("home/.aws/sub/config", "aws");
+        w.write("home/.aws/credentials", "aws");
+        w.write("home/.config/gh/hosts.yml", "gh");
+        w.write("home/.config/other/settings", "ok");
+        w.write("home/docs/readme.txt", "docs");
+        std::os::unix::fs::symlink(w.home.join(".ssh"), w.project.join("ssh-link")).unwrap();
+        w.chown_all();
+        let h = |rel: &str| w.home.join(rel).display().to_string();
+        let cases: Vec<(&str, &str, String)> = vec![
+            ("missing --read", "--read", h("no-such-path")),
+            ("missing --read-write", "--read-write", h("no-such-path")),
+            ("--read ~/.ssh", "--read", h(".ssh")),
+            ("--read a key", "--read", h(".ssh/id_ed25519")),
+            ("--read HOME", "--read", h("")),
+            (
+                "--read HOME's parent",
+                "--read",
+                w.root.display().to_string(),
+            ),
+            ("--read /", "--read", "/".to_owned()),
+            ("--read ~/.config (contains gh)", "--read", h(".config")),
+            ("--read ~/.config/gh", "--read", h(".config/gh")),
+            ("--read-write inside ~/.aws", "--read-write", h(".aws/sub")),
+            (
+                "--read-write ~/.aws/credentials",
+                "--read-write",
+                h(".aws/credentials"),
+            ),
+            ("--read relative ../.ssh", "--read", "../.ssh".to_owned()),
+            ("--read relative ..", "--read", "..".to_owned()),
+            ("--read symlink to ~/.ssh", "--read", "ssh-link".to_owned()),
+        ];
+        let marker = w.project.join("marker");
+        for (what, flag, path) in cases {
+            let o = sandy(
+                w,
+                [
+                    "run",
+                    flag,
+                    &path,
+                    "--",
+                    "/bin/sh",
+                    "-c",
+                    &marker_script(&marker),
+                ],
+            );
+            assert_refused(&o, what);
+            assert!(!marker.exists(), "{what}: the target ran");
+        }
+        // The positive neighbours: narrow, existing paths are granted.
+        for (flag, path, file, contents) in [
+            ("--read", h("docs"), h("docs/readme.txt"), "docs"),
+            (
+                "--read",
+                h(".config/other"),
+                h(".config/other/settings"),
+                "ok",
+            ),
+            (
+                "--read-write",
+                h("docs/readme.txt"),
+                h("docs/readme.txt"),
+                "docs",
+            ),
+        ] {
+            let o = sandy(w, ["run", flag, &path, "--", "cat", &file]);
+            assert_code(&o, 0, &format!("{flag} {path}"));
+            assert_eq!(stdout(&o), contents);
+        }
+    });
+}
+
+/// A launch manifest the bootstrap would accept: `/bin/sh -c SCRIPT` in the project, with
+/// the system and the project granted, supervised by this test process.
+fn manifest(w: &World, script: &str) -> Value {
+    let mut system: Vec<PathBuf> = ["/usr", "/bin", "/lib", "/lib64"]
+        .iter()
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .collect();
+    system.sort();
+    system.dedup();
+    let roots: Vec<PathBuf> = system
+        .iter()
+        .filter(|p| !system.iter().any(|q| q != *p && p.starts_with(q)))
+        .cloned()
+        .collect();
+    let mut grants: Vec<Value> = roots
+        .iter()
+        .map(|p| json!({"path": p.to_str().unwrap(), "access": "read_exec", "scope": "subtree"}))
+        .collect();
+    let project = std::fs::canonicalize(&w.project).unwrap();
+    grants.push(json!({
+        "path": project.to_str().unwrap(),
+        "access": "read_write",
+        "scope": "subtree",
+    }));
+    json!({
+        "schema_version": 1,
+        "supervisor_pid": std::process::id(),
+        "program": "/bin/sh",
+        "argv": ["sh", "-c", script],
+        "working_directory": project.to_str().unwrap(),
+        "environment": [{"name": "PATH", "value": "/usr/bin:/bin"}],
+        "file_grants": grants,
+        "network": "allow_all",
+        "restore_default_signals": [],
+    })
+}
+
+/// Runs the hidden bootstrap with `contents` on descriptor `fd` (opened by a shell that
+/// then execs Sandy, so this test process is the bootstrap's parent).
+fn bootstrap_with(w: &World, name: &str, contents: &[u8], fd: u32) -> Output {
+    let file = w.root.join("manifests").join(name);
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, contents).unwrap();
+    w.chown_all();
+    w.host("/bin/sh")
+        .args([
+            "-c",
+            &format!("exec {fd}<\"$1\"; exec \"$0\" __bootstrap --manifest-fd {fd}"),
+        ])
+        .arg(sandy_bin())
+        .arg(&file)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_bootstrap_rejects_bad_manifests_and_runs_nothing() {
+    for_each_user(|w| {
+        let marker = w.project.join("marker");
+        let good = manifest(w, &marker_script(&marker));
+        let good_bytes = serde_json::to_vec(&good).unwrap();
+
+        let mut unsupported = good.clone();
+        unsupported["schema_version"] = json!(2);
+        let mut unknown_field = good;
+        unknown_field["extra_grants"] = json!([{"path": "/", "access": "read_write"}]);
+        // Valid JSON, accepted if parsed: only the size check before parsing stops it.
+        let mut oversized = good_bytes.clone();
+        oversized.resize(1024 * 1024 + 1, b' ');
+        let cases: Vec<(&str, Vec<u8>)> = vec![
+            ("garbage", b"this is not a manifest {".to_vec()),
+            ("empty", Vec::new()),
+            ("oversized", oversized),
+            (
+                "unsupported schema",
+                serde_json::to_vec(&unsupported).unwrap(),
+            ),
+            ("unknown field", serde_json::to_vec(&unknown_field).unwrap()),
+        ];
+        for (what, bytes) in cases {
+            let o = bootstrap_with(w, what, &bytes, 3);
+            let line = assert_refused(&o, what);
+            assert!(line.contains("manifest"), "{what}: {line}");
+            assert!(!marker.exists(), "{what}: the target ran");
+        }
+
+        // Descriptors below 3 are never taken as the manifest, even a good one on stdin.
+        let file = w.root.join("manifests/good-on-stdin");
+        std::fs::write(&file, &good_bytes).unwrap();
+        w.chown_all();
+        let o = w
+            .host(sandy_bin().to_str().unwrap())
+            .args(["__bootstrap", "--manifest-fd", "0"])
+            .stdin(std::fs::File::open(&file).unwrap())
+            .output()
+            .unwrap();
+        let line = assert_refused(&o, "fd 0");
+        assert!(line.contains("manifest"), "fd 0: {line}");
+        assert!(!marker.exists(), "fd 0: the target ran");
+
+        // A descriptor that is not open.
+        let o = w
+            .host(sandy_bin().to_str().unwrap())
+            .args(["__bootstrap", "--manifest-fd", "9"])
+            .output()
+            .unwrap();
+        let line = assert_refused(&o, "fd 9 not open");
+        assert!(line.contains("manifest"), "fd 9: {line}");
+
+        // The positive neighbour: the same manifest, well-formed, runs its target.
+        let o = bootstrap_with(w, "good", &good_bytes, 3);
+        assert_code(&o, 0, "good manifest");
+        assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ran\n");
+    });
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    for_each_user(|w| {
+        assert_usage_error(&sandy(w, ["run"]), "run without a command");
+        assert_usage_error(&sandy(w, ["run", "--"]), "run -- without a command");
+        assert_usage_error(&sandy(w, ["run", "--bogus", "--", "true"]), "--bogus");
+        assert_usage_error(&sandy(w, ["run", "--read"]), "--read without a path");
+        assert_usage_error(&sandy(w, ["frobnicate"]), "unknown subcommand");
+        assert_usage_error(&sandy(w, Vec::<&str>::new()), "no arguments");
+        assert_usage_error(
+            &sandy(w, ["__bootstrap", "--manifest-fd", "three"]),
+            "non-numeric fd",
+        );
+    });
+}
+
+#[test]
+fn version_and_help_exit_0() {
+    for_each_user(|w| {
+        let o = sandy(w, ["--version"]);
+        assert_code(&o, 0, "--version");
+        assert!(stdout(&o).starts_with("sandy "), "{}", stdout(&o));
+        let o = sandy(w, ["run", "--help"]);
+        assert_code(&o, 0, "run --help");
+        let out = stdout(&o);
+        for word in ["--read ", "--read-write", "--dry-run"] {
+            assert!(out.contains(word), "run --help lacks {word}:\n{out}");
+        }
+        assert!(!out.contains("__bootstrap"), "{out}");
+        let o = sandy(w, ["--help"]);
+        assert_code(&o, 0, "--help");
+        assert!(!stdout(&o).contains("__bootstrap"), "{}", stdout(&o));
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Dry run
+// ---------------------------------------------------------------------------------------
+
+fn dry_run(w: &World, flags: &[&str], command: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut args = vec!["run", "--dry-run"];
+    args.extend_from_slice(flags);
+    args.push("--");
+    args.extend_from_slice(command);
+    let mut cmd = w.sandy(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn parse(o: &Output) -> Value {
+    assert_code(o, 0, "dry run");
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("dry run is not JSON ({e}):\n{}", stdout(o)))
+}
+
+fn keys(v: &Value) -> Vec<&str> {
+    let mut k: Vec<&str> = v
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {v}"))
+        .keys()
+        .map(String::as_str)
+        .collect();
+    k.sort_unstable();
+    k
+}
+
+fn sorted<'a>(k: &[&'a str]) -> Vec<&'a str> {
+    let mut k = k.to_vec();
+    k.sort_unstable();
+    k
+}
+
+#[test]
+fn dry_run_prints_the_documented_document() {
+    for_each_user(|w| {
+        w.write("home/docs/readme.txt", "docs");
+        let docs = w.home.join("docs").display().to_string();
+        let o = dry_run(w, &["--read", &docs], &["sh", "-c", "echo hi", ""], &[]);
+        let doc = parse(&o);
+        assert_eq!(
+            keys(&doc),
+            sorted(&[
+                "dry_run_schema_version",
+                "command",
+                "arguments",
+                "working_directory",
+                "profile",
+                "network",
+                "file_grants",
+                "environment",
+                "runtime_controls",
+                "enforcement",
+            ])
+        );
+        assert_eq!(doc["dry_run_schema_version"], json!(1));
+        let command = doc["command"].as_str().unwrap();
+        assert!(
+            Path::new(command).is_absolute() && command.ends_with("/sh"),
+            "{command}"
+        );
+        assert_eq!(doc["arguments"], json!(["-c", "echo hi", ""]));
+        let project = std::fs::canonicalize(&w.project).unwrap();
+        assert_eq!(doc["working_directory"], json!(project.to_str().unwrap()));
+        assert_eq!(keys(&doc["profile"]), sorted(&["name", "detected"]));
+        assert!(doc["profile"]["name"].is_string());
+        assert!(doc["profile"]["detected"].is_boolean());
+        assert_eq!(doc["network"], json!("allow_all"));
+
+        let grants = doc["file_grants"].as_array().unwrap();
+        for g in grants {
+            assert_eq!(
+                keys(g),
+                sorted(&["path", "access", "scope", "origin"]),
+                "{g}"
+            );
+            let path = g["path"].as_str().unwrap();
+            assert!(Path::new(path).is_absolute(), "{g}");
+            let access = g["access"].as_str().unwrap();
+            assert!(["read", "read_exec", "read_write"].contains(&access), "{g}");
+            let scope = g["scope"].as_str().unwrap();
+            assert!(["exact", "subtree"].contains(&scope), "{g}");
+            let origin = g["origin"].as_str().unwrap();
+            assert!(
+                ["baseline", "project", "path", "flag"].contains(&origin),
+                "{g}"
+            );
+            // Nothing covers HOME, or the root.
+            assert!(!w.home.starts_with(path) && path != "/", "{g}");
+        }
+        let grant_for = |p: &str| {
+            grants
+                .iter()
+                .find(|g| g["path"] == json!(p))
+                .unwrap_or_else(|| panic!("no grant for {p} in {grants:?}"))
+        };
+        let pg = grant_for(project.to_str().unwrap());
+        assert_eq!(pg["origin"], json!("project"));
+        assert_eq!(pg["access"], json!("read_write"));
+        assert_eq!(pg["scope"], json!("subtree"));
+        let fg = grant_for(&docs);
+        assert_eq!(fg["origin"], json!("flag"));
+        assert_eq!(fg["access"], json!("read"));
+        assert_eq!(fg["scope"], json!("subtree"));
+        let usr = grant_for("/usr");
+        assert_eq!(usr["origin"], json!("baseline"));
+        assert_eq!(usr["access"], json!("read_exec"));
+
+        assert_eq!(keys(&doc["environment"]), sorted(&["removed", "set"]));
+        assert!(doc["environment"]["removed"].is_array());
+        assert!(doc["environment"]["set"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("TMPDIR")));
+
+        let controls = doc["runtime_controls"].as_array().unwrap();
+        let services: Vec<&str> = controls
+            .iter()
+            .map(|c| c["service"].as_str().unwrap())
+            .collect();
+        assert_eq!(services, ["Kontext", "Numbat"]);
+        for c in controls {
+            assert_eq!(keys(c), sorted(&["service", "enabled", "version"]), "{c}");
+            assert_eq!(c["enabled"], json!(false));
+            assert_eq!(c["version"], json!(null));
+        }
+
+        let enforcement = &doc["enforcement"];
+        assert_eq!(
+            keys(enforcement),
+            sorted(&["backend", "landlock_abi", "layers"])
+        );
+        assert_eq!(enforcement["backend"], json!("linux"));
+        assert!(enforcement["landlock_abi"].as_u64().unwrap() >= 6);
+        assert!(enforcement["layers"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("landlock")));
+    });
+}
+
+#[test]
+fn dry_run_runs_nothing_and_creates_nothing() {
+    for_each_user(|w| {
+        let marker = w.project.join("marker");
+        let o = dry_run(w, &[], &["/bin/sh", "-c", &marker_script(&marker)], &[]);
+        parse(&o);
+        assert!(!marker.exists(), "the dry run ran the command");
+        let in_tmp: Vec<_> = std::fs::read_dir(&w.tmp).unwrap().flatten().collect();
+        assert!(in_tmp.is_empty(), "the dry run created {in_tmp:?}");
+        let in_project: Vec<_> = std::fs::read_dir(&w.project).unwrap().flatten().collect();
+        assert!(in_project.is_empty(), "the dry run created {in_project:?}");
+        // Refusals still apply to a dry run.
+        let o = dry_run(w, &["--read", "/no/such/path"], &["true"], &[]);
+        assert_refused(&o, "dry run with a missing --read");
+        assert!(o.stdout.is_empty());
+    });
+}
+
+const SECRET_ENV: &[(&str, &str)] = &[
+    ("SSH_AUTH_SOCK", "/secret-canary-xyz/agent.sock"),
+    ("MY_TOKEN", "canary-xyz-token"),
+    ("GIT_ASKPASS", "/secret-canary-xyz/askpass"),
+    ("SSH_ASKPASS", "/secret-canary-xyz/ssh-askpass"),
+    (
+        "DBUS_SESSION_BUS_ADDRESS",
+        "unix:path=/secret-canary-xyz/bus",
+    ),
+    ("LD_LIBRARY_PATH", "/secret-canary-xyz/lib"),
+    ("LD_PRELOAD", ""),
+];
+
+#[test]
+fn dry_run_names_removed_variables_but_never_shows_values() {
+    for_each_user(|w| {
+        let o = dry_run(w, &[], &["env"], SECRET_ENV);
+        let doc = parse(&o);
+        let all = format!("{}{}", stdout(&o), stderr(&o));
+        assert!(!all.contains("canary-xyz"), "a value leaked:\n{all}");
+        let removed = doc["environment"]["removed"].as_array().unwrap();
+        for name in [
+            "SSH_AUTH_SOCK",
+            "GIT_ASKPASS",
+            "SSH_ASKPASS",
+            "DBUS_SESSION_BUS_ADDRESS",
+            "LD_LIBRARY_PATH",
+            "LD_PRELOAD",
+        ] {
+            assert!(removed.contains(&json!(name)), "{name} not in {removed:?}");
+        }
+        assert!(!removed.contains(&json!("MY_TOKEN")), "{removed:?}");
+    });
+}
+
+#[test]
+fn the_target_does_not_see_removed_variables() {
+    for_each_user(|w| {
+        let mut cmd = w.sandy(["run", "--", "env"]);
+        for (k, v) in SECRET_ENV {
+            cmd.env(k, v);
+        }
+        let o = cmd.output().unwrap();
+        assert_code(&o, 0, "env");
+        let out = stdout(&o);
+        let names: Vec<&str> = out.lines().filter_map(|l| l.split('=').next()).collect();
+        for name in [
+            "SSH_AUTH_SOCK",
+            "GIT_ASKPASS",
+            "SSH_ASKPASS",
+            "DBUS_SESSION_BUS_ADDRESS",
+            "LD_LIBRARY_PATH",
+            "LD_PRELOAD",
+        ] {
+            assert!(!names.contains(&name), "the target saw {name}:\n{out}");
+        }
+        // The positive neighbours: ordinary variables pass through unchanged.
+        assert!(
+            out.lines().any(|l| l == "MY_TOKEN=canary-xyz-token"),
+            "{out}"
+        );
+        let home = format!("HOME={}", w.home.display());
+        assert!(out.lines().any(|l| l == home), "{out}");
+        let tmpdir = out
+            .lines()
+            .find_map(|l| l.strip_prefix("TMPDIR="))
+            .unwrap_or_else(|| panic!("no TMPDIR:\n{out}"));
+        assert!(
+            tmpdir.starts_with(&format!("{}/sandy-", w.tmp.display())),
+            "{tmpdir}"
+        );
+    });
+}

@@ -1,0 +1,791 @@
+//! Process isolation through the real binary, judged from the host side: processes outside
+//! the sandbox cannot be signalled, traced or read; abstract sockets outside cannot be
+//! reached; inherited descriptors do not cross; the target holds no privileges; the
+//! supervisor's death kills the target; forwarded signals arrive; the seccomp floor is in
+//! place; and Sandy fails closed when a layer cannot be applied.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+const PYTHON: &str = "/usr/bin/python3";
+
+/// A spawned process that is killed and reaped when the test is done with it, pass or fail.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A pid (not our child) killed at the end of the test unless it is already gone.
+struct KillOnDrop(i32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if self.0 > 0 && !process_gone(self.0) {
+            let _ = kill(Pid::from_raw(self.0), Signal::SIGKILL);
+        }
+    }
+}
+
+/// Copies a helper script into the world (readable by the test user) and returns its path.
+fn helper(w: &World, name: &str) -> String {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/helpers")
+        .join(name);
+    let text = std::fs::read_to_string(&src).unwrap();
+    w.write(format!("helpers/{name}"), &text)
+        .display()
+        .to_string()
+}
+
+/// Writes a file into the project (where the target can read it).
+fn in_project(w: &World, name: &str, contents: &str) {
+    w.write(format!("home/project/{name}"), contents);
+}
+
+/// Reads a child's stdout and stderr on threads; `finish` collects them.
+struct Collector(mpsc::Receiver<(usize, Vec<u8>)>);
+
+impl Collector {
+    fn start(child: &mut Child) -> Collector {
+        let (tx, rx) = mpsc::channel();
+        let pipes: Vec<Box<dyn Read + Send>> = vec![
+            Box::new(child.stdout.take().unwrap()),
+            Box::new(child.stderr.take().unwrap()),
+        ];
+        for (i, mut pipe) in pipes.into_iter().enumerate() {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let _ = pipe.read_to_end(&mut buf);
+                let _ = tx.send((i, buf));
+            });
+        }
+        Collector(rx)
+    }
+
+    fn finish(self, status: std::process::ExitStatus) -> Output {
+        let mut out = Output {
+            status,
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+        };
+        for _ in 0..2 {
+            let (i, buf) = self
+                .0
+                .recv_timeout(Duration::from_secs(5))
+                .expect("the command exited but its output stayed open");
+            if i == 0 {
+                out.stdout = buf;
+            } else {
+                out.stderr = buf;
+            }
+        }
+        out
+    }
+}
+
+/// Waits for a child up to `secs` seconds; kills it and fails the test if it is still
+/// running.
+fn wait_timeout(child: &mut Child, secs: u64, what: &str) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not finish within {secs} s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs a command to completion with its output collected, within `secs` seconds.
+fn run_timeout(mut cmd: Command, secs: u64) -> Output {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let what = format!("{cmd:?}");
+    let mut child = cmd.spawn().unwrap();
+    let collector = Collector::start(&mut child);
+    let status = wait_timeout(&mut child, secs, &what);
+    collector.finish(status)
+}
+
+/// `sandy run -- ARGS...` as the test user, with a timeout.
+fn sandy_run(w: &World, args: &[&str]) -> Output {
+    let mut all = vec!["run", "--"];
+    all.extend_from_slice(args);
+    run_timeout(w.sandy(all), 30)
+}
+
+/// `sandy run -- sh -c SCRIPT` as the test user, with a timeout.
+fn sandy_sh(w: &World, script: &str) -> Output {
+    sandy_run(w, &["/bin/sh", "-c", script])
+}
+
+/// Polls until `cond` holds or `secs` seconds pass; returns whether it held.
+fn wait_for(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The one-letter state from /proc/PID/stat, if the process exists.
+fn proc_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.trim_start().chars().next()
+}
+
+fn process_gone(pid: i32) -> bool {
+    matches!(proc_state(pid), None | Some('Z') | Some('X'))
+}
+
+fn pid_of(child: &Child) -> i32 {
+    i32::try_from(child.id()).unwrap()
+}
+
+fn unique(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("sandy-e2e-{tag}-{}-{nanos}", std::process::id())
+}
+
+// ---------------------------------------------------------------------------------------
+// Processes outside the sandbox.
+
+/// Probes a process by pid. With "all": signals it, tries to ptrace-attach, reads its
+/// environ and opens its mem. With "control": only the non-destructive reads and signal 0.
+const OUTSIDE_PROBE: &str = r#"
+import ctypes, errno, json, os, signal, sys
+pid, mode = int(sys.argv[1]), sys.argv[2]
+def attempt(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+res = {"signal0": attempt(lambda: os.kill(pid, 0))}
+if mode == "all":
+    res["stop"] = attempt(lambda: os.kill(pid, signal.SIGSTOP))
+    res["term"] = attempt(lambda: os.kill(pid, signal.SIGTERM))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    libc.ptrace.restype = ctypes.c_long
+    r = libc.ptrace(16, pid, None, None)  # PTRACE_ATTACH
+    res["ptrace"] = "ok" if r == 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+def read_environ():
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        f.read()
+def open_mem():
+    with open(f"/proc/{pid}/mem", "rb"):
+        pass
+res["environ"] = attempt(read_environ)
+res["mem"] = attempt(open_mem)
+print(json.dumps(res), flush=True)
+"#;
+
+fn probe_results(o: &Output) -> serde_json::Value {
+    let line = stdout(o);
+    serde_json::from_str(line.trim())
+        .unwrap_or_else(|e| panic!("bad probe output ({e}): {line}\nstderr: {}", stderr(o)))
+}
+
+#[test]
+fn processes_outside_cannot_be_signalled_traced_or_read() {
+    for_each_user(|w| {
+        in_project(w, "outside_probe.py", OUTSIDE_PROBE);
+        let mut victim = w.host("/bin/sleep");
+        victim.arg("300").stdin(Stdio::null());
+        let victim = Reaped(victim.spawn().unwrap());
+        let pid = pid_of(&victim.0);
+        let pid_s = pid.to_string();
+        assert!(
+            wait_for(5, || proc_state(pid) == Some('S')),
+            "sleep did not start"
+        );
+
+        // Control: outside Sandy, the same user reaches the process.
+        let mut control = w.host(PYTHON);
+        control.args(["outside_probe.py", &pid_s, "control"]);
+        let control = probe_results(&run_timeout(control, 20));
+        for key in ["signal0", "environ", "mem"] {
+            assert_eq!(control[key], "ok", "control {key}: {control}");
+        }
+
+        let o = sandy_run(w, &[PYTHON, "outside_probe.py", &pid_s, "all"]);
+        assert_code(&o, 0, "probe inside");
+        let inside = probe_results(&o);
+        assert_eq!(inside["stop"], "EPERM", "SIGSTOP: {inside}");
+        assert_eq!(inside["term"], "EPERM", "SIGTERM: {inside}");
+        assert_eq!(inside["ptrace"], "EPERM", "PTRACE_ATTACH: {inside}");
+        assert_ne!(inside["environ"], "ok", "environ: {inside}");
+        assert_ne!(inside["mem"], "ok", "mem: {inside}");
+
+        // The shell's kill builtin fails too.
+        let o = sandy_sh(
+            w,
+            &format!("kill -STOP {pid_s}; echo stop=$?; kill -TERM {pid_s}; echo term=$?"),
+        );
+        assert_code(&o, 0, "kill inside");
+        assert!(stdout(&o).contains("stop=1"), "{}", stdout(&o));
+        assert!(stdout(&o).contains("term=1"), "{}", stdout(&o));
+
+        // Host side: still alive, still sleeping, never stopped or traced.
+        std::thread::sleep(Duration::from_millis(100));
+        let state = proc_state(pid);
+        assert_eq!(
+            state,
+            Some('S'),
+            "the outside process is in state {state:?}"
+        );
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        assert!(
+            status.lines().any(|l| l == "TracerPid:\t0"),
+            "the outside process is traced: {status}"
+        );
+    });
+}
+
+#[test]
+fn target_can_signal_and_wait_its_own_child() {
+    for_each_user(|w| {
+        let started = Instant::now();
+        let o = sandy_sh(w, "sleep 5 & kill $!; wait $!; echo status=$?");
+        assert_code(&o, 0, "own child");
+        assert!(stdout(&o).contains("status=143"), "{}", stdout(&o));
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "the child was not killed"
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Abstract Unix sockets.
+
+/// Listens on an abstract name; appends "conn DATA" to a log file for each connection.
+const ABSTRACT_LISTENER: &str = r#"
+import socket, sys
+name, log = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(b"\0" + name.encode())
+s.listen(16)
+print("LISTENING", flush=True)
+while True:
+    c, _ = s.accept()
+    c.settimeout(2)
+    try:
+        data = c.recv(100)
+    except OSError:
+        data = b"?"
+    with open(log, "ab") as f:
+        f.write(b"conn " + data + b"\n")
+    c.close()
+"#;
+
+/// Connects to an abstract name and sends a tag.
+const ABSTRACT_CLIENT: &str = r#"
+import errno, socket, sys
+name, tag = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect(b"\0" + name.encode())
+    s.sendall(tag.encode())
+    print("connected", flush=True)
+except OSError as e:
+    print("connect", errno.errorcode.get(e.errno, str(e.errno)), flush=True)
+"#;
+
+/// A server and a client, both inside: the server in a forked child.
+const ABSTRACT_BOTH_INSIDE: &str = r#"
+import os, socket, sys
+name = b"\0" + sys.argv[1].encode()
+srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+srv.bind(name)
+srv.listen(1)
+pid = os.fork()
+if pid == 0:
+    c, _ = srv.accept()
+    c.sendall(b"pong:" + c.recv(10))
+    os._exit(0)
+srv.close()
+cli = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+cli.connect(name)
+cli.sendall(b"ping")
+print(cli.recv(20).decode(), flush=True)
+os.waitpid(pid, 0)
+"#;
+
+#[test]
+fn abstract_sockets_outside_are_unreachable() {
+    for_each_user(|w| {
+        in_project(w, "client.py", ABSTRACT_CLIENT);
+        let listener_py = w.write("listener.py", ABSTRACT_LISTENER);
+        let log = w.root.join("connections.log");
+        let name = unique("abstract");
+
+        let mut cmd = w.host(PYTHON);
+        cmd.arg(&listener_py)
+            .arg(&name)
+            .arg(&log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut listener = Reaped(cmd.spawn().unwrap());
+        let mut line = String::new();
+        BufReader::new(listener.0.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "LISTENING", "the host listener did not start");
+
+        let o = sandy_run(w, &[PYTHON, "client.py", &name, "sandboxed"]);
+        assert_code(&o, 0, "client inside");
+        assert_eq!(stdout(&o).trim(), "connect EPERM", "{}", stderr(&o));
+
+        // Control: a client outside gets through, so the log would show a connection.
+        let mut control = w.host(PYTHON);
+        control.args(["client.py", &name, "control"]);
+        let control = run_timeout(control, 20);
+        assert_eq!(stdout(&control).trim(), "connected", "{}", stderr(&control));
+        assert!(
+            wait_for(5, || std::fs::read_to_string(&log)
+                .is_ok_and(|s| s.contains("conn control"))),
+            "the listener never logged the control connection"
+        );
+        let seen = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(
+            seen, "conn control\n",
+            "the host listener saw other connections"
+        );
+    });
+}
+
+#[test]
+fn abstract_sockets_inside_the_sandbox_work() {
+    for_each_user(|w| {
+        in_project(w, "both.py", ABSTRACT_BOTH_INSIDE);
+        let o = sandy_run(w, &[PYTHON, "both.py", &unique("inside")]);
+        assert_code(&o, 0, "server and client inside");
+        assert_eq!(stdout(&o).trim(), "pong:ping", "{}", stderr(&o));
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Descriptors.
+
+#[test]
+fn descriptor_opened_without_cloexec_does_not_reach_the_target() {
+    for_each_user(|w| {
+        let canary = "canary-7c1e-secret-contents";
+        let secret = w.write("secret.txt", &format!("{canary}\n"));
+        let target = "cat <&7; echo fds:; ls /proc/self/fd";
+        let fds_after = |o: &Output| -> Vec<String> {
+            stdout(o)
+                .split("fds:")
+                .nth(1)
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect()
+        };
+
+        // Control: without Sandy the descriptor is inherited.
+        let mut control = w.host("/bin/sh");
+        control.args([
+            "-c",
+            &format!("exec 7<'{}'; exec /bin/sh -c '{target}'", secret.display()),
+        ]);
+        let control = run_timeout(control, 20);
+        assert!(stdout(&control).contains(canary), "{}", stdout(&control));
+        assert!(fds_after(&control).contains(&"7".to_owned()));
+
+        let mut cmd = w.host("/bin/sh");
+        cmd.args([
+            "-c",
+            &format!(
+                "exec 7<'{}'; exec '{}' run -- /bin/sh -c '{target}'",
+                secret.display(),
+                sandy_bin().display()
+            ),
+        ])
+        .stdin(Stdio::null());
+        let o = run_timeout(cmd, 30);
+        assert_code(&o, 0, "sandy with fd 7 open");
+        assert!(
+            !stdout(&o).contains(canary),
+            "the target read the caller's descriptor: {}",
+            stdout(&o)
+        );
+        let fds = fds_after(&o);
+        assert!(!fds.is_empty(), "no fd listing: {}", stdout(&o));
+        assert!(
+            !fds.contains(&"7".to_owned()),
+            "fd 7 reached the target: {fds:?}"
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Privileges.
+
+fn status_field<'a>(status: &'a str, name: &str) -> &'a str {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(':')))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("no {name} in /proc/self/status:\n{status}"))
+}
+
+#[test]
+fn target_has_no_new_privs_and_no_capabilities() {
+    for_each_user(|w| {
+        let o = sandy_run(w, &["/bin/cat", "/proc/self/status"]);
+        assert_code(&o, 0, "cat status");
+        let status = stdout(&o);
+        assert_eq!(status_field(&status, "NoNewPrivs"), "1");
+        for set in ["CapInh", "CapPrm", "CapEff", "CapAmb"] {
+            assert_eq!(
+                status_field(&status, set),
+                "0000000000000000",
+                "{set} as {}",
+                w.user.label
+            );
+        }
+        if w.user.uid == 0 {
+            assert_eq!(status_field(&status, "CapBnd"), "0000000000000000");
+            // Control: root's programs outside Sandy do hold capabilities.
+            let mut control = w.host("/bin/cat");
+            control.arg("/proc/self/status");
+            let control = stdout(&run_timeout(control, 20));
+            assert_ne!(status_field(&control, "CapEff"), "0000000000000000");
+        }
+    });
+}
+
+#[test]
+fn setuid_root_binary_gains_nothing() {
+    for_each_user(|w| {
+        if !is_root() {
+            skip("creating a setuid-root binary needs root");
+            return;
+        }
+        if w.user.uid != 0 {
+            // A setuid-root copy of id(1), executable only by the test user's group:
+            // outside Sandy it reports euid=0, inside no_new_privs leaves it unprivileged.
+            let suid = w.project.join("suid-id");
+            std::fs::copy("/usr/bin/id", &suid).unwrap();
+            std::os::unix::fs::chown(&suid, Some(0), Some(w.user.gid)).unwrap();
+            std::fs::set_permissions(&suid, std::fs::Permissions::from_mode(0o4750)).unwrap();
+            let mut control = w.host(suid.to_str().unwrap());
+            control.stdin(Stdio::null());
+            let control = run_timeout(control, 20);
+            let inside = sandy_run(w, &[suid.to_str().unwrap()]);
+            std::fs::remove_file(&suid).unwrap();
+            if !stdout(&control).contains("euid=0") {
+                skip(&format!(
+                    "setuid is not honoured under {} here: {}",
+                    w.project.display(),
+                    stdout(&control)
+                ));
+                return;
+            }
+            assert_code(&inside, 0, "setuid id inside");
+            assert!(
+                stdout(&inside).contains(&format!("uid={}", w.user.uid))
+                    && !stdout(&inside).contains("euid="),
+                "a setuid-root binary gained privileges inside: {}",
+                stdout(&inside)
+            );
+        } else {
+            // Root's own setuid-root newgrp calls setgroups(2), which needs CAP_SETGID:
+            // fine outside, refused inside (newgrp reports it and carries on).
+            let newgrp = Path::new("/usr/bin/newgrp");
+            if !newgrp.exists() {
+                skip("no /usr/bin/newgrp");
+                return;
+            }
+            let mut control = w.host("/usr/bin/newgrp");
+            control.arg("root").stdin(Stdio::null());
+            let control = run_timeout(control, 20);
+            if !control.status.success() || stderr(&control).contains("not permitted") {
+                skip(&format!(
+                    "newgrp fails outside Sandy too: {}",
+                    stderr(&control)
+                ));
+                return;
+            }
+            let inside = sandy_run(w, &["/usr/bin/newgrp", "root"]);
+            assert!(
+                stderr(&inside).contains("setgroups: Operation not permitted"),
+                "newgrp kept its privileges inside: {}{}",
+                stdout(&inside),
+                stderr(&inside)
+            );
+        }
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// The supervisor and its target.
+
+#[test]
+fn killing_the_supervisor_kills_the_target() {
+    for_each_user(|w| {
+        let mut cmd = w.sandy([
+            "run",
+            "--",
+            "/bin/sh",
+            "-c",
+            "echo $$ > pid.tmp && mv pid.tmp target.pid && exec sleep 300",
+        ]);
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        let mut sandy = Reaped(cmd.spawn().unwrap());
+        let pid_file = w.project.join("target.pid");
+        assert!(
+            wait_for(10, || pid_file.exists()),
+            "the target never started"
+        );
+        let pid: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let _cleanup = KillOnDrop(pid);
+        assert!(
+            wait_for(5, || std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim() == "sleep")),
+            "the target did not exec sleep"
+        );
+
+        kill(Pid::from_raw(pid_of(&sandy.0)), Signal::SIGKILL).unwrap();
+        let status = wait_timeout(&mut sandy.0, 5, "the killed supervisor");
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(9)
+        );
+        assert!(
+            wait_for(5, || process_gone(pid)),
+            "the target (pid {pid}) outlived its supervisor: state {:?}",
+            proc_state(pid)
+        );
+    });
+}
+
+/// Exits with a status naming the signal it received; "ready" marks its handlers in place.
+const SIGNAL_TARGET: &str = r#"
+import signal, sys, time
+codes = {signal.SIGTERM: 7, signal.SIGUSR1: 8, signal.SIGHUP: 9, signal.SIGUSR2: 10}
+def handler(sig, frame):
+    sys.exit(codes[sig])
+for sig in codes:
+    signal.signal(sig, handler)
+open("ready", "w").close()
+time.sleep(30)
+sys.exit(99)
+"#;
+
+#[test]
+fn signals_sent_to_the_supervisor_reach_the_target() {
+    for_each_user(|w| {
+        in_project(w, "signal_target.py", SIGNAL_TARGET);
+        for (sig, code) in [
+            (Signal::SIGTERM, 7),
+            (Signal::SIGUSR1, 8),
+            (Signal::SIGHUP, 9),
+            (Signal::SIGUSR2, 10),
+        ] {
+            let ready = w.project.join("ready");
+            let _ = std::fs::remove_file(&ready);
+            let mut cmd = w.sandy(["run", "--", PYTHON, "signal_target.py"]);
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+            let mut sandy = Reaped(cmd.spawn().unwrap());
+            let collector = Collector::start(&mut sandy.0);
+            assert!(
+                wait_for(10, || ready.exists()),
+                "the target never got ready ({sig})"
+            );
+            kill(Pid::from_raw(pid_of(&sandy.0)), sig).unwrap();
+            let status = wait_timeout(&mut sandy.0, 10, "sandy after a forwarded signal");
+            let o = collector.finish(status);
+            assert_code(&o, code, &format!("{sig} forwarded"));
+        }
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Failing closed.
+
+/// Runs `sandy run -- sh -c 'touch marker'` under deny_syscalls.py with `numbers` failing
+/// with ENOSYS; returns the output and whether the marker exists afterwards.
+fn run_denied(w: &World, numbers: &str) -> (Output, bool) {
+    let deny = helper(w, "deny_syscalls.py");
+    let marker = w.project.join("marker");
+    let _ = std::fs::remove_file(&marker);
+    let mut cmd = w.host(PYTHON);
+    cmd.arg(&deny)
+        .arg(numbers)
+        .arg("--")
+        .arg(sandy_bin())
+        .args([
+            "run",
+            "--",
+            "/bin/sh",
+            "-c",
+            "touch marker; echo target-ran",
+        ])
+        .stdin(Stdio::null());
+    let o = run_timeout(cmd, 30);
+    (o, marker.exists())
+}
+
+#[track_caller]
+fn assert_failed_closed(o: &Output, marker: bool, names: &str) {
+    assert_code(o, 125, "sandy without a layer");
+    assert!(!marker, "the target ran: the marker exists");
+    assert!(!stdout(o).contains("target-ran"), "{}", stdout(o));
+    let err = stderr(o);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "expected one error line: {err}");
+    assert!(lines[0].starts_with("sandy: "), "{err}");
+    assert!(
+        lines[0].contains(names),
+        "the error should name {names}: {err}"
+    );
+}
+
+fn x86_64_only() -> bool {
+    if cfg!(target_arch = "x86_64") {
+        true
+    } else {
+        skip("deny_syscalls.py knows only x86_64 syscall numbers");
+        false
+    }
+}
+
+#[test]
+fn fails_closed_without_landlock() {
+    if !x86_64_only() {
+        return;
+    }
+    for_each_user(|w| {
+        // Control: the launcher itself (denying an unused syscall, uselib) lets Sandy work.
+        let (o, marker) = run_denied(w, "134");
+        assert_code(&o, 0, "sandy under an inert filter");
+        assert!(marker, "the control run did not create the marker");
+
+        // landlock_create_ruleset, landlock_add_rule, landlock_restrict_self.
+        let (o, marker) = run_denied(w, "444,445,446");
+        assert_failed_closed(&o, marker, "Landlock");
+
+        // Only landlock_restrict_self: the supervisor's probe passes, the bootstrap fails.
+        let (o, marker) = run_denied(w, "446");
+        assert_failed_closed(&o, marker, "Landlock");
+    });
+}
+
+#[test]
+fn fails_closed_without_seccomp() {
+    if !x86_64_only() {
+        return;
+    }
+    for_each_user(|w| {
+        let (o, marker) = run_denied(w, "317");
+        assert_failed_closed(&o, marker, "seccomp");
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// The seccomp floor, seen from inside.
+
+const FLOOR_PROBE: &str = r#"
+import ctypes, errno, json, socket
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def attempt(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+def sock(family, kind, proto=0):
+    def f():
+        socket.socket(family, kind, proto).close()
+    return f
+def raw_syscall(nr, *args):
+    def f():
+        if libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args]) < 0:
+            e = ctypes.get_errno()
+            raise OSError(e, "syscall")
+    return f
+def unshare_user():
+    if libc.unshare(0x10000000) != 0:  # CLONE_NEWUSER
+        e = ctypes.get_errno()
+        raise OSError(e, "unshare")
+res = {
+    "packet": attempt(sock(socket.AF_PACKET, socket.SOCK_RAW)),
+    "inet_raw": attempt(sock(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)),
+    "unshare_user": attempt(unshare_user),
+    "clone3": attempt(raw_syscall(435, 0, 0)),
+    "inet_tcp": attempt(sock(socket.AF_INET, socket.SOCK_STREAM)),
+    "unix": attempt(sock(socket.AF_UNIX, socket.SOCK_STREAM)),
+}
+print(json.dumps(res), flush=True)
+"#;
+
+#[test]
+fn seccomp_floor_denies_from_inside() {
+    for_each_user(|w| {
+        in_project(w, "floor.py", FLOOR_PROBE);
+        let o = sandy_run(w, &[PYTHON, "floor.py"]);
+        assert_code(&o, 0, "floor probe");
+        let inside = probe_results(&o);
+        for key in ["packet", "inet_raw", "unshare_user"] {
+            assert_eq!(inside[key], "EPERM", "{key}: {inside}");
+        }
+        assert_eq!(inside["clone3"], "ENOSYS", "clone3: {inside}");
+        assert_eq!(inside["inet_tcp"], "ok", "TCP socket: {inside}");
+        assert_eq!(inside["unix"], "ok", "Unix socket: {inside}");
+
+        // Control: outside Sandy the denials come from the filter, not from the host.
+        // (As root everything is allowed; unprivileged, the raw sockets need CAP_NET_RAW,
+        // so only the user namespace and clone3 tell there.)
+        let mut control = w.host(PYTHON);
+        control.arg("floor.py");
+        let control = probe_results(&run_timeout(control, 20));
+        if w.user.uid == 0 {
+            for key in ["packet", "inet_raw"] {
+                assert_eq!(control[key], "ok", "control {key}: {control}");
+            }
+        }
+        if control["unshare_user"] != "ok" {
+            eprintln!("note: user namespaces are refused outside Sandy too: {control}");
+        }
+        assert_ne!(control["clone3"], "ENOSYS", "control clone3: {control}");
+    });
+}
