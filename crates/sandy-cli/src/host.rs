@@ -30,6 +30,7 @@ pub fn gather() -> Result<HostContext, ResolveError> {
         env,
         terminals,
         supervisor_pid: std::process::id(),
+        uid: nix::unistd::getuid().as_raw(),
     })
 }
 

@@ -17,6 +17,8 @@ pub struct HostContext {
     pub terminals: Vec<PathBuf>,
     /// The supervisor's process id; the bootstrap checks its parent against it.
     pub supervisor_pid: u32,
+    /// The caller's real user id.
+    pub uid: u32,
 }
 
 impl HostContext {

@@ -42,6 +42,18 @@ pub const REMOVED_ENV_EXACT: &[&str] = &[
 /// `LD_AUDIT`, ...), which would inject code into every process the target starts.
 pub const REMOVED_ENV_PREFIXES: &[&str] = &["LD_"];
 
+/// Files only root may read, masked when Sandy runs as root.
+const SYSTEM_SECRETS: &[&str] = &[
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/ssh/ssh_host_rsa_key",
+    "/etc/ssh/ssh_host_ecdsa_key",
+    "/etc/ssh/ssh_host_ed25519_key",
+    "/etc/ssh/ssh_host_dsa_key",
+];
+
 /// Where the private per-run directory appears inside the sandbox.
 pub const PRIVATE_TMP: &str = "/tmp";
 /// The private, empty shared-memory directory inside the sandbox.
@@ -107,8 +119,20 @@ pub fn resolve(
         .filter(|p| fs.kind(p).is_some())
         .filter_map(|p| fs.canonicalize(p).ok())
         .collect();
+    // Run as root, the target keeps uid 0 (without capabilities): the files only root may
+    // read are masked too.
+    let system_secrets: Vec<PathBuf> = if host.uid == 0 {
+        SYSTEM_SECRETS
+            .iter()
+            .map(PathBuf::from)
+            .filter(|p| fs.kind(p).is_some())
+            .collect()
+    } else {
+        Vec::new()
+    };
     let masks: Vec<Protection> = canonical_sensitive
         .iter()
+        .chain(system_secrets.iter())
         .map(|p| Protection {
             path: p.clone(),
             kind: ProtectionKind::Deny,
@@ -319,8 +343,10 @@ impl Ctx<'_> {
     }
 
     /// Whether an automatically derived grant of `path` is narrow enough.
+    /// Automatic grants are read-only, so they may cover sensitive paths (which are
+    /// masked) but never lie inside one.
     fn safe_auto_root(&self, path: &Path) -> bool {
-        if path.parent().is_none() || self.sensitive_overlap(path).is_some() {
+        if path.parent().is_none() || self.sensitive.iter().any(|s| path.starts_with(s)) {
             return false;
         }
         match self.home {

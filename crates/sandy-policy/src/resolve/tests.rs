@@ -138,6 +138,7 @@ fn host(path: &str) -> HostContext {
         ],
         terminals: vec![],
         supervisor_pid: 7,
+        uid: 1000,
     }
 }
 
@@ -464,4 +465,47 @@ fn a_relative_program_path_is_made_canonical_but_keeps_its_name() {
         assert_eq!(policy.program, PathBuf::from(expected), "{typed}");
         assert_eq!(policy.argv[0], OsString::from(typed));
     }
+}
+
+#[test]
+fn a_toolchain_root_holding_credentials_is_granted_with_them_masked() {
+    let fs = base_fs()
+        .dir("/home/u/.cargo")
+        .dir("/home/u/.cargo/bin")
+        .exe("/home/u/.cargo/bin/cargo")
+        .file("/home/u/.cargo/credentials.toml");
+    let policy = resolve(
+        &request(&["true"]),
+        &host("/home/u/.cargo/bin:/usr/bin"),
+        &fs,
+    )
+    .unwrap();
+    assert!(policy.grants.contains(&g(
+        "/home/u/.cargo",
+        Access::ReadExec,
+        Scope::Subtree,
+        Origin::Path
+    )));
+    assert!(policy.protections.contains(&Protection {
+        path: "/home/u/.cargo/credentials.toml".into(),
+        kind: ProtectionKind::Deny,
+        origin: Origin::Baseline,
+        exists: true,
+    }));
+}
+
+#[test]
+fn root_gets_system_secrets_masked() {
+    let fs = base_fs().file("/etc/shadow");
+    let mut h = host("/usr/bin");
+    let masked = |h: &HostContext| {
+        resolve(&request(&["true"]), h, &fs)
+            .unwrap()
+            .protections
+            .iter()
+            .any(|p| p.path == Path::new("/etc/shadow") && p.kind == ProtectionKind::Deny)
+    };
+    assert!(!masked(&h));
+    h.uid = 0;
+    assert!(masked(&h));
 }
