@@ -41,6 +41,31 @@ pub struct RunArgs {
     /// Grant read/write access to an existing path.
     #[arg(long = "read-write", value_name = "PATH")]
     pub read_write: Vec<PathBuf>,
+    /// Block the network: a private network namespace with only loopback, so nothing
+    /// outside the sandbox (not even the host's own loopback services) is reachable.
+    #[arg(long)]
+    pub block_net: bool,
+    /// With --block-net, relay connections to 127.0.0.1:PORT inside the sandbox to the
+    /// host's 127.0.0.1:PORT (repeatable).
+    #[arg(
+        long = "allow-local-port",
+        value_name = "PORT",
+        requires = "block_net",
+        value_parser = clap::value_parser!(u16).range(1..)
+    )]
+    pub allow_local_port: Vec<u16>,
+    /// With --block-net, allow one local port for an operator-started Numbat OTLP/HTTP
+    /// collector. PORT defaults to 4318.
+    #[arg(
+        long = "numbat-collector",
+        value_name = "PORT",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "4318",
+        requires = "block_net",
+        value_parser = clap::value_parser!(u16).range(1..)
+    )]
+    pub numbat_collector: Option<u16>,
     /// Print the fully resolved launch as JSON and run nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -54,4 +79,8 @@ pub struct BootstrapArgs {
     /// The inherited descriptor holding the launch manifest.
     #[arg(long, value_name = "FD")]
     pub manifest_fd: i32,
+    /// The inherited socket on which listening sockets for local-port grants are handed
+    /// back to the supervisor.
+    #[arg(long, value_name = "FD")]
+    pub relay_fd: Option<i32>,
 }

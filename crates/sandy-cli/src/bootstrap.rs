@@ -9,12 +9,24 @@ use sandy_policy::{ValidatedManifest, MAX_MANIFEST_BYTES};
 use crate::error::SandyError;
 
 /// Never returns on success: the process becomes the target.
-pub fn bootstrap(manifest_fd: i32) -> SandyError {
+pub fn bootstrap(manifest_fd: i32, relay_fd: Option<i32>) -> SandyError {
     let manifest = match read_manifest(manifest_fd) {
         Ok(m) => m,
         Err(e) => return e,
     };
-    SandyError::Launch(sandy_linux::launch(&manifest))
+    let relay = match relay_fd
+        .map(sandy_linux::sys::adopt_inherited_fd)
+        .transpose()
+    {
+        Ok(relay) => relay,
+        Err(source) => {
+            return SandyError::Io {
+                step: "cannot open the local-port relay channel",
+                source,
+            }
+        }
+    };
+    SandyError::Launch(sandy_linux::launch(&manifest, relay))
 }
 
 fn read_manifest(fd: i32) -> Result<ValidatedManifest, SandyError> {

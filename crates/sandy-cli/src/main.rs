@@ -18,7 +18,7 @@ fn main() -> ExitCode {
     let cli = args::Cli::parse();
     let result = match cli.command {
         args::Command::Run(run_args) => run::run(run_args),
-        args::Command::Bootstrap(b) => Err(bootstrap::bootstrap(b.manifest_fd)),
+        args::Command::Bootstrap(b) => Err(bootstrap::bootstrap(b.manifest_fd, b.relay_fd)),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -10,8 +10,10 @@ use std::process::Command;
 use nix::fcntl::{fcntl, FcntlArg, SealFlag};
 use nix::sys::memfd::{memfd_create, MFdFlags};
 use nix::sys::signal::{kill, SigSet, SigmaskHow, Signal};
+use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{dup, Pid};
+use sandy_linux::relay::{receive_listeners, spawn_relay};
 use sandy_linux::sys::ignore_signal;
 use sandy_policy::{
     resolve, DryRunDocument, LaunchManifest, RealFs, RestoredSignal, RunRequest, ValidatedManifest,
@@ -43,6 +45,9 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         read_write: args.read_write,
         // Replaced by the real directory below; a dry run creates nothing.
         private_tmp: tmp_base.join("sandy-XXXXXX"),
+        block_net: args.block_net,
+        allow_local_ports: args.allow_local_port,
+        numbat_collector: args.numbat_collector,
     };
 
     if args.dry_run {
@@ -97,7 +102,8 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     sandy_linux::plan(&manifest, &sandy_linux::probe())?;
     let bytes = manifest.encode()?;
 
-    let status = spawn_and_wait(&bytes, &waited);
+    let ports: Vec<u16> = policy.local_ports.iter().map(|p| p.port).collect();
+    let status = spawn_and_wait(&bytes, &ports, &waited);
     drop(private_tmp);
     audit_absent_protections(&policy);
     status
@@ -119,7 +125,7 @@ fn audit_absent_protections(policy: &sandy_policy::ResolvedPolicy) {
 
 /// Writes the manifest into a sealed memfd, spawns the bootstrap with it as an inherited
 /// descriptor, and waits for the target.
-fn spawn_and_wait(manifest: &[u8], waited: &SigSet) -> Result<u8, SandyError> {
+fn spawn_and_wait(manifest: &[u8], ports: &[u16], waited: &SigSet) -> Result<u8, SandyError> {
     let sys = |step| move |source| SandyError::Sys { step, source };
     let io = |step| move |source| SandyError::Io { step, source };
 
@@ -157,11 +163,37 @@ fn spawn_and_wait(manifest: &[u8], waited: &SigSet) -> Result<u8, SandyError> {
         // caller's environment (LD_PRELOAD and friends) may reach it. The target's
         // environment travels in the manifest.
         .env_clear();
+    // Local-port grants: a socket pair over which the bootstrap hands back the listeners
+    // it creates inside the sandbox's network namespace.
+    let relay = if ports.is_empty() {
+        None
+    } else {
+        let (ours, theirs) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(sys("cannot create the local-port relay channel"))?;
+        let theirs = dup(&theirs).map_err(sys("cannot pass the local-port relay channel"))?;
+        child.arg("--relay-fd").arg(theirs.as_raw_fd().to_string());
+        Some((ours, theirs))
+    };
     let child = child
         .spawn()
         .map_err(io("cannot start the sandbox bootstrap"))?;
     drop(inherited);
     drop(file);
+    if let Some((ours, theirs)) = relay {
+        drop(theirs);
+        if let Some(listeners) = receive_listeners(&ours, ports.len())
+            .map_err(io("cannot receive the local-port listeners"))?
+        {
+            for (port, listener) in listeners {
+                spawn_relay(port, listener).map_err(io("cannot start the local-port relay"))?;
+            }
+        }
+    }
 
     let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
     loop {

@@ -2,6 +2,7 @@
 
 use std::convert::Infallible;
 use std::ffi::CString;
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 
 use caps::{CapSet, Capability};
@@ -13,7 +14,7 @@ use sandy_policy::{OsBytes, ValidatedManifest};
 
 use crate::error::LinuxError;
 use crate::probe::probe;
-use crate::{landlock, namespaces, plan, seccomp, sys};
+use crate::{landlock, namespaces, plan, relay, seccomp, sys};
 
 /// Why the target did not start.
 #[derive(Debug, thiserror::Error)]
@@ -28,8 +29,11 @@ pub enum ExecFailure {
 
 /// Applies every layer in order and replaces this process with the target. Returns only
 /// on failure, and then the target has not run.
-pub fn launch(manifest: &ValidatedManifest) -> ExecFailure {
-    match launch_inner(manifest) {
+///
+/// `relay` is the socket on which the listeners for local-port grants go back to the
+/// supervisor (required when the manifest grants local ports).
+pub fn launch(manifest: &ValidatedManifest, relay: Option<OwnedFd>) -> ExecFailure {
+    match launch_inner(manifest, relay) {
         Ok(never) => match never {},
         Err(e) => e,
     }
@@ -39,7 +43,10 @@ fn cstring(b: &OsBytes) -> Result<CString, LinuxError> {
     CString::new(b.as_bytes()).map_err(|_| LinuxError::Nul)
 }
 
-fn launch_inner(manifest: &ValidatedManifest) -> Result<Infallible, ExecFailure> {
+fn launch_inner(
+    manifest: &ValidatedManifest,
+    relay: Option<OwnedFd>,
+) -> Result<Infallible, ExecFailure> {
     let m = manifest.manifest();
 
     // Preconditions. Landlock and seccomp (without TSYNC) bind only the calling thread, so
@@ -84,7 +91,15 @@ fn launch_inner(manifest: &ValidatedManifest) -> Result<Infallible, ExecFailure>
     // Layer 1: a private user and mount namespace with the protections, masks and
     // private directories. The working directory is entered afterwards, so that it is
     // looked up through the new mounts.
-    namespaces::enter()?;
+    namespaces::enter(m.network)?;
+    if !m.local_ports.is_empty() {
+        let channel = relay.as_ref().ok_or(LinuxError::Relay {
+            step: "local ports are granted but no relay channel was passed",
+            source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
+        })?;
+        relay::hand_over_listeners(channel, &m.local_ports)?;
+    }
+    drop(relay);
     namespaces::apply(&plan.mounts)?;
     chdir(m.working_directory.as_path()).map_err(|source| LinuxError::Chdir {
         path: m.working_directory.as_path().to_path_buf(),

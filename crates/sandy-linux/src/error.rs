@@ -77,6 +77,13 @@ pub enum LinuxError {
         path: PathBuf,
         source: nix::errno::Errno,
     },
+    #[error("{step}: {source}")]
+    Relay {
+        step: &'static str,
+        source: std::io::Error,
+    },
+    #[error("cannot bring up loopback in the private network namespace: {}", source.desc())]
+    Loopback { source: nix::errno::Errno },
     #[error("cannot create the mount point {}: {source}", path.display())]
     MountPoint {
         path: PathBuf,

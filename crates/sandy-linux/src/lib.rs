@@ -26,6 +26,7 @@ pub mod landlock;
 pub mod namespaces;
 mod plan;
 mod probe;
+pub mod relay;
 pub mod seccomp;
 #[allow(unsafe_code)]
 pub mod sys;

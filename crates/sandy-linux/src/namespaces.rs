@@ -22,7 +22,9 @@ use nix::sched::{unshare, CloneFlags};
 use nix::sys::stat::{fstat, Mode, SFlag};
 use nix::sys::statvfs::{statvfs, FsFlags};
 use nix::unistd::{getgid, getuid};
-use sandy_policy::{Access, ProtectionKind, Scope, ValidatedManifest, PRIVATE_SHM, PRIVATE_TMP};
+use sandy_policy::{
+    Access, Network, ProtectionKind, Scope, ValidatedManifest, PRIVATE_SHM, PRIVATE_TMP,
+};
 
 use crate::error::LinuxError;
 use crate::probe::userns_hint;
@@ -157,14 +159,17 @@ pub fn mount_plan(manifest: &ValidatedManifest) -> MountPlan {
 }
 
 /// Enters a new user namespace (mapping the caller's own uid and gid, so files keep their
-/// owners) and a new mount namespace.
-pub fn enter() -> Result<(), LinuxError> {
+/// owners), a new mount namespace and, when the network is blocked, a new network
+/// namespace whose only interface is loopback.
+pub fn enter(network: Network) -> Result<(), LinuxError> {
     let (uid, gid) = (getuid(), getgid());
-    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS).map_err(|errno| {
-        LinuxError::UserNamespace {
-            hint: userns_hint(errno),
-            errno,
-        }
+    let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS;
+    if network == Network::BlockAll {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    unshare(flags).map_err(|errno| LinuxError::UserNamespace {
+        hint: userns_hint(errno),
+        errno,
     })?;
     let write = |file: &str, text: String| {
         std::fs::write(file, text).map_err(|source| LinuxError::IdMap {
@@ -175,6 +180,9 @@ pub fn enter() -> Result<(), LinuxError> {
     write("/proc/self/setgroups", "deny".to_owned())?;
     write("/proc/self/uid_map", format!("{uid} {uid} 1\n"))?;
     write("/proc/self/gid_map", format!("{gid} {gid} 1\n"))?;
+    if network == Network::BlockAll {
+        sys::loopback_up().map_err(|source| LinuxError::Loopback { source })?;
+    }
     Ok(())
 }
 
@@ -399,7 +407,7 @@ pub fn apply(plan: &MountPlan) -> Result<(), LinuxError> {
 mod tests {
     use super::*;
     use sandy_policy::{
-        LaunchManifest, ManifestGrant, ManifestProtection, Network, MANIFEST_SCHEMA_VERSION,
+        LaunchManifest, ManifestGrant, ManifestProtection, MANIFEST_SCHEMA_VERSION,
     };
 
     fn grant(path: &str, access: Access) -> ManifestGrant {
@@ -445,6 +453,7 @@ mod tests {
             private_tmp: "/tmp/sandy-1".into(),
             runtime_dir: Some("/run/user/1000".into()),
             network: Network::AllowAll,
+            local_ports: vec![],
             restore_default_signals: vec![],
         })
         .unwrap();

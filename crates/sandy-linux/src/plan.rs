@@ -74,6 +74,7 @@ mod tests {
             private_tmp: "/tmp/sandy-1".into(),
             runtime_dir: None,
             network: Network::AllowAll,
+            local_ports: vec![],
             restore_default_signals: vec![],
         })
         .unwrap()

@@ -41,6 +41,8 @@ pub const ALLOWED_FAMILIES: [u32; 4] = [
 ];
 
 const SOCK_TYPE_MASK: u32 = 0xf;
+/// `IPPROTO_MPTCP` (linux/in.h).
+const IPPROTO_MPTCP: u32 = 262;
 /// The obsolete `SOCK_PACKET` type of the IP families (linux/net.h), still accepted by the kernel.
 const SOCK_PACKET: u32 = 10;
 const TIOCSTI: u32 = libc::TIOCSTI as u32;
@@ -254,19 +256,17 @@ pub fn floor(network: Network) -> Vec<Deny> {
             });
         }
     }
-    // Blocking the network denies the IP families entirely, MPTCP (IPPROTO_MPTCP over
-    // AF_INET/AF_INET6) included.
+    // With the network blocked the sandbox has its own network namespace (loopback only);
+    // MPTCP is refused on top, so no multipath subflow can be set up at all.
     if network == Network::BlockAll {
-        for family in [libc::AF_INET as u32, libc::AF_INET6 as u32] {
-            denies.push(Deny {
-                name: "socket",
-                nr: libc::SYS_socket,
-                when: vec![ArgCheck::Eq32 {
-                    index: 0,
-                    value: family,
-                }],
-            });
-        }
+        denies.push(Deny {
+            name: "socket",
+            nr: libc::SYS_socket,
+            when: vec![ArgCheck::Eq32 {
+                index: 2,
+                value: IPPROTO_MPTCP,
+            }],
+        });
     }
     denies
 }
@@ -403,17 +403,16 @@ mod tests {
                 },
             ]
         );
-        let blocked = super::floor(Network::BlockAll);
-        assert!(blocked.contains(&Deny {
+        let mptcp = Deny {
             name: "socket",
             nr: libc::SYS_socket,
-            when: vec![ArgCheck::Eq32 { index: 0, value: 2 }],
-        }));
-        assert!(!floor.contains(&Deny {
-            name: "socket",
-            nr: libc::SYS_socket,
-            when: vec![ArgCheck::Eq32 { index: 0, value: 2 }],
-        }));
+            when: vec![ArgCheck::Eq32 {
+                index: 2,
+                value: 262,
+            }],
+        };
+        assert!(super::floor(Network::BlockAll).contains(&mptcp));
+        assert!(!floor.contains(&mptcp));
     }
 
     /// Installs the compiled filter on a fresh thread (seccomp without TSYNC binds only the

@@ -3,7 +3,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use nix::errno::Errno;
 use nix::sys::signal::{self, SigHandler, Signal};
@@ -144,4 +144,40 @@ pub fn set_mount_read_only(
         )
     };
     Errno::result(ret).map(drop)
+}
+
+/// Brings the loopback interface of the current network namespace up (`SIOCSIFFLAGS`).
+pub fn loopback_up() -> nix::Result<()> {
+    use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType};
+    let sock = socket(
+        AddressFamily::Inet,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS reads the interface name from and writes the flags into `req`,
+    // a live, correctly sized ifreq, on a valid socket.
+    let ret = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) };
+    Errno::result(ret)?;
+    // SAFETY: after SIOCGIFFLAGS the flags member of the union is the initialised one.
+    unsafe {
+        req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+    }
+    // SAFETY: SIOCSIFFLAGS reads `req`, which names "lo" and carries the flags to set.
+    let ret = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) };
+    Errno::result(ret).map(drop)
+}
+
+/// Takes ownership of descriptors received in an `SCM_RIGHTS` message.
+pub fn adopt_received_fds(fds: &[RawFd]) -> Vec<OwnedFd> {
+    fds.iter()
+        // SAFETY: the kernel installed each descriptor in this process when it delivered
+        // the SCM_RIGHTS message; nothing else knows or owns them.
+        .map(|&fd| unsafe { OwnedFd::from_raw_fd(fd) })
+        .collect()
 }

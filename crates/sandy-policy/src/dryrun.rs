@@ -3,7 +3,10 @@
 
 use serde::Serialize;
 
-use crate::policy::{Access, Network, Origin, ProfileInfo, ProtectionKind, ResolvedPolicy, Scope};
+use crate::policy::{
+    Access, LocalPort, Network, Origin, PortOrigin, ProfileInfo, ProtectionKind, ResolvedPolicy,
+    Scope,
+};
 
 /// Bumped whenever a key is added, removed or changes meaning.
 pub const DRY_RUN_SCHEMA_VERSION: u32 = 1;
@@ -58,11 +61,32 @@ pub struct DryRunDocument {
     pub working_directory: String,
     pub profile: ProfileInfo,
     pub network: Network,
+    /// Host loopback TCP ports relayed into a blocked network.
+    pub local_port_grants: Vec<LocalPort>,
     pub file_grants: Vec<DryRunGrant>,
     pub protections: Vec<DryRunProtection>,
     pub environment: DryRunEnvironment,
     pub runtime_controls: Vec<RuntimeControl>,
     pub enforcement: Enforcement,
+}
+
+/// Kontext and Numbat hook integrations are not supported on Linux yet; the Numbat
+/// collector is a local port grant.
+fn runtime_controls(policy: &ResolvedPolicy) -> Vec<RuntimeControl> {
+    let control = |service: &str, enabled| RuntimeControl {
+        service: service.to_owned(),
+        enabled,
+        version: None,
+    };
+    let mut controls = vec![control("Kontext", false), control("Numbat", false)];
+    if policy
+        .local_ports
+        .iter()
+        .any(|p| p.origin == PortOrigin::NumbatCollector)
+    {
+        controls.push(control("Numbat collector", true));
+    }
+    controls
 }
 
 impl DryRunDocument {
@@ -75,6 +99,7 @@ impl DryRunDocument {
             working_directory: lossy(policy.working_directory.as_os_str()),
             profile: policy.profile.clone(),
             network: policy.network,
+            local_port_grants: policy.local_ports.clone(),
             file_grants: policy
                 .grants
                 .iter()
@@ -99,25 +124,22 @@ impl DryRunDocument {
                 removed: policy.removed_env.clone(),
                 set: policy.set_env.clone(),
             },
-            runtime_controls: ["Kontext", "Numbat"]
-                .into_iter()
-                .map(|service| RuntimeControl {
-                    service: service.to_owned(),
-                    enabled: false,
-                    version: None,
-                })
-                .collect(),
+            runtime_controls: runtime_controls(policy),
             enforcement: Enforcement {
                 backend: "linux",
                 landlock_abi,
-                layers: vec![
-                    "user_and_mount_namespaces",
-                    "no_new_privs",
-                    "capabilities",
-                    "landlock",
-                    "seccomp",
-                    "close_descriptors",
-                ],
+                layers: [
+                    Some("user_and_mount_namespaces"),
+                    (policy.network == Network::BlockAll).then_some("network_namespace"),
+                    Some("no_new_privs"),
+                    Some("capabilities"),
+                    Some("landlock"),
+                    Some("seccomp"),
+                    Some("close_descriptors"),
+                ]
+                .into_iter()
+                .flatten()
+                .collect(),
             },
         }
     }

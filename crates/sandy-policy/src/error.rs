@@ -35,6 +35,10 @@ pub enum ResolveError {
     RootGrant { flag: &'static str },
     #[error("path contains a NUL byte: {}", path.display())]
     NulInPath { path: PathBuf },
+    #[error("port must be between 1 and 65535")]
+    InvalidPort,
+    #[error("local port {port} can only be granted together with --block-net")]
+    PortWithoutBlockNet { port: u16 },
 }
 
 /// Why a launch manifest was rejected. Raised by the supervisor before it hands the

@@ -42,7 +42,8 @@ pub use manifest::{
 };
 pub use osbytes::OsBytes;
 pub use policy::{
-    Access, Grant, Network, Origin, ProfileInfo, Protection, ProtectionKind, ResolvedPolicy, Scope,
+    Access, Grant, LocalPort, Network, Origin, PortOrigin, ProfileInfo, Protection, ProtectionKind,
+    ResolvedPolicy, Scope,
 };
 pub use resolve::{
     resolve, RunRequest, PRIVATE_SHM, PRIVATE_TMP, REMOVED_ENV_EXACT, REMOVED_ENV_PREFIXES,

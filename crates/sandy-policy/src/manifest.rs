@@ -69,6 +69,8 @@ pub struct LaunchManifest {
     /// The runtime directory replaced by an empty private one, if any.
     pub runtime_dir: Option<OsBytes>,
     pub network: Network,
+    /// Loopback ports whose listening sockets the bootstrap hands to the supervisor.
+    pub local_ports: Vec<u16>,
     pub restore_default_signals: Vec<RestoredSignal>,
 }
 
@@ -114,6 +116,7 @@ impl LaunchManifest {
             private_tmp: policy.private_tmp.as_path().into(),
             runtime_dir: policy.runtime_dir.as_deref().map(Into::into),
             network: policy.network,
+            local_ports: policy.local_ports.iter().map(|p| p.port).collect(),
             restore_default_signals,
         }
     }
@@ -246,6 +249,12 @@ fn validate(m: &LaunchManifest) -> Result<(), ManifestError> {
         }
     }
     check_path("the private temporary directory", &m.private_tmp)?;
+    if !m.local_ports.is_empty() && m.network != Network::BlockAll {
+        return Err(invalid("local ports are granted without a blocked network"));
+    }
+    if m.local_ports.contains(&0) || m.local_ports.len() > 64 {
+        return Err(invalid("local ports must be 1-65535, at most 64"));
+    }
     if let Some(dir) = &m.runtime_dir {
         check_path("the runtime directory", dir)?;
     }
@@ -279,6 +288,7 @@ mod tests {
             private_tmp: "/tmp/sandy-1".into(),
             runtime_dir: None,
             network: Network::AllowAll,
+            local_ports: vec![],
             restore_default_signals: vec![RestoredSignal::Interrupt, RestoredSignal::Quit],
         }
     }

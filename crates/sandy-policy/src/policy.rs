@@ -80,6 +80,23 @@ pub enum Network {
     BlockAll,
 }
 
+/// Why a local port is reachable under a blocked network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PortOrigin {
+    /// `--allow-local-port`.
+    Flag,
+    /// `--numbat-collector`.
+    NumbatCollector,
+}
+
+/// A host loopback TCP port the sandbox may connect to through the supervisor's relay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct LocalPort {
+    pub port: u16,
+    pub origin: PortOrigin,
+}
+
 /// Which profile applies, and whether it was detected from the command name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProfileInfo {
@@ -105,6 +122,8 @@ pub struct ResolvedPolicy {
     /// Filesystem grants, deduplicated, in resolution order.
     pub grants: Vec<Grant>,
     pub network: Network,
+    /// Host loopback ports relayed into a blocked network.
+    pub local_ports: Vec<LocalPort>,
     pub profile: ProfileInfo,
     /// Paths that override the grants (masks and read-only paths).
     pub protections: Vec<Protection>,

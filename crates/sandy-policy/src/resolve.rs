@@ -8,7 +8,8 @@ use crate::error::ResolveError;
 use crate::host::HostContext;
 use crate::inspect::{FileKind, PathInspector};
 use crate::policy::{
-    Access, Grant, Network, Origin, ProfileInfo, Protection, ProtectionKind, ResolvedPolicy, Scope,
+    Access, Grant, LocalPort, Network, Origin, PortOrigin, ProfileInfo, Protection, ProtectionKind,
+    ResolvedPolicy, Scope,
 };
 use crate::protect::git_protections;
 use crate::sensitive::sensitive_paths;
@@ -24,6 +25,12 @@ pub struct RunRequest {
     pub read_write: Vec<PathBuf>,
     /// The private per-run temporary directory the supervisor created (or will create).
     pub private_tmp: PathBuf,
+    /// `--block-net`.
+    pub block_net: bool,
+    /// `--allow-local-port` ports.
+    pub allow_local_ports: Vec<u16>,
+    /// `--numbat-collector` port.
+    pub numbat_collector: Option<u16>,
 }
 
 /// Environment variables removed from the target's environment: agent and bus sockets
@@ -287,7 +294,12 @@ pub fn resolve(
         set_env,
         grants,
         protections,
-        network: Network::AllowAll,
+        network: if request.block_net {
+            Network::BlockAll
+        } else {
+            Network::AllowAll
+        },
+        local_ports: local_ports(request)?,
         profile: ProfileInfo {
             name: "generic".to_owned(),
             detected: false,
@@ -295,6 +307,35 @@ pub fn resolve(
         private_tmp: request.private_tmp.clone(),
         runtime_dir,
     })
+}
+
+/// The relayed ports, each once; only meaningful with a blocked network.
+fn local_ports(request: &RunRequest) -> Result<Vec<LocalPort>, ResolveError> {
+    // The collector first, so that a port named twice is reported as the collector's.
+    let requested = request
+        .numbat_collector
+        .map(|port| LocalPort {
+            port,
+            origin: PortOrigin::NumbatCollector,
+        })
+        .into_iter()
+        .chain(request.allow_local_ports.iter().map(|&port| LocalPort {
+            port,
+            origin: PortOrigin::Flag,
+        }));
+    let mut ports: Vec<LocalPort> = Vec::new();
+    for p in requested {
+        if p.port == 0 {
+            return Err(ResolveError::InvalidPort);
+        }
+        if !request.block_net {
+            return Err(ResolveError::PortWithoutBlockNet { port: p.port });
+        }
+        if !ports.iter().any(|q| q.port == p.port) {
+            ports.push(p);
+        }
+    }
+    Ok(ports)
 }
 
 struct Ctx<'a> {

@@ -148,6 +148,9 @@ fn request(cmd: &[&str]) -> RunRequest {
         read: vec![],
         read_write: vec![],
         private_tmp: "/tmp/sandy-1".into(),
+        block_net: false,
+        allow_local_ports: vec![],
+        numbat_collector: None,
     }
 }
 
@@ -225,6 +228,7 @@ fn plain_run_resolves_to_the_default_policy() {
             },
         ],
         network: Network::AllowAll,
+        local_ports: vec![],
         profile: ProfileInfo {
             name: "generic".into(),
             detected: false,
@@ -508,4 +512,38 @@ fn root_gets_system_secrets_masked() {
     assert!(!masked(&h));
     h.uid = 0;
     assert!(masked(&h));
+}
+
+#[test]
+fn local_ports_need_a_blocked_network() {
+    let h = host("/usr/bin");
+    let mut r = request(&["true"]);
+    r.allow_local_ports = vec![8080];
+    assert!(matches!(
+        resolve(&r, &h, &base_fs()).unwrap_err(),
+        ResolveError::PortWithoutBlockNet { port: 8080 }
+    ));
+    r.block_net = true;
+    r.allow_local_ports = vec![8080, 4318, 8080];
+    r.numbat_collector = Some(4318);
+    let policy = resolve(&r, &h, &base_fs()).unwrap();
+    assert_eq!(policy.network, Network::BlockAll);
+    assert_eq!(
+        policy.local_ports,
+        vec![
+            LocalPort {
+                port: 4318,
+                origin: PortOrigin::NumbatCollector
+            },
+            LocalPort {
+                port: 8080,
+                origin: PortOrigin::Flag
+            },
+        ]
+    );
+    r.allow_local_ports = vec![0];
+    assert!(matches!(
+        resolve(&r, &h, &base_fs()).unwrap_err(),
+        ResolveError::InvalidPort
+    ));
 }
