@@ -59,6 +59,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         ))?;
         let plan = sandy_linux::plan(&manifest, &sandy_linux::probe())?;
         let doc = DryRunDocument::new(&policy, plan.landlock_abi);
+        drop(plan);
         let json = serde_json::to_string_pretty(&doc).map_err(|e| SandyError::Io {
             step: "cannot render the dry-run document",
             source: e.into(),
@@ -98,8 +99,9 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         host.supervisor_pid,
         restore,
     ))?;
-    // Fail before spawning anything if this kernel cannot carry the policy.
-    sandy_linux::plan(&manifest, &sandy_linux::probe())?;
+    // Fail before spawning anything if this kernel cannot carry the policy. The rules
+    // themselves are built once, by the bootstrap.
+    sandy_linux::check_support(&sandy_linux::probe())?;
     let bytes = manifest.encode()?;
 
     let ports: Vec<u16> = policy.local_ports.iter().map(|p| p.port).collect();

@@ -33,7 +33,7 @@ pub mod sys;
 
 pub use apply::{launch, ExecFailure};
 pub use error::{LinuxError, PlanError};
-pub use plan::{plan, EnforcementPlan};
+pub use plan::{check_support, plan, EnforcementPlan};
 pub use probe::{
     probe, userns_hint, KernelSupport, APPARMOR_PROFILE, MIN_LANDLOCK_ABI, PINNED_LANDLOCK_ABI,
 };

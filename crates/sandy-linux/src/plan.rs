@@ -17,12 +17,10 @@ pub struct EnforcementPlan {
     pub network: Network,
 }
 
-/// Checks that this kernel can carry every promise the manifest needs, and builds the
-/// rules. Pure: the kernel's support comes in as data.
-pub fn plan(
-    manifest: &ValidatedManifest,
-    support: &KernelSupport,
-) -> Result<EnforcementPlan, PlanError> {
+/// Checks that this kernel can carry every promise a launch needs and returns the Landlock
+/// ABI in use, without building anything (the supervisor's early check; the bootstrap
+/// builds the rules once, in [`plan`]).
+pub fn check_support(support: &KernelSupport) -> Result<u32, PlanError> {
     let abi = match support.landlock_abi {
         Ok(abi) => abi,
         Err(errno) => {
@@ -46,6 +44,16 @@ pub fn plan(
     if !support.seccomp_filter {
         return Err(PlanError::SeccompUnavailable);
     }
+    Ok(abi)
+}
+
+/// Checks that this kernel can carry every promise the manifest needs, and builds the
+/// rules. Pure: the kernel's support comes in as data.
+pub fn plan(
+    manifest: &ValidatedManifest,
+    support: &KernelSupport,
+) -> Result<EnforcementPlan, PlanError> {
+    let abi = check_support(support)?;
     let m = manifest.manifest();
     Ok(EnforcementPlan {
         landlock_abi: abi,
