@@ -66,6 +66,14 @@ pub struct RunArgs {
         value_parser = clap::value_parser!(u16).range(1..)
     )]
     pub numbat_collector: Option<u16>,
+    /// Use this agent profile (claude, codex, gemini, generic, opencode) instead of the
+    /// one detected from the command name.
+    #[arg(
+        long,
+        value_name = "NAME",
+        value_parser = clap::builder::PossibleValuesParser::new(sandy_policy::builtin_names())
+    )]
+    pub profile: Option<String>,
     /// Print the fully resolved launch as JSON and run nothing.
     #[arg(long)]
     pub dry_run: bool,

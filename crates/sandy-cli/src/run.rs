@@ -48,10 +48,12 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         block_net: args.block_net,
         allow_local_ports: args.allow_local_port,
         numbat_collector: args.numbat_collector,
+        profile: args.profile,
     };
 
     if args.dry_run {
         let policy = resolve(&request, &host, &RealFs)?;
+        announce(&policy);
         let manifest = ValidatedManifest::new(LaunchManifest::from_policy(
             &policy,
             host.supervisor_pid,
@@ -71,6 +73,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let private_tmp = PrivateTmp::create(&tmp_base)?;
     request.private_tmp = private_tmp.path.clone();
     let policy = resolve(&request, &host, &RealFs)?;
+    announce(&policy);
 
     // Block the signals we wait for or forward before anything is spawned, so none is
     // lost; ignore the terminal's SIGINT and SIGQUIT (the target gets them directly).
@@ -109,6 +112,19 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     drop(private_tmp);
     audit_absent_protections(&policy);
     status
+}
+
+/// One stderr line for a detected profile, and the profile's notices.
+fn announce(policy: &sandy_policy::ResolvedPolicy) {
+    if policy.profile.detected {
+        eprintln!(
+            "sandy: using profile '{}' (override with --profile)",
+            policy.profile.name
+        );
+    }
+    for notice in &policy.notices {
+        eprintln!("sandy: {notice}");
+    }
 }
 
 /// A protected path that did not exist at launch could not carry a mount. If the run

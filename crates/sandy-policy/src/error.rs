@@ -35,6 +35,22 @@ pub enum ResolveError {
     RootGrant { flag: &'static str },
     #[error("path contains a NUL byte: {}", path.display())]
     NulInPath { path: PathBuf },
+    #[error(transparent)]
+    Profile(#[from] crate::profile::ProfileError),
+    #[error("profile '{profile}': ${var} must name an existing absolute directory that is not home and holds no sensitive path ({reason})")]
+    ProfileRoot {
+        profile: String,
+        var: String,
+        reason: &'static str,
+    },
+    #[error("profile '{profile}': refusing to grant {}: {reason}", path.display())]
+    ProfileGrant {
+        profile: String,
+        path: PathBuf,
+        reason: &'static str,
+    },
+    #[error("profile '{profile}': required path {} does not exist", path.display())]
+    ProfileMissing { profile: String, path: PathBuf },
     #[error("port must be between 1 and 65535")]
     InvalidPort,
     #[error("local port {port} can only be granted together with --block-net")]

@@ -28,6 +28,7 @@ mod inspect;
 mod manifest;
 mod osbytes;
 mod policy;
+mod profile;
 mod protect;
 mod resolve;
 mod sensitive;
@@ -44,6 +45,10 @@ pub use osbytes::OsBytes;
 pub use policy::{
     Access, Grant, LocalPort, Network, Origin, PortOrigin, ProfileInfo, Protection, ProtectionKind,
     ResolvedPolicy, Scope,
+};
+pub use profile::{
+    builtin_names, builtin_profiles, parse as parse_profile, select as select_profile, Profile,
+    ProfileError, GENERIC, PROFILE_SCHEMA_VERSION,
 };
 pub use resolve::{
     resolve, RunRequest, PRIVATE_SHM, PRIVATE_TMP, REMOVED_ENV_EXACT, REMOVED_ENV_PREFIXES,

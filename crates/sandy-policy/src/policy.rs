@@ -38,6 +38,8 @@ pub enum Origin {
     Project,
     /// The command, its interpreter, and the toolchains the caller's `PATH` reaches.
     Path,
+    /// The agent profile (its state directories and hook registrations).
+    Profile,
     /// An explicit `--read` or `--read-write` flag.
     Flag,
 }
@@ -131,4 +133,6 @@ pub struct ResolvedPolicy {
     pub private_tmp: PathBuf,
     /// The caller's `XDG_RUNTIME_DIR`, replaced by an empty private directory inside.
     pub runtime_dir: Option<PathBuf>,
+    /// Messages for the user before launch (a profile's notice).
+    pub notices: Vec<String>,
 }

@@ -11,6 +11,7 @@ use crate::policy::{
     Access, Grant, LocalPort, Network, Origin, PortOrigin, ProfileInfo, Protection, ProtectionKind,
     ResolvedPolicy, Scope,
 };
+use crate::profile::{select as select_profile, Profile};
 use crate::protect::git_protections;
 use crate::sensitive::sensitive_paths;
 
@@ -31,6 +32,8 @@ pub struct RunRequest {
     pub allow_local_ports: Vec<u16>,
     /// `--numbat-collector` port.
     pub numbat_collector: Option<u16>,
+    /// `--profile NAME`; detected from the command name when absent.
+    pub profile: Option<String>,
 }
 
 /// Environment variables removed from the target's environment: agent and bus sockets
@@ -238,6 +241,10 @@ pub fn resolve(
         ctx.grant_path_dir(dir, host, &mut grants);
     }
 
+    // The agent profile: its state directories, and its hook registrations protected.
+    let (profile, detected) = select_profile(request.profile.as_deref(), argv0)?;
+    let applied = ctx.apply_profile(&profile, host, &project, &mut grants)?;
+
     // Explicit flags, checked strictly: they must exist and must not expose secrets.
     for (flag, paths, access) in [
         ("--read", &request.read, Access::Read),
@@ -267,7 +274,34 @@ pub fn resolve(
         grants.push_private(private);
     }
 
-    let (environment, removed_env, set_env) = environment(host, Path::new(PRIVATE_TMP));
+    let (mut environment, mut removed_env, mut set_env) = environment(host, Path::new(PRIVATE_TMP));
+    for name in &profile.environment.unset {
+        let before = environment.len();
+        environment.retain(|(k, _)| k != name.as_str());
+        if environment.len() != before {
+            removed_env.push(name.clone());
+        }
+    }
+    for (name, value) in &profile.environment.set {
+        environment.retain(|(k, _)| k != name.as_str());
+        environment.push((name.into(), value.into()));
+        set_env.push(name.clone());
+    }
+    removed_env.sort();
+    removed_env.dedup();
+    set_env.sort();
+    set_env.dedup();
+    let notices = profile
+        .notice
+        .iter()
+        .filter(|n| {
+            !request.command.iter().skip(1).any(|arg| {
+                let arg = arg.to_string_lossy();
+                n.unless_args.iter().any(|u| *u == arg)
+            })
+        })
+        .map(|n| n.message.clone())
+        .collect();
 
     // Protections: masks for every existing sensitive path, and the project's git hooks
     // and configuration, read-only wherever a writable grant would reach them.
@@ -276,6 +310,7 @@ pub fn resolve(
     protections.extend(
         git_protections(&project, ctx.home, fs)
             .into_iter()
+            .chain(applied.protections)
             .filter(|p| {
                 grants.iter().any(|g| {
                     g.access == Access::ReadWrite
@@ -301,11 +336,12 @@ pub fn resolve(
         },
         local_ports: local_ports(request)?,
         profile: ProfileInfo {
-            name: "generic".to_owned(),
-            detected: false,
+            name: profile.name.clone(),
+            detected,
         },
         private_tmp: request.private_tmp.clone(),
         runtime_dir,
+        notices,
     })
 }
 
@@ -336,6 +372,11 @@ fn local_ports(request: &RunRequest) -> Result<Vec<LocalPort>, ResolveError> {
         }
     }
     Ok(ports)
+}
+
+/// What a profile contributes besides grants.
+struct AppliedProfile {
+    protections: Vec<Protection>,
 }
 
 struct Ctx<'a> {
@@ -500,6 +541,151 @@ impl Ctx<'_> {
                 grants.push(canonical, access, Scope::Subtree, Origin::Path);
             }
         }
+    }
+
+    /// Resolves a profile's roots, grants its paths and returns its protections.
+    fn apply_profile(
+        &self,
+        profile: &Profile,
+        host: &HostContext,
+        project: &Path,
+        grants: &mut GrantSet,
+    ) -> Result<AppliedProfile, ResolveError> {
+        let mut roots: Vec<(String, PathBuf)> = vec![("project".to_owned(), project.to_path_buf())];
+        for (name, candidates) in &profile.roots {
+            if let Some(root) = self.profile_root(profile, candidates, host)? {
+                roots.push((name.clone(), root));
+            }
+        }
+        let expand = |path: &str| -> Option<PathBuf> {
+            if let Some(rest) = path.strip_prefix("~/") {
+                return self.home.map(|h| h.join(rest));
+            }
+            if let Some(inner) = path.strip_prefix('{') {
+                let (root, rest) = inner.split_once('}')?;
+                let base = &roots.iter().find(|(n, _)| n == root)?.1;
+                let rest = rest.trim_start_matches('/');
+                return Some(if rest.is_empty() {
+                    base.clone()
+                } else {
+                    base.join(rest)
+                });
+            }
+            Some(PathBuf::from(path))
+        };
+        for grant in &profile.grants {
+            let Some(path) = expand(&grant.path) else {
+                continue;
+            };
+            let Ok(canonical) = self.fs.canonicalize(&path) else {
+                if grant.required {
+                    return Err(ResolveError::ProfileMissing {
+                        profile: profile.name.clone(),
+                        path,
+                    });
+                }
+                continue;
+            };
+            let refuse = |reason| ResolveError::ProfileGrant {
+                profile: profile.name.clone(),
+                path: canonical.clone(),
+                reason,
+            };
+            if canonical.parent().is_none() || self.home.is_some_and(|h| h.starts_with(&canonical))
+            {
+                return Err(refuse("it would expose the whole home directory"));
+            }
+            if self.sensitive.iter().any(|s| canonical.starts_with(s)) {
+                return Err(refuse("it lies inside a sensitive path"));
+            }
+            if grant.access == Access::ReadWrite
+                && self.sensitive.iter().any(|s| s.starts_with(&canonical))
+            {
+                return Err(refuse("it would make a sensitive path writable"));
+            }
+            let scope = if self.fs.kind(&canonical) == Some(FileKind::Directory) {
+                Scope::Subtree
+            } else {
+                Scope::Exact
+            };
+            grants.push(canonical, grant.access, scope, Origin::Profile);
+        }
+        let protections = profile
+            .protections
+            .iter()
+            .filter_map(|p| {
+                let path = expand(&p.path)?;
+                let exists = self.fs.kind(&path).is_some();
+                let path = if exists {
+                    self.fs.canonicalize(&path).unwrap_or(path)
+                } else {
+                    path
+                };
+                Some(Protection {
+                    path,
+                    kind: p.kind,
+                    origin: Origin::Profile,
+                    exists,
+                })
+            })
+            .collect();
+        Ok(AppliedProfile { protections })
+    }
+
+    /// The first applicable candidate of a profile root. A root taken from an environment
+    /// variable must be an absolute, existing directory, not home, and hold no sensitive
+    /// path.
+    fn profile_root(
+        &self,
+        profile: &Profile,
+        candidates: &[String],
+        host: &HostContext,
+    ) -> Result<Option<PathBuf>, ResolveError> {
+        for candidate in candidates {
+            if let Some(var_expr) = candidate.strip_prefix('$') {
+                let (var, suffix) = var_expr.split_once('/').unwrap_or((var_expr, ""));
+                let Some(value) = host.var(var).filter(|v| !v.is_empty()) else {
+                    continue;
+                };
+                let refuse = |reason| ResolveError::ProfileRoot {
+                    profile: profile.name.clone(),
+                    var: var.to_owned(),
+                    reason,
+                };
+                let value = Path::new(value);
+                if !value.is_absolute() {
+                    return Err(refuse("it is not absolute"));
+                }
+                let canonical = self
+                    .fs
+                    .canonicalize(value)
+                    .map_err(|_| refuse("it does not exist"))?;
+                if self.fs.kind(&canonical) != Some(FileKind::Directory) {
+                    return Err(refuse("it is not a directory"));
+                }
+                if canonical.parent().is_none()
+                    || self.home.is_some_and(|h| h.starts_with(&canonical))
+                {
+                    return Err(refuse("it is the home directory or contains it"));
+                }
+                if self.sensitive_overlap(&canonical).is_some() {
+                    return Err(refuse("it overlaps a sensitive path"));
+                }
+                return Ok(Some(if suffix.is_empty() {
+                    canonical
+                } else {
+                    canonical.join(suffix)
+                }));
+            }
+            if let Some(rest) = candidate.strip_prefix("~/") {
+                if let Some(home) = self.home {
+                    return Ok(Some(home.join(rest)));
+                }
+                continue;
+            }
+            return Ok(Some(PathBuf::from(candidate)));
+        }
+        Ok(None)
     }
 
     fn check_explicit(

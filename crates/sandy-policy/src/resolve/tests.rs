@@ -151,6 +151,7 @@ fn request(cmd: &[&str]) -> RunRequest {
         block_net: false,
         allow_local_ports: vec![],
         numbat_collector: None,
+        profile: None,
     }
 }
 
@@ -235,6 +236,7 @@ fn plain_run_resolves_to_the_default_policy() {
         },
         private_tmp: "/tmp/sandy-1".into(),
         runtime_dir: None,
+        notices: vec![],
     };
     assert_eq!(policy, expected);
 }
@@ -545,5 +547,135 @@ fn local_ports_need_a_blocked_network() {
     assert!(matches!(
         resolve(&r, &h, &base_fs()).unwrap_err(),
         ResolveError::InvalidPort
+    ));
+}
+
+fn claude_fs() -> FakeFs {
+    base_fs()
+        .dir("/home/u/.claude")
+        .file("/home/u/.claude/settings.json")
+        .file("/home/u/.claude.json")
+        .exe("/usr/bin/claude")
+}
+
+#[test]
+fn the_claude_profile_grants_its_state_and_protects_its_hooks() {
+    let policy = resolve(
+        &request(&["claude", "-p", "hi"]),
+        &host("/usr/bin"),
+        &claude_fs(),
+    )
+    .unwrap();
+    assert_eq!(
+        policy.profile,
+        ProfileInfo {
+            name: "claude".into(),
+            detected: true
+        }
+    );
+    let profile_grants: Vec<&Grant> = policy
+        .grants
+        .iter()
+        .filter(|g| g.origin == Origin::Profile)
+        .collect();
+    assert_eq!(
+        profile_grants,
+        vec![
+            &g(
+                "/home/u/.claude",
+                Access::ReadWrite,
+                Scope::Subtree,
+                Origin::Profile
+            ),
+            &g(
+                "/home/u/.claude.json",
+                Access::ReadWrite,
+                Scope::Exact,
+                Origin::Profile
+            ),
+        ]
+    );
+    // A protection always beats a grant: settings.json sits inside the writable
+    // ~/.claude grant and is read-only; absent hook files are listed too.
+    let protected: Vec<(&Path, bool)> = policy
+        .protections
+        .iter()
+        .filter(|p| p.origin == Origin::Profile)
+        .map(|p| (p.path.as_path(), p.exists))
+        .collect();
+    assert_eq!(
+        protected,
+        vec![
+            (Path::new("/home/u/.claude/settings.json"), true),
+            (Path::new("/home/u/.claude/settings.local.json"), false),
+            (Path::new("/home/u/.claude/hooks"), false),
+            (Path::new("/home/u/.claude/commands"), false),
+            (Path::new("/home/u/.claude/agents"), false),
+            (Path::new("/home/u/proj/.claude/settings.json"), false),
+            (Path::new("/home/u/proj/.claude/settings.local.json"), false),
+            (Path::new("/home/u/proj/.mcp.json"), false),
+        ]
+    );
+    assert!(policy.notices.is_empty());
+}
+
+#[test]
+fn profile_roots_from_the_environment_are_validated() {
+    let fs = claude_fs().dir("/srv/claude-state");
+    let mut h = host("/usr/bin");
+    h.env
+        .push(("CLAUDE_CONFIG_DIR".into(), "/srv/claude-state".into()));
+    let policy = resolve(&request(&["claude"]), &h, &fs).unwrap();
+    assert!(policy.grants.contains(&g(
+        "/srv/claude-state",
+        Access::ReadWrite,
+        Scope::Subtree,
+        Origin::Profile
+    )));
+    for bad in [
+        "relative/dir",
+        "/srv/missing",
+        "/home/u",
+        "/home/u/.ssh",
+        "/",
+    ] {
+        let mut h = host("/usr/bin");
+        h.env.push(("CLAUDE_CONFIG_DIR".into(), bad.into()));
+        let err = resolve(&request(&["claude"]), &h, &fs).unwrap_err();
+        assert!(
+            matches!(err, ResolveError::ProfileRoot { .. }),
+            "{bad}: {err}"
+        );
+    }
+}
+
+#[test]
+fn the_codex_profile_explains_its_nested_sandbox_unless_disabled() {
+    let fs = base_fs().exe("/usr/bin/codex");
+    let h = host("/usr/bin");
+    let policy = resolve(&request(&["codex"]), &h, &fs).unwrap();
+    assert_eq!(policy.notices.len(), 1);
+    assert!(policy.notices[0].contains("--sandbox danger-full-access"));
+    let quiet = resolve(
+        &request(&["codex", "--sandbox", "danger-full-access"]),
+        &h,
+        &fs,
+    )
+    .unwrap();
+    assert!(quiet.notices.is_empty());
+}
+
+#[test]
+fn an_explicit_profile_overrides_detection() {
+    let fs = claude_fs();
+    let mut r = request(&["claude"]);
+    r.profile = Some("generic".into());
+    let policy = resolve(&r, &host("/usr/bin"), &fs).unwrap();
+    assert_eq!(policy.profile.name, "generic");
+    assert!(!policy.grants.iter().any(|g| g.origin == Origin::Profile));
+    r.profile = Some("ghost".into());
+    assert!(matches!(
+        resolve(&r, &host("/usr/bin"), &fs).unwrap_err(),
+        ResolveError::Profile(_)
     ));
 }

@@ -1,0 +1,264 @@
+//! Built-in agent profiles: versioned TOML documents embedded in the binary, parsed
+//! strictly. A profile can only use Sandy's typed permissions (grants, protections,
+//! environment rules, detection names, a notice); it never carries raw kernel rules.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::policy::{Access, ProtectionKind};
+
+/// The only profile schema this build reads.
+pub const PROFILE_SCHEMA_VERSION: u32 = 1;
+
+/// The embedded documents, by name. `generic` is the fallback.
+const BUILTIN: &[(&str, &str)] = &[
+    ("claude", include_str!("../profiles/claude.toml")),
+    ("codex", include_str!("../profiles/codex.toml")),
+    ("gemini", include_str!("../profiles/gemini.toml")),
+    ("generic", include_str!("../profiles/generic.toml")),
+    ("opencode", include_str!("../profiles/opencode.toml")),
+];
+
+/// The name of the fallback profile.
+pub const GENERIC: &str = "generic";
+
+/// A grant a profile makes. Paths use `~/`, `{root}` (a root from `[roots]`) or
+/// `{project}`. Missing paths are skipped unless `required`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileGrant {
+    pub path: String,
+    pub access: Access,
+    #[serde(default)]
+    pub required: bool,
+    /// Why the agent needs it (documentation, shown nowhere at run time).
+    pub why: String,
+}
+
+/// A protection a profile adds; it holds whether or not the path exists at launch.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileProtection {
+    pub path: String,
+    pub kind: ProtectionKind,
+    pub why: String,
+}
+
+/// Environment changes: variables set to fixed values, and variables removed.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileEnvironment {
+    #[serde(default)]
+    pub set: BTreeMap<String, String>,
+    #[serde(default)]
+    pub unset: Vec<String>,
+}
+
+/// A message printed at launch unless one of the arguments is present.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileNotice {
+    pub unless_args: Vec<String>,
+    pub message: String,
+}
+
+/// One profile document.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub schema_version: u32,
+    pub name: String,
+    pub summary: String,
+    /// Command basenames that select this profile.
+    pub detect: Vec<String>,
+    /// Named roots: candidates in order; `$VAR` or `$VAR/suffix` use an environment
+    /// variable when it is set (and must then be an absolute, existing directory),
+    /// `~/...` is relative to home.
+    #[serde(default)]
+    pub roots: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    pub grants: Vec<ProfileGrant>,
+    #[serde(default)]
+    pub protections: Vec<ProfileProtection>,
+    #[serde(default)]
+    pub environment: ProfileEnvironment,
+    #[serde(default)]
+    pub notice: Option<ProfileNotice>,
+}
+
+/// Why a profile could not be loaded or chosen.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProfileError {
+    #[error("built-in profile '{name}' is invalid: {reason}")]
+    Invalid { name: String, reason: String },
+    #[error("unknown profile '{name}'; available profiles: {available}")]
+    Unknown { name: String, available: String },
+}
+
+/// Parses one document strictly: unknown fields and other schema versions are rejected,
+/// and every `{root}` a path names must be declared.
+pub fn parse(name: &str, text: &str) -> Result<Profile, ProfileError> {
+    let invalid = |reason: String| ProfileError::Invalid {
+        name: name.to_owned(),
+        reason,
+    };
+    let profile: Profile = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+    if profile.schema_version != PROFILE_SCHEMA_VERSION {
+        return Err(invalid(format!(
+            "schema_version {} is not supported (expected {PROFILE_SCHEMA_VERSION})",
+            profile.schema_version
+        )));
+    }
+    if profile.name != name {
+        return Err(invalid(format!("it is named '{}'", profile.name)));
+    }
+    let paths = profile
+        .grants
+        .iter()
+        .map(|g| &g.path)
+        .chain(profile.protections.iter().map(|p| &p.path));
+    for path in paths {
+        if let Some(root) = path.strip_prefix('{').and_then(|r| r.split('}').next()) {
+            if root != "project" && !profile.roots.contains_key(root) {
+                return Err(invalid(format!("path {path} names an undeclared root")));
+            }
+        } else if !path.starts_with("~/") && !path.starts_with('/') {
+            return Err(invalid(format!(
+                "path {path} must start with ~/, / or {{root}}"
+            )));
+        }
+    }
+    Ok(profile)
+}
+
+/// Every built-in profile, parsed.
+pub fn builtin_profiles() -> Result<Vec<Profile>, ProfileError> {
+    BUILTIN
+        .iter()
+        .map(|(name, text)| parse(name, text))
+        .collect()
+}
+
+/// The names of the built-in profiles, sorted.
+pub fn builtin_names() -> Vec<&'static str> {
+    BUILTIN.iter().map(|(name, _)| *name).collect()
+}
+
+/// Chooses the profile: the one named by `--profile`, else the one whose detection names
+/// include the command's basename as typed, else `generic`. Returns whether it was
+/// detected.
+pub fn select(
+    requested: Option<&str>,
+    argv0: &std::ffi::OsStr,
+) -> Result<(Profile, bool), ProfileError> {
+    let profiles = builtin_profiles()?;
+    if let Some(name) = requested {
+        return profiles
+            .into_iter()
+            .find(|p| p.name == name)
+            .map(|p| (p, false))
+            .ok_or_else(|| ProfileError::Unknown {
+                name: name.to_owned(),
+                available: builtin_names().join(", "),
+            });
+    }
+    let basename = std::path::Path::new(argv0)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let detected = profiles
+        .iter()
+        .find(|p| p.detect.iter().any(|d| *d == basename))
+        .cloned();
+    match detected {
+        Some(p) => Ok((p, true)),
+        None => profiles
+            .into_iter()
+            .find(|p| p.name == GENERIC)
+            .map(|p| (p, false))
+            .ok_or_else(|| ProfileError::Unknown {
+                name: GENERIC.to_owned(),
+                available: builtin_names().join(", "),
+            }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn every_builtin_profile_parses() {
+        let profiles = builtin_profiles().unwrap();
+        let names: Vec<&str> = profiles.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(
+            names,
+            vec!["claude", "codex", "gemini", "generic", "opencode"]
+        );
+        for p in &profiles {
+            for g in &p.grants {
+                assert!(
+                    !g.why.is_empty(),
+                    "{}: grant {} has no reason",
+                    p.name,
+                    g.path
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn parsing_is_strict() {
+        let base = "schema_version = 1\nname = \"x\"\nsummary = \"s\"\ndetect = []\n";
+        assert!(parse("x", base).is_ok());
+        let unknown = format!("{base}raw_landlock = 1\n");
+        assert!(matches!(
+            parse("x", &unknown),
+            Err(ProfileError::Invalid { .. })
+        ));
+        let version = base.replace("schema_version = 1", "schema_version = 2");
+        assert!(parse("x", &version)
+            .unwrap_err()
+            .to_string()
+            .contains("schema_version 2"));
+        let bad_access =
+            format!("{base}[[grants]]\npath = \"~/.x\"\naccess = \"everything\"\nwhy = \"w\"\n");
+        assert!(parse("x", &bad_access).is_err());
+        let undeclared =
+            format!("{base}[[grants]]\npath = \"{{nope}}/x\"\naccess = \"read\"\nwhy = \"w\"\n");
+        assert!(parse("x", &undeclared)
+            .unwrap_err()
+            .to_string()
+            .contains("undeclared root"));
+        let relative = format!("{base}[[grants]]\npath = \"x\"\naccess = \"read\"\nwhy = \"w\"\n");
+        assert!(parse("x", &relative).is_err());
+        assert!(parse("y", base)
+            .unwrap_err()
+            .to_string()
+            .contains("named 'x'"));
+    }
+
+    #[test]
+    fn detection_uses_the_basename_as_typed_and_the_override_wins() {
+        let pick = |o: Option<&str>, a: &str| select(o, OsStr::new(a)).map(|(p, d)| (p.name, d));
+        assert_eq!(pick(None, "claude").unwrap(), ("claude".into(), true));
+        assert_eq!(
+            pick(None, "/opt/bin/codex").unwrap(),
+            ("codex".into(), true)
+        );
+        assert_eq!(pick(None, "./gemini").unwrap(), ("gemini".into(), true));
+        assert_eq!(pick(None, "python3").unwrap(), ("generic".into(), false));
+        assert_eq!(
+            pick(Some("codex"), "claude").unwrap(),
+            ("codex".into(), false)
+        );
+        let err = pick(Some("ghost"), "claude").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "unknown profile 'ghost'; available profiles: claude, codex, gemini, generic, opencode"
+        );
+    }
+}
