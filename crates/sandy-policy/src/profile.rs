@@ -170,7 +170,7 @@ pub fn select(
         .unwrap_or_default();
     let detected = profiles
         .iter()
-        .find(|p| p.detect.iter().any(|d| *d == basename))
+        .find(|p| p.detect.contains(&basename))
         .cloned();
     match detected {
         Some(p) => Ok((p, true)),
