@@ -25,6 +25,23 @@ pub enum Command {
     /// Internal: apply the sandbox described by an inherited manifest and exec the target.
     #[command(name = "__bootstrap", hide = true)]
     Bootstrap(BootstrapArgs),
+    /// Check whether this machine can enforce Sandy's sandbox, layer by layer.
+    #[command(
+        long_about = "Probes each layer Sandy enforces (Landlock, seccomp, user, mount and \
+                      network namespaces, no_new_privs), each in a fresh child process, and \
+                      prints one line per layer with the kernel fact behind it, the fix for \
+                      anything missing, and an overall verdict."
+    )]
+    Doctor(DoctorArgs),
+    /// Internal: exercise one enforcement layer in this (sacrificial) process and report.
+    #[command(name = "__probe", hide = true)]
+    Probe(ProbeArgs),
+    /// Internal: the self-test's escape attempts, run inside a real sandbox.
+    #[command(name = "__escape", hide = true)]
+    Escape(EscapeArgs),
+    /// Internal: wait until killed (an outside process for the self-test to target).
+    #[command(name = "__idle", hide = true)]
+    Idle,
 }
 
 #[derive(Debug, Args)]
@@ -91,4 +108,82 @@ pub struct BootstrapArgs {
     /// back to the supervisor.
     #[arg(long, value_name = "FD")]
     pub relay_fd: Option<i32>,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Exit status: 0 when `sandy run` can enforce its default sandbox (and, with \
+                  --selftest, every escape was blocked); 1 when it cannot (or, with \
+                  --selftest, an escape succeeded or could not be tested); 125 when the \
+                  doctor itself failed; 2 for usage errors. A missing network namespace \
+                  only makes --block-net unavailable and does not fail the verdict."
+)]
+pub struct DoctorArgs {
+    /// Print a versioned JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Also run canary escapes (reading a secret, planting a git hook, signalling an
+    /// outside process, ...) inside a real `sandy run` and report each as blocked or
+    /// ESCAPED.
+    #[arg(long)]
+    pub selftest: bool,
+    /// Testing the self-test: put the secret canary inside the project, where the sandbox
+    /// allows reading it, so that the check must report ESCAPED.
+    #[arg(long, hide = true, requires = "selftest")]
+    pub selftest_unprotected_canary: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// The layer to probe.
+    #[arg(value_parser = parse_layer)]
+    pub layer: sandy_linux::diagnose::Layer,
+}
+
+fn parse_layer(name: &str) -> Result<sandy_linux::diagnose::Layer, String> {
+    sandy_linux::diagnose::Layer::from_name(name).ok_or_else(|| format!("unknown layer {name}"))
+}
+
+/// Each option given is one escape attempt.
+#[derive(Debug, Args)]
+pub struct EscapeArgs {
+    /// Read this file (a secret outside the project).
+    #[arg(long, value_name = "PATH")]
+    pub read_secret: Option<PathBuf>,
+    /// Create this file (outside the project).
+    #[arg(long, value_name = "PATH")]
+    pub write_outside: Option<PathBuf>,
+    /// Create this git hook.
+    #[arg(long, value_name = "PATH")]
+    pub plant_hook: Option<PathBuf>,
+    /// Truncate this protected file.
+    #[arg(long, value_name = "PATH")]
+    pub truncate: Option<PathBuf>,
+    /// ioctl(TIOCSTI) on standard input.
+    #[arg(long)]
+    pub tiocsti: bool,
+    /// Send SIGSTOP to this outside process.
+    #[arg(long, value_name = "PID")]
+    pub signal_pid: Option<i32>,
+    /// PTRACE_ATTACH to, and open /proc/PID/mem of, this outside process.
+    #[arg(long, value_name = "PID")]
+    pub ptrace_pid: Option<i32>,
+    /// Connect to this abstract Unix socket name.
+    #[arg(long, value_name = "NAME")]
+    pub abstract_socket: Option<String>,
+    /// Connect to this pathname Unix socket.
+    #[arg(long, value_name = "PATH")]
+    pub path_socket: Option<PathBuf>,
+    /// Connect to 127.0.0.1:PORT over TCP.
+    #[arg(long, value_name = "PORT")]
+    pub tcp_port: Option<u16>,
+    /// Send a datagram to 127.0.0.1:PORT.
+    #[arg(long, value_name = "PORT")]
+    pub udp_port: Option<u16>,
+    /// The payload of the datagram.
+    #[arg(long, value_name = "TEXT", default_value = "sandy-selftest")]
+    pub udp_payload: String,
+    /// Create an MPTCP socket.
+    #[arg(long)]
+    pub mptcp: bool,
 }

@@ -9,6 +9,10 @@ pub const EXIT_SANDY_FAILED: u8 = 125;
 pub const EXIT_NOT_EXECUTABLE: u8 = 126;
 /// Exit status when the command is not found.
 pub const EXIT_NOT_FOUND: u8 = 127;
+/// `sandy doctor`: this machine cannot enforce the default sandbox, or a self-test escape
+/// succeeded or could not be tested. (A failure of the doctor itself is 125, as for every
+/// Sandy failure.)
+pub const EXIT_NOT_ENFORCEABLE: u8 = 1;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SandyError {

@@ -1,14 +1,17 @@
 //! `sandy`: run an AI coding agent, and everything it starts, in a Linux process sandbox.
 //!
 //! This crate is glue: argument parsing ([`args`]), the supervisor ([`run`]), the hidden
-//! bootstrap ([`bootstrap`]), and the one place errors become exit codes ([`error`]).
+//! bootstrap ([`bootstrap`]), the diagnostics ([`doctor`], [`selftest`]), and the one
+//! place errors become exit codes ([`error`]).
 #![forbid(unsafe_code)]
 
 mod args;
 mod bootstrap;
+mod doctor;
 mod error;
 mod host;
 mod run;
+mod selftest;
 
 use std::process::ExitCode;
 
@@ -19,6 +22,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         args::Command::Run(run_args) => run::run(run_args),
         args::Command::Bootstrap(b) => Err(bootstrap::bootstrap(b.manifest_fd, b.relay_fd)),
+        args::Command::Doctor(d) => doctor::doctor(d),
+        args::Command::Probe(p) => doctor::probe(p.layer),
+        args::Command::Escape(e) => selftest::escape(e),
+        args::Command::Idle => selftest::idle(),
     };
     match result {
         Ok(code) => ExitCode::from(code),

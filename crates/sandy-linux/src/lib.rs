@@ -21,6 +21,7 @@
 #![cfg(target_os = "linux")]
 
 mod apply;
+pub mod diagnose;
 mod error;
 pub mod landlock;
 pub mod namespaces;

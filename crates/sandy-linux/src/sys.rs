@@ -181,3 +181,44 @@ pub fn adopt_received_fds(fds: &[RawFd]) -> Vec<OwnedFd> {
         .map(|&fd| unsafe { OwnedFd::from_raw_fd(fd) })
         .collect()
 }
+
+// Diagnostics (`sandy doctor`): the self-test's escape attempts and the seccomp probe.
+
+/// `ioctl(fd, TIOCSTI, &byte)`: pushes one byte into a terminal's input queue. The seccomp
+/// floor refuses it with `EPERM`; on a descriptor that is not a terminal the kernel
+/// answers `ENOTTY` when nothing filtered the call.
+pub fn tiocsti(fd: std::os::fd::BorrowedFd<'_>, byte: u8) -> nix::Result<()> {
+    let c = byte as libc::c_char;
+    // SAFETY: TIOCSTI reads one byte through the pointer, which points to a live local for
+    // the duration of the call; the descriptor is borrowed, so it is open.
+    let ret = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCSTI, &c as *const libc::c_char) };
+    Errno::result(ret).map(drop)
+}
+
+/// `ptrace(PTRACE_ATTACH, pid, 0, 0)`.
+pub fn ptrace_attach(pid: libc::pid_t) -> nix::Result<()> {
+    // SAFETY: PTRACE_ATTACH ignores addr and data (NULL here) and reads or writes no memory
+    // of this process; it only changes the tracing state of the target.
+    let ret = unsafe {
+        libc::ptrace(
+            libc::PTRACE_ATTACH,
+            pid,
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::null_mut::<libc::c_void>(),
+        )
+    };
+    Errno::result(ret).map(drop)
+}
+
+/// `socket(domain, ty | SOCK_CLOEXEC, protocol)` with a raw protocol number (nix has no
+/// name for some, such as `IPPROTO_MPTCP`).
+pub fn raw_socket(
+    domain: libc::c_int,
+    ty: libc::c_int,
+    protocol: libc::c_int,
+) -> nix::Result<OwnedFd> {
+    // SAFETY: socket takes scalars only and touches no memory of this process.
+    let fd = Errno::result(unsafe { libc::socket(domain, ty | libc::SOCK_CLOEXEC, protocol) })?;
+    // SAFETY: the kernel just returned this descriptor; nothing else knows or owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}

@@ -1,0 +1,393 @@
+//! `sandy doctor`: can this machine enforce Sandy's sandbox?
+//!
+//! Each layer is probed for real in a sacrificial child, a fresh exec of Sandy
+//! (`sandy __probe LAYER`, [`probe`]) that does the irreversible steps (namespaces,
+//! Landlock, seccomp) and exits, so the doctor itself stays unconfined and
+//! single-purpose. The doctor reads the kernel's knobs itself and turns each child's
+//! report into a verdict and the narrowest fix ([`sandy_linux::diagnose::interpret`]).
+//! With `--selftest` it then runs canary escapes inside a real `sandy run`
+//! ([`crate::selftest`]).
+
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use sandy_linux::diagnose::{self, Finding, Knobs, Layer, ProbeReport};
+use serde_json::{json, Value};
+
+use crate::args::DoctorArgs;
+use crate::error::SandyError;
+use crate::selftest::{self, Check, Status};
+
+/// Version of the `--json` document. Bump on any incompatible change.
+pub const DOCTOR_SCHEMA_VERSION: u32 = 1;
+
+pub use crate::error::EXIT_NOT_ENFORCEABLE;
+
+/// How long one probe child may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `sandy doctor [--json] [--selftest]`.
+pub fn doctor(args: DoctorArgs) -> Result<u8, SandyError> {
+    let exe = std::env::current_exe().map_err(|source| SandyError::Io {
+        step: "cannot locate the sandy binary",
+        source,
+    })?;
+    let findings = probe_all(&exe);
+    let enforceable = findings.iter().all(|f| f.available || !f.layer.required());
+    let net = findings
+        .iter()
+        .find(|f| f.layer == Layer::NetworkNamespace)
+        .map(|f| (f.available, f.detail.clone()))
+        .unwrap_or((false, "not probed".to_owned()));
+    let block_net = if net.0 { Ok(()) } else { Err(net.1) };
+
+    let checks = if args.selftest {
+        Some(selftest::selftest(
+            &exe,
+            args.selftest_unprotected_canary,
+            block_net.clone(),
+        )?)
+    } else {
+        None
+    };
+
+    let report = Report {
+        findings,
+        enforceable,
+        block_net: block_net.is_ok(),
+        checks,
+    };
+    let text = if args.json {
+        let doc = report.json();
+        serde_json::to_string_pretty(&doc).map_err(|e| SandyError::Io {
+            step: "cannot render the doctor document",
+            source: e.into(),
+        })?
+    } else {
+        report.text()
+    };
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}")
+        .and_then(|()| out.flush())
+        .map_err(|source| SandyError::Io {
+            step: "cannot write the doctor report",
+            source,
+        })?;
+    Ok(if report.passed() {
+        0
+    } else {
+        EXIT_NOT_ENFORCEABLE
+    })
+}
+
+/// `sandy __probe LAYER`: runs in the sacrificial child; prints the report as one JSON
+/// line.
+pub fn probe(layer: Layer) -> Result<u8, SandyError> {
+    let r = diagnose::probe_layer(layer);
+    let line = json!({
+        "ok": r.ok,
+        "detail": r.detail,
+        "errno": r.errno,
+        "abi": r.abi,
+        "userns_failed": r.userns_failed,
+    });
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")
+        .and_then(|()| out.flush())
+        .map_err(|source| SandyError::Io {
+            step: "cannot write the probe report",
+            source,
+        })?;
+    Ok(0)
+}
+
+/// Probes every layer, each in its own fresh child, all at once.
+fn probe_all(exe: &Path) -> Vec<Finding> {
+    let knobs = Knobs::read();
+    let children: Vec<(Layer, std::io::Result<Child>)> = Layer::ALL
+        .into_iter()
+        .map(|layer| {
+            let child = Command::new("/proc/self/exe")
+                .arg0("sandy")
+                .arg("__probe")
+                .arg(layer.name())
+                // Sandy's own code runs here: nothing from the caller's environment.
+                .env_clear()
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn();
+            (layer, child)
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|(layer, child)| {
+            let report = match child {
+                Ok(child) => collect_probe(child),
+                Err(e) => failed_probe(format!("cannot start the probe: {e}")),
+            };
+            diagnose::interpret(layer, &report, &knobs, exe)
+        })
+        .collect()
+}
+
+fn failed_probe(detail: String) -> ProbeReport {
+    ProbeReport {
+        ok: false,
+        detail,
+        errno: None,
+        abi: None,
+        userns_failed: false,
+    }
+}
+
+/// Waits for a probe child and parses its one-line report. The report is far smaller
+/// than a pipe buffer, so waiting before reading cannot deadlock.
+fn collect_probe(mut child: Child) -> ProbeReport {
+    let status = match wait_deadline(&mut child, PROBE_TIMEOUT) {
+        Ok(Some(status)) => status,
+        Ok(None) => return failed_probe("the probe did not finish in time".to_owned()),
+        Err(e) => return failed_probe(format!("cannot wait for the probe: {e}")),
+    };
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    if let Some(mut s) = child.stdout.take() {
+        let _ = s.read_to_string(&mut stdout);
+    }
+    if let Some(mut s) = child.stderr.take() {
+        let _ = s.read_to_string(&mut stderr);
+    }
+    let parsed = stdout
+        .lines()
+        .next()
+        .and_then(|l| serde_json::from_str::<Value>(l).ok());
+    match parsed {
+        Some(v) if status.success() => ProbeReport {
+            ok: v["ok"].as_bool().unwrap_or(false),
+            detail: v["detail"].as_str().unwrap_or("no detail").to_owned(),
+            errno: v["errno"].as_i64().and_then(|e| i32::try_from(e).ok()),
+            abi: v["abi"].as_u64().and_then(|a| u32::try_from(a).ok()),
+            userns_failed: v["userns_failed"].as_bool().unwrap_or(false),
+        },
+        _ => failed_probe(format!(
+            "the probe failed ({}){}",
+            describe_status(status),
+            stderr
+                .lines()
+                .next()
+                .map(|l| format!(": {l}"))
+                .unwrap_or_default()
+        )),
+    }
+}
+
+/// `exit 3`, `killed by signal 31`.
+pub(crate) fn describe_status(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit {code}"),
+        (None, Some(sig)) => format!("killed by signal {sig}"),
+        _ => "unknown status".to_owned(),
+    }
+}
+
+/// Waits for `child` until `timeout`; on timeout kills and reaps it and returns `None`.
+pub(crate) fn wait_deadline(
+    child: &mut Child,
+    timeout: Duration,
+) -> std::io::Result<Option<ExitStatus>> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Everything the doctor found.
+struct Report {
+    findings: Vec<Finding>,
+    enforceable: bool,
+    block_net: bool,
+    checks: Option<Vec<Check>>,
+}
+
+impl Report {
+    fn selftest_passed(&self) -> Option<bool> {
+        self.checks
+            .as_ref()
+            .map(|c| c.iter().all(|c| c.status == Status::Blocked))
+    }
+
+    fn passed(&self) -> bool {
+        self.enforceable && self.selftest_passed().unwrap_or(true)
+    }
+
+    fn verdict(&self) -> String {
+        if self.enforceable {
+            let net = if self.block_net {
+                "--block-net is available"
+            } else {
+                "--block-net is unavailable (no network namespace)"
+            };
+            format!("enforceable: `sandy run` can enforce its default sandbox; {net}")
+        } else {
+            let missing: Vec<&str> = self
+                .findings
+                .iter()
+                .filter(|f| f.layer.required() && !f.available)
+                .map(|f| f.layer.label())
+                .collect();
+            format!(
+                "NOT enforceable: `sandy run` refuses to run (exit 125) on this machine; \
+                 missing: {}",
+                missing.join(", ")
+            )
+        }
+    }
+
+    fn text(&self) -> String {
+        let release = kernel_release();
+        let mut s = format!(
+            "Sandy {} doctor: Linux {release} ({})\n",
+            env!("CARGO_PKG_VERSION"),
+            std::env::consts::ARCH
+        );
+        let width = Layer::ALL
+            .iter()
+            .map(|l| l.label().len())
+            .max()
+            .unwrap_or(0);
+        let mut last_fix: Option<&String> = None;
+        for f in &self.findings {
+            let state = if f.available { "available" } else { "missing" };
+            let optional = if f.layer.required() {
+                ""
+            } else {
+                " [--block-net only]"
+            };
+            s.push_str(&format!(
+                "  {:width$}  {state:9}  {}{optional}\n",
+                f.layer.label(),
+                f.detail
+            ));
+            if let Some(fix) = &f.fix {
+                let fix = if last_fix == Some(fix) {
+                    "the same as above"
+                } else {
+                    fix
+                };
+                s.push_str(&format!("  {:width$}  fix: {fix}\n", ""));
+                last_fix = f.fix.as_ref();
+            }
+        }
+        s.push_str(&format!("verdict: {}", self.verdict()));
+        if let Some(checks) = &self.checks {
+            s.push_str("\n\n");
+            s.push_str(&selftest::render_text(checks));
+        }
+        s
+    }
+
+    fn json(&self) -> Value {
+        let layers: Vec<Value> = self
+            .findings
+            .iter()
+            .map(|f| {
+                json!({
+                    "name": f.layer.name(),
+                    "available": f.available,
+                    "required": f.layer.required(),
+                    "detail": f.detail,
+                    "fix": f.fix,
+                })
+            })
+            .collect();
+        let mut doc = json!({
+            "doctor_schema_version": DOCTOR_SCHEMA_VERSION,
+            "sandy_version": env!("CARGO_PKG_VERSION"),
+            "kernel": { "release": kernel_release(), "arch": std::env::consts::ARCH },
+            "layers": layers,
+            "enforceable": self.enforceable,
+            "block_net_available": self.block_net,
+            "verdict": self.verdict(),
+            "passed": self.passed(),
+        });
+        if let (Some(checks), Some(obj)) = (&self.checks, doc.as_object_mut()) {
+            obj.insert("selftest".to_owned(), selftest::render_json(checks));
+        }
+        doc
+    }
+}
+
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| "unknown".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finding(layer: Layer, available: bool) -> Finding {
+        Finding {
+            layer,
+            available,
+            detail: format!("{} detail", layer.name()),
+            fix: (!available).then(|| "do this".to_owned()),
+        }
+    }
+
+    fn report(missing: &[Layer]) -> Report {
+        let findings: Vec<Finding> = Layer::ALL
+            .into_iter()
+            .map(|l| finding(l, !missing.contains(&l)))
+            .collect();
+        let enforceable = findings.iter().all(|f| f.available || !f.layer.required());
+        Report {
+            block_net: !missing.contains(&Layer::NetworkNamespace),
+            findings,
+            enforceable,
+            checks: None,
+        }
+    }
+
+    #[test]
+    fn a_missing_network_namespace_only_disables_block_net() {
+        let r = report(&[Layer::NetworkNamespace]);
+        assert!(r.passed());
+        assert!(r.verdict().contains("--block-net is unavailable"));
+        let r = report(&[Layer::MountNamespace]);
+        assert!(!r.passed());
+        assert!(
+            r.verdict().contains("missing: mount namespace"),
+            "{}",
+            r.verdict()
+        );
+        assert!(r.text().contains("fix: do this"));
+    }
+
+    #[test]
+    fn json_has_the_documented_keys() {
+        let doc = report(&[]).json();
+        assert_eq!(doc["doctor_schema_version"], 1);
+        assert_eq!(doc["enforceable"], true);
+        let layers = doc["layers"].as_array().unwrap();
+        assert_eq!(layers.len(), 6);
+        for key in ["name", "available", "detail", "fix"] {
+            assert!(layers[0].get(key).is_some(), "{key}");
+        }
+        assert!(doc.get("selftest").is_none());
+    }
+}
