@@ -171,10 +171,21 @@ pub fn enter(network: Network) -> Result<(), LinuxError> {
         hint: userns_hint(errno),
         errno,
     })?;
+    // Ubuntu's AppArmor restriction lets unshare succeed and then denies what follows;
+    // a permission error here is explained the same way as a failed unshare.
     let write = |file: &str, text: String| {
-        std::fs::write(file, text).map_err(|source| LinuxError::IdMap {
-            file: file.to_owned(),
-            source,
+        std::fs::write(file, text).map_err(|source| match source.raw_os_error() {
+            Some(code) if code == libc::EPERM || code == libc::EACCES => {
+                let errno = Errno::from_raw(code);
+                LinuxError::UserNamespace {
+                    hint: userns_hint(errno),
+                    errno,
+                }
+            }
+            _ => LinuxError::IdMap {
+                file: file.to_owned(),
+                source,
+            },
         })
     };
     write("/proc/self/setgroups", "deny".to_owned())?;
