@@ -108,10 +108,79 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let bytes = manifest.encode()?;
 
     let ports: Vec<u16> = policy.local_ports.iter().map(|p| p.port).collect();
+    let started = std::time::SystemTime::now();
     let status = spawn_and_wait(&bytes, &ports, &waited);
     drop(private_tmp);
     audit_absent_protections(&policy);
+    audit_nested_repositories(&policy.working_directory, started);
     status
+}
+
+/// How many directory entries the post-run scan for nested repositories reads at most.
+const AUDIT_MAX_ENTRIES: usize = 200_000;
+
+/// A repository planted (or changed) inside the project, below its top level, would be
+/// entered by `git status` outside the sandbox (as a submodule) and could run code from its
+/// config. Such paths cannot be protected in advance; report any `.git` below the top
+/// level whose metadata changed during the run.
+fn audit_nested_repositories(project: &std::path::Path, started: std::time::SystemTime) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(since) = started.duration_since(std::time::UNIX_EPOCH) else {
+        return;
+    };
+    let changed_since = |meta: &std::fs::Metadata| {
+        let ctime = std::time::Duration::new(
+            u64::try_from(meta.ctime()).unwrap_or(0),
+            u32::try_from(meta.ctime_nsec()).unwrap_or(0),
+        );
+        ctime >= since
+    };
+    // Only a run that changed the index or .gitmodules can have registered a submodule
+    // that git outside would enter; skip the scan otherwise (it costs a walk of the tree).
+    let registered = [project.join(".git/index"), project.join(".gitmodules")]
+        .iter()
+        .any(|p| std::fs::symlink_metadata(p).is_ok_and(|m| changed_since(&m)));
+    if !registered {
+        return;
+    }
+    let mut stack = vec![project.to_path_buf()];
+    let mut seen = 0usize;
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > AUDIT_MAX_ENTRIES {
+                eprintln!(
+                    "sandy: warning: the project is too large to check fully for repositories \
+                     planted inside it; review nested .git directories before running git"
+                );
+                return;
+            }
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if entry.file_name() == ".git" {
+                if dir == project {
+                    continue; // The top-level repository is protected by mounts.
+                }
+                let touched = [path.clone(), path.join("config"), path.join("hooks")]
+                    .iter()
+                    .any(|p| std::fs::symlink_metadata(p).is_ok_and(|m| changed_since(&m)));
+                if touched {
+                    eprintln!(
+                        "sandy: warning: {} was created or changed inside the sandbox; a git \
+                         command outside may run code from it, review it first",
+                        path.display()
+                    );
+                }
+            } else if kind.is_dir() {
+                stack.push(path);
+            }
+        }
+    }
 }
 
 /// One stderr line for a detected profile, and the profile's notices.

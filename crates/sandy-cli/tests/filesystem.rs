@@ -7,9 +7,10 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Output, Stdio};
 
 use common::*;
 
@@ -278,10 +279,11 @@ fn mktemp_uses_a_private_tmpdir_that_is_removed_after_the_run() {
     for_each_user(|w| {
         let home_before = home_snapshot(w);
         let tmp = w.tmp.display().to_string();
-        let env = [("TMP", tmp.as_str()), ("TEMP", tmp.as_str())];
-        let o = sh_env(
-            w,
-            &[],
+        let mut cmd = w.sandy([
+            "run",
+            "--",
+            "/bin/sh",
+            "-c",
             "set -e
              t=$(mktemp)
              echo hello > \"$t\"
@@ -294,24 +296,98 @@ fn mktemp_uses_a_private_tmpdir_that_is_removed_after_the_run() {
              # Leave behind something hard to delete.
              mkdir -p \"$TMPDIR/locked/inner\"
              touch \"$TMPDIR/locked/inner/f\"
-             chmod 500 \"$TMPDIR/locked/inner\" \"$TMPDIR/locked\"",
-            &env,
-        );
-        assert_code(&o, 0, "mktemp");
-        let out = stdout(&o);
-        let private = field(&out, "TMPDIR").unwrap().to_owned();
-        assert!(
-            private.starts_with(&format!("{tmp}/sandy-")),
-            "private TMPDIR {private} is not under {tmp}/sandy-"
-        );
-        assert_field(&out, "dir", &private);
-        assert_field(&out, "TMP", &private);
-        assert_field(&out, "TEMP", &private);
-        assert!(field(&out, "file")
-            .unwrap()
-            .starts_with(&format!("{private}/")));
+             chmod 500 \"$TMPDIR/locked/inner\" \"$TMPDIR/locked\"
+             echo ready
+             # Wait (at most 10 s) for the host to look.
+             i=0
+             while [ ! -e go ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done",
+        ]);
+        cmd.env("TMP", &tmp)
+            .env("TEMP", &tmp)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let mut reader = BufReader::new(child.stdout.take().unwrap());
+        let mut out = String::new();
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap() == 0 || line == "ready\n" {
+                break;
+            }
+            out.push_str(&line);
+        }
 
-        assert!(!Path::new(&private).exists(), "{private} outlived the run");
+        // During the run, judged from the host: the file the target made in /tmp is in
+        // the one per-run directory Sandy made in the caller's TMPDIR, private to the user.
+        let during: Vec<PathBuf> = std::fs::read_dir(&w.tmp)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        let name = field(&out, "file")
+            .and_then(|f| f.strip_prefix("/tmp/"))
+            .map(str::to_owned);
+        let seen = match (&during[..], &name) {
+            ([private], Some(name)) => std::fs::read_to_string(private.join(name)).ok(),
+            _ => None,
+        };
+        let owner_and_mode = during.first().map(|p| {
+            let meta = std::fs::metadata(p).unwrap();
+            (meta.uid(), meta.permissions().mode() & 0o7777)
+        });
+        let go = w.project.join("go");
+        std::fs::write(&go, "").unwrap();
+        let status = child.wait().unwrap();
+        let mut rest = String::new();
+        reader.read_to_string(&mut rest).unwrap();
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert!(
+            status.success(),
+            "mktemp: {status}\nstdout: {out}\nstderr: {err}"
+        );
+
+        assert_field(&out, "TMPDIR", "/tmp");
+        assert_field(&out, "dir", "/tmp");
+        assert_field(&out, "TMP", "/tmp");
+        assert_field(&out, "TEMP", "/tmp");
+        let name = name.unwrap_or_else(|| panic!("mktemp made no file in /tmp:\n{out}"));
+        assert_eq!(
+            during.len(),
+            1,
+            "in the caller's TMPDIR during the run: {during:?}"
+        );
+        let private = &during[0];
+        assert_eq!(
+            seen.as_deref(),
+            Some("hello\n"),
+            "/tmp/{name} inside is not {private:?}/{name} on the host"
+        );
+        assert!(
+            private
+                .file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("sandy-"),
+            "{private:?}"
+        );
+        assert_eq!(
+            owner_and_mode,
+            Some((w.user.uid, 0o700)),
+            "owner and mode of {private:?}"
+        );
+        // Nothing of it reached the host's own /tmp.
+        assert!(
+            !Path::new("/tmp").join(&name).exists(),
+            "/tmp/{name} is in the host's /tmp"
+        );
+
+        assert!(!private.exists(), "{private:?} outlived the run");
         let left: Vec<_> = std::fs::read_dir(&w.tmp).unwrap().flatten().collect();
         assert!(left.is_empty(), "left in the caller's TMPDIR: {left:?}");
         assert_eq!(home_snapshot(w), home_before, "HOME changed");

@@ -56,20 +56,42 @@ pub fn git_protections(
         }
         _ => {
             protect(dotgit, fs);
+            protect(project.join(".gitmodules"), fs);
             return out;
         }
     };
 
+    // Everything git reads that can make it run code: hooks, config, the per-worktree
+    // config (honoured with extensions.worktreeConfig) and the `commondir` pointer (which
+    // would redirect git to another repository's config and hooks). Listed whether or not
+    // they exist: absent ones are reported if the run creates them.
     let mut configs = Vec::new();
     for dir in [&commondir, &gitdir] {
         protect(dir.join("hooks"), fs);
         protect(dir.join("config"), fs);
+        protect(dir.join("config.worktree"), fs);
+        protect(dir.join("commondir"), fs);
         configs.push(dir.join("config"));
+        configs.push(dir.join("config.worktree"));
     }
-    let worktree_config = gitdir.join("config.worktree");
-    if fs.kind(&worktree_config).is_some() {
-        protect(worktree_config.clone(), fs);
-        configs.push(worktree_config);
+    // Submodules are registered here; a planted one would be entered by `git status`.
+    protect(project.join(".gitmodules"), fs);
+    // Submodules checked out with their own `.git` directory (or a pointer file).
+    for path in submodule_paths(&project.join(".gitmodules"), fs) {
+        let dotgit = normalize(&project.join(OsStr::from_bytes(&path)));
+        if !dotgit.starts_with(project) {
+            continue;
+        }
+        let dotgit = dotgit.join(".git");
+        match fs.kind(&dotgit) {
+            Some(FileKind::Directory) => {
+                for name in ["hooks", "config", "config.worktree", "commondir"] {
+                    protect(dotgit.join(name), fs);
+                }
+            }
+            Some(_) => protect(dotgit, fs),
+            None => {}
+        }
     }
     for module in fs.subdirs(&commondir.join("modules"), MAX_MODULES) {
         protect(module.join("hooks"), fs);
@@ -82,6 +104,27 @@ pub fn git_protections(
         }
     }
     out
+}
+
+/// How many submodules of `.gitmodules` are examined.
+const MAX_SUBMODULES: usize = 256;
+
+/// The `path = ...` values of a `.gitmodules` file.
+fn submodule_paths(file: &Path, fs: &dyn PathInspector) -> Vec<Vec<u8>> {
+    let Some(text) = fs.read_head(file, GIT_FILE_MAX) else {
+        return Vec::new();
+    };
+    text.split(|&b| b == b'\n')
+        .filter_map(|raw| {
+            let line = raw.trim_ascii();
+            let eq = line.iter().position(|&b| b == b'=')?;
+            let (key, value) = (line[..eq].trim_ascii(), line[eq + 1..].trim_ascii());
+            let value = value.strip_prefix(b"\"").unwrap_or(value);
+            let value = value.strip_suffix(b"\"").unwrap_or(value);
+            (key.eq_ignore_ascii_case(b"path") && !value.is_empty()).then(|| value.to_vec())
+        })
+        .take(MAX_SUBMODULES)
+        .collect()
 }
 
 /// Reads a `prefix VALUE` pointer file and resolves VALUE against `base`.
@@ -189,6 +232,14 @@ mod tests {
         assert_eq!(
             hooks_path(Path::new("/c"), &fs),
             Some(b"tools/hooks".to_vec())
+        );
+        let modules = One(
+            b"[submodule \"a\"]\n\tpath = libs/a\n\turl = ../a\n[submodule \"b\"]\n\tpath = \"b c\"\n"
+                .to_vec(),
+        );
+        assert_eq!(
+            submodule_paths(Path::new("/p/.gitmodules"), &modules),
+            vec![b"libs/a".to_vec(), b"b c".to_vec()]
         );
         assert_eq!(
             expand(b"tools/../hooks", Path::new("/p"), None),

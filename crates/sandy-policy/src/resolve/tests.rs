@@ -227,6 +227,12 @@ fn plain_run_resolves_to_the_default_policy() {
                 origin: Origin::Project,
                 exists: false,
             },
+            Protection {
+                path: "/home/u/proj/.gitmodules".into(),
+                kind: ProtectionKind::ReadOnly,
+                origin: Origin::Project,
+                exists: false,
+            },
         ],
         network: Network::AllowAll,
         local_ports: vec![],
@@ -587,9 +593,11 @@ fn the_claude_profile_grants_its_state_and_protects_its_hooks() {
                 Scope::Subtree,
                 Origin::Profile
             ),
+            // Read-only: it registers MCP servers, and Claude Code writes it through a
+            // temporary file in the read-only home anyway.
             &g(
                 "/home/u/.claude.json",
-                Access::ReadWrite,
+                Access::Read,
                 Scope::Exact,
                 Origin::Profile
             ),
@@ -609,6 +617,10 @@ fn the_claude_profile_grants_its_state_and_protects_its_hooks() {
             (Path::new("/home/u/.claude/settings.json"), true),
             (Path::new("/home/u/.claude/settings.local.json"), false),
             (Path::new("/home/u/.claude/hooks"), false),
+            (Path::new("/home/u/.claude/.claude.json"), false),
+            (Path::new("/home/u/.claude/.config.json"), false),
+            (Path::new("/home/u/.claude/CLAUDE.md"), false),
+            (Path::new("/home/u/.claude/skills"), false),
             (Path::new("/home/u/.claude/commands"), false),
             (Path::new("/home/u/.claude/agents"), false),
             (Path::new("/home/u/proj/.claude/settings.json"), false),
