@@ -42,6 +42,9 @@ pub struct MountPlan {
     pub tmpfs: Vec<(PathBuf, u32)>,
     /// Directories created inside those tmpfs mounts (the runtime directory), mode 0700.
     pub make_dirs: Vec<PathBuf>,
+    /// A fresh sysfs at `/sys` for the private network namespace, so that the host's
+    /// interfaces (names, addresses, counters) are not listed there.
+    pub fresh_sysfs: bool,
     /// Granted paths that lie under a replaced directory, mounted back at the same place.
     pub carry: Vec<PathBuf>,
     /// Everything else is remounted read-only, so that metadata changes (chmod, chown,
@@ -150,6 +153,7 @@ pub fn mount_plan(manifest: &ValidatedManifest) -> MountPlan {
         private_tmp: m.private_tmp.as_path().to_path_buf(),
         tmpfs,
         make_dirs,
+        fresh_sysfs: m.network == Network::BlockAll,
         carry: outermost,
         writable: writable_all,
         self_binds,
@@ -344,6 +348,17 @@ pub fn apply(plan: &MountPlan) -> Result<(), LinuxError> {
             tmpfs(target, *mode, false)?;
         }
     }
+    if plan.fresh_sysfs {
+        let sys_dir = Path::new("/sys");
+        mount(
+            Some("sysfs"),
+            sys_dir,
+            Some("sysfs"),
+            MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            None::<&str>,
+        )
+        .map_err(mount_err("cannot mount a private sysfs on", sys_dir))?;
+    }
     if !plan.masks.is_empty() {
         create_masked_file()?;
     }
@@ -474,6 +489,7 @@ mod tests {
                 private_tmp: "/tmp/sandy-1".into(),
                 tmpfs: vec![("/run".into(), 0o755), ("/dev/shm".into(), 0o1777)],
                 make_dirs: vec!["/run/user/1000".into()],
+                fresh_sysfs: false,
                 carry: vec![
                     "/run/systemd/resolve/stub-resolv.conf".into(),
                     "/tmp/w/proj".into(),

@@ -1,0 +1,1161 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The network through the real binary, judged from the host side: under `--block-net`
+//! no host listener (loopback, IPv6 loopback, non-loopback addresses, TCP, UDP, HTTP) sees
+//! anything and every attempt fails fast; MPTCP and raw sockets are refused; DNS fails
+//! fast; only `lo` exists inside, and loopback inside works. `--allow-local-port` and
+//! `--numbat-collector` relay exactly the granted host loopback port (bodies, parallel
+//! bulk transfers and half-close intact) and the relay ends with the run. The dry run
+//! shows the network and the grants; bad port flags are usage errors that run nothing.
+//!
+//! Host listeners are `helpers/net_host.py`, run outside Sandy as the test user; the
+//! probes are `helpers/net_probe.py`, copied into the project so the sandboxed user can
+//! read them, and run outside Sandy too as controls.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::{json, Value};
+
+const PYTHON: &str = "/usr/bin/python3";
+const CURL: &str = "/usr/bin/curl";
+/// A refused or unreachable connection must fail well within this.
+const FAST: Duration = Duration::from_secs(2);
+/// The bulk transfer size of `net_host.py` (10 MiB).
+const BULK_SIZE: u64 = 10 * 1024 * 1024;
+
+// ---------------------------------------------------------------------------------------
+// Harness.
+
+/// A spawned process that is killed and reaped when the test is done with it, pass or fail.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A pid (not our child) killed at the end of the test unless it is already gone.
+struct KillOnDrop(i32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if self.0 > 0 && !process_gone(self.0) {
+            let _ = kill(Pid::from_raw(self.0), Signal::SIGKILL);
+        }
+    }
+}
+
+fn process_gone(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    matches!(state, None | Some('Z') | Some('X'))
+}
+
+/// Reads a child's stdout and stderr on threads; `finish` collects them.
+struct Collector(mpsc::Receiver<(usize, Vec<u8>)>);
+
+impl Collector {
+    fn start(child: &mut Child) -> Collector {
+        let (tx, rx) = mpsc::channel();
+        let pipes: Vec<Box<dyn Read + Send>> = vec![
+            Box::new(child.stdout.take().unwrap()),
+            Box::new(child.stderr.take().unwrap()),
+        ];
+        for (i, mut pipe) in pipes.into_iter().enumerate() {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let _ = pipe.read_to_end(&mut buf);
+                let _ = tx.send((i, buf));
+            });
+        }
+        Collector(rx)
+    }
+
+    fn finish(self, status: std::process::ExitStatus) -> Output {
+        let mut out = Output {
+            status,
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+        };
+        for _ in 0..2 {
+            let (i, buf) = self
+                .0
+                .recv_timeout(Duration::from_secs(5))
+                .expect("the command exited but its output stayed open");
+            if i == 0 {
+                out.stdout = buf;
+            } else {
+                out.stderr = buf;
+            }
+        }
+        out
+    }
+}
+
+/// Runs a command to completion with its output collected; kills it and fails the test if
+/// it takes more than `secs` seconds.
+fn run_timeout(mut cmd: Command, secs: u64) -> Output {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let what = format!("{cmd:?}");
+    let mut child = Reaped(cmd.spawn().unwrap());
+    let collector = Collector::start(&mut child.0);
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let status = loop {
+        if let Some(status) = child.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not finish within {secs} s"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    collector.finish(status)
+}
+
+/// Like `run_timeout`, also returning how long the command took.
+fn timed(cmd: Command, secs: u64) -> (Output, Duration) {
+    let started = Instant::now();
+    let o = run_timeout(cmd, secs);
+    (o, started.elapsed())
+}
+
+/// `sandy run FLAGS... -- ARGS...` as the test user, with a timeout.
+fn sandy_cmd(w: &World, flags: &[&str], args: &[&str]) -> Command {
+    let mut all = vec!["run"];
+    all.extend_from_slice(flags);
+    all.push("--");
+    all.extend_from_slice(args);
+    w.sandy(all)
+}
+
+fn sandy_run(w: &World, flags: &[&str], args: &[&str]) -> Output {
+    run_timeout(sandy_cmd(w, flags, args), 30)
+}
+
+/// Polls until `cond` holds or `secs` seconds pass; returns whether it held.
+fn wait_for(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn unique(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("{tag}-{}-{nanos}", std::process::id())
+}
+
+fn helper_text(name: &str) -> String {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/helpers")
+        .join(name);
+    std::fs::read_to_string(&src).unwrap()
+}
+
+/// Copies `net_probe.py` into the project (readable inside the sandbox); returns its name
+/// relative to the project, where every command runs.
+fn probe(w: &World) -> &'static str {
+    let name = "net_probe.py";
+    if !w.project.join(name).exists() {
+        w.write(format!("home/project/{name}"), &helper_text(name));
+    }
+    name
+}
+
+fn json_line(o: &Output, what: &str) -> Value {
+    let out = stdout(o);
+    let line = out.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| {
+        panic!(
+            "{what}: bad probe output ({e}), exit {:?}\nstdout: {out}\nstderr: {}",
+            o.status.code(),
+            stderr(o)
+        )
+    })
+}
+
+/// One probe run: `net_probe.py attempts JSON`, inside Sandy (with `flags`) or, with
+/// `flags` = None, outside it as the test user.
+fn attempts(w: &World, flags: Option<&[&str]>, specs: &Value) -> (Vec<Value>, Duration) {
+    let p = probe(w);
+    let specs = specs.to_string();
+    let cmd = match flags {
+        Some(flags) => sandy_cmd(w, flags, &[PYTHON, p, "attempts", &specs]),
+        None => {
+            let mut c = w.host(PYTHON);
+            c.args([p, "attempts", &specs]).stdin(Stdio::null());
+            c
+        }
+    };
+    let (o, took) = timed(cmd, 40);
+    assert_code(&o, 0, &format!("probe {flags:?}"));
+    let v = json_line(&o, "attempts");
+    (v.as_array().unwrap().clone(), took)
+}
+
+/// The host-side servers of one test (`net_host.py`), killed when dropped.
+struct HostServers {
+    _child: Reaped,
+    info: Value,
+    log: PathBuf,
+}
+
+impl HostServers {
+    /// Starts `net_host.py` as the test user with SPECs `NAME,KIND,ADDR,PORT`.
+    fn start(w: &World, specs: &[&str]) -> HostServers {
+        let script = w.write("helpers/net_host.py", &helper_text("net_host.py"));
+        let log = w.root.join(format!("{}.log", unique("net")));
+        let mut cmd = w.host(PYTHON);
+        cmd.arg(&script)
+            .arg(&log)
+            .args(specs)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = Reaped(cmd.spawn().unwrap());
+        let out = child.0.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(out).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the host servers did not start within 20 s");
+        let info: Value = serde_json::from_str(line.trim())
+            .unwrap_or_else(|e| panic!("the host servers did not start ({e}): {line:?}"));
+        HostServers {
+            _child: child,
+            info,
+            log,
+        }
+    }
+
+    fn port(&self, name: &str) -> u16 {
+        let p = self.info["ports"][name]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no port for {name}: {}", self.info));
+        u16::try_from(p).unwrap()
+    }
+
+    /// Every logged event so far.
+    fn events(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The events of the server named `name`, without the kind and name.
+    fn events_of(&self, name: &str) -> Vec<String> {
+        self.events()
+            .into_iter()
+            .filter_map(|l| {
+                let mut words = l.splitn(3, ' ');
+                let _kind = words.next()?;
+                (words.next()? == name).then(|| words.next().unwrap_or_default().to_owned())
+            })
+            .collect()
+    }
+
+    /// Waits until every one of `needles` appears somewhere in the log.
+    #[track_caller]
+    fn wait_for_all(&self, needles: &[String]) {
+        let ok = wait_for(5, || {
+            let all = self.events().join("\n");
+            needles.iter().all(|n| all.contains(n.as_str()))
+        });
+        assert!(
+            ok,
+            "the host servers never logged all of {needles:?}; log:\n{}",
+            self.events().join("\n")
+        );
+    }
+}
+
+/// Whether the host has an IPv6 loopback this process can listen on.
+fn ipv6_loopback() -> bool {
+    std::net::TcpListener::bind("[::1]:0").is_ok()
+}
+
+/// The host's first usable non-loopback IPv4 and IPv6 addresses (`ip -o addr`), if any.
+fn non_loopback_addrs() -> (Option<String>, Option<String>) {
+    let Ok(o) = Command::new("ip")
+        .args(["-o", "addr", "show"])
+        .stdin(Stdio::null())
+        .output()
+    else {
+        return (None, None);
+    };
+    let (mut v4, mut v6) = (None, None);
+    for line in stdout(&o).lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if words.len() < 4 || words[1] == "lo" || !line.contains("scope global") {
+            continue;
+        }
+        if ["tentative", "dadfailed", "deprecated"]
+            .iter()
+            .any(|f| line.contains(f))
+        {
+            continue;
+        }
+        let addr = words[3].split('/').next().unwrap().to_owned();
+        // Only addresses this host can really listen on.
+        let bindable = |a: &str| std::net::TcpListener::bind((a, 0)).is_ok();
+        match words[2] {
+            "inet" if v4.is_none() && bindable(&addr) => v4 = Some(addr),
+            "inet6" if v6.is_none() && bindable(&addr) => v6 = Some(addr),
+            _ => {}
+        }
+    }
+    (v4, v6)
+}
+
+/// `host` as it goes into a URL.
+fn url_host(host: &str) -> String {
+    if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    }
+}
+
+/// Whether a program the tests need is installed; reports a skip (a failure in CI) if not.
+fn have(program: &str) -> bool {
+    let found = Command::new(program)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    if !found {
+        skip(&format!("{program} is not installed"));
+    }
+    found
+}
+
+fn is_fast_refusal(result: &Value) -> bool {
+    matches!(
+        result.as_str(),
+        Some("ECONNREFUSED" | "ENETUNREACH" | "EHOSTUNREACH" | "EADDRNOTAVAIL")
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// --block-net: nothing on the host is reachable.
+
+/// One connection attempt: what it is called, the probe kind, the address, the server.
+struct Target {
+    label: String,
+    kind: &'static str,
+    host: String,
+    server: &'static str,
+}
+
+#[test]
+fn block_net_reaches_no_host_listener_and_fails_fast() {
+    for_each_user(|w| {
+        let v6 = ipv6_loopback();
+        let (nl4, nl6) = non_loopback_addrs();
+        let mut specs = vec!["t4,tcp,0.0.0.0,0", "u4,udp,0.0.0.0,0"];
+        if v6 {
+            specs.extend(["t6,tcp,::,0", "u6,udp,::,0"]);
+        } else {
+            eprintln!("SKIP: the host has no IPv6 loopback; the [::1] checks are left out");
+        }
+        let host = HostServers::start(w, &specs);
+
+        let target = |label: &str, kind, addr: &str, server| Target {
+            label: label.to_owned(),
+            kind,
+            host: addr.to_owned(),
+            server,
+        };
+        let mut targets = vec![
+            target("tcp-lo4", "tcp", "127.0.0.1", "t4"),
+            target("udp-lo4", "udp", "127.0.0.1", "u4"),
+        ];
+        if v6 {
+            targets.push(target("tcp-lo6", "tcp", "::1", "t6"));
+            targets.push(target("udp-lo6", "udp", "::1", "u6"));
+        }
+        match &nl4 {
+            Some(a) => {
+                targets.push(target("tcp-nl4", "tcp", a, "t4"));
+                targets.push(target("udp-nl4", "udp", a, "u4"));
+            }
+            None => skip("the host has no non-loopback IPv4 address"),
+        }
+        match (&nl6, v6) {
+            (Some(a), true) => targets.push(target("tcp-nl6", "tcp", a, "t6")),
+            _ => eprintln!("SKIP: no usable non-loopback IPv6 address on the host"),
+        }
+        let specs_for = |phase: &str| -> Value {
+            Value::Array(
+                targets
+                    .iter()
+                    .map(|t| {
+                        json!({"kind": t.kind, "host": t.host, "port": host.port(t.server),
+                               "tag": format!("{phase}-{}", t.label)})
+                    })
+                    .collect(),
+            )
+        };
+
+        // Under --block-net: every TCP attempt is refused or unreachable, at once.
+        let (blocked, took) = attempts(w, Some(&["--block-net"]), &specs_for("blocked"));
+        for (t, r) in targets.iter().zip(&blocked) {
+            if t.kind == "tcp" {
+                assert!(
+                    is_fast_refusal(&r["result"]),
+                    "{} to {} under --block-net: {r}",
+                    t.kind,
+                    t.host
+                );
+                assert!(
+                    r["ms"].as_u64().unwrap() < FAST.as_millis() as u64,
+                    "{} to {} took too long to fail: {r}",
+                    t.kind,
+                    t.host
+                );
+            }
+        }
+        assert!(
+            took < Duration::from_secs(5),
+            "the blocked run took {took:?}"
+        );
+
+        // Controls: the same probe outside Sandy, and inside Sandy without --block-net,
+        // reaches every listener.
+        let (control, _) = attempts(w, None, &specs_for("control"));
+        let (open, _) = attempts(w, Some(&[]), &specs_for("open"));
+        for (t, (c, o)) in targets.iter().zip(control.iter().zip(&open)) {
+            assert_eq!(c["result"], "ok", "control {} to {}: {c}", t.kind, t.host);
+            assert_eq!(
+                o["result"], "ok",
+                "without --block-net, {} to {}: {o}",
+                t.kind, t.host
+            );
+        }
+        let expected: Vec<String> = ["control", "open"]
+            .iter()
+            .flat_map(|phase| targets.iter().map(move |t| format!("{phase}-{}", t.label)))
+            .collect();
+        host.wait_for_all(&expected);
+
+        // Judged on the host: nothing from the blocked run ever arrived.
+        let log = host.events();
+        assert!(
+            !log.iter().any(|l| l.contains("blocked-")),
+            "a host listener saw traffic from under --block-net:\n{}",
+            log.join("\n")
+        );
+        let tcp_targets = targets.iter().filter(|t| t.kind == "tcp").count();
+        let accepted = log.iter().filter(|l| l.ends_with(" accepted")).count();
+        assert_eq!(
+            accepted,
+            2 * tcp_targets,
+            "unexpected connections:\n{}",
+            log.join("\n")
+        );
+        let datagrams = log.iter().filter(|l| l.starts_with("udp ")).count();
+        assert_eq!(
+            datagrams,
+            2 * (targets.len() - tcp_targets),
+            "unexpected datagrams:\n{}",
+            log.join("\n")
+        );
+    });
+}
+
+#[test]
+fn block_net_curl_to_a_host_http_server_fails_fast() {
+    if !have(CURL) {
+        return;
+    }
+    for_each_user(|w| {
+        let host = HostServers::start(w, &["h,http,0.0.0.0,0"]);
+        let port = host.port("h");
+        let (nl4, _) = non_loopback_addrs();
+        let mut addrs = vec!["127.0.0.1".to_owned()];
+        match nl4 {
+            Some(a) => addrs.push(a),
+            None => skip("the host has no non-loopback IPv4 address"),
+        }
+        let url = |addr: &str, path: &str| format!("http://{}:{port}/{path}", url_host(addr));
+        let curl = ["-sS", "--max-time", "4"];
+
+        for (i, addr) in addrs.iter().enumerate() {
+            let u = url(addr, &format!("blocked-{i}"));
+            let mut args = vec![CURL];
+            args.extend(curl);
+            args.push(&u);
+            let (o, took) = timed(sandy_cmd(w, &["--block-net"], &args), 30);
+            assert_code(&o, 7, &format!("curl {u} under --block-net"));
+            assert!(took < FAST, "curl {u} took {took:?} to fail");
+
+            // Controls: outside Sandy, and inside without --block-net, curl gets the page.
+            let u = url(addr, &format!("control-{i}"));
+            let mut c = w.host(CURL);
+            c.args(curl).arg(&u).stdin(Stdio::null());
+            let c = run_timeout(c, 20);
+            assert_code(&c, 0, &format!("control curl {u}"));
+            assert_eq!(stdout(&c), format!("hello from host h /control-{i}\n"));
+            let u = url(addr, &format!("open-{i}"));
+            let mut args = vec![CURL];
+            args.extend(curl);
+            args.push(&u);
+            let o = sandy_run(w, &[], &args);
+            assert_code(&o, 0, &format!("curl {u} without --block-net"));
+            assert_eq!(stdout(&o), format!("hello from host h /open-{i}\n"));
+        }
+
+        let seen: BTreeSet<String> = host
+            .events_of("h")
+            .iter()
+            .map(|e| e.split(' ').nth(1).unwrap_or_default().to_owned())
+            .collect();
+        let expected: BTreeSet<String> = (0..addrs.len())
+            .flat_map(|i| [format!("/control-{i}"), format!("/open-{i}")])
+            .collect();
+        assert_eq!(seen, expected, "the host server saw: {:?}", host.events());
+    });
+}
+
+#[test]
+fn block_net_denies_mptcp_raw_and_packet_sockets() {
+    for_each_user(|w| {
+        let host = HostServers::start(w, &["t,tcp,127.0.0.1,0"]);
+        let port = host.port("t");
+        let specs = |phase: &str| {
+            json!([
+                {"kind": "mptcp4", "host": "127.0.0.1", "port": port, "tag": format!("{phase}-mptcp")},
+                {"kind": "mptcp6"},
+                {"kind": "packet"},
+                {"kind": "raw"},
+            ])
+        };
+        let (inside, _) = attempts(w, Some(&["--block-net"]), &specs("blocked"));
+        for (what, r) in ["MPTCP/IPv4", "MPTCP/IPv6", "AF_PACKET", "SOCK_RAW"]
+            .iter()
+            .zip(&inside)
+        {
+            assert_eq!(r["result"], "EPERM", "{what} under --block-net: {r}");
+        }
+
+        // Control: outside Sandy MPTCP works or the kernel lacks it; either way the
+        // answer is not the filter's EPERM, and without --block-net Sandy leaves it alone.
+        let (control, _) = attempts(w, None, &specs("control"));
+        let (open, _) = attempts(w, Some(&[]), &specs("open"));
+        let c = control[0]["result"].as_str().unwrap().to_owned();
+        assert!(
+            matches!(
+                c.as_str(),
+                "ok" | "EPROTONOSUPPORT" | "ENOPROTOOPT" | "EINVAL" | "EAFNOSUPPORT"
+            ),
+            "control MPTCP: {}",
+            control[0]
+        );
+        assert_eq!(
+            open[0]["result"], control[0]["result"],
+            "MPTCP without --block-net differs from outside: {} vs {}",
+            open[0], control[0]
+        );
+        if c == "ok" {
+            host.wait_for_all(&["data=control-mptcp".into(), "data=open-mptcp".into()]);
+        } else {
+            eprintln!("note: this kernel has no MPTCP ({c}); EPERM inside still differs");
+        }
+        if w.user.uid == 0 {
+            for (i, what) in [(2, "AF_PACKET"), (3, "SOCK_RAW")] {
+                assert_eq!(control[i]["result"], "ok", "control {what}: {}", control[i]);
+            }
+        }
+        let log = host.events();
+        assert!(
+            !log.iter().any(|l| l.contains("blocked-")),
+            "the host listener saw an MPTCP connection from under --block-net:\n{}",
+            log.join("\n")
+        );
+    });
+}
+
+#[test]
+fn block_net_dns_lookup_fails_fast() {
+    for_each_user(|w| {
+        let p = probe(w);
+        let (o, took) = timed(
+            sandy_cmd(w, &["--block-net"], &["getent", "hosts", "example.com"]),
+            30,
+        );
+        assert_ne!(
+            o.status.code(),
+            Some(0),
+            "getent resolved example.com under --block-net: {}",
+            stdout(&o)
+        );
+        assert!(
+            took < Duration::from_secs(5),
+            "getent took {took:?} to fail"
+        );
+
+        let (o, took) = timed(
+            sandy_cmd(w, &["--block-net"], &[PYTHON, p, "dns", "example.com"]),
+            30,
+        );
+        assert_code(&o, 0, "dns probe");
+        let r = json_line(&o, "dns");
+        assert_ne!(r["result"], "ok", "getaddrinfo resolved under --block-net");
+        assert!(
+            took < Duration::from_secs(5),
+            "getaddrinfo took {took:?} to fail"
+        );
+
+        // Control: name lookup itself works inside (from /etc/hosts).
+        let o = sandy_run(w, &["--block-net"], &["getent", "hosts", "localhost"]);
+        assert_code(&o, 0, "getent hosts localhost under --block-net");
+        // Control: outside, the host may or may not resolve names.
+        let mut c = w.host(PYTHON);
+        c.args([p, "dns", "example.com"]).stdin(Stdio::null());
+        let c = json_line(&run_timeout(c, 30), "dns control");
+        if c["result"] != "ok" {
+            eprintln!("note: the host cannot resolve example.com either ({c}); only the failure inside is shown");
+        }
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// --block-net: what the sandbox sees of its own network.
+
+fn interfaces_in(listing: &str) -> BTreeSet<String> {
+    listing
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect::<BTreeSet<_>>()
+}
+
+#[test]
+fn block_net_leaves_only_loopback_up() {
+    if !have("ip") {
+        return;
+    }
+    for_each_user(|w| {
+        let o = sandy_run(w, &["--block-net"], &["ip", "-o", "link"]);
+        assert_code(&o, 0, "ip -o link");
+        let links: Vec<String> = stdout(&o).lines().map(str::to_owned).collect();
+        assert_eq!(links.len(), 1, "interfaces under --block-net: {links:?}");
+        assert!(
+            links[0].starts_with("1: lo: <") && links[0].contains(",UP"),
+            "loopback is missing or down: {links:?}"
+        );
+        let o = sandy_run(w, &["--block-net"], &["ip", "-o", "addr"]);
+        assert!(
+            stdout(&o).contains("inet 127.0.0.1/8"),
+            "lo has no 127.0.0.1: {}",
+            stdout(&o)
+        );
+        let o = sandy_run(
+            w,
+            &["--block-net"],
+            &["/bin/sh", "-c", "tail -n +3 /proc/net/dev | cut -d: -f1"],
+        );
+        assert_eq!(
+            interfaces_in(&stdout(&o)),
+            BTreeSet::from(["lo".to_owned()])
+        );
+
+        // Control: without --block-net the host's interfaces show.
+        let o = sandy_run(w, &[], &["ip", "-o", "link"]);
+        let host_links = stdout(&o).lines().count();
+        if host_links > 1 {
+            assert!(host_links > links.len());
+        } else {
+            skip("the host has only a loopback interface; nothing to contrast");
+        }
+    });
+}
+
+#[test]
+fn block_net_sys_class_net_shows_only_loopback() {
+    for_each_user(|w| {
+        let o = sandy_run(w, &["--block-net"], &["ls", "/sys/class/net"]);
+        assert_code(&o, 0, "ls /sys/class/net");
+        let inside = interfaces_in(&stdout(&o));
+        let control = sandy_run(w, &[], &["ls", "/sys/class/net"]);
+        let outside = interfaces_in(&stdout(&control));
+        if outside.len() <= 1 {
+            skip("the host has only a loopback interface; nothing to contrast");
+        }
+        assert_eq!(
+            inside,
+            BTreeSet::from(["lo".to_owned()]),
+            "/sys/class/net under --block-net lists the host's interfaces (host: {outside:?})"
+        );
+    });
+}
+
+#[test]
+fn loopback_inside_the_sandbox_works_under_block_net() {
+    for_each_user(|w| {
+        let p = probe(w);
+        let o = sandy_run(w, &["--block-net"], &[PYTHON, p, "echo"]);
+        assert_code(&o, 0, "server and client inside");
+        assert_eq!(json_line(&o, "echo")["reply"], "echo:ping-inside");
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// --allow-local-port and --numbat-collector.
+
+#[test]
+fn allowed_local_port_is_relayed_and_nothing_else() {
+    if !have(CURL) {
+        return;
+    }
+    for_each_user(|w| {
+        // h: the granted port on every IPv4 address; n: the port above it; g: a second
+        // granted port (the flag repeats).
+        let host = HostServers::start(
+            w,
+            &["h,http,0.0.0.0,0", "n,tcp,0.0.0.0,+h", "g,http,127.0.0.1,0"],
+        );
+        let (p, next, g) = (host.port("h"), host.port("n"), host.port("g"));
+        assert_eq!(next, p + 1);
+        let (nl4, _) = non_loopback_addrs();
+        let curl = |url: String, tag: &str| {
+            format!("{CURL} -sS --max-time 4 '{url}'; echo \"rc-{tag}=$?\"; ")
+        };
+        let mut script = curl(format!("http://127.0.0.1:{p}/relayed-1"), "r1");
+        script += &curl(format!("http://127.0.0.1:{p}/relayed-2"), "r2");
+        script += &curl(format!("http://127.0.0.1:{g}/relayed-g"), "g");
+        script += &curl(format!("http://127.0.0.1:{next}/blocked-next"), "next");
+        script += &curl(format!("http://[::1]:{p}/blocked-v6"), "v6");
+        match &nl4 {
+            Some(a) => script += &curl(format!("http://{a}:{p}/blocked-direct"), "direct"),
+            None => skip("the host has no non-loopback IPv4 address"),
+        }
+        let (o, took) = timed(
+            sandy_cmd(
+                w,
+                &[
+                    "--block-net",
+                    "--allow-local-port",
+                    &p.to_string(),
+                    "--allow-local-port",
+                    &g.to_string(),
+                ],
+                &["/bin/sh", "-c", &script],
+            ),
+            30,
+        );
+        assert_code(&o, 0, "curls under --allow-local-port");
+        let out = stdout(&o);
+        for (body, rc) in [
+            ("hello from host h /relayed-1\n", "rc-r1=0"),
+            ("hello from host h /relayed-2\n", "rc-r2=0"),
+            ("hello from host g /relayed-g\n", "rc-g=0"),
+        ] {
+            assert!(
+                out.contains(body) && out.contains(rc),
+                "the relayed request failed ({rc}):\n{out}\n{}",
+                stderr(&o)
+            );
+        }
+        for rc in ["rc-next=7", "rc-v6=7"] {
+            assert!(out.contains(rc), "expected {rc}:\n{out}");
+        }
+        if nl4.is_some() {
+            assert!(out.contains("rc-direct=7"), "expected rc-direct=7:\n{out}");
+        }
+        assert!(took < Duration::from_secs(10), "the run took {took:?}");
+
+        // Controls: outside Sandy the non-loopback address and the port above are open.
+        if let Some(a) = &nl4 {
+            let mut c = w.host(CURL);
+            c.args(["-sS", "--max-time", "4"])
+                .arg(format!("http://{a}:{p}/control-direct"))
+                .stdin(Stdio::null());
+            assert_code(&run_timeout(c, 20), 0, "control curl to the host address");
+        }
+        let (c, _) = attempts(
+            w,
+            None,
+            &json!([{"kind": "tcp", "host": "127.0.0.1", "port": next, "tag": "control-next"}]),
+        );
+        assert_eq!(c[0]["result"], "ok", "control to the port above: {}", c[0]);
+        host.wait_for_all(&["data=control-next".into()]);
+
+        // Judged on the host: exactly the relayed requests (from 127.0.0.1) and the
+        // control reached the granted port; only the control reached the one above.
+        let mut h: Vec<String> = host.events_of("h");
+        h.sort();
+        let mut expected = vec![
+            "127.0.0.1 /relayed-1".to_owned(),
+            "127.0.0.1 /relayed-2".to_owned(),
+        ];
+        if let Some(a) = &nl4 {
+            expected.push(format!("{a} /control-direct"));
+        }
+        expected.sort();
+        assert_eq!(h, expected, "requests at the granted port");
+        assert_eq!(host.events_of("g"), vec!["127.0.0.1 /relayed-g".to_owned()]);
+        assert_eq!(
+            host.events_of("n"),
+            vec![
+                "127.0.0.1 accepted".to_owned(),
+                "127.0.0.1 data=control-next".to_owned()
+            ],
+            "the port above the granted one"
+        );
+    });
+}
+
+#[test]
+fn relay_carries_parallel_bulk_transfers_intact() {
+    for_each_user(|w| {
+        let host = HostServers::start(w, &["b,bulk,127.0.0.1,0"]);
+        let port = host.port("b").to_string();
+        let p = probe(w);
+        let (o, took) = timed(
+            sandy_cmd(
+                w,
+                &["--block-net", "--allow-local-port", &port],
+                &[PYTHON, p, "bulk", &port, "10"],
+            ),
+            60,
+        );
+        assert_code(&o, 0, "bulk transfers");
+        eprintln!("ten parallel 10 MiB transfers each way took {took:?}");
+        let got = json_line(&o, "bulk");
+        for id in 0..10 {
+            let r = &got[id.to_string()];
+            assert_eq!(r["n"], BULK_SIZE, "download {id}: {r}");
+            assert_eq!(
+                r["down"],
+                host.info["bulk_down"][id.to_string()],
+                "download {id} arrived corrupted"
+            );
+        }
+        // Judged on the host: every upload arrived whole, through the relay.
+        let mut expected: Vec<String> = (0..10)
+            .map(|id| {
+                format!(
+                    "127.0.0.1 id={id} up={} n={BULK_SIZE}",
+                    host.info["bulk_up"][id.to_string()].as_str().unwrap()
+                )
+            })
+            .collect();
+        expected.sort();
+        assert!(
+            wait_for(5, || host.events_of("b").len() >= 10),
+            "{:?}",
+            host.events()
+        );
+        let mut seen = host.events_of("b");
+        seen.sort();
+        assert_eq!(seen, expected, "uploads as the host server saw them");
+    });
+}
+
+#[test]
+fn relay_supports_half_close() {
+    for_each_user(|w| {
+        let host = HostServers::start(w, &["c,halfclose,127.0.0.1,0"]);
+        let port = host.port("c").to_string();
+        let p = probe(w);
+
+        // Control: outside Sandy the server answers after the client's EOF.
+        let mut c = w.host(PYTHON);
+        c.args([p, "halfclose", &port, "half-control"])
+            .stdin(Stdio::null());
+        let c = json_line(&run_timeout(c, 20), "half-close control");
+        assert_eq!(c["reply"], "reply:half-control", "control: {c}");
+
+        let (o, took) = timed(
+            sandy_cmd(
+                w,
+                &["--block-net", "--allow-local-port", &port],
+                &[PYTHON, p, "halfclose", &port, "half-inside"],
+            ),
+            30,
+        );
+        assert_code(&o, 0, "half-close inside");
+        let r = json_line(&o, "half-close");
+        assert_eq!(r["result"], "ok", "{r}");
+        assert_eq!(
+            r["reply"], "reply:half-inside",
+            "no reply after a half-close: {r}"
+        );
+        assert!(took < Duration::from_secs(4), "half-close took {took:?}");
+        assert_eq!(
+            host.events_of("c"),
+            vec![
+                "127.0.0.1 got=half-control".to_owned(),
+                "127.0.0.1 got=half-inside".to_owned()
+            ]
+        );
+    });
+}
+
+#[test]
+fn relay_ends_with_the_run() {
+    for_each_user(|w| {
+        let host = HostServers::start(w, &["k,hold,127.0.0.1,0"]);
+        let port = host.port("k").to_string();
+        let p = probe(w);
+        let dir = w.project.join("hold");
+        std::fs::create_dir(&dir).unwrap();
+        w.chown_all();
+        let held = dir.join("held");
+        // A background process inside holds a relayed connection after the target exits.
+        let script = format!(
+            "{PYTHON} {p} hold {port} hold </dev/null >/dev/null 2>&1 &\n\
+             i=0; while [ ! -e hold/held ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done\n\
+             test -e hold/held"
+        );
+        let mut cmd = sandy_cmd(
+            w,
+            &["--block-net", "--allow-local-port", &port],
+            &["/bin/sh", "-c", &script],
+        );
+        // The background process keeps no pipe of ours open.
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        let started = Instant::now();
+        let mut sandy = Reaped(cmd.spawn().unwrap());
+        let status = loop {
+            if let Some(s) = sandy.0.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(15),
+                "sandy did not exit while a relayed connection was open"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let pid: i32 = std::fs::read_to_string(&held)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0);
+        let _orphan = KillOnDrop(pid);
+        assert_eq!(status.code(), Some(0), "the holder never connected");
+        assert_eq!(
+            host.events_of("k").first().map(String::as_str),
+            Some("127.0.0.1 open"),
+            "the relayed connection never reached the host"
+        );
+
+        // Judged on the host: the relayed connection closes with the run.
+        assert!(
+            wait_for(5, || host.events_of("k").len() >= 2),
+            "the host still has a relayed connection open after sandy exited: {:?}",
+            host.events()
+        );
+        assert_eq!(host.events_of("k")[1], "127.0.0.1 closed");
+
+        // And nothing inside listens on the granted port any more.
+        if pid > 0 && !process_gone(pid) {
+            std::fs::write(dir.join("go"), "").unwrap();
+            let after = dir.join("after");
+            assert!(wait_for(10, || after.exists()), "the holder never reported");
+            let r = std::fs::read_to_string(&after).unwrap();
+            assert_eq!(r, "ECONNREFUSED", "connecting after the run: {r}");
+            assert_eq!(host.events_of("k").len(), 2, "{:?}", host.events());
+        } else {
+            eprintln!("note: the background holder ended with the run");
+        }
+    });
+}
+
+#[test]
+fn numbat_collector_port_is_relayed() {
+    if !have(CURL) {
+        return;
+    }
+    for_each_user(|w| {
+        let host = HostServers::start(w, &["m,http,127.0.0.1,0"]);
+        let port = host.port("m");
+        let flag = format!("--numbat-collector={port}");
+        let url = format!("http://127.0.0.1:{port}/v1/traces");
+        let o = sandy_run(
+            w,
+            &["--block-net", &flag],
+            &[CURL, "-sS", "--max-time", "4", &url],
+        );
+        assert_code(&o, 0, "curl to the collector");
+        assert_eq!(stdout(&o), "hello from host m /v1/traces\n");
+        assert_eq!(host.events_of("m"), vec!["127.0.0.1 /v1/traces".to_owned()]);
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Dry run and usage errors.
+
+fn dry_run(w: &World, flags: &[&str]) -> Value {
+    let marker = w.project.join("marker");
+    let script = format!("echo ran > '{}'", marker.display());
+    let mut all = vec!["--dry-run"];
+    all.extend_from_slice(flags);
+    let o = sandy_run(w, &all, &["/bin/sh", "-c", &script]);
+    assert_code(&o, 0, &format!("dry run {flags:?}"));
+    assert!(!marker.exists(), "the dry run ran the command");
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("dry run is not JSON ({e}):\n{}", stdout(&o)))
+}
+
+fn collector_enabled(doc: &Value) -> bool {
+    let controls = doc["runtime_controls"].as_array().unwrap();
+    let mine: Vec<&Value> = controls
+        .iter()
+        .filter(|c| c["service"] == "Numbat collector")
+        .collect();
+    match mine.as_slice() {
+        [] => false,
+        [c] => {
+            assert_eq!(c["version"], Value::Null, "{c}");
+            c["enabled"].as_bool().unwrap()
+        }
+        _ => panic!("the collector is listed twice: {controls:?}"),
+    }
+}
+
+fn has_netns_layer(doc: &Value) -> bool {
+    doc["enforcement"]["layers"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("network_namespace"))
+}
+
+#[test]
+fn dry_run_shows_the_network_and_the_port_grants() {
+    for_each_user(|w| {
+        let doc = dry_run(w, &[]);
+        assert_eq!(doc["network"], "allow_all");
+        assert_eq!(doc["local_port_grants"], json!([]));
+        assert!(!collector_enabled(&doc));
+        assert!(!has_netns_layer(&doc));
+
+        let doc = dry_run(w, &["--block-net"]);
+        assert_eq!(doc["network"], "block_all");
+        assert_eq!(doc["local_port_grants"], json!([]));
+        assert!(!collector_enabled(&doc));
+        assert!(has_netns_layer(&doc));
+
+        let doc = dry_run(w, &["--block-net", "--numbat-collector"]);
+        assert_eq!(
+            doc["local_port_grants"],
+            json!([{"port": 4318, "origin": "numbat_collector"}])
+        );
+        assert!(collector_enabled(&doc), "{}", doc["runtime_controls"]);
+        assert!(doc["runtime_controls"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"service": "Numbat collector", "enabled": true, "version": null})));
+
+        let doc = dry_run(w, &["--block-net", "--numbat-collector=4319"]);
+        assert_eq!(
+            doc["local_port_grants"],
+            json!([{"port": 4319, "origin": "numbat_collector"}])
+        );
+        assert!(collector_enabled(&doc));
+
+        let doc = dry_run(
+            w,
+            &[
+                "--block-net",
+                "--allow-local-port",
+                "8080",
+                "--allow-local-port",
+                "65535",
+            ],
+        );
+        assert_eq!(
+            doc["local_port_grants"],
+            json!([{"port": 8080, "origin": "flag"}, {"port": 65535, "origin": "flag"}])
+        );
+        assert!(!collector_enabled(&doc));
+
+        // A port named twice is granted once.
+        let doc = dry_run(
+            w,
+            &[
+                "--block-net",
+                "--numbat-collector=8080",
+                "--allow-local-port",
+                "8080",
+                "--allow-local-port",
+                "1",
+            ],
+        );
+        assert_eq!(
+            doc["local_port_grants"],
+            json!([{"port": 8080, "origin": "numbat_collector"}, {"port": 1, "origin": "flag"}])
+        );
+    });
+}
+
+#[test]
+fn bad_port_flags_are_usage_errors_and_run_nothing() {
+    for_each_user(|w| {
+        let marker = w.project.join("marker");
+        let script = format!("echo ran > '{}'", marker.display());
+        let cases: [(&[&str], &str); 7] = [
+            (&["--allow-local-port", "8080"], "--block-net"),
+            (&["--numbat-collector"], "--block-net"),
+            (&["--numbat-collector=4319"], "--block-net"),
+            (&["--block-net", "--allow-local-port", "0"], "1..=65535"),
+            (&["--block-net", "--allow-local-port", "65536"], "1..=65535"),
+            (&["--block-net", "--allow-local-port", "http"], "http"),
+            // The collector's port needs `=`: a separate word is a stray argument.
+            (&["--block-net", "--numbat-collector", "4319"], "4319"),
+        ];
+        for (flags, needle) in cases {
+            let o = sandy_run(w, flags, &["/bin/sh", "-c", &script]);
+            assert_code(&o, 2, &format!("{flags:?}"));
+            let err = stderr(&o);
+            assert!(err.starts_with("error: "), "{flags:?}: {err}");
+            assert!(
+                err.contains(needle),
+                "{flags:?}: message lacks {needle}: {err}"
+            );
+            assert!(o.stdout.is_empty(), "{flags:?}: stdout {}", stdout(&o));
+            assert!(!marker.exists(), "{flags:?}: the target ran");
+        }
+        // Control: the same command with valid flags runs.
+        let o = sandy_run(
+            w,
+            &["--block-net", "--allow-local-port", "8080"],
+            &["/bin/sh", "-c", &script],
+        );
+        assert_code(&o, 0, "valid flags");
+        assert!(marker.exists(), "the control run did not create the marker");
+    });
+}
