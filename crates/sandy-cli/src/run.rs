@@ -203,7 +203,7 @@ fn audit_absent_protections(policy: &sandy_policy::ResolvedPolicy) {
         if std::fs::symlink_metadata(&p.path).is_ok() {
             eprintln!(
                 "sandy: warning: {} did not exist at launch and was created inside the sandbox; \
-                 review it before running git outside the sandbox",
+                 review it before anything outside the sandbox uses it",
                 p.path.display()
             );
         }
@@ -266,6 +266,9 @@ fn spawn_and_wait(manifest: &[u8], ports: &[u16], waited: &SigSet) -> Result<u8,
         child.arg("--relay-fd").arg(theirs.as_raw_fd().to_string());
         Some((ours, theirs))
     };
+    // Orphans of the sandbox are reparented to the supervisor, which ends them when the
+    // target exits.
+    nix::sys::prctl::set_child_subreaper(true).map_err(sys("cannot become a subreaper"))?;
     let child = child
         .spawn()
         .map_err(io("cannot start the sandbox bootstrap"))?;
@@ -285,10 +288,24 @@ fn spawn_and_wait(manifest: &[u8], ports: &[u16], waited: &SigSet) -> Result<u8,
     let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
     loop {
         let sig = waited.wait().map_err(sys("cannot wait for signals"))?;
-        if sig == Signal::SIGCHLD {
-            match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::Exited(_, code)) => return Ok(u8::try_from(code).unwrap_or(1)),
-                Ok(WaitStatus::Signaled(_, sig, _)) => return Ok(signal_status(sig as i32)),
+        if sig != Signal::SIGCHLD {
+            // The target may already be gone; its exit arrives as SIGCHLD.
+            let _ = kill(pid, sig);
+            continue;
+        }
+        // Reap everything that ended: the target, or orphans of the sandbox reparented to
+        // us (the supervisor is their subreaper).
+        loop {
+            match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Exited(p, code)) if p == pid => {
+                    end_leftovers();
+                    return Ok(u8::try_from(code).unwrap_or(1));
+                }
+                Ok(WaitStatus::Signaled(p, sig, _)) if p == pid => {
+                    end_leftovers();
+                    return Ok(signal_status(sig as i32));
+                }
+                Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::ECHILD) => break,
                 Ok(_) => continue,
                 Err(source) => {
                     return Err(SandyError::Sys {
@@ -297,11 +314,46 @@ fn spawn_and_wait(manifest: &[u8], ports: &[u16], waited: &SigSet) -> Result<u8,
                     })
                 }
             }
-        } else {
-            // The target may already be gone; its exit arrives as SIGCHLD.
-            let _ = kill(pid, sig);
         }
     }
+}
+
+/// How many rounds of killing left-over processes are attempted.
+const LEFTOVER_ROUNDS: usize = 64;
+
+/// When the target has exited, ends every process the sandbox left running (background
+/// jobs, daemons): they were reparented to the supervisor, their subreaper, and would
+/// otherwise keep running with the sandbox's access, or take over the terminal.
+fn end_leftovers() {
+    for _ in 0..LEFTOVER_ROUNDS {
+        let children = child_pids();
+        if children.is_empty() {
+            break;
+        }
+        for child in &children {
+            let _ = kill(*child, Signal::SIGKILL);
+        }
+        for child in &children {
+            let _ = waitpid(*child, None);
+        }
+    }
+}
+
+/// The supervisor's children, from `/proc/self/task/*/children`.
+fn child_pids() -> Vec<Pid> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok())
+                .map(Pid::from_raw)
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// The private per-run temporary directory (mode 0700), removed when dropped even if the

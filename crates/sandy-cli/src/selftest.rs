@@ -35,7 +35,7 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Where the world may be made: not under /tmp, /run or /dev/shm, which the sandbox
 /// replaces (a home there would be out of sight rather than protected).
-const HIDDEN_INSIDE: [&str; 3] = ["/tmp", "/run", "/dev/shm"];
+const HIDDEN_INSIDE: [&str; 4] = ["/tmp", "/var/tmp", "/run", "/dev/shm"];
 
 /// A check's outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,18 +233,18 @@ fn write_file(path: &Path, contents: &[u8], mode: u32) -> Result<(), SandyError>
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(io)
 }
 
-/// A temporary directory outside what the sandbox replaces: `TMPDIR`, `/var/tmp`, or
-/// `~/.cache`, the first that works.
+/// A temporary directory outside what the sandbox replaces: `TMPDIR`, `~/.cache`, or
+/// `/var/lib` (as root), the first that works.
 fn make_world_dir() -> Result<tempfile::TempDir, SandyError> {
     let visible = |p: &PathBuf| p.is_absolute() && !HIDDEN_INSIDE.iter().any(|h| p.starts_with(h));
     let mut candidates: Vec<PathBuf> = Vec::new();
     if let Some(t) = std::env::var_os("TMPDIR").map(PathBuf::from) {
         candidates.push(t);
     }
-    candidates.push(PathBuf::from("/var/tmp"));
     if let Some(h) = std::env::var_os("HOME").map(PathBuf::from) {
         candidates.push(h.join(".cache"));
     }
+    candidates.push(PathBuf::from("/var/lib"));
     let mut last = std::io::Error::from(std::io::ErrorKind::NotFound);
     for base in candidates.iter().filter(|p| visible(p)) {
         let base = std::fs::canonicalize(base).unwrap_or_else(|_| base.clone());
@@ -260,7 +260,7 @@ fn make_world_dir() -> Result<tempfile::TempDir, SandyError> {
         }
     }
     Err(SandyError::Io {
-        step: "cannot create the self-test world (tried TMPDIR, /var/tmp and ~/.cache)",
+        step: "cannot create the self-test world (tried TMPDIR, ~/.cache and /var/lib)",
         source: last,
     })
 }

@@ -82,6 +82,8 @@ pub enum LinuxError {
         step: &'static str,
         source: std::io::Error,
     },
+    #[error("cannot create a private network namespace for --block-net: {}", source.desc())]
+    NetworkNamespace { source: nix::errno::Errno },
     #[error("cannot bring up loopback in the private network namespace: {}", source.desc())]
     Loopback { source: nix::errno::Errno },
     #[error("cannot create the mount point {}: {source}", path.display())]

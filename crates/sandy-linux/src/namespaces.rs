@@ -32,6 +32,7 @@ use crate::sys;
 
 /// Directories replaced inside the sandbox by something private and empty.
 const RUN: &str = "/run";
+const VAR_TMP: &str = "/var/tmp";
 
 /// Every mount the sandbox gets, as data. Applied in field order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +73,9 @@ pub fn mount_plan(manifest: &ValidatedManifest) -> MountPlan {
     let m = manifest.manifest();
     let runtime_dir = m.runtime_dir.as_ref().map(|d| d.as_path().to_path_buf());
     let mut tmpfs = vec![
+        // /var/tmp is a second world-writable temporary directory, where host sockets and
+        // other users' files may live; the sandbox gets an empty private one.
+        (PathBuf::from(VAR_TMP), 0o1777),
         (PathBuf::from(RUN), 0o755),
         (PathBuf::from(PRIVATE_SHM), 0o1777),
     ];
@@ -167,14 +171,13 @@ pub fn mount_plan(manifest: &ValidatedManifest) -> MountPlan {
 /// namespace whose only interface is loopback.
 pub fn enter(network: Network) -> Result<(), LinuxError> {
     let (uid, gid) = (getuid(), getgid());
-    let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS;
-    if network == Network::BlockAll {
-        flags |= CloneFlags::CLONE_NEWNET;
-    }
-    unshare(flags).map_err(|errno| LinuxError::UserNamespace {
-        hint: userns_hint(errno),
-        errno,
-    })?;
+    // A private IPC namespace too: System V IPC objects and POSIX message queues of the
+    // host are out of reach.
+    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC)
+        .map_err(|errno| LinuxError::UserNamespace {
+            hint: userns_hint(errno),
+            errno,
+        })?;
     // Ubuntu's AppArmor restriction lets unshare succeed and then denies what follows;
     // a permission error here is explained the same way as a failed unshare.
     let write = |file: &str, text: String| {
@@ -196,6 +199,9 @@ pub fn enter(network: Network) -> Result<(), LinuxError> {
     write("/proc/self/uid_map", format!("{uid} {uid} 1\n"))?;
     write("/proc/self/gid_map", format!("{gid} {gid} 1\n"))?;
     if network == Network::BlockAll {
+        // Separately, so that a kernel without network namespaces is named as such.
+        unshare(CloneFlags::CLONE_NEWNET)
+            .map_err(|source| LinuxError::NetworkNamespace { source })?;
         sys::loopback_up().map_err(|source| LinuxError::Loopback { source })?;
     }
     Ok(())
@@ -487,7 +493,11 @@ mod tests {
             mount_plan(&manifest),
             MountPlan {
                 private_tmp: "/tmp/sandy-1".into(),
-                tmpfs: vec![("/run".into(), 0o755), ("/dev/shm".into(), 0o1777)],
+                tmpfs: vec![
+                    ("/var/tmp".into(), 0o1777),
+                    ("/run".into(), 0o755),
+                    ("/dev/shm".into(), 0o1777)
+                ],
                 make_dirs: vec!["/run/user/1000".into()],
                 fresh_sysfs: false,
                 carry: vec![

@@ -14,8 +14,23 @@ use std::sync::OnceLock;
 /// override with `SANDY_TEST_UID`/`SANDY_TEST_GID`).
 pub const DEFAULT_UNPRIVILEGED: u32 = 65534;
 
-/// Where throw-away worlds are made.
-pub const WORLD_BASE: &str = "/var/tmp";
+/// Where throw-away worlds are made: not under /tmp or /var/tmp, which are private inside
+/// the sandbox (a home there would be out of sight rather than protected). As root,
+/// `/var/lib/sandy-e2e`; otherwise `$HOME/.cache/sandy-e2e`.
+pub fn world_base() -> PathBuf {
+    static BASE: OnceLock<PathBuf> = OnceLock::new();
+    BASE.get_or_init(|| {
+        let base = if is_root() {
+            PathBuf::from("/var/lib/sandy-e2e")
+        } else {
+            PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/sandy-e2e")
+        };
+        std::fs::create_dir_all(&base).unwrap();
+        std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755)).unwrap();
+        base
+    })
+    .clone()
+}
 
 /// Who runs `sandy` in a test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,7 +138,7 @@ impl World {
             .prefix("sandy-e2e-")
             // Not /tmp: inside the sandbox /tmp is the private per-run directory, so a home
             // under /tmp would be out of sight rather than protected.
-            .tempdir_in(WORLD_BASE)
+            .tempdir_in(world_base())
             .unwrap();
         let root = guard.path().to_path_buf();
         std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
