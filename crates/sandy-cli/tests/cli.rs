@@ -642,8 +642,7 @@ fn dry_run(w: &World, flags: &[&str], command: &[&str], env: &[(&str, &str)]) ->
 
 fn parse(o: &Output) -> Value {
     assert_code(o, 0, "dry run");
-    serde_json::from_slice(&o.stdout)
-        .unwrap_or_else(|e| panic!("dry run is not JSON ({e}):\n{}", stdout(o)))
+    parse_dry_run(&o.stdout, "dry run")
 }
 
 fn keys(v: &Value) -> Vec<&str> {

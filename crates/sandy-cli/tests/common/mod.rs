@@ -264,3 +264,37 @@ pub fn for_each_user(mut f: impl FnMut(&World)) {
         f(&world);
     }
 }
+
+/// The published dry-run schema, from the repository root.
+pub const DRY_RUN_SCHEMA_PATH: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../schemas/dry-run.v1.schema.json"
+);
+
+/// Parses a dry-run document and asserts that it matches the published schema: every
+/// dry-run the suite produces goes through here.
+#[track_caller]
+pub fn parse_dry_run(stdout: &[u8], what: &str) -> serde_json::Value {
+    static VALIDATOR: OnceLock<jsonschema::Validator> = OnceLock::new();
+    let validator = VALIDATOR.get_or_init(|| {
+        let text = std::fs::read_to_string(DRY_RUN_SCHEMA_PATH).unwrap();
+        let schema: serde_json::Value = serde_json::from_str(&text).unwrap();
+        jsonschema::draft202012::new(&schema).unwrap()
+    });
+    let doc: serde_json::Value = serde_json::from_slice(stdout).unwrap_or_else(|e| {
+        panic!(
+            "{what}: the dry run is not JSON ({e}):\n{}",
+            String::from_utf8_lossy(stdout)
+        )
+    });
+    let errors: Vec<String> = validator
+        .iter_errors(&doc)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{what}: the dry-run document does not match {DRY_RUN_SCHEMA_PATH}:\n{}",
+        errors.join("\n")
+    );
+    doc
+}
