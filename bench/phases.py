@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Where `sandy run -- true` spends its start-up, phase by phase (optional; needs `perf`).
+
+Usage (as root, from the repository root, after `cargo build --release`):
+
+    python3 bench/phases.py [SANDY_BINARY] [RUNS]
+
+Traces a few marker syscalls with `perf trace` (Debian package `linux-perf`), in a
+throw-away project directory, and prints the median time between consecutive markers
+as a markdown table. Tracing slows every traced syscall a little, so the phases add up
+to more than the untraced start-up that `cargo run --release -p sandy-bench` reports;
+compare phases with each other, not with that figure.
+"""
+
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+EVENTS = ",".join([
+    "execve", "clone3", "mkdir", "memfd_create", "landlock_create_ruleset",
+    "landlock_restrict_self", "seccomp", "close_range", "exit_group", "unlinkat",
+    "rt_sigtimedwait", "capset", "fcntl",
+])
+
+LINE = re.compile(r"\s*([\d.]+|\?) \(\s*([\d.]*)\s*(?:ms)?\): (\S+)/(\d+) (.*)")
+
+PHASES = [
+    ("supervisor: execve, loader, Rust and clap start-up, host context", "sandy_exec", "mkdir"),
+    ("supervisor: private TMPDIR, policy resolution", "mkdir", "sup_probe"),
+    ("supervisor: probe, plan (seccomp compile), manifest encode", "sup_probe", "memfd"),
+    ("supervisor: memfd, spawn until the bootstrap's execve", "memfd", "boot_exec"),
+    ("bootstrap: execve, loader, Rust and clap start-up", "boot_exec", "boot_main"),
+    ("bootstrap: read and validate the manifest", "boot_main", "boot_probe"),
+    ("bootstrap: probe, plan (seccomp compile again), signals, chdir, no_new_privs",
+     "boot_probe", "caps_first"),
+    ("bootstrap: drop capabilities", "caps_first", "ll_create"),
+    ("bootstrap: Landlock (open paths, add rules, restrict)", "ll_create", "seccomp"),
+    ("bootstrap: install the seccomp filter", "seccomp", "seccomp_end"),
+    ("bootstrap: close_range, until the target's execve", "seccomp_end", "true_exec"),
+    ("target: execve, loader, `true` runs and exits", "true_exec", "true_exit"),
+    ("supervisor: woken by SIGCHLD", "true_exit", "wake"),
+    ("supervisor: reap, remove TMPDIR, exit", "wake", "sandy_exit"),
+]
+
+
+def trace_once(sandy, project, out):
+    subprocess.run(
+        ["perf", "trace", "-e", EVENTS, "-o", out, "--", "sh", "-c", f"exec {sandy} run -- true"],
+        check=True, cwd=project,
+    )
+    ev, execs, sup = {}, {}, None
+    with open(out) as f:
+        for line in f:
+            m = LINE.match(line)
+            if not m or m.group(1) == "?":
+                continue
+            ts, dur, comm, pid, rest = m.groups()
+            ts, dur = float(ts), float(dur or 0.0)
+            if "execve(" in rest and comm in ("sh", "sandy", "exe", "true"):
+                execs.setdefault(pid, set()).add(ts)
+            if comm == "sandy":
+                if rest.startswith("mkdir("):
+                    sup = pid
+                    ev.setdefault("mkdir", ts)
+                elif rest.startswith("landlock_create_ruleset(flags"):
+                    ev.setdefault("sup_probe", ts)
+                elif rest.startswith("memfd_create"):
+                    ev.setdefault("memfd", ts)
+                elif "continued]: rt_sigtimedwait" in rest:
+                    ev.setdefault("wake", ts + dur)
+                elif rest.startswith("exit_group"):
+                    ev.setdefault("sandy_exit", ts)
+            elif comm == "exe":
+                if "cmd: GETFD" in rest:
+                    ev.setdefault("boot_main", ts)
+                elif rest.startswith("landlock_create_ruleset(flags"):
+                    ev.setdefault("boot_probe", ts)
+                elif rest.startswith("capset"):
+                    ev.setdefault("caps_first", ts)
+                elif rest.startswith("landlock_create_ruleset(attr"):
+                    ev.setdefault("ll_create", ts)
+                elif "op: FILTER" in rest:
+                    ev.setdefault("seccomp", ts)
+                    ev["seccomp_end"] = ts + dur
+            elif comm == "true" and rest.startswith("exit_group"):
+                ev.setdefault("true_exit", ts)
+    # The supervisor's own execve (it was `sh` until then), then the child's two: the
+    # bootstrap's and the target's.
+    if sup in execs:
+        ev["sandy_exec"] = min(execs[sup])
+    child = [p for p in execs if p != sup]
+    if child:
+        times = sorted(execs[child[-1]])
+        if len(times) >= 2:
+            ev["boot_exec"], ev["true_exec"] = times[0], times[1]
+    return ev
+
+
+def main():
+    sandy = sys.argv[1] if len(sys.argv) > 1 else "target/release/sandy"
+    runs = int(sys.argv[2]) if len(sys.argv) > 2 else 41
+    sandy = subprocess.run(["realpath", sandy], check=True, capture_output=True,
+                           text=True).stdout.strip()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="sandy-phases-") as root:
+        project = f"{root}/project"
+        subprocess.run(["mkdir", project], check=True)
+        for _ in range(3):  # warm-up
+            subprocess.run([sandy, "run", "--", "true"], check=True, cwd=project)
+        for _ in range(runs):
+            rows.append(trace_once(sandy, project, f"{root}/trace.txt"))
+    print(f"| phase (traced with `perf trace`, {runs} runs) | median ms |")
+    print("| --- | ---: |")
+    for name, start, end in PHASES + [("total (traced)", "sandy_exec", "sandy_exit")]:
+        d = [r[end] - r[start] for r in rows if start in r and end in r]
+        cell = f"{statistics.median(d):.3f}" if d else "not seen"
+        print(f"| {name} | {cell} |")
+
+
+if __name__ == "__main__":
+    main()

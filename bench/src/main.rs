@@ -1,0 +1,969 @@
+//! `sandy-bench`: measures what Sandy costs, side by side with the same work done bare.
+//!
+//! Run from the repository root, after `cargo build --release`:
+//!
+//! ```text
+//! cargo build --release && cargo run --release -p sandy-bench
+//! ```
+//!
+//! It times, alternating bare and sandboxed runs so that drift hits both alike:
+//! start-up (`sandy run -- true` against `true`, and against `bwrap` with a comparable
+//! policy when it is installed), a file-heavy workload on a generated tree of 20,000 files,
+//! git on a generated repository of 5,000 files and 500 commits, and the supervisor's peak
+//! resident memory. It prints a markdown table of medians, overheads, ratios and goals.
+//! Everything it generates lives in one temporary directory, removed at the end.
+//!
+//! Options: `--sandy PATH` (default: `sandy` beside this executable, i.e.
+//! `target/release/sandy`; or `$SANDY_BIN`), `--quick` (few runs: a smoke test of the
+//! benchmark itself, not a measurement).
+
+use std::collections::BTreeMap;
+use std::error::Error;
+use std::ffi::{OsStr, OsString};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+type Res<T> = Result<T, Box<dyn Error>>;
+
+/// Goals, from the tracker.
+const GOAL_STARTUP_OVERHEAD_MS: f64 = 1.5;
+const GOAL_RATIO: f64 = 1.03;
+const GOAL_SUPERVISOR_RSS_KIB: u64 = 4 * 1024;
+
+/// Sizes of the generated workloads.
+const TREE_FILES: usize = 20_000;
+const TREE_DIRS: usize = 200;
+const NEEDLE_EVERY: usize = 97;
+const REPO_FILES: usize = 5_000;
+const REPO_COMMITS: usize = 500;
+const FILES_PER_COMMIT: usize = 10;
+const LINES_PER_FILE: usize = 12;
+
+/// How many runs each measurement makes.
+struct Counts {
+    startup_warmup: usize,
+    startup_runs: usize,
+    work_warmup: usize,
+    work_runs: usize,
+    heavy_runs: usize,
+    rss_runs: usize,
+}
+
+const FULL: Counts = Counts {
+    startup_warmup: 20,
+    startup_runs: 301,
+    work_warmup: 2,
+    work_runs: 31,
+    heavy_runs: 21,
+    rss_runs: 3,
+};
+
+const QUICK: Counts = Counts {
+    startup_warmup: 2,
+    startup_runs: 11,
+    work_warmup: 1,
+    work_runs: 3,
+    heavy_runs: 3,
+    rss_runs: 1,
+};
+
+fn main() -> Res<()> {
+    let started = Instant::now();
+    let opts = Options::parse()?;
+    let counts = if opts.quick { &QUICK } else { &FULL };
+    let sandy = opts.sandy.clone();
+    if !sandy.is_file() {
+        return Err(format!(
+            "no sandy binary at {}: run `cargo build --release` first (or pass --sandy PATH)",
+            sandy.display()
+        )
+        .into());
+    }
+
+    let scratch = tempfile::Builder::new()
+        .prefix("sandy-bench-")
+        .tempdir()
+        .map_err(|e| format!("cannot create the scratch directory: {e}"))?;
+    let root = std::fs::canonicalize(scratch.path())?;
+    let env = ChildEnv::new();
+
+    println!("# Sandy benchmark\n");
+    println!("{}", machine_description(&sandy)?);
+    let load_before = load_average();
+    if opts.quick {
+        println!("**--quick: a smoke test with few runs, not a measurement.**\n");
+    }
+
+    let mut rows = Vec::new();
+    let mut details = Vec::new();
+    let mut notes = Vec::new();
+
+    // 1. Start-up.
+    progress("start-up");
+    let empty = project_dir(&root, "startup")?;
+    let true_bin = which("true").ok_or("`true` is not on PATH")?;
+    let mut variants = vec![
+        Variant::bare("true", &empty, [true_bin.as_os_str()]),
+        Variant::sandy("sandy run -- true", &sandy, &empty, ["true"]),
+        Variant::sandy_args(
+            "sandy run --dry-run -- true",
+            &sandy,
+            &empty,
+            &["--dry-run"],
+            ["true"],
+        ),
+    ];
+    let bwrap = match which("bwrap") {
+        None => {
+            notes.push("bwrap: not installed".to_owned());
+            None
+        }
+        Some(bin) => {
+            let v = Variant::bwrap(&bin, &empty, [true_bin.as_os_str()])?;
+            match run_once(&v, &env) {
+                Ok(_) => Some(v),
+                Err(e) => {
+                    notes.push(format!("bwrap: installed but not usable here: {e}"));
+                    None
+                }
+            }
+        }
+    };
+    let has_bwrap = bwrap.is_some();
+    variants.extend(bwrap);
+    let s = measure(
+        &variants,
+        &env,
+        counts.startup_warmup,
+        counts.startup_runs,
+        false,
+    )?;
+    let startup_overhead = s[1].median - s[0].median;
+    let net = |name: &str, bare: &Stats, sandy: &Stats| {
+        let extra = sandy.median - bare.median - startup_overhead;
+        format!(
+            "`{name}`: overhead net of the start-up overhead {extra:+.2} ms ({:+.1}% of bare)",
+            100.0 * extra / bare.median
+        )
+    };
+    rows.push(Row::new(
+        "start-up: `sandy run -- true` vs `true`",
+        &s[0],
+        &s[1],
+        Goal::OverheadMs(GOAL_STARTUP_OVERHEAD_MS),
+    ));
+    if has_bwrap {
+        rows.push(Row::new(
+            "start-up: `sandy run -- true` vs `bwrap … true`",
+            &s[3],
+            &s[1],
+            Goal::Reference,
+        ));
+    } else {
+        rows.push(Row::missing(
+            "start-up: `sandy run -- true` vs `bwrap … true`",
+            "bwrap: not installed",
+        ));
+    }
+    rows.push(Row::new(
+        "resolution only: `sandy run --dry-run -- true` vs `true`",
+        &s[0],
+        &s[2],
+        Goal::Reference,
+    ));
+    details.extend(
+        variants
+            .iter()
+            .zip(&s)
+            .map(|(v, s)| (v.label.clone(), s.clone())),
+    );
+
+    // 2. File-heavy workload.
+    progress("generating the file tree");
+    let tree = project_dir(&root, "files")?;
+    let needles = generate_tree(&tree)?;
+    progress("file-heavy workload");
+    for (name, script) in [
+        ("find . -type f | wc -l", "find . -type f | wc -l"),
+        // Piped: GNU grep stops at the first match when its output is /dev/null.
+        ("grep -r needle . | wc -l", "grep -r needle . | wc -l"),
+    ] {
+        let pair = [
+            Variant::bare(name, &tree, ["sh", "-c", script]),
+            Variant::sandy(name, &sandy, &tree, ["sh", "-c", script]),
+        ];
+        let s = measure(&pair, &env, counts.work_warmup, counts.work_runs, true)?;
+        rows.push(Row::new(
+            &format!("files: `{name}` (20,000 files)"),
+            &s[0],
+            &s[1],
+            Goal::Ratio(GOAL_RATIO),
+        ));
+        notes.push(net(name, &s[0], &s[1]));
+        details.push((format!("bare {name}"), s[0].clone()));
+        details.push((format!("sandy {name}"), s[1].clone()));
+    }
+    notes.push(format!(
+        "file tree: {TREE_FILES} files in {TREE_DIRS} directories, {needles} containing the needle"
+    ));
+
+    // 3. Build-like workload: git.
+    progress("generating the git repository");
+    let repo = project_dir(&root, "repo")?;
+    let log_bytes = generate_repo(&repo, &env)?;
+    progress("git workload");
+    for (name, argv, runs) in [
+        ("git status", vec!["git", "status"], counts.work_runs),
+        (
+            "git log -p | wc -c",
+            vec!["sh", "-c", "git log -p | wc -c"],
+            counts.heavy_runs,
+        ),
+    ] {
+        let pair = [
+            Variant::bare(name, &repo, argv.iter().copied()),
+            Variant::sandy(name, &sandy, &repo, argv.iter().copied()),
+        ];
+        let s = measure(&pair, &env, counts.work_warmup, runs, true)?;
+        rows.push(Row::new(
+            &format!("git: `{name}` (5,000 files, 500 commits)"),
+            &s[0],
+            &s[1],
+            Goal::Ratio(GOAL_RATIO),
+        ));
+        notes.push(net(name, &s[0], &s[1]));
+        details.push((format!("bare {name}"), s[0].clone()));
+        details.push((format!("sandy {name}"), s[1].clone()));
+    }
+    notes.push(format!(
+        "git repository: {REPO_FILES} files, {REPO_COMMITS} commits, `git log -p` prints {log_bytes} bytes"
+    ));
+
+    // 4. Supervisor memory.
+    progress("supervisor peak RSS");
+    let (bare_kib, sandy_kib, target_kib) = measure_rss(&sandy, &empty, &env, counts.rss_runs)?;
+    rows.push(Row::rss(bare_kib, sandy_kib));
+    if let Some(kib) = target_kib {
+        notes.push(format!(
+            "the sandboxed `sleep` itself (the target, a different pid): VmHWM {}",
+            kib_text(kib)
+        ));
+    }
+
+    println!("{}", render_table(&rows));
+    println!("{}", render_details(&details));
+    notes.push(format!(
+        "load average (1 min) before: {load_before}, after: {} (anything else running skews the figures)",
+        load_average()
+    ));
+    for note in &notes {
+        println!("- {note}");
+    }
+    let elapsed = started.elapsed();
+    println!("\nTotal benchmark time: {:.0} s.", elapsed.as_secs_f64());
+
+    scratch
+        .close()
+        .map_err(|e| format!("cannot remove the scratch directory: {e}"))?;
+    Ok(())
+}
+
+struct Options {
+    sandy: PathBuf,
+    quick: bool,
+}
+
+impl Options {
+    fn parse() -> Res<Options> {
+        let mut sandy = std::env::var_os("SANDY_BIN").map(PathBuf::from);
+        let mut quick = false;
+        let mut args = std::env::args_os().skip(1);
+        while let Some(arg) = args.next() {
+            match arg.to_str() {
+                Some("--quick") => quick = true,
+                Some("--sandy") => {
+                    sandy = Some(PathBuf::from(args.next().ok_or("--sandy needs a path")?));
+                }
+                Some("-h" | "--help") => {
+                    println!(
+                        "usage: cargo run --release -p sandy-bench [-- [--quick] [--sandy PATH]]\n\
+                         Run `cargo build --release` first; see BENCHMARKS.md."
+                    );
+                    std::process::exit(0);
+                }
+                _ => return Err(format!("unknown argument {arg:?} (try --help)").into()),
+            }
+        }
+        let sandy = match sandy {
+            Some(p) => p,
+            None => std::env::current_exe()?
+                .parent()
+                .ok_or("the benchmark executable has no directory")?
+                .join("sandy"),
+        };
+        Ok(Options {
+            sandy: std::path::absolute(sandy)?,
+            quick,
+        })
+    }
+}
+
+fn progress(what: &str) {
+    eprintln!("sandy-bench: {what}…");
+}
+
+/// The environment every measured command gets: this process's, less what `cargo run`
+/// adds (its library search path and `CARGO_*` variables), the same for bare and sandboxed.
+struct ChildEnv {
+    removed: Vec<OsString>,
+}
+
+impl ChildEnv {
+    fn new() -> ChildEnv {
+        let removed = std::env::vars_os()
+            .map(|(k, _)| k)
+            .filter(|k| {
+                let k = k.to_string_lossy();
+                k.starts_with("CARGO") || k == "LD_LIBRARY_PATH" || k == "RUST_RECURSION_COUNT"
+            })
+            .collect();
+        ChildEnv { removed }
+    }
+
+    fn apply(&self, cmd: &mut Command) {
+        for k in &self.removed {
+            cmd.env_remove(k);
+        }
+    }
+}
+
+/// A directory to use as a Sandy project: never `/` nor `$HOME`.
+fn project_dir(root: &Path, name: &str) -> Res<PathBuf> {
+    let dir = root.join(name);
+    std::fs::create_dir(&dir)?;
+    let dir = std::fs::canonicalize(&dir)?;
+    let home = std::env::var_os("HOME").and_then(|h| std::fs::canonicalize(h).ok());
+    if dir == Path::new("/") || Some(&dir) == home.as_ref() {
+        return Err(format!("refusing {} as a project directory", dir.display()).into());
+    }
+    Ok(dir)
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// One command line to time.
+#[derive(Clone)]
+struct Variant {
+    label: String,
+    argv: Vec<OsString>,
+    cwd: PathBuf,
+}
+
+impl Variant {
+    fn bare<I, S>(label: &str, cwd: &Path, argv: I) -> Variant
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        Variant {
+            label: format!("bare {label}"),
+            argv: argv.into_iter().map(|a| a.as_ref().to_owned()).collect(),
+            cwd: cwd.to_owned(),
+        }
+    }
+
+    fn sandy<I, S>(label: &str, sandy: &Path, cwd: &Path, argv: I) -> Variant
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        Variant::sandy_args(label, sandy, cwd, &[], argv)
+    }
+
+    fn sandy_args<I, S>(label: &str, sandy: &Path, cwd: &Path, opts: &[&str], argv: I) -> Variant
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut full: Vec<OsString> = vec![sandy.into(), "run".into()];
+        full.extend(opts.iter().map(OsString::from));
+        full.push("--".into());
+        full.extend(argv.into_iter().map(|a| a.as_ref().to_owned()));
+        let label = if label.starts_with("sandy") {
+            label.to_owned()
+        } else {
+            format!("sandy {label}")
+        };
+        Variant {
+            label,
+            argv: full,
+            cwd: cwd.to_owned(),
+        }
+    }
+
+    /// `bwrap` with a policy comparable to Sandy's default: the system read-only, the
+    /// project read-write, a private /tmp, every namespace but the network's, and death
+    /// with the parent. No `--new-session`: Sandy keeps the terminal usable, so that would
+    /// not compare.
+    fn bwrap<I, S>(bwrap: &Path, project: &Path, argv: I) -> Res<Variant>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut a: Vec<OsString> = vec![bwrap.into()];
+        let mut push = |items: &[&OsStr]| a.extend(items.iter().map(|s| s.to_os_string()));
+        let ro = OsStr::new("--ro-bind");
+        push(&[ro, "/usr".as_ref(), "/usr".as_ref()]);
+        for dir in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
+            let p = Path::new(dir);
+            match std::fs::symlink_metadata(p) {
+                Ok(m) if m.file_type().is_symlink() => {
+                    let target = std::fs::read_link(p)?;
+                    push(&["--symlink".as_ref(), target.as_os_str(), dir.as_ref()]);
+                }
+                Ok(m) if m.is_dir() => push(&[ro, dir.as_ref(), dir.as_ref()]),
+                _ => {}
+            }
+        }
+        for dir in ["/etc", "/opt", "/sys"] {
+            if Path::new(dir).is_dir() {
+                push(&[ro, dir.as_ref(), dir.as_ref()]);
+            }
+        }
+        push(&[
+            "--proc".as_ref(),
+            "/proc".as_ref(),
+            "--dev".as_ref(),
+            "/dev".as_ref(),
+            "--tmpfs".as_ref(),
+            "/tmp".as_ref(),
+            "--bind".as_ref(),
+            project.as_os_str(),
+            project.as_os_str(),
+            "--chdir".as_ref(),
+            project.as_os_str(),
+            "--unshare-all".as_ref(),
+            "--share-net".as_ref(),
+            "--die-with-parent".as_ref(),
+            "--".as_ref(),
+        ]);
+        a.extend(argv.into_iter().map(|s| s.as_ref().to_owned()));
+        Ok(Variant {
+            label: "bwrap true".to_owned(),
+            argv: a,
+            cwd: project.to_owned(),
+        })
+    }
+
+    fn command(&self, env: &ChildEnv) -> Res<Command> {
+        let (program, args) = self.argv.split_first().ok_or("empty command line")?;
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .current_dir(&self.cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        env.apply(&mut cmd);
+        Ok(cmd)
+    }
+}
+
+/// Runs a variant once; its wall time (spawn to reaped) and standard output.
+fn run_once(v: &Variant, env: &ChildEnv) -> Res<(f64, Vec<u8>)> {
+    let mut cmd = v.command(env)?;
+    let start = Instant::now();
+    let out = cmd.output()?;
+    let ms = start.elapsed().as_secs_f64() * 1e3;
+    if !out.status.success() {
+        return Err(format!(
+            "`{}` failed ({}): {}",
+            v.label,
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )
+        .into());
+    }
+    Ok((ms, out.stdout))
+}
+
+#[derive(Clone)]
+struct Stats {
+    n: usize,
+    median: f64,
+    p90: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Stats {
+    fn of(mut samples: Vec<f64>) -> Stats {
+        samples.sort_by(f64::total_cmp);
+        let n = samples.len();
+        let at = |i: usize| samples.get(i).copied().unwrap_or(f64::NAN);
+        let median = if n % 2 == 1 {
+            at(n / 2)
+        } else {
+            (at(n / 2 - 1) + at(n / 2)) / 2.0
+        };
+        // Nearest rank.
+        let p90 = at((n * 9).div_ceil(10).saturating_sub(1));
+        Stats {
+            n,
+            median,
+            p90,
+            min: at(0),
+            max: at(n.saturating_sub(1)),
+        }
+    }
+}
+
+/// Times every variant `runs` times after `warmup` untimed rounds, interleaved: each round
+/// runs every variant once, starting with a different one each round. With `same_output`,
+/// the warm-up checks that every variant printed the same thing.
+fn measure(
+    variants: &[Variant],
+    env: &ChildEnv,
+    warmup: usize,
+    runs: usize,
+    same_output: bool,
+) -> Res<Vec<Stats>> {
+    let n = variants.len();
+    for _ in 0..warmup {
+        let mut outputs = Vec::with_capacity(n);
+        for v in variants {
+            outputs.push(run_once(v, env)?.1);
+        }
+        if same_output {
+            if let Some((first, rest)) = outputs.split_first() {
+                for (v, o) in variants.iter().skip(1).zip(rest) {
+                    if o != first {
+                        return Err(format!(
+                            "`{}` printed {:?} but `{}` printed {:?}: not the same work",
+                            variants[0].label,
+                            String::from_utf8_lossy(first),
+                            v.label,
+                            String::from_utf8_lossy(o)
+                        )
+                        .into());
+                    }
+                }
+            }
+        }
+    }
+    let mut samples = vec![Vec::with_capacity(runs); n];
+    for round in 0..runs {
+        for j in 0..n {
+            let k = (round + j) % n;
+            let (ms, _) = run_once(&variants[k], env)?;
+            samples[k].push(ms);
+        }
+    }
+    Ok(samples.into_iter().map(Stats::of).collect())
+}
+
+/// Writes the file tree: `TREE_FILES` small files over `TREE_DIRS` directories, two
+/// levels deep; every `NEEDLE_EVERY`-th file holds the word `needle`. Returns how many do.
+fn generate_tree(dir: &Path) -> Res<usize> {
+    let per_dir = TREE_FILES / TREE_DIRS;
+    let mut needles = 0;
+    let mut body = String::new();
+    for d in 0..TREE_DIRS {
+        let sub = dir
+            .join(format!("d{:02}", d / 10))
+            .join(format!("s{}", d % 10));
+        std::fs::create_dir_all(&sub)?;
+        for f in 0..per_dir {
+            let i = d * per_dir + f;
+            body.clear();
+            for line in 0..4 {
+                writeln!(body, "file {i} line {line}: lorem ipsum dolor sit amet")?;
+            }
+            if i % NEEDLE_EVERY == 0 {
+                body.push_str("here is the needle\n");
+                needles += 1;
+            }
+            std::fs::write(sub.join(format!("f{f:03}.txt")), &body)?;
+        }
+    }
+    Ok(needles)
+}
+
+/// A tiny deterministic generator, so every run builds the same repository.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, below: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        // The high bits are the good ones; `below` is small.
+        ((self.0 >> 33) % below as u64) as usize
+    }
+}
+
+fn git(repo: &Path, env: &ChildEnv, args: &[&str]) -> Res<Vec<u8>> {
+    let mut cmd = Command::new("git");
+    cmd.args(args)
+        .current_dir(repo)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .stdin(Stdio::null());
+    env.apply(&mut cmd);
+    let out = cmd.output()?;
+    if !out.status.success() {
+        return Err(format!(
+            "git {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )
+        .into());
+    }
+    Ok(out.stdout)
+}
+
+/// Builds the repository with one `git fast-import` stream: a first commit of
+/// `REPO_FILES` files, then commits changing `FILES_PER_COMMIT` files each; checks it out.
+/// Returns the size of `git log -p`.
+fn generate_repo(repo: &Path, env: &ChildEnv) -> Res<usize> {
+    git(repo, env, &["init", "-q"])?;
+    let path_of = |i: usize| format!("src/m{:02}/p{:02}/f{i:04}.rs", i / 500, (i / 50) % 10);
+    let mut files: Vec<Vec<String>> = (0..REPO_FILES)
+        .map(|i| {
+            (0..LINES_PER_FILE)
+                .map(|l| format!("pub const F{i}_L{l}: u32 = {};", i * 31 + l))
+                .collect()
+        })
+        .collect();
+    let mut rng = Lcg(0x5A4D_5EED);
+    let mut stream: Vec<u8> = Vec::with_capacity(8 << 20);
+    let data = |stream: &mut Vec<u8>, bytes: &[u8]| -> std::io::Result<()> {
+        writeln!(stream, "data {}", bytes.len())?;
+        stream.extend_from_slice(bytes);
+        stream.push(b'\n');
+        Ok(())
+    };
+    for c in 0..REPO_COMMITS {
+        let when = 1_700_000_000 + c * 600;
+        writeln!(stream, "commit refs/heads/main")?;
+        writeln!(stream, "mark :{}", c + 1)?;
+        writeln!(
+            stream,
+            "committer Bench <bench@example.invalid> {when} +0000"
+        )?;
+        data(&mut stream, format!("commit {c}\n").as_bytes())?;
+        if c > 0 {
+            writeln!(stream, "from :{c}")?;
+        }
+        let changed: Vec<usize> = if c == 0 {
+            (0..REPO_FILES).collect()
+        } else {
+            (0..FILES_PER_COMMIT)
+                .map(|_| {
+                    let f = rng.next(REPO_FILES);
+                    let l = rng.next(LINES_PER_FILE);
+                    if let Some(line) = files.get_mut(f).and_then(|lines| lines.get_mut(l)) {
+                        *line = format!("pub const F{f}_L{l}: u32 = {}; // commit {c}", c * 7);
+                    }
+                    f
+                })
+                .collect()
+        };
+        for f in changed {
+            let mut body = files.get(f).map(|l| l.join("\n")).unwrap_or_default();
+            body.push('\n');
+            writeln!(stream, "M 100644 inline {}", path_of(f))?;
+            data(&mut stream, body.as_bytes())?;
+        }
+    }
+    writeln!(stream, "done")?;
+
+    let mut cmd = Command::new("git");
+    cmd.args(["fast-import", "--quiet", "--done"])
+        .current_dir(repo)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null());
+    env.apply(&mut cmd);
+    let mut child = cmd.spawn()?;
+    child
+        .stdin
+        .take()
+        .ok_or("no stdin for git fast-import")?
+        .write_all(&stream)?;
+    let status = child.wait()?;
+    if !status.success() {
+        return Err(format!("git fast-import failed: {status}").into());
+    }
+    git(repo, env, &["symbolic-ref", "HEAD", "refs/heads/main"])?;
+    git(repo, env, &["reset", "-q", "--hard"])?;
+    // Files written in the same second as the index are "racily clean" and would be
+    // re-read by every `git status`; refresh the index a second later, as a real checkout
+    // that has been sitting for a while would be.
+    std::thread::sleep(Duration::from_millis(1100));
+    git(repo, env, &["update-index", "-q", "--refresh"])?;
+    git(repo, env, &["status", "--porcelain"])?;
+    let count = git(repo, env, &["rev-list", "--count", "HEAD"])?;
+    let count = String::from_utf8_lossy(&count).trim().to_owned();
+    if count != REPO_COMMITS.to_string() {
+        return Err(format!("the generated repository has {count} commits").into());
+    }
+    Ok(git(repo, env, &["log", "-p"])?.len())
+}
+
+fn vm_hwm_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// Spawns `argv` and follows its VmHWM until it exits (the high-water mark only grows, so
+/// the last reading before exit is the peak). Also returns the peak of its first child,
+/// if it had one while we looked.
+fn follow_hwm(argv: &[&OsStr], cwd: &Path, env: &ChildEnv) -> Res<(u64, Option<u64>)> {
+    let (program, args) = argv.split_first().ok_or("empty command line")?;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    env.apply(&mut cmd);
+    let mut child = cmd.spawn()?;
+    let pid = child.id();
+    let mut own = None;
+    let mut target: BTreeMap<u32, u64> = BTreeMap::new();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            if !status.success() {
+                return Err(format!("{argv:?} failed: {status}").into());
+            }
+            break;
+        }
+        if let Some(kib) = vm_hwm_kib(pid) {
+            own = Some(kib);
+        }
+        let children =
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+        for c in children.split_whitespace().filter_map(|c| c.parse().ok()) {
+            if let Some(kib) = vm_hwm_kib(c) {
+                target.insert(c, kib);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let own = own.ok_or_else(|| format!("never saw VmHWM of {argv:?}"))?;
+    Ok((own, target.values().next().copied()))
+}
+
+/// Median VmHWM of bare `sleep 1` and of the supervisor of `sandy run -- sleep 1`, and of
+/// the sandboxed target.
+fn measure_rss(
+    sandy: &Path,
+    cwd: &Path,
+    env: &ChildEnv,
+    runs: usize,
+) -> Res<(u64, u64, Option<u64>)> {
+    let sleep = which("sleep").ok_or("`sleep` is not on PATH")?;
+    let bare: [&OsStr; 2] = [sleep.as_os_str(), "1".as_ref()];
+    let boxed: [&OsStr; 5] = [
+        sandy.as_os_str(),
+        "run".as_ref(),
+        "--".as_ref(),
+        "sleep".as_ref(),
+        "1".as_ref(),
+    ];
+    let (mut b, mut s, mut t) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..runs {
+        b.push(follow_hwm(&bare, cwd, env)?.0);
+        let (own, target) = follow_hwm(&boxed, cwd, env)?;
+        s.push(own);
+        t.extend(target);
+    }
+    let median = |mut v: Vec<u64>| {
+        v.sort_unstable();
+        v.get(v.len() / 2).copied()
+    };
+    Ok((
+        median(b).ok_or("no runs")?,
+        median(s).ok_or("no runs")?,
+        median(t),
+    ))
+}
+
+enum Goal {
+    OverheadMs(f64),
+    Ratio(f64),
+    Reference,
+}
+
+struct Row {
+    workload: String,
+    cells: [String; 6],
+}
+
+impl Row {
+    fn new(workload: &str, bare: &Stats, sandy: &Stats, goal: Goal) -> Row {
+        let overhead = sandy.median - bare.median;
+        let ratio = sandy.median / bare.median;
+        let (goal_text, met) = match goal {
+            Goal::OverheadMs(max) => (format!("overhead ≤ {max} ms"), yes_no(overhead <= max)),
+            Goal::Ratio(max) => (format!("ratio ≤ {max:.2}"), yes_no(ratio <= max)),
+            Goal::Reference => ("— (reference)".to_owned(), "—".to_owned()),
+        };
+        Row {
+            workload: workload.to_owned(),
+            cells: [
+                format!("{} ms", ms_text(bare.median)),
+                format!("{} ms", ms_text(sandy.median)),
+                format!("{overhead:+.2} ms"),
+                format!("{ratio:.3}"),
+                goal_text,
+                met,
+            ],
+        }
+    }
+
+    fn missing(workload: &str, why: &str) -> Row {
+        Row {
+            workload: workload.to_owned(),
+            cells: [
+                why.to_owned(),
+                "—".to_owned(),
+                "—".to_owned(),
+                "—".to_owned(),
+                "— (reference)".to_owned(),
+                "—".to_owned(),
+            ],
+        }
+    }
+
+    fn rss(bare_kib: u64, sandy_kib: u64) -> Row {
+        let max = GOAL_SUPERVISOR_RSS_KIB;
+        let (goal_text, met) = (
+            format!("supervisor ≤ {}", kib_text(max)),
+            yes_no(sandy_kib <= max),
+        );
+        let diff = sandy_kib as f64 - bare_kib as f64;
+        Row {
+            workload: "peak RSS (VmHWM): `sandy` supervisor vs bare `sleep 1`".to_owned(),
+            cells: [
+                kib_text(bare_kib),
+                kib_text(sandy_kib),
+                format!("{:+.2} MiB", diff / 1024.0),
+                format!("{:.3}", sandy_kib as f64 / bare_kib as f64),
+                goal_text,
+                met,
+            ],
+        }
+    }
+}
+
+fn yes_no(b: bool) -> String {
+    if b { "yes" } else { "no" }.to_owned()
+}
+
+fn ms_text(ms: f64) -> String {
+    if ms < 100.0 {
+        format!("{ms:.2}")
+    } else {
+        format!("{ms:.1}")
+    }
+}
+
+fn kib_text(kib: u64) -> String {
+    format!("{:.2} MiB", kib as f64 / 1024.0)
+}
+
+/// A table cell: a `|` would end the cell, even inside a code span.
+fn cell(text: &str) -> String {
+    text.replace('|', "\\|")
+}
+
+fn render_table(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "| workload | bare median | sandy median | overhead | ratio | goal | met |\n\
+         | --- | ---: | ---: | ---: | ---: | --- | --- |\n",
+    );
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} |",
+            cell(&r.workload),
+            r.cells
+                .iter()
+                .map(|c| cell(c))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
+    }
+    out
+}
+
+fn render_details(details: &[(String, Stats)]) -> String {
+    let mut out = String::from(
+        "Wall time of every variant (ms, spawn to reaped):\n\n\
+         | variant | runs | median | p90 | min | max |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for (label, s) in details {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} |",
+            cell(label),
+            s.n,
+            ms_text(s.median),
+            ms_text(s.p90),
+            ms_text(s.min),
+            ms_text(s.max)
+        );
+    }
+    out
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+fn machine_description(sandy: &Path) -> Res<String> {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let kernel = read("/proc/sys/kernel/osrelease").trim().to_owned();
+    let cpuinfo = read("/proc/cpuinfo");
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_owned())
+        .unwrap_or_else(|| "unknown".to_owned());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mem_kib: u64 = read("/proc/meminfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0);
+    let mut out = String::new();
+    writeln!(out, "- kernel: {kernel}")?;
+    writeln!(out, "- CPU: {cpu}, {cores} cores")?;
+    writeln!(
+        out,
+        "- memory: {:.1} GiB",
+        mem_kib as f64 / (1024.0 * 1024.0)
+    )?;
+    writeln!(out, "- sandy: {}", sandy.display())?;
+    Ok(out)
+}
