@@ -291,7 +291,7 @@ pub fn resolve(
     removed_env.dedup();
     set_env.sort();
     set_env.dedup();
-    let notices = profile
+    let mut notices: Vec<String> = profile
         .notice
         .iter()
         .filter(|n| {
@@ -302,6 +302,7 @@ pub fn resolve(
         })
         .map(|n| n.message.clone())
         .collect();
+    notices.extend(applied.notices);
 
     // Protections: masks for every existing sensitive path, and the project's git hooks
     // and configuration, read-only wherever a writable grant would reach them.
@@ -377,6 +378,7 @@ fn local_ports(request: &RunRequest) -> Result<Vec<LocalPort>, ResolveError> {
 /// What a profile contributes besides grants.
 struct AppliedProfile {
     protections: Vec<Protection>,
+    notices: Vec<String>,
 }
 
 struct Ctx<'a> {
@@ -573,6 +575,7 @@ impl Ctx<'_> {
             }
             Some(PathBuf::from(path))
         };
+        let mut missing = Vec::new();
         for grant in &profile.grants {
             let Some(path) = expand(&grant.path) else {
                 continue;
@@ -583,6 +586,9 @@ impl Ctx<'_> {
                         profile: profile.name.clone(),
                         path,
                     });
+                }
+                if grant.access == Access::ReadWrite {
+                    missing.push(path);
                 }
                 continue;
             };
@@ -629,7 +635,24 @@ impl Ctx<'_> {
                 })
             })
             .collect();
-        Ok(AppliedProfile { protections })
+        // Sandy creates nothing in the home directory; a state directory that does not
+        // exist yet cannot be created from inside (home is read-only there), so say so.
+        let notices = missing
+            .iter()
+            .map(|p| {
+                format!(
+                    "note: {} does not exist, so {} cannot keep its state there inside the \
+                     sandbox; create it first (mkdir -p {}) to let it",
+                    p.display(),
+                    profile.summary,
+                    p.display()
+                )
+            })
+            .collect();
+        Ok(AppliedProfile {
+            protections,
+            notices,
+        })
     }
 
     /// The first applicable candidate of a profile root. A root taken from an environment

@@ -114,8 +114,18 @@ pub fn sandy_bin() -> &'static Path {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         let dest = dir.join("sandy");
-        std::fs::copy(env!("CARGO_BIN_EXE_sandy"), &dest).unwrap();
-        std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // Copied by a separate `cp`, never through a descriptor of this process: a test
+        // thread forking at that moment would carry the open-for-write descriptor until
+        // its exec, and executing the copy would then fail with ETXTBSY.
+        let staging = dir.join("sandy.partial");
+        let copied = Command::new("cp")
+            .arg(env!("CARGO_BIN_EXE_sandy"))
+            .arg(&staging)
+            .status()
+            .unwrap();
+        assert!(copied.success(), "cannot copy the sandy binary");
+        std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::rename(&staging, &dest).unwrap();
         dest
     })
 }

@@ -663,7 +663,7 @@ fn profile_roots_from_the_environment_are_validated() {
 
 #[test]
 fn the_codex_profile_explains_its_nested_sandbox_unless_disabled() {
-    let fs = base_fs().exe("/usr/bin/codex");
+    let fs = base_fs().exe("/usr/bin/codex").dir("/home/u/.codex");
     let h = host("/usr/bin");
     let policy = resolve(&request(&["codex"]), &h, &fs).unwrap();
     assert_eq!(policy.notices.len(), 1);
@@ -690,4 +690,19 @@ fn an_explicit_profile_overrides_detection() {
         resolve(&r, &host("/usr/bin"), &fs).unwrap_err(),
         ResolveError::Profile(_)
     ));
+}
+
+#[test]
+fn a_missing_profile_state_directory_is_explained_not_created() {
+    let fs = base_fs().exe("/usr/bin/gemini");
+    let policy = resolve(&request(&["gemini"]), &host("/usr/bin"), &fs).unwrap();
+    assert!(!policy.grants.iter().any(|g| g.origin == Origin::Profile));
+    assert_eq!(
+        policy.notices,
+        vec![
+            "note: /home/u/.gemini does not exist, so Gemini CLI cannot keep its state there \
+             inside the sandbox; create it first (mkdir -p /home/u/.gemini) to let it"
+                .to_owned()
+        ]
+    );
 }
