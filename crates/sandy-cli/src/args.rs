@@ -99,6 +99,37 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
+impl BootstrapArgs {
+    /// `sandy __bootstrap --manifest-fd N [--relay-fd M]`, exactly as the supervisor
+    /// writes it. `None` when argv is not a bootstrap invocation; `Some(Err)` when it is
+    /// one in another form, which clap then parses (and explains).
+    pub fn from_argv(argv: impl Iterator<Item = OsString>) -> Option<Result<Self, ()>> {
+        let mut argv = argv.skip(1);
+        if argv.next()? != "__bootstrap" {
+            return None;
+        }
+        let rest: Vec<OsString> = argv.collect();
+        let number = |s: &OsString| s.to_str().and_then(|s| s.parse::<i32>().ok()).ok_or(());
+        Some(match rest.as_slice() {
+            [flag, fd] if flag == "--manifest-fd" => number(fd).map(|manifest_fd| BootstrapArgs {
+                manifest_fd,
+                relay_fd: None,
+            }),
+            [flag, fd, relay_flag, relay]
+                if flag == "--manifest-fd" && relay_flag == "--relay-fd" =>
+            {
+                number(fd).and_then(|manifest_fd| {
+                    number(relay).map(|relay_fd| BootstrapArgs {
+                        manifest_fd,
+                        relay_fd: Some(relay_fd),
+                    })
+                })
+            }
+            _ => Err(()),
+        })
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct BootstrapArgs {
     /// The inherited descriptor holding the launch manifest.
@@ -186,4 +217,60 @@ pub struct EscapeArgs {
     /// Create an MPTCP socket.
     #[arg(long)]
     pub mptcp: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(a: &[&str]) -> impl Iterator<Item = OsString> {
+        a.iter().map(OsString::from).collect::<Vec<_>>().into_iter()
+    }
+
+    #[test]
+    fn the_bootstrap_fast_path_reads_exactly_what_the_supervisor_writes() {
+        let b = BootstrapArgs::from_argv(argv(&["sandy", "__bootstrap", "--manifest-fd", "4"]));
+        assert!(matches!(
+            b,
+            Some(Ok(BootstrapArgs {
+                manifest_fd: 4,
+                relay_fd: None
+            }))
+        ));
+        let b = BootstrapArgs::from_argv(argv(&[
+            "sandy",
+            "__bootstrap",
+            "--manifest-fd",
+            "4",
+            "--relay-fd",
+            "5",
+        ]));
+        assert!(matches!(
+            b,
+            Some(Ok(BootstrapArgs {
+                manifest_fd: 4,
+                relay_fd: Some(5)
+            }))
+        ));
+        assert!(BootstrapArgs::from_argv(argv(&["sandy", "run", "--", "x"])).is_none());
+        assert!(BootstrapArgs::from_argv(argv(&["sandy"])).is_none());
+        for bad in [
+            &["sandy", "__bootstrap"][..],
+            &["sandy", "__bootstrap", "--manifest-fd", "x"],
+            &["sandy", "__bootstrap", "--manifest-fd=4"],
+            &[
+                "sandy",
+                "__bootstrap",
+                "--relay-fd",
+                "5",
+                "--manifest-fd",
+                "4",
+            ],
+        ] {
+            assert!(
+                matches!(BootstrapArgs::from_argv(argv(bad)), Some(Err(()))),
+                "{bad:?}"
+            );
+        }
+    }
 }

@@ -18,14 +18,11 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let cli = args::Cli::parse();
-    let result = match cli.command {
-        args::Command::Run(run_args) => run::run(run_args),
-        args::Command::Bootstrap(b) => Err(bootstrap::bootstrap(b.manifest_fd, b.relay_fd)),
-        args::Command::Doctor(d) => doctor::doctor(d),
-        args::Command::Probe(p) => doctor::probe(p.layer),
-        args::Command::Escape(e) => selftest::escape(e),
-        args::Command::Idle => selftest::idle(),
+    // The bootstrap runs on every launch: its fixed argument list is read directly rather
+    // than through clap, which would build the whole command tree first.
+    let result = match args::BootstrapArgs::from_argv(std::env::args_os()) {
+        Some(Ok(b)) => Err(bootstrap::bootstrap(b.manifest_fd, b.relay_fd)),
+        Some(Err(())) | None => dispatch(args::Cli::parse()),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -33,5 +30,16 @@ fn main() -> ExitCode {
             eprintln!("sandy: {err}");
             ExitCode::from(error::exit_code(&err))
         }
+    }
+}
+
+fn dispatch(cli: args::Cli) -> Result<u8, error::SandyError> {
+    match cli.command {
+        args::Command::Run(run_args) => run::run(run_args),
+        args::Command::Bootstrap(b) => Err(bootstrap::bootstrap(b.manifest_fd, b.relay_fd)),
+        args::Command::Doctor(d) => doctor::doctor(d),
+        args::Command::Probe(p) => doctor::probe(p.layer),
+        args::Command::Escape(e) => selftest::escape(e),
+        args::Command::Idle => selftest::idle(),
     }
 }

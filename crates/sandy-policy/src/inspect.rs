@@ -17,6 +17,8 @@ pub trait PathInspector {
     fn kind(&self, path: &Path) -> Option<FileKind>;
     /// Up to `max` leading bytes of a file, for `#!` lines.
     fn read_head(&self, path: &Path, max: usize) -> Option<Vec<u8>>;
+    /// The target of a symbolic link, as written.
+    fn read_link(&self, path: &Path) -> Option<PathBuf>;
     /// The subdirectories (not symlinks) among the first `max` entries of a directory, as
     /// full paths, sorted.
     fn subdirs(&self, path: &Path, max: usize) -> Vec<PathBuf>;
@@ -53,6 +55,10 @@ impl PathInspector for RealFs {
         let mut buf = Vec::with_capacity(max);
         file.take(max as u64).read_to_end(&mut buf).ok()?;
         Some(buf)
+    }
+
+    fn read_link(&self, path: &Path) -> Option<PathBuf> {
+        std::fs::read_link(path).ok()
     }
 
     fn subdirs(&self, path: &Path, max: usize) -> Vec<PathBuf> {

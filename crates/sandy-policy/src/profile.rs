@@ -153,36 +153,35 @@ pub fn select(
     requested: Option<&str>,
     argv0: &std::ffi::OsStr,
 ) -> Result<(Profile, bool), ProfileError> {
-    let profiles = builtin_profiles()?;
+    let unknown = |name: &str| ProfileError::Unknown {
+        name: name.to_owned(),
+        available: builtin_names().join(", "),
+    };
+    let load = |name: &str| -> Result<Profile, ProfileError> {
+        let (_, text) = BUILTIN
+            .iter()
+            .find(|(n, _)| *n == name)
+            .ok_or_else(|| unknown(name))?;
+        parse(name, text)
+    };
     if let Some(name) = requested {
-        return profiles
-            .into_iter()
-            .find(|p| p.name == name)
-            .map(|p| (p, false))
-            .ok_or_else(|| ProfileError::Unknown {
-                name: name.to_owned(),
-                available: builtin_names().join(", "),
-            });
+        return load(name).map(|p| (p, false));
     }
     let basename = std::path::Path::new(argv0)
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let detected = profiles
-        .iter()
-        .find(|p| p.detect.contains(&basename))
-        .cloned();
-    match detected {
-        Some(p) => Ok((p, true)),
-        None => profiles
-            .into_iter()
-            .find(|p| p.name == GENERIC)
-            .map(|p| (p, false))
-            .ok_or_else(|| ProfileError::Unknown {
-                name: GENERIC.to_owned(),
-                available: builtin_names().join(", "),
-            }),
+    // Only documents that mention the name at all are parsed (this runs on every launch).
+    let quoted = format!("\"{basename}\"");
+    for (name, text) in BUILTIN {
+        if !basename.is_empty() && text.contains(&quoted) {
+            let profile = parse(name, text)?;
+            if profile.detect.contains(&basename) {
+                return Ok((profile, true));
+            }
+        }
     }
+    load(GENERIC).map(|p| (p, false))
 }
 
 #[cfg(test)]

@@ -218,6 +218,9 @@ mod tests {
             fn read_head(&self, _: &Path, _: usize) -> Option<Vec<u8>> {
                 Some(self.0.clone())
             }
+            fn read_link(&self, _: &Path) -> Option<PathBuf> {
+                None
+            }
             fn subdirs(&self, _: &Path, _: usize) -> Vec<PathBuf> {
                 vec![]
             }

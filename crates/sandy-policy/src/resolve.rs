@@ -236,9 +236,13 @@ pub fn resolve(
         ctx.grant_executable(&interpreter, &mut grants);
     }
 
-    // Toolchains the caller's PATH reaches.
+    // Toolchains the caller's PATH reaches (each directory once).
+    let mut seen_dirs: Vec<&Path> = Vec::with_capacity(path_dirs.len());
     for dir in &path_dirs {
-        ctx.grant_path_dir(dir, host, &mut grants);
+        if !seen_dirs.contains(&dir.as_path()) {
+            seen_dirs.push(dir);
+            ctx.grant_path_dir(dir, host, &mut grants);
+        }
     }
 
     // The agent profile: its state directories, and its hook registrations protected.
@@ -505,6 +509,12 @@ impl Ctx<'_> {
         // Entries that are symlinks into a package elsewhere (npm-global, uv tools, the
         // native Claude installer) need that package too.
         for entry in self.fs.symlinks_in(&dir, MAX_PATH_DIR_ENTRIES) {
+            // Most links point next door (rustup's proxies, pyenv's shims): when the
+            // link's own text already lands inside a granted tree, skip resolving it.
+            let lexical = self.fs.read_link(&entry).map(|t| normalize(&dir.join(t)));
+            if lexical.is_some_and(|t| grants.covers(&t, Access::ReadExec)) {
+                continue;
+            }
             self.grant_executable(&entry, grants);
         }
     }

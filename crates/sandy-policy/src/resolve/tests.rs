@@ -79,6 +79,9 @@ impl PathInspector for FakeFs {
                 .unwrap_or_default(),
         )
     }
+    fn read_link(&self, path: &Path) -> Option<PathBuf> {
+        self.links.get(path).cloned()
+    }
     fn subdirs(&self, path: &Path, _max: usize) -> Vec<PathBuf> {
         self.nodes
             .iter()
