@@ -14,7 +14,7 @@ use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 
@@ -64,20 +64,6 @@ fn unique(tag: &str) -> String {
         .unwrap()
         .subsec_nanos();
     format!("sandy-e2e-{tag}-{}-{nanos}", std::process::id())
-}
-
-/// Polls until `cond` holds or `secs` seconds pass; returns whether it held.
-fn wait_for(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// `sandy run [FLAGS...] -- /bin/sh -c SCRIPT` with extra environment variables.

@@ -14,7 +14,7 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
@@ -56,79 +56,6 @@ impl Drop for KillOnDrop {
     }
 }
 
-fn process_gone(pid: i32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return true;
-    };
-    let state = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.trim_start().chars().next());
-    matches!(state, None | Some('Z') | Some('X'))
-}
-
-/// Reads a child's stdout and stderr on threads; `finish` collects them.
-struct Collector(mpsc::Receiver<(usize, Vec<u8>)>);
-
-impl Collector {
-    fn start(child: &mut Child) -> Collector {
-        let (tx, rx) = mpsc::channel();
-        let pipes: Vec<Box<dyn Read + Send>> = vec![
-            Box::new(child.stdout.take().unwrap()),
-            Box::new(child.stderr.take().unwrap()),
-        ];
-        for (i, mut pipe) in pipes.into_iter().enumerate() {
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let _ = pipe.read_to_end(&mut buf);
-                let _ = tx.send((i, buf));
-            });
-        }
-        Collector(rx)
-    }
-
-    fn finish(self, status: std::process::ExitStatus) -> Output {
-        let mut out = Output {
-            status,
-            stdout: Vec::new(),
-            stderr: Vec::new(),
-        };
-        for _ in 0..2 {
-            let (i, buf) = self
-                .0
-                .recv_timeout(Duration::from_secs(5))
-                .expect("the command exited but its output stayed open");
-            if i == 0 {
-                out.stdout = buf;
-            } else {
-                out.stderr = buf;
-            }
-        }
-        out
-    }
-}
-
-/// Runs a command to completion with its output collected; kills it and fails the test if
-/// it takes more than `secs` seconds.
-fn run_timeout(mut cmd: Command, secs: u64) -> Output {
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let what = format!("{cmd:?}");
-    let mut child = Reaped(cmd.spawn().unwrap());
-    let collector = Collector::start(&mut child.0);
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    let status = loop {
-        if let Some(status) = child.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what} did not finish within {secs} s"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    collector.finish(status)
-}
-
 /// Like `run_timeout`, also returning how long the command took.
 fn timed(cmd: Command, secs: u64) -> (Output, Duration) {
     let started = Instant::now();
@@ -147,28 +74,6 @@ fn sandy_cmd(w: &World, flags: &[&str], args: &[&str]) -> Command {
 
 fn sandy_run(w: &World, flags: &[&str], args: &[&str]) -> Output {
     run_timeout(sandy_cmd(w, flags, args), 30)
-}
-
-/// Polls until `cond` holds or `secs` seconds pass; returns whether it held.
-fn wait_for(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn unique(tag: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!("{tag}-{}-{nanos}", std::process::id())
 }
 
 fn helper_text(name: &str) -> String {

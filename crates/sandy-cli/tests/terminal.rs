@@ -8,9 +8,8 @@
 
 mod common;
 
-use std::io::Read;
-use std::process::{Command, Output, Stdio};
-use std::sync::mpsc;
+use std::process::{Output, Stdio};
+
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -26,56 +25,6 @@ fn helper(w: &World, name: &str) -> String {
     w.write(format!("helpers/{name}"), &text)
         .display()
         .to_string()
-}
-
-/// Runs a command to completion with its output collected; kills it and fails the test if
-/// it has not finished after `secs` seconds.
-fn run_timeout(mut cmd: Command, secs: u64) -> Output {
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let (tx, rx) = mpsc::channel();
-    for (i, mut pipe) in [
-        Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
-        Box::new(child.stderr.take().unwrap()),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = pipe.read_to_end(&mut buf);
-            let _ = tx.send((i, buf));
-        });
-    }
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("command did not finish within {secs} s: {cmd:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut out = Output {
-        status,
-        stdout: Vec::new(),
-        stderr: Vec::new(),
-    };
-    for _ in 0..2 {
-        let (i, buf) = rx
-            .recv_timeout(Duration::from_secs(5))
-            .expect("the command exited but its output stayed open");
-        if i == 0 {
-            out.stdout = buf;
-        } else {
-            out.stderr = buf;
-        }
-    }
-    out
 }
 
 /// `pty_run.py [PTY_ARGS...] -- COMMAND...` as the test user, in the project.
@@ -96,15 +45,6 @@ fn sandy_run<'a>(command: &[&'a str]) -> Vec<&'a str> {
     let mut v = vec![bin, "run", "--"];
     v.extend_from_slice(command);
     v
-}
-
-fn process_gone(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-    }
 }
 
 #[test]

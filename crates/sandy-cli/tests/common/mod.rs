@@ -4,11 +4,14 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::ffi::OsStr;
+use std::io::Read;
 use std::os::unix::fs::{chown, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// The unprivileged account used when the suite runs as root (`nobody` by default;
 /// override with `SANDY_TEST_UID`/`SANDY_TEST_GID`).
@@ -307,4 +310,108 @@ pub fn parse_dry_run(stdout: &[u8], what: &str) -> serde_json::Value {
         errors.join("\n")
     );
     doc
+}
+
+// Process helpers shared by the end-to-end tests.
+
+/// Reads a child's stdout and stderr on threads; `finish` collects them.
+pub struct Collector(mpsc::Receiver<(usize, Vec<u8>)>);
+
+impl Collector {
+    pub fn start(child: &mut Child) -> Collector {
+        let (tx, rx) = mpsc::channel();
+        let pipes: Vec<Box<dyn Read + Send>> = vec![
+            Box::new(child.stdout.take().unwrap()),
+            Box::new(child.stderr.take().unwrap()),
+        ];
+        for (i, mut pipe) in pipes.into_iter().enumerate() {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let _ = pipe.read_to_end(&mut buf);
+                let _ = tx.send((i, buf));
+            });
+        }
+        Collector(rx)
+    }
+
+    pub fn finish(self, status: std::process::ExitStatus) -> Output {
+        let mut out = Output {
+            status,
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+        };
+        for _ in 0..2 {
+            let (i, buf) = self
+                .0
+                .recv_timeout(Duration::from_secs(5))
+                .expect("the command exited but its output stayed open");
+            if i == 0 {
+                out.stdout = buf;
+            } else {
+                out.stderr = buf;
+            }
+        }
+        out
+    }
+}
+
+/// Waits for a child up to `secs` seconds; kills it and fails the test if it is still
+/// running.
+pub fn wait_timeout(child: &mut Child, secs: u64, what: &str) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not finish within {secs} s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs a command to completion with its output collected, within `secs` seconds.
+pub fn run_timeout(mut cmd: Command, secs: u64) -> Output {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let what = format!("{cmd:?}");
+    let mut child = cmd.spawn().unwrap();
+    let collector = Collector::start(&mut child);
+    let status = wait_timeout(&mut child, secs, &what);
+    collector.finish(status)
+}
+
+/// Polls until `cond` holds or `secs` seconds pass; returns whether it held.
+pub fn wait_for(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The one-letter state from /proc/PID/stat, if the process exists.
+pub fn proc_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.trim_start().chars().next()
+}
+
+pub fn process_gone(pid: i32) -> bool {
+    matches!(proc_state(pid), None | Some('Z') | Some('X'))
+}
+
+pub fn unique(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("sandy-e2e-{tag}-{}-{nanos}", std::process::id())
 }
