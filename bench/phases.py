@@ -12,6 +12,7 @@ to more than the untraced start-up that `cargo run --release -p sandy-bench` rep
 compare phases with each other, not with that figure.
 """
 
+import os
 import re
 import statistics
 import subprocess
@@ -21,27 +22,32 @@ import tempfile
 EVENTS = ",".join([
     "execve", "clone3", "mkdir", "memfd_create", "landlock_create_ruleset",
     "landlock_restrict_self", "seccomp", "close_range", "exit_group", "unlinkat",
-    "rt_sigtimedwait", "capset", "fcntl",
+    "rt_sigtimedwait", "capset", "fcntl", "unshare", "mount", "chdir",
 ])
 
 LINE = re.compile(r"\s*([\d.]+|\?) \(\s*([\d.]*)\s*(?:ms)?\): (\S+)/(\d+) (.*)")
 
-PHASES = [
-    ("supervisor: execve, loader, Rust and clap start-up, host context", "sandy_exec", "mkdir"),
-    ("supervisor: private TMPDIR, policy resolution", "mkdir", "sup_probe"),
-    ("supervisor: probe, plan (seccomp compile), manifest encode", "sup_probe", "memfd"),
-    ("supervisor: memfd, spawn until the bootstrap's execve", "memfd", "boot_exec"),
-    ("bootstrap: execve, loader, Rust and clap start-up", "boot_exec", "boot_main"),
-    ("bootstrap: read and validate the manifest", "boot_main", "boot_probe"),
-    ("bootstrap: probe, plan (seccomp compile again), signals, chdir, no_new_privs",
-     "boot_probe", "caps_first"),
-    ("bootstrap: drop capabilities", "caps_first", "ll_create"),
-    ("bootstrap: Landlock (open paths, add rules, restrict)", "ll_create", "seccomp"),
-    ("bootstrap: install the seccomp filter", "seccomp", "seccomp_end"),
-    ("bootstrap: close_range, until the target's execve", "seccomp_end", "true_exec"),
-    ("target: execve, loader, `true` runs and exits", "true_exec", "true_exit"),
-    ("supervisor: woken by SIGCHLD", "true_exit", "wake"),
-    ("supervisor: reap, remove TMPDIR, exit", "wake", "sandy_exit"),
+# Markers in launch order, each naming the phase that runs from it to the next marker
+# seen. Markers a version of Sandy does not produce (no namespaces, say) are skipped.
+MARKERS = [
+    ("sandy_exec", "supervisor: execve, loader, start-up, host context"),
+    ("mkdir", "supervisor: private directory, policy resolution"),
+    ("sup_probe", "supervisor: kernel probe, manifest encode"),
+    ("memfd", "supervisor: memfd, spawn until the bootstrap's execve"),
+    ("boot_exec", "bootstrap: execve, loader, start-up"),
+    ("boot_main", "bootstrap: read and validate the manifest"),
+    ("boot_probe", "bootstrap: probe, plan (rules, seccomp compile), signals"),
+    ("ns", "bootstrap: unshare namespaces, id maps"),
+    ("mnt0", "bootstrap: mounts"),
+    ("chdir", "bootstrap: chdir, no_new_privs"),
+    ("caps_first", "bootstrap: drop capabilities"),
+    ("ll_create", "bootstrap: Landlock (open paths, add rules, restrict)"),
+    ("seccomp", "bootstrap: install the seccomp filter"),
+    ("seccomp_end", "bootstrap: close_range, until the target's execve"),
+    ("true_exec", "target: execve, loader, `true` runs"),
+    ("true_exit", "target's exit (and namespace teardown) until the supervisor wakes"),
+    ("wake", "supervisor: reap, remove private directories, exit"),
+    ("sandy_exit", None),
 ]
 
 
@@ -73,7 +79,13 @@ def trace_once(sandy, project, out):
                 elif rest.startswith("exit_group"):
                     ev.setdefault("sandy_exit", ts)
             elif comm == "exe":
-                if "cmd: GETFD" in rest:
+                if rest.startswith("unshare("):
+                    ev.setdefault("ns", ts)
+                elif rest.startswith("mount("):
+                    ev.setdefault("mnt0", ts)
+                elif rest.startswith("chdir("):
+                    ev.setdefault("chdir", ts)
+                elif "cmd: GETFD" in rest:
                     ev.setdefault("boot_main", ts)
                 elif rest.startswith("landlock_create_ruleset(flags"):
                     ev.setdefault("boot_probe", ts)
@@ -104,19 +116,33 @@ def main():
     sandy = subprocess.run(["realpath", sandy], check=True, capture_output=True,
                            text=True).stdout.strip()
     rows = []
-    with tempfile.TemporaryDirectory(prefix="sandy-phases-") as root:
+    # Not under /tmp: Sandy's private /tmp would have to be given the project's path.
+    base = "/var/tmp" if os.path.isdir("/var/tmp") else None
+    with tempfile.TemporaryDirectory(prefix="sandy-phases-", dir=base) as root:
         project = f"{root}/project"
         subprocess.run(["mkdir", project], check=True)
         for _ in range(3):  # warm-up
             subprocess.run([sandy, "run", "--", "true"], check=True, cwd=project)
         for _ in range(runs):
             rows.append(trace_once(sandy, project, f"{root}/trace.txt"))
-    print(f"| phase (traced with `perf trace`, {runs} runs) | median ms |")
-    print("| --- | ---: |")
-    for name, start, end in PHASES + [("total (traced)", "sandy_exec", "sandy_exit")]:
-        d = [r[end] - r[start] for r in rows if start in r and end in r]
-        cell = f"{statistics.median(d):.3f}" if d else "not seen"
-        print(f"| {name} | {cell} |")
+    print(f"| phase (traced with `perf trace`, {runs} runs) | median ms | runs seen |")
+    print("| --- | ---: | ---: |")
+    names = [m for m, _ in MARKERS]
+    for i, (marker, label) in enumerate(MARKERS[:-1]):
+        spans = []
+        for r in rows:
+            if marker not in r:
+                continue
+            nxt = next((r[n] for n in names[i + 1:] if n in r), None)
+            if nxt is not None:
+                spans.append(nxt - r[marker])
+        if spans:
+            print(f"| {label} | {statistics.median(spans):.3f} | {len(spans)} |")
+    total = [r["sandy_exit"] - r["sandy_exec"] for r in rows
+             if "sandy_exit" in r and "sandy_exec" in r]
+    if total:
+        print(f"| total, traced (sum of medians differs) | {statistics.median(total):.3f} "
+              f"| {len(total)} |")
 
 
 if __name__ == "__main__":

@@ -11,11 +11,13 @@
 //! policy when it is installed), a file-heavy workload on a generated tree of 20,000 files,
 //! git on a generated repository of 5,000 files and 500 commits, and the supervisor's peak
 //! resident memory. It prints a markdown table of medians, overheads, ratios and goals.
-//! Everything it generates lives in one temporary directory, removed at the end.
+//! Everything it generates lives in one temporary directory (under `/var/tmp` unless told
+//! otherwise), removed at the end.
 //!
 //! Options: `--sandy PATH` (default: `sandy` beside this executable, i.e.
-//! `target/release/sandy`; or `$SANDY_BIN`), `--quick` (few runs: a smoke test of the
-//! benchmark itself, not a measurement).
+//! `target/release/sandy`; or `$SANDY_BIN`), `--dir DIR` (where the scratch directory
+//! goes; or `$SANDY_BENCH_DIR`; default `/var/tmp`), `--quick` (few runs: a smoke test of
+//! the benchmark itself, not a measurement).
 
 use std::collections::BTreeMap;
 use std::error::Error;
@@ -57,7 +59,7 @@ const FULL: Counts = Counts {
     startup_runs: 301,
     work_warmup: 2,
     work_runs: 31,
-    heavy_runs: 21,
+    heavy_runs: 31,
     rss_runs: 3,
 };
 
@@ -85,13 +87,19 @@ fn main() -> Res<()> {
 
     let scratch = tempfile::Builder::new()
         .prefix("sandy-bench-")
-        .tempdir()
-        .map_err(|e| format!("cannot create the scratch directory: {e}"))?;
+        .tempdir_in(&opts.dir)
+        .map_err(|e| {
+            format!(
+                "cannot create a scratch directory in {}: {e}",
+                opts.dir.display()
+            )
+        })?;
     let root = std::fs::canonicalize(scratch.path())?;
     let env = ChildEnv::new();
 
     println!("# Sandy benchmark\n");
-    println!("{}", machine_description(&sandy)?);
+    print!("{}", machine_description(&sandy)?);
+    println!("- projects under: {}\n", root.display());
     let load_before = load_average();
     if opts.quick {
         println!("**--quick: a smoke test with few runs, not a measurement.**\n");
@@ -274,12 +282,15 @@ fn main() -> Res<()> {
 struct Options {
     sandy: PathBuf,
     quick: bool,
+    /// Where the scratch directory (and so every project) goes.
+    dir: PathBuf,
 }
 
 impl Options {
     fn parse() -> Res<Options> {
         let mut sandy = std::env::var_os("SANDY_BIN").map(PathBuf::from);
         let mut quick = false;
+        let mut dir = std::env::var_os("SANDY_BENCH_DIR").map(PathBuf::from);
         let mut args = std::env::args_os().skip(1);
         while let Some(arg) = args.next() {
             match arg.to_str() {
@@ -287,9 +298,13 @@ impl Options {
                 Some("--sandy") => {
                     sandy = Some(PathBuf::from(args.next().ok_or("--sandy needs a path")?));
                 }
+                Some("--dir") => {
+                    dir = Some(PathBuf::from(args.next().ok_or("--dir needs a path")?));
+                }
                 Some("-h" | "--help") => {
                     println!(
-                        "usage: cargo run --release -p sandy-bench [-- [--quick] [--sandy PATH]]\n\
+                        "usage: cargo run --release -p sandy-bench -- \
+                         [--quick] [--sandy PATH] [--dir DIR]\n\
                          Run `cargo build --release` first; see BENCHMARKS.md."
                     );
                     std::process::exit(0);
@@ -304,9 +319,18 @@ impl Options {
                 .ok_or("the benchmark executable has no directory")?
                 .join("sandy"),
         };
+        // Not /tmp by default: a project under /tmp is a special case for Sandy (its
+        // private /tmp has to be given the project's path), and costs more than a project
+        // in a home directory would.
+        let dir = match dir {
+            Some(d) => d,
+            None if Path::new("/var/tmp").is_dir() => PathBuf::from("/var/tmp"),
+            None => std::env::temp_dir(),
+        };
         Ok(Options {
             sandy: std::path::absolute(sandy)?,
             quick,
+            dir,
         })
     }
 }
