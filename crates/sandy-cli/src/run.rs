@@ -3,6 +3,7 @@
 
 use std::io::{Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,7 +17,8 @@ use nix::unistd::{dup, Pid};
 use sandy_linux::relay::{receive_listeners, spawn_relay};
 use sandy_linux::sys::ignore_signal;
 use sandy_policy::{
-    resolve, DryRunDocument, LaunchManifest, RealFs, RestoredSignal, RunRequest, ValidatedManifest,
+    gitlinks, resolve, DryRunDocument, LaunchManifest, RealFs, RestoredSignal, RunRequest,
+    ValidatedManifest,
 };
 
 use crate::args::RunArgs;
@@ -116,13 +118,14 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     status
 }
 
-/// How many directory entries the post-run scan for nested repositories reads at most.
-const AUDIT_MAX_ENTRIES: usize = 200_000;
+/// Largest index file the post-run check reads.
+const AUDIT_MAX_INDEX: u64 = 256 * 1024 * 1024;
 
-/// A repository planted (or changed) inside the project, below its top level, would be
-/// entered by `git status` outside the sandbox (as a submodule) and could run code from its
-/// config. Such paths cannot be protected in advance; report any `.git` below the top
-/// level whose metadata changed during the run.
+/// A repository planted (or changed) inside the project and registered as a submodule
+/// would be entered by `git status` outside the sandbox and could run code from its
+/// config. Such paths cannot be protected in advance; after a run that changed the
+/// project's index or `.gitmodules`, check every submodule (gitlink) the index lists and
+/// report those whose git directory changed during the run.
 fn audit_nested_repositories(project: &std::path::Path, started: std::time::SystemTime) {
     use std::os::unix::fs::MetadataExt;
     let Ok(since) = started.duration_since(std::time::UNIX_EPOCH) else {
@@ -135,50 +138,41 @@ fn audit_nested_repositories(project: &std::path::Path, started: std::time::Syst
         );
         ctime >= since
     };
-    // Only a run that changed the index or .gitmodules can have registered a submodule
-    // that git outside would enter; skip the scan otherwise (it costs a walk of the tree).
-    let registered = [project.join(".git/index"), project.join(".gitmodules")]
-        .iter()
-        .any(|p| std::fs::symlink_metadata(p).is_ok_and(|m| changed_since(&m)));
-    if !registered {
+    let changed =
+        |p: &std::path::Path| std::fs::symlink_metadata(p).is_ok_and(|m| changed_since(&m));
+    let index_path = project.join(".git/index");
+    if !changed(&index_path) && !changed(&project.join(".gitmodules")) {
         return;
     }
-    let mut stack = vec![project.to_path_buf()];
-    let mut seen = 0usize;
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            seen += 1;
-            if seen > AUDIT_MAX_ENTRIES {
-                eprintln!(
-                    "sandy: warning: the project is too large to check fully for repositories \
-                     planted inside it; review nested .git directories before running git"
-                );
-                return;
-            }
-            let path = entry.path();
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            if entry.file_name() == ".git" {
-                if dir == project {
-                    continue; // The top-level repository is protected by mounts.
-                }
-                let touched = [path.clone(), path.join("config"), path.join("hooks")]
-                    .iter()
-                    .any(|p| std::fs::symlink_metadata(p).is_ok_and(|m| changed_since(&m)));
-                if touched {
-                    eprintln!(
-                        "sandy: warning: {} was created or changed inside the sandbox; a git \
-                         command outside may run code from it, review it first",
-                        path.display()
-                    );
-                }
-            } else if kind.is_dir() {
-                stack.push(path);
-            }
+    let too_large = std::fs::metadata(&index_path).is_ok_and(|m| m.len() > AUDIT_MAX_INDEX);
+    let index = if too_large {
+        None
+    } else {
+        std::fs::read(&index_path).ok()
+    };
+    let sha256 = std::fs::read_to_string(project.join(".git/config"))
+        .is_ok_and(|c| c.to_ascii_lowercase().contains("objectformat = sha256"));
+    let links = index.and_then(|i| gitlinks(&i, if sha256 { 32 } else { 20 }).ok());
+    let Some(links) = links else {
+        eprintln!(
+            "sandy: warning: the run changed the git index, which Sandy could not read to \
+             check for planted submodules; review them before running git outside the sandbox"
+        );
+        return;
+    };
+    for link in links {
+        let dotgit = project
+            .join(std::ffi::OsStr::from_bytes(&link))
+            .join(".git");
+        if [dotgit.clone(), dotgit.join("config"), dotgit.join("hooks")]
+            .iter()
+            .any(|p| changed(p))
+        {
+            eprintln!(
+                "sandy: warning: {} was created or changed inside the sandbox; a git \
+                 command outside may run code from it, review it first",
+                dotgit.display()
+            );
         }
     }
 }

@@ -23,6 +23,7 @@
 
 mod dryrun;
 mod error;
+mod gitindex;
 mod host;
 mod inspect;
 mod manifest;
@@ -35,6 +36,7 @@ mod sensitive;
 
 pub use dryrun::{DryRunDocument, DRY_RUN_SCHEMA_VERSION};
 pub use error::{ManifestError, ResolveError};
+pub use gitindex::{gitlinks, IndexError};
 pub use host::HostContext;
 pub use inspect::{FileKind, PathInspector, RealFs};
 pub use manifest::{
