@@ -98,6 +98,48 @@ fn run(w: &World, launcher: Option<&Path>) -> (Output, bool) {
     (o, marker.exists())
 }
 
+/// `sandy doctor --json`, directly or through the limited-namespace launcher.
+fn doctor(w: &World, launcher: Option<&Path>) -> Output {
+    let args = ["doctor", "--json"];
+    match launcher {
+        None => w.sandy(args).output().unwrap(),
+        Some(launcher) => {
+            let mut cmd: Command = w.host("/usr/bin/python3");
+            cmd.arg(launcher)
+                .arg(sandy_bin())
+                .args(args)
+                .stdin(Stdio::null());
+            cmd.output().unwrap()
+        }
+    }
+}
+
+/// The doctor says the sandbox cannot be enforced, names the missing user namespace and
+/// the sysctl to fix, and still reports what does work.
+#[track_caller]
+fn assert_doctor_names_the_cause(who: &str, o: &Output) {
+    assert_code(o, 1, &format!("doctor without user namespaces, as {who}"));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("as {who}: doctor --json is not JSON ({e}): {}", stdout(o)));
+    assert_eq!(doc["enforceable"], false, "as {who}: {doc}");
+    let layer = |name: &str| {
+        doc["layers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["name"] == name)
+            .unwrap_or_else(|| panic!("as {who}: no {name} layer: {doc}"))
+            .clone()
+    };
+    let userns = layer("user_namespace");
+    assert_eq!(userns["available"], false, "as {who}: {userns}");
+    let fix = userns["fix"].as_str().unwrap_or_default();
+    assert!(fix.contains("max_user_namespaces"), "as {who}: fix {fix:?}");
+    for working in ["landlock", "seccomp", "no_new_privs"] {
+        assert_eq!(layer(working)["available"], true, "as {who}: {working}");
+    }
+}
+
 #[track_caller]
 fn assert_refused_for_userns(who: &str, o: &Output, marker: bool) {
     assert_code(o, 125, &format!("sandy without user namespaces, as {who}"));
@@ -136,10 +178,10 @@ fn without_user_namespaces_sandy_refuses_and_runs_nothing() {
         None
     };
     if let Some(mut guard) = guard {
-        let mut results: Vec<(&'static str, Output, bool)> = Vec::new();
+        let mut results: Vec<(&'static str, Output, bool, Output)> = Vec::new();
         for_each_user(|w| {
             let (o, marker) = run(w, None);
-            results.push((w.user.label, o, marker));
+            results.push((w.user.label, o, marker, doctor(w, None)));
         });
         // Put the setting back before judging, so a failed assertion leaves it restored.
         guard.restore();
@@ -149,8 +191,9 @@ fn without_user_namespaces_sandy_refuses_and_runs_nothing() {
             "0",
             "{SYSCTL} was not restored"
         );
-        for (who, o, marker) in &results {
+        for (who, o, marker, doctor_output) in &results {
             assert_refused_for_userns(who, o, *marker);
+            assert_doctor_names_the_cause(who, doctor_output);
         }
     }
 
@@ -158,11 +201,9 @@ fn without_user_namespaces_sandy_refuses_and_runs_nothing() {
     for_each_user(|w| {
         let launcher = w.write("limited_namespace.py", LIMITED_NAMESPACE);
         let (o, marker) = run(w, Some(&launcher));
-        assert_refused_for_userns(
-            &format!("{} in a limited namespace", w.user.label),
-            &o,
-            marker,
-        );
+        let who = format!("{} in a limited namespace", w.user.label);
+        assert_refused_for_userns(&who, &o, marker);
+        assert_doctor_names_the_cause(&who, &doctor(w, Some(&launcher)));
     });
 
     // Control: with user namespaces available, the same command runs.
@@ -170,5 +211,6 @@ fn without_user_namespaces_sandy_refuses_and_runs_nothing() {
         let (o, marker) = run(w, None);
         assert_code(&o, 0, "the control run");
         assert!(marker, "the control run did not create the marker");
+        assert_code(&doctor(w, None), 0, "the control doctor");
     });
 }
