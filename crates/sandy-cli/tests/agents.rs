@@ -24,7 +24,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::{json, Value};
 
-const PYTHON: &str = "/usr/bin/python3";
 /// Where `scripts/install-agents.sh` installs by default.
 const DEFAULT_PREFIX: &str = "/opt/sandy-test-agents";
 /// A hung agent is killed after this long.
@@ -35,16 +34,6 @@ const AGENTS: [&str; 4] = ["claude", "codex", "opencode", "gemini"];
 
 // ---------------------------------------------------------------------------------------
 // Harness.
-
-/// A spawned process that is killed and reaped when the test is done with it, pass or fail.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// Spawns `cmd`, retrying while its program is "text file busy": the first test to run
 /// copies the `sandy` binary, and a child forked meanwhile by a parallel test holds the

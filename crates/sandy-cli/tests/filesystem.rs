@@ -76,26 +76,6 @@ fn home_snapshot(w: &World) -> BTreeMap<PathBuf, String> {
     snapshot(&w.home, Some(&w.project))
 }
 
-/// The value of `KEY=value` lines the target printed.
-fn field<'a>(out: &'a str, key: &str) -> Option<&'a str> {
-    out.lines()
-        .find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
-}
-
-/// Asserts the target reported `KEY=status` with a non-zero status.
-#[track_caller]
-fn assert_failed(out: &str, key: &str) {
-    match field(out, key) {
-        Some(rc) => assert_ne!(rc, "0", "{key} succeeded:\n{out}"),
-        None => panic!("no {key}= in output:\n{out}"),
-    }
-}
-
-#[track_caller]
-fn assert_field(out: &str, key: &str, want: &str) {
-    assert_eq!(field(out, key), Some(want), "{key} in output:\n{out}");
-}
-
 /// A package in `HOME/.local/share/<pkg>/bin/<pkg>` with a data file in the package,
 /// symlinked into `HOME/.local/bin`. Returns the package directory.
 fn install_tool(w: &World, pkg: &str, script: &str, data: &str) -> PathBuf {

@@ -13,12 +13,11 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use common::*;
 
-const PYTHON: &str = "/usr/bin/python3";
 const GIT: &str = "/usr/bin/git";
 
 /// The value every canary secret carries; it must never reach the target's output.
@@ -27,36 +26,6 @@ const CANARY: &str = "CANARY-mounts-91d4-do-not-leak";
 // ---------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------
-
-/// A spawned process that is killed and reaped when the test is done with it.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The value of `KEY=value` lines the target printed.
-fn field<'a>(out: &'a str, key: &str) -> Option<&'a str> {
-    out.lines()
-        .find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
-}
-
-/// Asserts the target reported `KEY=status` with a non-zero status.
-#[track_caller]
-fn assert_failed(out: &str, key: &str) {
-    match field(out, key) {
-        Some(rc) => assert_ne!(rc, "0", "{key} succeeded:\n{out}"),
-        None => panic!("no {key}= in output:\n{out}"),
-    }
-}
-
-#[track_caller]
-fn assert_field(out: &str, key: &str, want: &str) {
-    assert_eq!(field(out, key), Some(want), "{key} in output:\n{out}");
-}
 
 fn unique(tag: &str) -> String {
     let nanos = std::time::SystemTime::now()

@@ -16,16 +16,14 @@ mod common;
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+
 use serde_json::{json, Value};
 
-const PYTHON: &str = "/usr/bin/python3";
 const CURL: &str = "/usr/bin/curl";
 /// A refused or unreachable connection must fail well within this.
 const FAST: Duration = Duration::from_secs(2);
@@ -34,27 +32,6 @@ const BULK_SIZE: u64 = 10 * 1024 * 1024;
 
 // ---------------------------------------------------------------------------------------
 // Harness.
-
-/// A spawned process that is killed and reaped when the test is done with it, pass or fail.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A pid (not our child) killed at the end of the test unless it is already gone.
-struct KillOnDrop(i32);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if self.0 > 0 && !process_gone(self.0) {
-            let _ = kill(Pid::from_raw(self.0), Signal::SIGKILL);
-        }
-    }
-}
 
 /// Like `run_timeout`, also returning how long the command took.
 fn timed(cmd: Command, secs: u64) -> (Output, Duration) {

@@ -19,29 +19,6 @@ use common::*;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-const PYTHON: &str = "/usr/bin/python3";
-
-/// A spawned process that is killed and reaped when the test is done with it, pass or fail.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A pid (not our child) killed at the end of the test unless it is already gone.
-struct KillOnDrop(i32);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if self.0 > 0 && !process_gone(self.0) {
-            let _ = kill(Pid::from_raw(self.0), Signal::SIGKILL);
-        }
-    }
-}
-
 /// Copies a helper script into the world (readable by the test user) and returns its path.
 fn helper(w: &World, name: &str) -> String {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -14,8 +14,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-const PYTHON: &str = "/usr/bin/python3";
-
 /// Copies a helper script into the world (readable by the test user) and returns its path.
 fn helper(w: &World, name: &str) -> String {
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -415,3 +415,50 @@ pub fn unique(tag: &str) -> String {
         .subsec_nanos();
     format!("sandy-e2e-{tag}-{}-{nanos}", std::process::id())
 }
+
+/// The system Python, readable by every test user.
+pub const PYTHON: &str = "/usr/bin/python3";
+
+/// A spawned process that is killed and reaped when the test is done with it.
+pub struct Reaped(pub Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A pid (not our child) killed at the end of the test unless it is already gone.
+pub struct KillOnDrop(pub i32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if self.0 > 0 && !process_gone(self.0) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(self.0),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+/// The value of `KEY=value` lines the target printed.
+pub fn field<'a>(out: &'a str, key: &str) -> Option<&'a str> {
+    out.lines()
+        .find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
+}
+
+/// Asserts the target reported `KEY=status` with a non-zero status.
+#[track_caller]
+pub fn assert_failed(out: &str, key: &str) {
+    match field(out, key) {
+        Some(rc) => assert_ne!(rc, "0", "{key} succeeded:\n{out}"),
+        None => panic!("no {key}= in output:\n{out}"),
+    }
+}
+
+#[track_caller]
+pub fn assert_field(out: &str, key: &str, want: &str) {
+    assert_eq!(field(out, key), Some(want), "{key} in output:\n{out}");
+}
