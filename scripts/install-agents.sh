@@ -55,19 +55,26 @@ up_to_date() {
     done
 }
 
-# Every binary answers --version (as the unprivileged user too, when run as root).
+# Every binary answers --version (as the unprivileged user too, when run as root). Each
+# check gets a throw-away HOME: the agents create state directories even for --version,
+# and nothing may land in a real home (or in /nonexistent, nobody's nominal home).
 check() {
-    local b out
+    local b out home
+    home=$(mktemp -d)
+    chmod 0755 "$home"
+    trap 'rm -rf "$home"' RETURN
     for b in "${BINARIES[@]}"; do
-        if ! out="$(cd / && HOME=/nonexistent timeout 60 "$BIN/$b" --version 2>&1)"; then
+        if ! out="$(cd / && HOME="$home/root" timeout 60 "$BIN/$b" --version 2>&1)"; then
             say "$b --version failed: $out"
             return 1
         fi
         say "$b: $(printf '%s' "$out" | tail -n 1)"
     done
     if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null 2>&1; then
+        mkdir -p "$home/nobody"
+        chown 65534:65534 "$home/nobody"
         for b in "${BINARIES[@]}"; do
-            if ! out="$(cd / && HOME=/nonexistent timeout 60 setpriv --reuid=65534 --regid=65534 --clear-groups "$BIN/$b" --version 2>&1)"; then
+            if ! out="$(cd / && HOME="$home/nobody" timeout 60 setpriv --reuid=65534 --regid=65534 --clear-groups "$BIN/$b" --version 2>&1)"; then
                 say "$b --version failed as uid 65534: $out"
                 return 1
             fi
