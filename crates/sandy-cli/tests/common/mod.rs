@@ -109,20 +109,41 @@ pub fn kernel_ready() -> bool {
 }
 
 /// A copy of the `sandy` binary in a world-readable place, so an unprivileged user can run
-/// it whatever the permissions of the checkout.
+/// it whatever the permissions of the checkout. One copy per build, shared by every test
+/// binary, under the world base; copies of earlier builds are removed.
 pub fn sandy_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("sandy-test-bin-{}", std::process::id()));
+        use std::hash::{Hash, Hasher};
+        let source = Path::new(env!("CARGO_BIN_EXE_sandy"));
+        let meta = std::fs::metadata(source).unwrap();
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        source.hash(&mut hasher);
+        meta.len().hash(&mut hasher);
+        meta.modified().unwrap().hash(&mut hasher);
+        let key = format!("{:016x}", hasher.finish());
+        let bins = world_base().join("bin");
+        std::fs::create_dir_all(&bins).unwrap();
+        std::fs::set_permissions(&bins, std::fs::Permissions::from_mode(0o755)).unwrap();
+        for old in std::fs::read_dir(&bins).unwrap().flatten() {
+            if old.file_name() != key.as_str() {
+                let _ = std::fs::remove_dir_all(old.path());
+            }
+        }
+        let dir = bins.join(&key);
+        let dest = dir.join("sandy");
+        if std::fs::metadata(&dest).is_ok_and(|m| m.len() == meta.len()) {
+            return dest;
+        }
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let dest = dir.join("sandy");
         // Copied by a separate `cp`, never through a descriptor of this process: a test
         // thread forking at that moment would carry the open-for-write descriptor until
-        // its exec, and executing the copy would then fail with ETXTBSY.
-        let staging = dir.join("sandy.partial");
+        // its exec, and executing the copy would then fail with ETXTBSY. The copy is
+        // renamed into place, so a concurrent test binary never runs a partial file.
+        let staging = dir.join(format!("sandy.partial.{}", std::process::id()));
         let copied = Command::new("cp")
-            .arg(env!("CARGO_BIN_EXE_sandy"))
+            .arg(source)
             .arg(&staging)
             .status()
             .unwrap();
