@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use common::*;
@@ -1206,5 +1206,31 @@ fn mounts_cannot_be_undone() {
             "config changed"
         );
         assert_eq!(bytes(&host_tmp.0), CANARY.as_bytes());
+    });
+}
+
+/// A project on a filesystem that is read-only on the host still runs (read-only):
+/// Sandy does not insist on making it writable.
+#[test]
+fn a_project_on_a_read_only_mount_runs_read_only() {
+    if !is_root() {
+        skip("making a read-only bind mount needs root");
+        return;
+    }
+    for_each_user(|w| {
+        w.write("home/project/readme.txt", "read me\n");
+        let project = w.project.display().to_string();
+        let mount = |args: &[&str]| {
+            let status = Command::new("mount").args(args).status().unwrap();
+            assert!(status.success(), "mount {args:?}");
+        };
+        mount(&["--bind", &project, &project]);
+        mount(&["-o", "remount,bind,ro", &project]);
+        let o = w.sh(&[], "cat readme.txt; echo x > new.txt; echo write=$?");
+        let _ = Command::new("umount").arg(&project).status();
+        assert_code(&o, 0, "read-only project");
+        assert!(stdout(&o).contains("read me"), "{}", stdout(&o));
+        assert_failed(&stdout(&o), "write");
+        assert!(!w.project.join("new.txt").exists());
     });
 }

@@ -397,7 +397,13 @@ pub fn apply(plan: &MountPlan) -> Result<(), LinuxError> {
         };
         let st = fstat(&fd).map_err(mount_err("cannot inspect", path))?;
         let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
-        if kind == SFlag::S_IFDIR || kind == SFlag::S_IFREG {
+        // A grant on a filesystem that is read-only on the host stays read-only: its
+        // mount is locked that way in a user namespace, and nothing is lost.
+        let host_read_only = statvfs(path)
+            .map_err(mount_err("cannot inspect", path))?
+            .flags()
+            .contains(FsFlags::ST_RDONLY);
+        if (kind == SFlag::S_IFDIR || kind == SFlag::S_IFREG) && !host_read_only {
             bind(path, path)?;
             writable.push(path);
         }
