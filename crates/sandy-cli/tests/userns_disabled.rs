@@ -204,6 +204,19 @@ fn without_user_namespaces_sandy_refuses_and_runs_nothing() {
         let who = format!("{} in a limited namespace", w.user.label);
         assert_refused_for_userns(&who, &o, marker);
         assert_doctor_names_the_cause(&who, &doctor(w, Some(&launcher)));
+        // A dry run stops for the same reason a launch would.
+        let mut dry: Command = w.host("/usr/bin/python3");
+        dry.arg(&launcher)
+            .arg(sandy_bin())
+            .args(["run", "--dry-run", "--", "true"])
+            .stdin(Stdio::null());
+        let dry = dry.output().unwrap();
+        assert_code(&dry, 125, &format!("dry run, {who}"));
+        assert!(
+            stderr(&dry).contains("max_user_namespaces"),
+            "{who}: {}",
+            stderr(&dry)
+        );
     });
 
     // Control: with user namespaces available, the same command runs.

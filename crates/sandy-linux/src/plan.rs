@@ -44,6 +44,11 @@ pub fn check_support(support: &KernelSupport) -> Result<u32, PlanError> {
     if !support.seccomp_filter {
         return Err(PlanError::SeccompUnavailable);
     }
+    // The other user-namespace restrictions only show when one is attempted (the
+    // bootstrap names them); this one is certain from here.
+    if support.max_user_namespaces == Some(0) {
+        return Err(PlanError::UserNamespacesDisabled);
+    }
     Ok(abi)
 }
 
@@ -93,6 +98,7 @@ mod tests {
         let ok = KernelSupport {
             landlock_abi: Ok(7),
             seccomp_filter: true,
+            max_user_namespaces: Some(1000),
         };
         assert_eq!(plan(&manifest(), &ok).unwrap().landlock_abi, 7);
         for abi in 1..MIN_LANDLOCK_ABI {
@@ -119,5 +125,11 @@ mod tests {
             plan(&manifest(), &no_seccomp),
             Err(PlanError::SeccompUnavailable)
         ));
+        let no_userns = KernelSupport {
+            max_user_namespaces: Some(0),
+            ..ok
+        };
+        let err = plan(&manifest(), &no_userns).unwrap_err();
+        assert!(err.to_string().contains("max_user_namespaces"), "{err}");
     }
 }

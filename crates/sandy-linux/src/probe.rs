@@ -15,6 +15,8 @@ pub struct KernelSupport {
     pub landlock_abi: Result<u32, i32>,
     /// Whether seccomp filter mode is available.
     pub seccomp_filter: bool,
+    /// `user.max_user_namespaces`, when readable: 0 means no user namespace can be made.
+    pub max_user_namespaces: Option<i64>,
 }
 
 /// Asks the kernel what it supports. The only probing code.
@@ -22,6 +24,7 @@ pub fn probe() -> KernelSupport {
     KernelSupport {
         landlock_abi: sys::landlock_abi(),
         seccomp_filter: sys::seccomp_filter_available(),
+        max_user_namespaces: read_sysctl("/proc/sys/user/max_user_namespaces"),
     }
 }
 
