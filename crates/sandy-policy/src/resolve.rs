@@ -312,18 +312,32 @@ pub fn resolve(
     // and configuration, read-only wherever a writable grant would reach them.
     let grants = grants.into_vec();
     let mut protections = masks;
-    protections.extend(
-        git_protections(&project, ctx.home, fs)
-            .into_iter()
-            .chain(applied.protections)
-            .filter(|p| {
-                grants.iter().any(|g| {
-                    g.access == Access::ReadWrite
-                        && g.scope == Scope::Subtree
-                        && p.path.starts_with(&g.path)
-                })
-            }),
+    // The project's repository, and one at the top of any other writable directory grant.
+    let repositories = std::iter::once(project.clone()).chain(
+        grants
+            .iter()
+            .filter(|g| {
+                g.origin == Origin::Flag
+                    && g.access == Access::ReadWrite
+                    && g.scope == Scope::Subtree
+            })
+            .map(|g| g.path.clone()),
     );
+    let mut git: Vec<Protection> = Vec::new();
+    for repository in repositories {
+        for p in git_protections(&repository, ctx.home, fs) {
+            if !git.contains(&p) {
+                git.push(p);
+            }
+        }
+    }
+    protections.extend(git.into_iter().chain(applied.protections).filter(|p| {
+        grants.iter().any(|g| {
+            g.access == Access::ReadWrite
+                && g.scope == Scope::Subtree
+                && p.path.starts_with(&g.path)
+        })
+    }));
 
     Ok(ResolvedPolicy {
         program,

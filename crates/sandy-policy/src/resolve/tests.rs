@@ -709,3 +709,30 @@ fn a_missing_profile_state_directory_is_explained_not_created() {
         ]
     );
 }
+
+#[test]
+fn a_repository_in_another_writable_grant_is_protected_too() {
+    let fs = base_fs()
+        .dir("/home/u/other/.git")
+        .dir("/home/u/other/.git/hooks")
+        .file("/home/u/other/.git/config");
+    let mut r = request(&["true"]);
+    r.read_write.push("/home/u/other".into());
+    let policy = resolve(&r, &host("/usr/bin"), &fs).unwrap();
+    for path in ["/home/u/other/.git/hooks", "/home/u/other/.git/config"] {
+        assert!(
+            policy.protections.iter().any(|p| p.path == Path::new(path)
+                && p.kind == ProtectionKind::ReadOnly
+                && p.exists),
+            "{path} is not protected"
+        );
+    }
+    // A read-only grant needs no protection: nothing in it is writable.
+    let mut r = request(&["true"]);
+    r.read.push("/home/u/other".into());
+    let policy = resolve(&r, &host("/usr/bin"), &fs).unwrap();
+    assert!(!policy
+        .protections
+        .iter()
+        .any(|p| p.path.starts_with("/home/u/other")));
+}
