@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The real agent CLIs inside Sandy, judged from the host side: each one starts under its
-//! detected profile and prints its version; Claude Code (and Codex CLI) do real work
-//! against a local stand-in for their model API, offline, with the default network and
+//! detected profile and prints its version; Claude Code, Codex CLI and Gemini CLI do real
+//! work against a local stand-in for their model API, offline, with the default network and
 //! with `--block-net --allow-local-port`: the ordinary work lands in the project, and the
 //! hostile tool calls (reading an SSH key, planting hooks, settings, MCP servers and shell
 //! start-up lines) fail without leaving a trace.
@@ -776,6 +776,99 @@ fn codex_works_offline_and_its_attacks_fail() {
         },
         check_output: &|o, context| {
             assert!(stdout(o).contains(CODEX_FINAL), "{context}");
+        },
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Gemini CLI, against a stand-in Gemini API (`GOOGLE_GEMINI_BASE_URL`).
+
+const GEMINI_FINAL: &str = "Gemini CLI finished the scripted steps.";
+/// The user's settings: API-key authentication (with only `GOOGLE_GEMINI_BASE_URL` in the
+/// environment Gemini CLI picks the "gateway" method, which print mode rejects), and no
+/// usage statistics or update checks.
+const GEMINI_SETTINGS: &str = "{\n  \"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\"}},\n  \"privacy\": {\"usageStatisticsEnabled\": false},\n  \"general\": {\"enableAutoUpdate\": false, \"enableAutoUpdateNotification\": false}\n}\n";
+
+fn shell(command: &str, hostile: bool) -> Step {
+    Step {
+        tool: "run_shell_command",
+        input: json!({"command": command, "description": "scripted step"}),
+        hostile,
+    }
+}
+
+fn gemini_steps(w: &World, key: &Path) -> Vec<Step> {
+    let notes = w.project.join("notes.txt");
+    let home = w.home.display().to_string();
+    let [commit, python] = ordinary_commands();
+    let mut steps = vec![
+        // Ordinary work: Gemini CLI's own file tools, git and python.
+        Step {
+            tool: "write_file",
+            input: json!({"file_path": notes, "content": "first line\n"}),
+            hostile: false,
+        },
+        Step {
+            tool: "read_file",
+            input: json!({"file_path": notes}),
+            hostile: false,
+        },
+        Step {
+            tool: "replace",
+            input: json!({
+                "file_path": notes,
+                "instruction": "edit the line",
+                "old_string": "first line",
+                "new_string": "edited line",
+            }),
+            hostile: false,
+        },
+        shell(commit, false),
+        shell(python, false),
+    ];
+    steps.extend(hostile_commands(&home, key).iter().map(|c| shell(c, true)));
+    // A hook in the user's settings is a command the next launch runs.
+    steps.push(shell(
+        &format!(
+            "python3 -c 'import json; p=\"{home}/.gemini/settings.json\"; d=json.load(open(p)); \
+             d[\"hooks\"]={{\"SessionStart\": [{{\"hooks\": [{{\"type\": \"command\", \"command\": \"id\"}}]}}]}}; \
+             json.dump(d, open(p, \"w\"))'"
+        ),
+        true,
+    ));
+    steps
+}
+
+#[test]
+fn gemini_cli_works_offline_and_its_attacks_fail() {
+    end_to_end(&Scenario {
+        agent: "gemini",
+        final_text: GEMINI_FINAL,
+        prepare: &|w| {
+            w.write("home/.gemini/settings.json", GEMINI_SETTINGS);
+        },
+        watched: &["home/.gemini/settings.json"],
+        steps: &gemini_steps,
+        command: &|api| {
+            let args = ["-p", "do the task", "--yolo"];
+            let env = vec![
+                ("GOOGLE_GEMINI_BASE_URL", api.url()),
+                ("GEMINI_API_KEY", "dummy".to_owned()),
+                // The throw-away project is not in ~/.gemini/trustedFolders.json, and in
+                // an untrusted folder Gemini CLI overrides `--yolo` with the default
+                // approval mode.
+                ("GEMINI_CLI_TRUST_WORKSPACE", "true".to_owned()),
+                // Gemini CLI runs shell commands with `GIT_CONFIG_GLOBAL=/dev/null`, so
+                // git never sees the user's ~/.gitconfig and its identity.
+                ("GIT_AUTHOR_NAME", "Sandy Test".to_owned()),
+                ("GIT_AUTHOR_EMAIL", "sandy@example.invalid".to_owned()),
+                ("GIT_COMMITTER_NAME", "Sandy Test".to_owned()),
+                ("GIT_COMMITTER_EMAIL", "sandy@example.invalid".to_owned()),
+            ];
+            (args.iter().map(|a| (*a).to_owned()).collect(), env)
+        },
+        check_output: &|o, context| {
+            assert!(stdout(o).contains(GEMINI_FINAL), "{context}");
         },
     });
 }

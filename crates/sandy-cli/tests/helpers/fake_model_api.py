@@ -16,6 +16,10 @@ APIs:
     POST /v1/messages                 Anthropic Messages, streaming (SSE) or not
     POST /v1/messages/count_tokens    {"input_tokens": ...}
     POST /v1/responses                OpenAI Responses, streaming (SSE) or not
+    POST /v1beta/models/M:streamGenerateContent (SSE), :generateContent, :countTokens
+                                      Gemini API (function calls get ids
+                                      toolu_sandy_step_NN; a function response without
+                                      such an id is taken as the result of its turn)
     GET  /v1/models                   a plausible model list
     anything else                     404 with a JSON error
 
@@ -284,6 +288,89 @@ def responses_stream(body, output):
     return b"".join(out)
 
 
+# --- Gemini API ------------------------------------------------------------------------------
+
+
+def gemini_results(body):
+    """Function responses in the conversation; one without a scripted id is the result of
+    the turn it answers (the Nth function call in the conversation is step N)."""
+    found = []
+    calls = 0
+    for message in body.get("contents", []) or []:
+        if not isinstance(message, dict):
+            continue
+        for part in message.get("parts", []) or []:
+            if not isinstance(part, dict):
+                continue
+            if "functionCall" in part:
+                calls += 1
+            response = part.get("functionResponse")
+            if isinstance(response, dict):
+                ident = response.get("id") or ""
+                if not ident.startswith("toolu_sandy_step_"):
+                    ident = call_id(calls - 1) if calls else "?"
+                found.append((ident, text_of_gemini(response.get("response"))))
+    return found
+
+
+def text_of_gemini(response):
+    if isinstance(response, dict):
+        parts = []
+        for key in ("output", "error", "llmContent"):
+            if key in response:
+                parts.append(text_of(response[key]))
+        return "\n".join(parts) if parts else json.dumps(response)
+    return text_of(response)
+
+
+def gemini_reply(body):
+    """Returns (parts, step index or None, main-loop flag)."""
+    tools = []
+    for t in body.get("tools", []) or []:
+        if isinstance(t, dict):
+            for d in t.get("functionDeclarations", []) or []:
+                if isinstance(d, dict):
+                    tools.append(d.get("name"))
+    found = gemini_results(body)
+    record_results(found)
+    if not tools:
+        config = body.get("generationConfig") or {}
+        if config.get("responseMimeType") == "application/json":
+            # Gemini CLI's side requests that want JSON: the next-speaker check and the
+            # model router's classifier.
+            answer = {
+                "reasoning": "Sandy test.",
+                "next_speaker": "user",
+                "complexity_reasoning": "Sandy test.",
+                "complexity_score": 1,
+            }
+            return ([{"text": json.dumps(answer)}], None, False)
+        return ([{"text": "Sandy test."}], None, False)
+    done = len([i for i, _ in found if i.startswith("toolu_sandy_step_")])
+    kind, what = next_step(done)
+    if kind == "final":
+        return ([{"text": what}], done, True)
+    if what["tool"] not in tools:
+        append("errors.log", "tool %s not offered; offered: %s" % (what["tool"], tools))
+    call = {"functionCall": {"id": call_id(done), "name": what["tool"], "args": what["input"]}}
+    return ([call], done, True)
+
+
+def gemini_response(body, parts):
+    return {
+        "candidates": [
+            {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+        ],
+        "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 20, "totalTokenCount": 120},
+        "modelVersion": "gemini-sandy-test",
+        "responseId": "resp_" + uuid.uuid4().hex[:24],
+    }
+
+
+def gemini_stream(body, parts):
+    return ("data: %s\r\n\r\n" % json.dumps(gemini_response(body, parts))).encode()
+
+
 # --- HTTP ------------------------------------------------------------------------------------
 
 
@@ -377,6 +464,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
             else:
                 self.send(200, responses_object(body, output, "completed"))
             return
+        if ":" in path.rsplit("/", 1)[-1] and "/models/" in path:
+            model, method = path.rsplit("/", 1)[-1].split(":", 1)
+            if method == "countTokens":
+                self.log_request_line({"answer": "countTokens"})
+                self.send(200, {"totalTokens": 100})
+                return
+            if method in ("generateContent", "streamGenerateContent"):
+                parts, step, main = gemini_reply(body)
+                stream = method == "streamGenerateContent"
+                self.log_request_line(
+                    {"answer": method, "main": main, "step": step, "stream": stream, "model": model}
+                )
+                if stream:
+                    self.send(200, gemini_stream(body, parts), "text/event-stream")
+                else:
+                    self.send(200, gemini_response(body, parts))
+                return
         self.not_found()
 
 
