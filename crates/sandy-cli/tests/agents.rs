@@ -14,7 +14,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -251,25 +251,8 @@ impl FakeApi {
         let script_path = w.write("api/script.json", &script.to_string());
         let dir = w.root.join("api");
         let mut cmd = w.host(PYTHON);
-        cmd.arg(&helper)
-            .arg(&dir)
-            .arg(&script_path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        let mut child = Reaped(spawn(&mut cmd));
-        let out = child.0.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(out).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("the fake model API did not start within 20 s");
-        let info: Value = serde_json::from_str(line.trim())
-            .unwrap_or_else(|e| panic!("the fake model API did not start ({e}): {line:?}"));
+        cmd.arg(&helper).arg(&dir).arg(&script_path);
+        let (child, info) = start_announcing(cmd, "the fake model API");
         let port = u16::try_from(info["port"].as_u64().unwrap()).unwrap();
         FakeApi {
             _child: child,

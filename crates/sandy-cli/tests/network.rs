@@ -14,10 +14,10 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::mpsc;
+
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -114,25 +114,8 @@ impl HostServers {
         let script = w.write("helpers/net_host.py", &helper_text("net_host.py"));
         let log = w.root.join(format!("{}.log", unique("net")));
         let mut cmd = w.host(PYTHON);
-        cmd.arg(&script)
-            .arg(&log)
-            .args(specs)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        let mut child = Reaped(cmd.spawn().unwrap());
-        let out = child.0.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(out).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("the host servers did not start within 20 s");
-        let info: Value = serde_json::from_str(line.trim())
-            .unwrap_or_else(|e| panic!("the host servers did not start ({e}): {line:?}"));
+        cmd.arg(&script).arg(&log).args(specs);
+        let (child, info) = start_announcing(cmd, "the host servers");
         HostServers {
             _child: child,
             info,

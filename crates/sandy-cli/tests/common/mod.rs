@@ -483,3 +483,27 @@ pub fn assert_failed(out: &str, key: &str) {
 pub fn assert_field(out: &str, key: &str, want: &str) {
     assert_eq!(field(out, key), Some(want), "{key} in output:\n{out}");
 }
+
+/// Starts a helper server that announces itself with one JSON line on stdout (its ports
+/// and so on); returns the guard that kills it and that line, parsed. Fails the test if
+/// the line does not come within 20 s.
+pub fn start_announcing(mut cmd: Command, what: &str) -> (Reaped, serde_json::Value) {
+    use std::io::{BufRead, BufReader};
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let mut child = Reaped(cmd.spawn().unwrap());
+    let out = child.0.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(out).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(20))
+        .unwrap_or_else(|_| panic!("{what} did not start within 20 s"));
+    let info = serde_json::from_str(line.trim())
+        .unwrap_or_else(|e| panic!("{what} did not start ({e}): {line:?}"));
+    (child, info)
+}
