@@ -157,6 +157,18 @@ fn main() -> Res<()> {
             100.0 * extra / bare.median
         )
     };
+    // One workload's row, its net-overhead note and its two detail rows.
+    let record = |rows: &mut Vec<Row>,
+                  notes: &mut Vec<String>,
+                  details: &mut Vec<(String, Stats)>,
+                  label: String,
+                  name: &str,
+                  s: &[Stats]| {
+        rows.push(Row::new(&label, &s[0], &s[1], Goal::Ratio(GOAL_RATIO)));
+        notes.push(net(name, &s[0], &s[1]));
+        details.push((format!("bare {name}"), s[0].clone()));
+        details.push((format!("sandy {name}"), s[1].clone()));
+    };
     rows.push(Row::new(
         "start-up: `sandy run -- true` vs `true`",
         &s[0],
@@ -204,15 +216,14 @@ fn main() -> Res<()> {
             Variant::sandy(name, &sandy, &tree, ["sh", "-c", script]),
         ];
         let s = measure(&pair, &env, counts.work_warmup, counts.work_runs, true)?;
-        rows.push(Row::new(
-            &format!("files: `{name}` (20,000 files)"),
-            &s[0],
-            &s[1],
-            Goal::Ratio(GOAL_RATIO),
-        ));
-        notes.push(net(name, &s[0], &s[1]));
-        details.push((format!("bare {name}"), s[0].clone()));
-        details.push((format!("sandy {name}"), s[1].clone()));
+        record(
+            &mut rows,
+            &mut notes,
+            &mut details,
+            format!("files: `{name}` (20,000 files)"),
+            name,
+            &s,
+        );
     }
     notes.push(format!(
         "file tree: {TREE_FILES} files in {TREE_DIRS} directories, {needles} containing the needle"
@@ -236,15 +247,14 @@ fn main() -> Res<()> {
             Variant::sandy(name, &sandy, &repo, argv.iter().copied()),
         ];
         let s = measure(&pair, &env, counts.work_warmup, runs, true)?;
-        rows.push(Row::new(
-            &format!("git: `{name}` (5,000 files, 500 commits)"),
-            &s[0],
-            &s[1],
-            Goal::Ratio(GOAL_RATIO),
-        ));
-        notes.push(net(name, &s[0], &s[1]));
-        details.push((format!("bare {name}"), s[0].clone()));
-        details.push((format!("sandy {name}"), s[1].clone()));
+        record(
+            &mut rows,
+            &mut notes,
+            &mut details,
+            format!("git: `{name}` (5,000 files, 500 commits)"),
+            name,
+            &s,
+        );
     }
     notes.push(format!(
         "git repository: {REPO_FILES} files, {REPO_COMMITS} commits, `git log -p` prints {log_bytes} bytes"
