@@ -79,28 +79,8 @@ impl Drop for Restore {
 
 const SCRIPT: &str = "touch marker; echo target-ran";
 
-/// `sandy run -- sh -c SCRIPT`, directly or through the limited-namespace launcher.
-fn run(w: &World, launcher: Option<&Path>) -> (Output, bool) {
-    let marker = w.project.join("marker");
-    let _ = std::fs::remove_file(&marker);
-    let args = ["run", "--", "/bin/sh", "-c", SCRIPT];
-    let o = match launcher {
-        None => w.sandy(args).output().unwrap(),
-        Some(launcher) => {
-            let mut cmd: Command = w.host("/usr/bin/python3");
-            cmd.arg(launcher)
-                .arg(sandy_bin())
-                .args(args)
-                .stdin(Stdio::null());
-            cmd.output().unwrap()
-        }
-    };
-    (o, marker.exists())
-}
-
-/// `sandy doctor --json`, directly or through the limited-namespace launcher.
-fn doctor(w: &World, launcher: Option<&Path>) -> Output {
-    let args = ["doctor", "--json"];
+/// `sandy ARGS...` as the test user, directly or through the limited-namespace launcher.
+fn sandy_via(w: &World, launcher: Option<&Path>, args: &[&str]) -> Output {
     match launcher {
         None => w.sandy(args).output().unwrap(),
         Some(launcher) => {
@@ -112,6 +92,19 @@ fn doctor(w: &World, launcher: Option<&Path>) -> Output {
             cmd.output().unwrap()
         }
     }
+}
+
+/// `sandy run -- sh -c SCRIPT`; also whether the target ran (left its marker).
+fn run(w: &World, launcher: Option<&Path>) -> (Output, bool) {
+    let marker = w.project.join("marker");
+    let _ = std::fs::remove_file(&marker);
+    let o = sandy_via(w, launcher, &["run", "--", "/bin/sh", "-c", SCRIPT]);
+    (o, marker.exists())
+}
+
+/// `sandy doctor --json`.
+fn doctor(w: &World, launcher: Option<&Path>) -> Output {
+    sandy_via(w, launcher, &["doctor", "--json"])
 }
 
 /// The doctor says the sandbox cannot be enforced, names the missing user namespace and
@@ -205,12 +198,7 @@ fn without_user_namespaces_sandy_refuses_and_runs_nothing() {
         assert_refused_for_userns(&who, &o, marker);
         assert_doctor_names_the_cause(&who, &doctor(w, Some(&launcher)));
         // A dry run stops for the same reason a launch would.
-        let mut dry: Command = w.host("/usr/bin/python3");
-        dry.arg(&launcher)
-            .arg(sandy_bin())
-            .args(["run", "--dry-run", "--", "true"])
-            .stdin(Stdio::null());
-        let dry = dry.output().unwrap();
+        let dry = sandy_via(w, Some(&launcher), &["run", "--dry-run", "--", "true"]);
         assert_code(&dry, 125, &format!("dry run, {who}"));
         assert!(
             stderr(&dry).contains("max_user_namespaces"),
