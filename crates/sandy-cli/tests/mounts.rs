@@ -10,7 +10,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
+
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -742,18 +742,9 @@ for p in paths:
 fn start_listener(w: &World, log: &Path, paths: &[&str]) -> Reaped {
     let listener = w.write("unix_listener.py", UNIX_LISTENER);
     let mut cmd = w.host(PYTHON);
-    cmd.arg(&listener)
-        .arg(log)
-        .args(paths)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    let mut child = Reaped(cmd.spawn().unwrap());
-    let mut line = String::new();
-    BufReader::new(child.0.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line.trim(), "LISTENING", "the host listener did not start");
+    cmd.arg(&listener).arg(log).args(paths);
+    let (child, line) = start_announcing_line(cmd, "the host listener");
+    assert_eq!(line, "LISTENING", "the host listener did not start");
     child
 }
 

@@ -8,7 +8,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Child, Output, Stdio};
@@ -226,18 +225,9 @@ fn abstract_sockets_outside_are_unreachable() {
         let name = unique("abstract");
 
         let mut cmd = w.host(PYTHON);
-        cmd.arg(&listener_py)
-            .arg(&name)
-            .arg(&log)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        let mut listener = Reaped(cmd.spawn().unwrap());
-        let mut line = String::new();
-        BufReader::new(listener.0.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "LISTENING", "the host listener did not start");
+        cmd.arg(&listener_py).arg(&name).arg(&log);
+        let (_listener, line) = start_announcing_line(cmd, "the host listener");
+        assert_eq!(line, "LISTENING", "the host listener did not start");
 
         let o = sandy_run(w, &[PYTHON, "client.py", &name, "sandboxed"]);
         assert_code(&o, 0, "client inside");

@@ -484,10 +484,10 @@ pub fn assert_field(out: &str, key: &str, want: &str) {
     assert_eq!(field(out, key), Some(want), "{key} in output:\n{out}");
 }
 
-/// Starts a helper server that announces itself with one JSON line on stdout (its ports
-/// and so on); returns the guard that kills it and that line, parsed. Fails the test if
-/// the line does not come within 20 s.
-pub fn start_announcing(mut cmd: Command, what: &str) -> (Reaped, serde_json::Value) {
+/// Starts a helper server that announces itself with one line on stdout once it is
+/// ready; returns the guard that kills it and that line (trimmed). Fails the test if the
+/// line does not come within 20 s.
+pub fn start_announcing_line(mut cmd: Command, what: &str) -> (Reaped, String) {
     use std::io::{BufRead, BufReader};
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -503,7 +503,14 @@ pub fn start_announcing(mut cmd: Command, what: &str) -> (Reaped, serde_json::Va
     let line = rx
         .recv_timeout(Duration::from_secs(20))
         .unwrap_or_else(|_| panic!("{what} did not start within 20 s"));
-    let info = serde_json::from_str(line.trim())
+    (child, line.trim().to_owned())
+}
+
+/// [`start_announcing_line`] for servers that announce themselves (their ports and so
+/// on) with one JSON line; returns it parsed.
+pub fn start_announcing(cmd: Command, what: &str) -> (Reaped, serde_json::Value) {
+    let (child, line) = start_announcing_line(cmd, what);
+    let info = serde_json::from_str(&line)
         .unwrap_or_else(|e| panic!("{what} did not start ({e}): {line:?}"));
     (child, info)
 }
