@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::inspect::{FileKind, PathInspector};
 use crate::policy::{Origin, Protection, ProtectionKind};
+use crate::resolve::normalize;
 
 /// How much of a git config or pointer file is read.
 const GIT_FILE_MAX: usize = 256 * 1024;
@@ -185,20 +186,6 @@ fn expand(value: &[u8], project: &Path, home: Option<&Path>) -> PathBuf {
         return normalize(&home.join(OsStr::from_bytes(rest)));
     }
     normalize(&project.join(OsStr::from_bytes(value)))
-}
-
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            std::path::Component::CurDir => {}
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -800,7 +800,7 @@ impl Ctx<'_> {
 }
 
 /// Removes `.` and `..` components without touching the filesystem.
-fn normalize(path: &Path) -> PathBuf {
+pub(crate) fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in path.components() {
         match c {
