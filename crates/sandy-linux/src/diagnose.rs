@@ -23,7 +23,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::{getgid, getuid, Pid};
 use sandy_policy::Network;
 
-use crate::probe::{APPARMOR_PROFILE, MIN_LANDLOCK_ABI, PINNED_LANDLOCK_ABI};
+use crate::probe::{APPARMOR_PROFILE, MIN_LANDLOCK_ABI, PINNED_LANDLOCK_ABI, USERNS_DISABLED};
 use crate::{seccomp, sys};
 
 /// One enforcement layer `sandy doctor` checks.
@@ -482,10 +482,7 @@ fn landlock_fix(report: &ProbeReport) -> String {
 /// sysctl by name elsewhere.
 fn userns_fix(errno: Option<i32>, knobs: &Knobs, exe: &Path) -> String {
     if knobs.max_user_namespaces == Some(0) {
-        return "user namespaces are disabled by user.max_user_namespaces = 0; set it to a \
-                positive value, e.g. `sysctl -w user.max_user_namespaces=15000` (and in \
-                /etc/sysctl.d/ to keep it)"
-            .to_owned();
+        return format!("{USERNS_DISABLED} (and in /etc/sysctl.d/ to keep it)");
     }
     if knobs.apparmor_restrict_unprivileged_userns == Some(1) {
         return format!(

@@ -19,9 +19,7 @@ pub enum PlanError {
     },
     #[error("seccomp filters are not available on this kernel")]
     SeccompUnavailable,
-    #[error(
-        "cannot create a user namespace: user namespaces are disabled (user.max_user_namespaces = 0); set it to a positive value, e.g. `sysctl -w user.max_user_namespaces=15000`"
-    )]
+    #[error("cannot create a user namespace: {}", crate::probe::USERNS_DISABLED)]
     UserNamespacesDisabled,
     #[error("unsupported architecture for the seccomp floor")]
     UnsupportedArch,

@@ -35,12 +35,14 @@ fn read_sysctl(path: &str) -> Option<i64> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
+/// The cause and fix when `user.max_user_namespaces` is 0.
+pub const USERNS_DISABLED: &str = "user namespaces are disabled (user.max_user_namespaces = 0); \
+     set it to a positive value, e.g. `sysctl -w user.max_user_namespaces=15000`";
+
 /// Why creating a user namespace failed, and the narrowest fix, from the kernel's knobs.
 pub fn userns_hint(errno: nix::errno::Errno) -> String {
     if read_sysctl("/proc/sys/user/max_user_namespaces") == Some(0) {
-        return "user namespaces are disabled (user.max_user_namespaces = 0); \
-                set it to a positive value, e.g. `sysctl -w user.max_user_namespaces=15000`"
-            .to_owned();
+        return USERNS_DISABLED.to_owned();
     }
     if read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == Some(1) {
         return format!(
