@@ -462,17 +462,20 @@ impl Ctx<'_> {
     /// The directory to grant for an executable: its package root when it lives in a
     /// `bin` directory, else its own directory; `None` when that would be too broad.
     fn package_root(&self, executable: &Path) -> Option<PathBuf> {
-        let dir = executable.parent()?;
+        self.toolchain_root(executable.parent()?)
+    }
+
+    /// The tree to grant for a directory of executables: its parent when it is named like
+    /// a toolchain's `bin` (and that is narrow enough), else the directory itself; `None`
+    /// when both would be too broad.
+    fn toolchain_root(&self, dir: &Path) -> Option<PathBuf> {
         let is_bin = dir
             .file_name()
             .is_some_and(|n| BIN_NAMES.iter().any(|b| n == OsStr::new(b)));
-        let root = if is_bin { dir.parent()? } else { dir };
-        if self.safe_auto_root(root) {
-            Some(root.to_path_buf())
-        } else if self.safe_auto_root(dir) {
-            Some(dir.to_path_buf())
-        } else {
-            None
+        match dir.parent().filter(|_| is_bin) {
+            Some(root) if self.safe_auto_root(root) => Some(root.to_path_buf()),
+            _ if self.safe_auto_root(dir) => Some(dir.to_path_buf()),
+            _ => None,
         }
     }
 
@@ -507,14 +510,8 @@ impl Ctx<'_> {
             Some(Origin::Path) => {}
             Some(_) => return,
             None => {
-                let is_bin = dir
-                    .file_name()
-                    .is_some_and(|n| BIN_NAMES.iter().any(|b| n == OsStr::new(b)));
-                let root = dir.parent().filter(|_| is_bin);
-                let granted = match root {
-                    Some(root) if self.safe_auto_root(root) => root.to_path_buf(),
-                    _ if self.safe_auto_root(&dir) => dir.clone(),
-                    _ => return,
+                let Some(granted) = self.toolchain_root(&dir) else {
+                    return;
                 };
                 grants.push(granted, Access::ReadExec, Scope::Subtree, Origin::Path);
                 self.grant_rust_toolchain(&dir, host, grants);
