@@ -111,7 +111,12 @@ def trace_once(sandy, project, out):
 
 
 def main():
-    sandy = sys.argv[1] if len(sys.argv) > 1 else "target/release/sandy"
+    if len(sys.argv) > 1:
+        sandy = sys.argv[1]
+    else:
+        host = subprocess.run(["rustc", "--print", "host-tuple"], check=True,
+                              capture_output=True, text=True).stdout.strip()
+        sandy = f"target/{host}/release/sandy"
     runs = int(sys.argv[2]) if len(sys.argv) > 2 else 41
     sandy = subprocess.run(["realpath", sandy], check=True, capture_output=True,
                            text=True).stdout.strip()

@@ -4,8 +4,7 @@
 # forbidden attempt is judged from outside the sandbox afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --quiet
-sandy="$PWD/target/release/sandy"
+sandy=$(scripts/build-release.sh)
 
 # Not under /tmp: inside the sandbox /tmp is a private directory, so a home there would
 # simply be out of sight.

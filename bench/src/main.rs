@@ -15,7 +15,7 @@
 //! otherwise), removed at the end.
 //!
 //! Options: `--sandy PATH` (default: `sandy` beside this executable, i.e.
-//! `target/release/sandy`; or `$SANDY_BIN`), `--dir DIR` (where the scratch directory
+//! `target/<host triple>/release/sandy`; or `$SANDY_BIN`), `--dir DIR` (where the scratch directory
 //! goes; or `$SANDY_BENCH_DIR`; default `/var/tmp`), `--quick` (few runs: a smoke test of
 //! the benchmark itself, not a measurement).
 

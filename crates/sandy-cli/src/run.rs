@@ -68,8 +68,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
             step: "cannot render the dry-run document",
             source: e.into(),
         })?;
-        println!("{json}");
-        return Ok(0);
+        return print_document(&json);
     }
 
     let private_tmp = PrivateTmp::create(&tmp_base)?;
@@ -116,6 +115,20 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     audit_absent_protections(&policy);
     audit_nested_repositories(&policy.working_directory, started);
     status
+}
+
+/// Prints the dry-run document. A reader that stops early (`| head`) is not an error:
+/// the rest of the document is simply not wanted.
+fn print_document(json: &str) -> Result<u8, SandyError> {
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{json}").and_then(|()| out.flush()) {
+        Ok(()) => Ok(0),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
+        Err(source) => Err(SandyError::Io {
+            step: "cannot write the dry-run document",
+            source,
+        }),
+    }
 }
 
 /// Largest index file the post-run check reads.

@@ -663,6 +663,23 @@ fn sorted<'a>(k: &[&'a str]) -> Vec<&'a str> {
 }
 
 #[test]
+fn a_dry_run_read_only_in_part_ends_quietly() {
+    for_each_user(|w| {
+        // `sandy run --dry-run | head -n 1`: the reader goes away after one line.
+        let mut child = w
+            .sandy(["run", "--dry-run", "--", "true"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let o = child.wait_with_output().unwrap();
+        assert_code(&o, 0, "dry run into a closed pipe");
+        assert_eq!(stderr(&o), "", "nothing on stderr, no panic");
+    });
+}
+
+#[test]
 fn dry_run_prints_the_documented_document() {
     for_each_user(|w| {
         w.write("home/docs/readme.txt", "docs");
