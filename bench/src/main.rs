@@ -623,7 +623,7 @@ fn generate_tree(dir: &Path) -> Res<usize> {
             for line in 0..4 {
                 writeln!(body, "file {i} line {line}: lorem ipsum dolor sit amet")?;
             }
-            if i % NEEDLE_EVERY == 0 {
+            if i.is_multiple_of(NEEDLE_EVERY) {
                 body.push_str("here is the needle\n");
                 needles += 1;
             }
