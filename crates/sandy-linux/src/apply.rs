@@ -157,21 +157,18 @@ fn drop_capabilities() -> Result<(), LinuxError> {
     }
     caps::clear(None, CapSet::Ambient).map_err(err)?;
     caps::clear(None, CapSet::Inheritable).map_err(err)?;
-    caps::clear(None, CapSet::Effective).map_err(err)?;
+    // Clears the effective set with the permitted one.
     caps::clear(None, CapSet::Permitted).map_err(err)?;
-    let left: Vec<_> = [
-        CapSet::Effective,
-        CapSet::Permitted,
-        CapSet::Inheritable,
-        CapSet::Ambient,
-    ]
-    .into_iter()
-    .filter(|set| {
-        caps::read(None, *set)
-            .map(|c| !c.is_empty())
-            .unwrap_or(true)
-    })
-    .collect();
+    // The ambient set is not read back: the kernel keeps it within permitted and
+    // inheritable, both checked empty here, so it is empty too.
+    let left: Vec<_> = [CapSet::Effective, CapSet::Permitted, CapSet::Inheritable]
+        .into_iter()
+        .filter(|set| {
+            caps::read(None, *set)
+                .map(|c| !c.is_empty())
+                .unwrap_or(true)
+        })
+        .collect();
     if !left.is_empty() {
         return Err(LinuxError::Capabilities {
             reason: format!("capabilities remain in {left:?}"),
