@@ -235,23 +235,10 @@ fn bind(source: &Path, target: &Path) -> Result<(), LinuxError> {
     .map_err(mount_err("cannot bind", target))
 }
 
-/// Remounts a bind read-only, keeping the flags a user namespace may not clear.
-fn remount_read_only(target: &Path) -> Result<(), LinuxError> {
-    let current = statvfs(target).map_err(mount_err("cannot inspect", target))?;
-    let mut flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
-    for (st, ms) in [
-        (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
-        (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
-        (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
-        (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
-        (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
-        (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
-    ] {
-        if current.flags().contains(st) {
-            flags |= ms;
-        }
-    }
-    mount(None::<&str>, target, None::<&str>, flags, None::<&str>)
+/// Makes one mount read-only. `mount_setattr` changes that attribute alone, so the flags
+/// a user namespace may not clear (nosuid, nodev, noexec, atime) stay as they were.
+fn make_read_only(target: &Path) -> Result<(), LinuxError> {
+    sys::set_mount_read_only(target, true, false)
         .map_err(mount_err("cannot make read-only", target))
 }
 
@@ -397,13 +384,16 @@ pub fn apply(plan: &MountPlan) -> Result<(), LinuxError> {
         };
         let st = fstat(&fd).map_err(mount_err("cannot inspect", path))?;
         let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+        if kind != SFlag::S_IFDIR && kind != SFlag::S_IFREG {
+            continue;
+        }
         // A grant on a filesystem that is read-only on the host stays read-only: its
         // mount is locked that way in a user namespace, and nothing is lost.
         let host_read_only = statvfs(path)
             .map_err(mount_err("cannot inspect", path))?
             .flags()
             .contains(FsFlags::ST_RDONLY);
-        if (kind == SFlag::S_IFDIR || kind == SFlag::S_IFREG) && !host_read_only {
+        if !host_read_only {
             bind(path, path)?;
             writable.push(path);
         }
@@ -421,7 +411,7 @@ pub fn apply(plan: &MountPlan) -> Result<(), LinuxError> {
     }
     for path in &plan.read_only {
         bind(path, path)?;
-        remount_read_only(path)?;
+        make_read_only(path)?;
     }
     for path in &plan.masks {
         // A sensitive path under a replaced directory (a home in /tmp) is not there to
@@ -435,7 +425,7 @@ pub fn apply(plan: &MountPlan) -> Result<(), LinuxError> {
             tmpfs(path, 0o555, true)?;
         } else {
             bind(&masked_file(), path)?;
-            remount_read_only(path)?;
+            make_read_only(path)?;
         }
     }
     Ok(())
