@@ -142,6 +142,41 @@ fn main() -> Res<()> {
     };
     let has_bwrap = bwrap.is_some();
     variants.extend(bwrap);
+    // The kernel's own price for the namespaces Sandy needs (user, mount, IPC), paid by a
+    // small C program that does nothing else: a floor no launcher that uses them can go
+    // below on this machine.
+    let floor = match which("unshare") {
+        None => {
+            notes.push("unshare (util-linux): not installed".to_owned());
+            None
+        }
+        Some(bin) => {
+            let v = Variant {
+                label: "unshare --user --map-current-user --mount --ipc true".to_owned(),
+                argv: [
+                    bin.as_os_str(),
+                    "--user".as_ref(),
+                    "--map-current-user".as_ref(),
+                    "--mount".as_ref(),
+                    "--ipc".as_ref(),
+                    true_bin.as_os_str(),
+                ]
+                .iter()
+                .map(|a| a.to_os_string())
+                .collect(),
+                cwd: empty.clone(),
+            };
+            match run_once(&v, &env) {
+                Ok(_) => Some(v),
+                Err(e) => {
+                    notes.push(format!("unshare: not usable here: {e}"));
+                    None
+                }
+            }
+        }
+    };
+    let floor_at = floor.is_some().then_some(variants.len());
+    variants.extend(floor);
     let s = measure(
         &variants,
         &env,
@@ -194,6 +229,18 @@ fn main() -> Res<()> {
         &s[2],
         Goal::Reference,
     ));
+    match floor_at {
+        Some(i) => rows.push(Row::new(
+            "kernel floor: `unshare --user --mount --ipc true` vs `true`",
+            &s[0],
+            &s[i],
+            Goal::Reference,
+        )),
+        None => rows.push(Row::missing(
+            "kernel floor: `unshare --user --mount --ipc true` vs `true`",
+            "unshare: not available",
+        )),
+    }
     details.extend(
         variants
             .iter()

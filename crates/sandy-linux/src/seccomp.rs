@@ -607,7 +607,10 @@ mod tests {
                 ("x32 getpid", sys(libc::SYS_getpid | 0x4000_0000, [0, 0, 0])),
                 ("tioclinux", sys(libc::SYS_ioctl, [0, 0x541c, 0])),
                 // Any other ioctl passes the filter (and fails on the bad descriptor).
-                ("fionread", sys(libc::SYS_ioctl, [-1, libc::FIONREAD as i64, 0])),
+                (
+                    "fionread",
+                    sys(libc::SYS_ioctl, [-1, libc::FIONREAD as i64, 0]),
+                ),
                 (
                     "socketpair inet",
                     sys(libc::SYS_socketpair, [libc::AF_INET.into(), 1, 0]),
@@ -693,7 +696,10 @@ mod tests {
                     } else {
                         usize::from(insn.jt.max(insn.jf))
                     };
-                    assert!(pc + 1 + far < program.len(), "jump at {pc} leaves the program");
+                    assert!(
+                        pc + 1 + far < program.len(),
+                        "jump at {pc} leaves the program"
+                    );
                 }
             }
             let last = program.last().unwrap();
