@@ -1,23 +1,24 @@
 //! `sandy-bench`: measures what Sandy costs, side by side with the same work done bare.
 //!
-//! Run from the repository root, after `cargo build --release`:
+//! Run from the repository root:
 //!
 //! ```text
 //! cargo build --release && cargo run --release -p sandy-bench
 //! ```
 //!
 //! It times, alternating bare and sandboxed runs so that drift hits both alike:
-//! start-up (`sandy run -- true` against `true`, and against `bwrap` with a comparable
-//! policy when it is installed), a file-heavy workload on a generated tree of 20,000 files,
+//! start-up (`sandy run -- true` against `true`, against `bwrap` with a comparable policy
+//! when it is installed, and against `unshare` creating the same namespaces and nothing
+//! else, the kernel's floor), a file-heavy workload on a generated tree of 20,000 files,
 //! git on a generated repository of 5,000 files and 500 commits, and the supervisor's peak
 //! resident memory. It prints a markdown table of medians, overheads, ratios and goals.
 //! Everything it generates lives in one temporary directory (under `/var/tmp` unless told
 //! otherwise), removed at the end.
 //!
 //! Options: `--sandy PATH` (default: `sandy` beside this executable, i.e.
-//! `target/<host triple>/release/sandy`; or `$SANDY_BIN`), `--dir DIR` (where the scratch directory
-//! goes; or `$SANDY_BENCH_DIR`; default `/var/tmp`), `--quick` (few runs: a smoke test of
-//! the benchmark itself, not a measurement).
+//! `target/<host triple>/release/sandy`; or `$SANDY_BIN`), `--dir DIR` (where the
+//! scratch directory goes; or `$SANDY_BENCH_DIR`; default `/var/tmp`), `--quick` (few
+//! runs: a smoke test of the benchmark itself, not a measurement).
 
 use std::collections::BTreeMap;
 use std::error::Error;

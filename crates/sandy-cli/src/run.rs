@@ -305,11 +305,11 @@ fn spawn_and_wait(manifest: &[u8], ports: &[u16], waited: &SigSet) -> Result<u8,
         loop {
             match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::Exited(p, code)) if p == pid => {
-                    end_leftovers();
+                    end_sandbox(ports);
                     return Ok(u8::try_from(code).unwrap_or(1));
                 }
                 Ok(WaitStatus::Signaled(p, sig, _)) if p == pid => {
-                    end_leftovers();
+                    end_sandbox(ports);
                     return Ok(signal_status(sig as i32));
                 }
                 Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::ECHILD) => break,
@@ -322,6 +322,23 @@ fn spawn_and_wait(manifest: &[u8], ports: &[u16], waited: &SigSet) -> Result<u8,
                 }
             }
         }
+    }
+}
+
+/// How long, at most, the relay may take after the target's exit to pass on what the
+/// sandbox sent through local-port connections.
+const UPLOAD_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// After the target's exit: ends what it left running, then lets the local-port relay
+/// deliver what the sandbox already sent (the relay threads end with this process).
+fn end_sandbox(ports: &[u16]) {
+    end_leftovers();
+    if !ports.is_empty() && !sandy_linux::relay::finish_uploads(UPLOAD_GRACE) {
+        eprintln!(
+            "sandy: data the sandbox sent through a local-port relay was still being \
+             delivered after {} s; the rest is dropped",
+            UPLOAD_GRACE.as_secs()
+        );
     }
 }
 

@@ -751,6 +751,45 @@ fn relay_carries_parallel_bulk_transfers_intact() {
     });
 }
 
+/// The sandbox sends and exits at once: what it sent is still in flight inside the relay
+/// when the target is gone, and must reach the host before Sandy exits.
+#[test]
+fn data_sent_just_before_the_target_exits_reaches_the_host() {
+    for_each_user(|w| {
+        let host = HostServers::start(w, &["s,sink,127.0.0.1,0"]);
+        let port = host.port("s").to_string();
+        let p = probe(w);
+        let (o, _) = timed(
+            sandy_cmd(
+                w,
+                &["--block-net", "--allow-local-port", &port],
+                &[PYTHON, p, "upload", &port, "10"],
+            ),
+            60,
+        );
+        assert_code(&o, 0, "uploads");
+        assert_eq!(json_line(&o, "upload")["sent"], 10);
+        // Judged on the host once Sandy has exited: every upload arrived whole.
+        let mut expected: Vec<String> = (0..10)
+            .map(|id| {
+                format!(
+                    "127.0.0.1 id={id} up={} n={BULK_SIZE}",
+                    host.info["bulk_up"][id.to_string()].as_str().unwrap()
+                )
+            })
+            .collect();
+        expected.sort();
+        assert!(
+            wait_for(10, || host.events_of("s").len() >= 10),
+            "{:?}",
+            host.events()
+        );
+        let mut seen = host.events_of("s");
+        seen.sort();
+        assert_eq!(seen, expected, "uploads as the host server saw them");
+    });
+}
+
 #[test]
 fn relay_supports_half_close() {
     for_each_user(|w| {

@@ -12,13 +12,16 @@ the server named OTHER plus one; the whole set-up is retried until both are free
     http       HTTP/1.0 GET: logs "http NAME PEER PATH", answers "hello from host NAME PATH"
     bulk       reads "ID\\n", sends BULK_SIZE bytes of gen(ID) while reading the upload to
                EOF, then logs "bulk NAME PEER id=ID up=SHA256 n=BYTES"
+    sink       reads "ID\\n" and the upload to EOF, slowly (64 KiB per millisecond at
+               most, so that data stays in flight), sends nothing, then logs
+               "sink NAME PEER id=ID up=SHA256 n=BYTES"
     halfclose  reads to EOF (5 s at most), logs "halfclose NAME PEER got=DATA" (or
                "timeout"), then answers "reply:" + DATA
     hold       logs "hold NAME PEER open", reads to EOF, logs "hold NAME PEER closed"
 
 Prints one JSON line once everything listens: {"ports": {NAME: PORT}, "bulk_down":
-{ID: SHA256}, "bulk_up": {ID: SHA256}} (the bulk hashes for IDs 0..9, when a bulk server
-is asked for).
+{ID: SHA256}, "bulk_up": {ID: SHA256}} (the bulk hashes for IDs 0..9, when a bulk or
+sink server is asked for).
 """
 
 import errno
@@ -30,6 +33,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 
 BULK_SIZE = 10 * 1024 * 1024
 BULK_IDS = range(10)
@@ -195,6 +199,34 @@ def serve_bulk(path, name, sock):
     accept_loop(sock, handle)
 
 
+def serve_sink(path, name, sock):
+    def handle(conn, addr):
+        conn.settimeout(30)
+        f = conn.makefile("rb")
+        try:
+            ident = int(f.readline())
+        except (OSError, ValueError):
+            log(path, "sink", name, peer_of(addr), "bad-header")
+            conn.close()
+            return
+        h = hashlib.sha256()
+        n = 0
+        try:
+            while True:
+                b = f.read(65536)
+                if not b:
+                    break
+                h.update(b)
+                n += len(b)
+                time.sleep(0.001)
+        except OSError:
+            pass
+        log(path, "sink", name, peer_of(addr), f"id={ident}", f"up={h.hexdigest()}", f"n={n}")
+        conn.close()
+
+    accept_loop(sock, handle)
+
+
 def serve_halfclose(path, name, sock):
     def handle(conn, addr):
         conn.settimeout(5)
@@ -232,6 +264,7 @@ SERVERS = {
     "udp": serve_udp,
     "http": serve_http,
     "bulk": serve_bulk,
+    "sink": serve_sink,
     "halfclose": serve_halfclose,
     "hold": serve_hold,
 }
@@ -246,7 +279,7 @@ def main():
             raise SystemExit(f"bad spec {spec}")
     socks = bind_all(specs)
     ready = {"ports": {name: s.getsockname()[1] for name, s in socks.items()}}
-    if any(kind == "bulk" for _, kind, _, _ in specs):
+    if any(kind in ("bulk", "sink") for _, kind, _, _ in specs):
         ready["bulk_down"] = {i: hashlib.sha256(gen(i)).hexdigest() for i in BULK_IDS}
         ready["bulk_up"] = {
             i: hashlib.sha256(gen(upload_seed(i))).hexdigest() for i in BULK_IDS

@@ -11,6 +11,9 @@ controls). Each mode prints one JSON line.
     net_probe.py echo            a server and a client, both here, over 127.0.0.1
     net_probe.py bulk PORT N     N parallel transfers through 127.0.0.1:PORT (the bulk
                                  protocol of net_host.py): {ID: {"down": SHA256, "n": BYTES}}
+    net_probe.py upload PORT N   N parallel uploads through 127.0.0.1:PORT (to net_host.py's
+                                 sink), each closed as soon as it is sent; exits without
+                                 waiting for anything: {"sent": N}
     net_probe.py halfclose PORT DATA
                                  sends DATA, shuts down the write side, reads the answer
     net_probe.py hold PORT DIR   connects to 127.0.0.1:PORT and holds the connection; writes
@@ -155,6 +158,26 @@ def bulk(port, n):
     print(json.dumps(results), flush=True)
 
 
+def upload(port, n):
+    socks = []
+    for ident in range(n):
+        s = socket.create_connection(("127.0.0.1", port), timeout=30)
+        socks.append((ident, s))
+
+    def send(ident, s):
+        s.sendall(f"{ident}\n".encode() + gen(1000 + ident))
+        s.close()
+
+    threads = [threading.Thread(target=send, args=p) for p in socks]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    print(json.dumps({"sent": n}), flush=True)
+    # No interpreter shutdown: whatever is still in flight stays in flight.
+    os._exit(0)
+
+
 def halfclose(port, data):
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
     s.sendall(data.encode())
@@ -201,6 +224,8 @@ def main():
         echo()
     elif mode == "bulk":
         bulk(int(args[0]), int(args[1]))
+    elif mode == "upload":
+        upload(int(args[0]), int(args[1]))
     elif mode == "halfclose":
         halfclose(int(args[0]), args[1])
     elif mode == "hold":
