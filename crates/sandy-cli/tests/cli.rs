@@ -760,7 +760,7 @@ fn dry_run_prints_the_documented_document() {
         assert_eq!(usr["access"], json!("read_exec"));
         // The private directories appear under the names the target sees; the host's
         // per-run directory (which a dry run never creates) appears nowhere.
-        for private in ["/tmp", "/dev/shm"] {
+        for private in ["/tmp", "/dev/shm", "/var/tmp"] {
             let g = grant_for(private);
             assert_eq!(g["origin"], json!("baseline"), "{g}");
             assert_eq!(g["access"], json!("read_write"), "{g}");

@@ -914,6 +914,36 @@ fn a_runtime_directory_under_run_is_replaced_by_a_private_one() {
 }
 
 #[test]
+fn var_tmp_is_private_empty_and_writable() {
+    for_each_user(|w| {
+        let host_name = unique("var-tmp-host");
+        let host_file = HostFile::new(w, Path::new("/var/tmp").join(&host_name), CANARY);
+        let inside_name = unique("var-tmp-inside");
+        let o = w.sh(
+            &[],
+            &format!(
+                "echo \"listing=[$(ls -A /var/tmp)]\"
+                 echo \"mode=$(stat -c %a /var/tmp)\"
+                 cat '/var/tmp/{host_name}'; echo \"host file=$?\"
+                 echo mine > '/var/tmp/{inside_name}' && chmod 600 '/var/tmp/{inside_name}' \
+                   && cat '/var/tmp/{inside_name}'
+                 echo \"write=$?\""
+            ),
+        );
+        assert_code(&o, 0, "/var/tmp");
+        let out = stdout(&o);
+        assert!(!out.contains(CANARY), "{out}");
+        assert_field(&out, "listing", "[]");
+        assert_field(&out, "mode", "1777");
+        assert_failed(&out, "host file");
+        assert!(out.contains("mine\nwrite=0\n"), "{out}");
+        // Judged on the host: nothing appeared, the host's file is unchanged.
+        assert!(!Path::new("/var/tmp").join(&inside_name).exists());
+        assert_eq!(bytes(&host_file.0), CANARY.as_bytes());
+    });
+}
+
+#[test]
 fn dev_shm_is_private_empty_and_writable() {
     for_each_user(|w| {
         let host_name = unique("shm-host");

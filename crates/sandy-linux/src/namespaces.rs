@@ -24,6 +24,7 @@ use nix::sys::statvfs::{statvfs, FsFlags};
 use nix::unistd::{getgid, getuid};
 use sandy_policy::{
     Access, Network, ProtectionKind, Scope, ValidatedManifest, PRIVATE_SHM, PRIVATE_TMP,
+    PRIVATE_VAR_TMP,
 };
 
 use crate::error::LinuxError;
@@ -32,7 +33,6 @@ use crate::sys;
 
 /// Directories replaced inside the sandbox by something private and empty.
 const RUN: &str = "/run";
-const VAR_TMP: &str = "/var/tmp";
 
 /// Every mount the sandbox gets, as data. Applied in field order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,7 +75,7 @@ pub fn mount_plan(manifest: &ValidatedManifest) -> MountPlan {
     let mut tmpfs = vec![
         // /var/tmp is a second world-writable temporary directory, where host sockets and
         // other users' files may live; the sandbox gets an empty private one.
-        (PathBuf::from(VAR_TMP), 0o1777),
+        (PathBuf::from(PRIVATE_VAR_TMP), 0o1777),
         (PathBuf::from(RUN), 0o755),
         (PathBuf::from(PRIVATE_SHM), 0o1777),
     ];
@@ -336,9 +336,13 @@ pub fn apply(plan: &MountPlan) -> Result<(), LinuxError> {
         }
     }
 
+    // Paths that are already mounts of their own once the private directories are in
+    // place: their write access can be restored without binding them onto themselves.
+    let mut own_mounts: Vec<&Path> = Vec::with_capacity(plan.tmpfs.len() + plan.carry.len() + 1);
     for (target, mode) in &plan.tmpfs {
         if target.is_dir() {
             tmpfs(target, *mode, false)?;
+            own_mounts.push(target);
         }
     }
     if plan.fresh_sysfs {
@@ -367,9 +371,11 @@ pub fn apply(plan: &MountPlan) -> Result<(), LinuxError> {
         let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
     }
     bind(&fd_path(&private_tmp), Path::new(PRIVATE_TMP))?;
+    own_mounts.push(Path::new(PRIVATE_TMP));
     for (fd, path) in &carried {
         make_mount_point(path, is_dir(fd, path)?)?;
         bind(&fd_path(fd), path)?;
+        own_mounts.push(path);
     }
 
     // Read-only everywhere but the writable grants. Each writable directory or regular
@@ -394,7 +400,9 @@ pub fn apply(plan: &MountPlan) -> Result<(), LinuxError> {
             .flags()
             .contains(FsFlags::ST_RDONLY);
         if !host_read_only {
-            bind(path, path)?;
+            if !own_mounts.contains(&path.as_path()) {
+                bind(path, path)?;
+            }
             writable.push(path);
         }
     }

@@ -53,6 +53,7 @@ pub use profile::{
     ProfileError, GENERIC, PROFILE_SCHEMA_VERSION,
 };
 pub use resolve::{
-    resolve, RunRequest, PRIVATE_SHM, PRIVATE_TMP, REMOVED_ENV_EXACT, REMOVED_ENV_PREFIXES,
+    resolve, RunRequest, PRIVATE_SHM, PRIVATE_TMP, PRIVATE_VAR_TMP, REMOVED_ENV_EXACT,
+    REMOVED_ENV_PREFIXES,
 };
 pub use sensitive::{sensitive_paths, SENSITIVE_HOME_PATHS};

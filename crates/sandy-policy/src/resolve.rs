@@ -68,6 +68,8 @@ const SYSTEM_SECRETS: &[&str] = &[
 pub const PRIVATE_TMP: &str = "/tmp";
 /// The private, empty shared-memory directory inside the sandbox.
 pub const PRIVATE_SHM: &str = "/dev/shm";
+/// The second temporary directory, private and empty inside the sandbox.
+pub const PRIVATE_VAR_TMP: &str = "/var/tmp";
 
 /// Variables pointed at the private temporary directory.
 const TMP_VARS: &[&str] = &["TMPDIR", "TMP", "TEMP", "TEMPDIR"];
@@ -260,16 +262,20 @@ pub fn resolve(
         }
     }
 
-    // The private per-run directory is mounted at /tmp inside; /dev/shm and the runtime
-    // directory are fresh, empty and private. They name different directories than the
+    // The private per-run directory is mounted at /tmp inside; /dev/shm, /var/tmp and the
+    // runtime directory are fresh, empty and private. They name different directories than the
     // host paths granted above, so they are added last and never cover those.
     let runtime_dir = host
         .var("XDG_RUNTIME_DIR")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute() && fs.kind(p) == Some(FileKind::Directory));
+    // /var/tmp is replaced only where the host has one.
+    let var_tmp =
+        Some(PathBuf::from(PRIVATE_VAR_TMP)).filter(|p| fs.kind(p) == Some(FileKind::Directory));
     for private in [
         Some(PathBuf::from(PRIVATE_TMP)),
         Some(PathBuf::from(PRIVATE_SHM)),
+        var_tmp,
         runtime_dir.clone(),
     ]
     .into_iter()
@@ -416,7 +422,7 @@ impl Ctx<'_> {
         if project == Path::new("/") {
             return refuse("it is the filesystem root");
         }
-        if [PRIVATE_TMP, PRIVATE_SHM, "/run"]
+        if [PRIVATE_TMP, PRIVATE_SHM, PRIVATE_VAR_TMP, "/run"]
             .iter()
             .any(|p| project == Path::new(p))
         {

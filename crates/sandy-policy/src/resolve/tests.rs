@@ -252,10 +252,25 @@ fn plain_run_resolves_to_the_default_policy() {
 
 #[test]
 fn refuses_root_home_and_ancestors_of_home_as_project() {
-    for cwd in ["/", "/home/u", "/home", "/home/u/.ssh"] {
+    for cwd in [
+        "/",
+        "/home/u",
+        "/home",
+        "/home/u/.ssh",
+        "/tmp",
+        "/var/tmp",
+        "/dev/shm",
+        "/run",
+    ] {
         let mut h = host("/usr/bin");
         h.cwd = cwd.into();
-        let err = resolve(&request(&["true"]), &h, &base_fs()).unwrap_err();
+        let fs = base_fs()
+            .dir("/tmp")
+            .dir("/var")
+            .dir("/var/tmp")
+            .dir("/dev/shm")
+            .dir("/run");
+        let err = resolve(&request(&["true"]), &h, &fs).unwrap_err();
         assert!(
             matches!(err, ResolveError::UnsafeProject { .. }),
             "{cwd}: {err}"
