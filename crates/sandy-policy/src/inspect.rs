@@ -33,7 +33,7 @@ pub struct RealFs;
 
 impl PathInspector for RealFs {
     fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
-        canonicalize(path)
+        std::fs::canonicalize(path)
     }
 
     fn kind(&self, path: &Path) -> Option<FileKind> {
@@ -91,33 +91,6 @@ impl PathInspector for RealFs {
     }
 }
 
-/// `O_PATH` (asm-generic/fcntl.h; the same value on x86_64 and aarch64).
-#[cfg(target_os = "linux")]
-const O_PATH: i32 = 0o10_000_000;
-
-/// The kernel resolves the whole path in one lookup (`open` with `O_PATH`, which needs no
-/// permission on the object itself) and names what it found (`/proc/self/fd/N`): three
-/// system calls, where `realpath(3)` makes one `readlink` per component of the path, each
-/// walking the path again from the root. Falls back to `realpath` without `/proc`.
-#[cfg(target_os = "linux")]
-fn canonicalize(path: &Path) -> io::Result<PathBuf> {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(O_PATH)
-        .open(path)?;
-    match std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
-        Ok(found) if found.is_absolute() => Ok(found),
-        _ => std::fs::canonicalize(path),
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn canonicalize(path: &Path) -> io::Result<PathBuf> {
-    std::fs::canonicalize(path)
-}
-
 #[cfg(unix)]
 fn is_executable(meta: &std::fs::Metadata) -> bool {
     use std::os::unix::fs::PermissionsExt;
@@ -127,48 +100,4 @@ fn is_executable(meta: &std::fs::Metadata) -> bool {
 #[cfg(not(unix))]
 fn is_executable(_meta: &std::fs::Metadata) -> bool {
     true
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The one-lookup canonicalisation agrees with `realpath(3)` on links, relative
-    /// links, `..` and missing paths.
-    #[test]
-    #[allow(clippy::unwrap_used)]
-    fn canonicalize_agrees_with_realpath() {
-        let dir = std::env::temp_dir().join(format!("sandy-canon-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("a/b/c")).unwrap();
-        std::os::unix::fs::symlink("a/b", dir.join("ab")).unwrap();
-        std::os::unix::fs::symlink(dir.join("a/b/c"), dir.join("abs")).unwrap();
-        std::os::unix::fs::symlink("nowhere", dir.join("dangling")).unwrap();
-        std::fs::write(dir.join("a/b/c/file"), "x").unwrap();
-        for p in [
-            "a",
-            "ab",
-            "ab/c",
-            "ab/../b/c/file",
-            "abs/file",
-            "a/./b/../b/c",
-            ".",
-        ] {
-            let path = dir.join(p);
-            assert_eq!(
-                canonicalize(&path).unwrap(),
-                std::fs::canonicalize(&path).unwrap(),
-                "{p}"
-            );
-        }
-        for p in ["dangling", "missing", "a/b/c/file/below"] {
-            let path = dir.join(p);
-            assert_eq!(
-                canonicalize(&path).unwrap_err().kind(),
-                std::fs::canonicalize(&path).unwrap_err().kind(),
-                "{p}"
-            );
-        }
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
 }
