@@ -913,69 +913,58 @@ fn a_runtime_directory_under_run_is_replaced_by_a_private_one() {
     });
 }
 
-#[test]
-fn var_tmp_is_private_empty_and_writable() {
+/// Checks, for each user, that `dir` inside the sandbox is an empty private directory
+/// (mode 1777) hiding the host's, that a file can be written and chmod-ed there, and, judged
+/// on the host, that nothing appeared there and the host's file is unchanged. `extra` runs
+/// afterwards inside; its output is returned for further checks.
+fn assert_private_writable_dir(dir: &str, extra: &str) -> Vec<String> {
+    let mut outputs = Vec::new();
     for_each_user(|w| {
-        let host_name = unique("var-tmp-host");
-        let host_file = HostFile::new(w, Path::new("/var/tmp").join(&host_name), CANARY);
-        let inside_name = unique("var-tmp-inside");
+        let host_name = unique("host");
+        let host_file = HostFile::new(w, Path::new(dir).join(&host_name), CANARY);
+        let inside_name = unique("inside");
         let o = w.sh(
             &[],
             &format!(
-                "echo \"listing=[$(ls -A /var/tmp)]\"
-                 echo \"mode=$(stat -c %a /var/tmp)\"
-                 cat '/var/tmp/{host_name}'; echo \"host file=$?\"
-                 echo mine > '/var/tmp/{inside_name}' && chmod 600 '/var/tmp/{inside_name}' \
-                   && cat '/var/tmp/{inside_name}'
-                 echo \"write=$?\""
+                "echo \"listing=[$(ls -A {dir})]\"
+                 echo \"mode=$(stat -c %a {dir})\"
+                 cat '{dir}/{host_name}'; echo \"host file=$?\"
+                 echo mine > '{dir}/{inside_name}' && chmod 600 '{dir}/{inside_name}' \
+                   && cat '{dir}/{inside_name}'
+                 echo \"write=$?\"
+                 {extra}"
             ),
         );
-        assert_code(&o, 0, "/var/tmp");
+        assert_code(&o, 0, dir);
         let out = stdout(&o);
         assert!(!out.contains(CANARY), "{out}");
         assert_field(&out, "listing", "[]");
         assert_field(&out, "mode", "1777");
         assert_failed(&out, "host file");
         assert!(out.contains("mine\nwrite=0\n"), "{out}");
-        // Judged on the host: nothing appeared, the host's file is unchanged.
-        assert!(!Path::new("/var/tmp").join(&inside_name).exists());
+        assert!(!Path::new(dir).join(&inside_name).exists());
         assert_eq!(bytes(&host_file.0), CANARY.as_bytes());
+        outputs.push(out);
     });
+    outputs
+}
+
+#[test]
+fn var_tmp_is_private_empty_and_writable() {
+    assert_private_writable_dir("/var/tmp", "");
 }
 
 #[test]
 fn dev_shm_is_private_empty_and_writable() {
-    for_each_user(|w| {
-        let host_name = unique("shm-host");
-        let host_file = HostFile::new(w, Path::new("/dev/shm").join(&host_name), CANARY);
-        let inside_name = unique("shm-inside");
-        let o = w.sh(
-            &[],
-            &format!(
-                "echo \"listing=[$(ls -A /dev/shm)]\"
-                 echo \"mode=$(stat -c %a /dev/shm)\"
-                 cat '/dev/shm/{host_name}'; echo \"host file=$?\"
-                 echo mine > '/dev/shm/{inside_name}' && cat '/dev/shm/{inside_name}'
-                 echo \"write=$?\"
-                 /usr/bin/python3 -c '
+    let shared_memory = "/usr/bin/python3 -c '
 from multiprocessing import shared_memory
 m = shared_memory.SharedMemory(create=True, size=16)
 m.buf[:2] = b\"ok\"
 print(\"shared memory=\" + bytes(m.buf[:2]).decode())
-m.close(); m.unlink()'"
-            ),
-        );
-        assert_code(&o, 0, "/dev/shm");
-        let out = stdout(&o);
-        assert!(!out.contains(CANARY), "{out}");
-        assert_field(&out, "listing", "[]");
-        assert_field(&out, "mode", "1777");
-        assert_failed(&out, "host file");
-        assert!(out.contains("mine\nwrite=0\n"), "{out}");
+m.close(); m.unlink()'";
+    for out in assert_private_writable_dir("/dev/shm", shared_memory) {
         assert_field(&out, "shared memory", "ok");
-        assert!(!Path::new("/dev/shm").join(&inside_name).exists());
-        assert_eq!(bytes(&host_file.0), CANARY.as_bytes());
-    });
+    }
 }
 
 #[test]

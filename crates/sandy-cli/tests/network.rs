@@ -704,6 +704,29 @@ fn allowed_local_port_is_relayed_and_nothing_else() {
     });
 }
 
+/// Judged on the host: the server `name` logged `count` uploads (ids 0..count), each whole
+/// and uncorrupted.
+#[track_caller]
+fn assert_uploads_arrived(host: &HostServers, name: &str, count: usize) {
+    let mut expected: Vec<String> = (0..count)
+        .map(|id| {
+            format!(
+                "127.0.0.1 id={id} up={} n={BULK_SIZE}",
+                host.info["bulk_up"][id.to_string()].as_str().unwrap()
+            )
+        })
+        .collect();
+    expected.sort();
+    assert!(
+        wait_for(10, || host.events_of(name).len() >= count),
+        "{:?}",
+        host.events()
+    );
+    let mut seen = host.events_of(name);
+    seen.sort();
+    assert_eq!(seen, expected, "uploads as the host server saw them");
+}
+
 #[test]
 fn relay_carries_parallel_bulk_transfers_intact() {
     for_each_user(|w| {
@@ -731,23 +754,7 @@ fn relay_carries_parallel_bulk_transfers_intact() {
             );
         }
         // Judged on the host: every upload arrived whole, through the relay.
-        let mut expected: Vec<String> = (0..10)
-            .map(|id| {
-                format!(
-                    "127.0.0.1 id={id} up={} n={BULK_SIZE}",
-                    host.info["bulk_up"][id.to_string()].as_str().unwrap()
-                )
-            })
-            .collect();
-        expected.sort();
-        assert!(
-            wait_for(5, || host.events_of("b").len() >= 10),
-            "{:?}",
-            host.events()
-        );
-        let mut seen = host.events_of("b");
-        seen.sort();
-        assert_eq!(seen, expected, "uploads as the host server saw them");
+        assert_uploads_arrived(&host, "b", 10);
     });
 }
 
@@ -770,23 +777,7 @@ fn data_sent_just_before_the_target_exits_reaches_the_host() {
         assert_code(&o, 0, "uploads");
         assert_eq!(json_line(&o, "upload")["sent"], 10);
         // Judged on the host once Sandy has exited: every upload arrived whole.
-        let mut expected: Vec<String> = (0..10)
-            .map(|id| {
-                format!(
-                    "127.0.0.1 id={id} up={} n={BULK_SIZE}",
-                    host.info["bulk_up"][id.to_string()].as_str().unwrap()
-                )
-            })
-            .collect();
-        expected.sort();
-        assert!(
-            wait_for(10, || host.events_of("s").len() >= 10),
-            "{:?}",
-            host.events()
-        );
-        let mut seen = host.events_of("s");
-        seen.sort();
-        assert_eq!(seen, expected, "uploads as the host server saw them");
+        assert_uploads_arrived(&host, "s", 10);
     });
 }
 

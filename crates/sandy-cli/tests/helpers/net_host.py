@@ -161,15 +161,41 @@ def serve_http(path, name, sock):
     srv.serve_forever()
 
 
+def read_id(path, kind, name, conn, addr, f):
+    """The "ID\\n" header of the bulk protocol, or None (logged, connection closed)."""
+    try:
+        return int(f.readline())
+    except (OSError, ValueError):
+        log(path, kind, name, peer_of(addr), "bad-header")
+        conn.close()
+        return None
+
+
+def read_upload(f, pause=0.0):
+    """Reads to EOF, 64 KiB at a time with `pause` seconds between reads; returns the
+    SHA-256 hex digest and the byte count."""
+    h = hashlib.sha256()
+    n = 0
+    try:
+        while True:
+            b = f.read(65536) if pause else f.read1(65536)
+            if not b:
+                break
+            h.update(b)
+            n += len(b)
+            if pause:
+                time.sleep(pause)
+    except OSError:
+        pass
+    return h.hexdigest(), n
+
+
 def serve_bulk(path, name, sock):
     def handle(conn, addr):
         conn.settimeout(30)
         f = conn.makefile("rb")
-        try:
-            ident = int(f.readline())
-        except (OSError, ValueError):
-            log(path, "bulk", name, peer_of(addr), "bad-header")
-            conn.close()
+        ident = read_id(path, "bulk", name, conn, addr, f)
+        if ident is None:
             return
 
         def send():
@@ -181,19 +207,9 @@ def serve_bulk(path, name, sock):
 
         sender = threading.Thread(target=send, daemon=True)
         sender.start()
-        h = hashlib.sha256()
-        n = 0
-        try:
-            while True:
-                b = f.read1(65536)
-                if not b:
-                    break
-                h.update(b)
-                n += len(b)
-        except OSError:
-            pass
+        up, n = read_upload(f)
         sender.join()
-        log(path, "bulk", name, peer_of(addr), f"id={ident}", f"up={h.hexdigest()}", f"n={n}")
+        log(path, "bulk", name, peer_of(addr), f"id={ident}", f"up={up}", f"n={n}")
         conn.close()
 
     accept_loop(sock, handle)
@@ -203,25 +219,11 @@ def serve_sink(path, name, sock):
     def handle(conn, addr):
         conn.settimeout(30)
         f = conn.makefile("rb")
-        try:
-            ident = int(f.readline())
-        except (OSError, ValueError):
-            log(path, "sink", name, peer_of(addr), "bad-header")
-            conn.close()
+        ident = read_id(path, "sink", name, conn, addr, f)
+        if ident is None:
             return
-        h = hashlib.sha256()
-        n = 0
-        try:
-            while True:
-                b = f.read(65536)
-                if not b:
-                    break
-                h.update(b)
-                n += len(b)
-                time.sleep(0.001)
-        except OSError:
-            pass
-        log(path, "sink", name, peer_of(addr), f"id={ident}", f"up={h.hexdigest()}", f"n={n}")
+        up, n = read_upload(f, pause=0.001)
+        log(path, "sink", name, peer_of(addr), f"id={ident}", f"up={up}", f"n={n}")
         conn.close()
 
     accept_loop(sock, handle)
