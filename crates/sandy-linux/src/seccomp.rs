@@ -710,7 +710,7 @@ mod tests {
     /// A classic-BPF interpreter for the instructions `compile` emits, over a
     /// `seccomp_data` of (nr, native arch, args).
     fn run(program: &[sock_filter], nr: u32, args: [u64; 6]) -> u32 {
-        let mut data = vec![0u8; 64];
+        let mut data = [0u8; 64];
         data[0..4].copy_from_slice(&nr.to_ne_bytes());
         data[4..8].copy_from_slice(&native_arch().unwrap().to_ne_bytes());
         for (i, a) in args.iter().enumerate() {
