@@ -14,12 +14,10 @@
 
 mod common;
 
-use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use serde_json::{json, Value};
@@ -58,48 +56,9 @@ fn run_timeout(mut cmd: Command, secs: u64) -> Output {
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let what = format!("{:?}", cmd.get_args().collect::<Vec<_>>());
     let mut child = Reaped(spawn(&mut cmd));
-    let (tx, rx) = mpsc::channel();
-    let pipes: Vec<Box<dyn Read + Send>> = vec![
-        Box::new(child.0.stdout.take().unwrap()),
-        Box::new(child.0.stderr.take().unwrap()),
-    ];
-    for (i, mut pipe) in pipes.into_iter().enumerate() {
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = pipe.read_to_end(&mut buf);
-            let _ = tx.send((i, buf));
-        });
-    }
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    let status = loop {
-        if let Some(status) = child.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what} did not finish within {secs} s (killed)"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut out = Output {
-        status,
-        stdout: Vec::new(),
-        stderr: Vec::new(),
-    };
-    for _ in 0..2 {
-        // Detached grandchildren may hold the pipes; they are confined, but must not
-        // hang the test either.
-        let Ok((i, buf)) = rx.recv_timeout(Duration::from_secs(10)) else {
-            break;
-        };
-        if i == 0 {
-            out.stdout = buf;
-        } else {
-            out.stderr = buf;
-        }
-    }
-    out
+    let collector = Collector::start(&mut child.0);
+    let status = wait_timeout(&mut child.0, secs, &what);
+    collector.finish_allowing_open(status, Duration::from_secs(10))
 }
 
 /// The directory holding the agents' binaries, or `None` (a reported skip) when

@@ -357,16 +357,27 @@ impl Collector {
     }
 
     pub fn finish(self, status: std::process::ExitStatus) -> Output {
+        self.collect(status, Duration::from_secs(5), true)
+    }
+
+    /// Like [`Collector::finish`], but a stream still open after `wait` (held by a
+    /// detached grandchild, which is confined but must not hang the test) is left empty.
+    pub fn finish_allowing_open(self, status: std::process::ExitStatus, wait: Duration) -> Output {
+        self.collect(status, wait, false)
+    }
+
+    fn collect(self, status: std::process::ExitStatus, wait: Duration, must_close: bool) -> Output {
         let mut out = Output {
             status,
             stdout: Vec::new(),
             stderr: Vec::new(),
         };
         for _ in 0..2 {
-            let (i, buf) = self
-                .0
-                .recv_timeout(Duration::from_secs(5))
-                .expect("the command exited but its output stayed open");
+            let (i, buf) = match self.0.recv_timeout(wait) {
+                Ok(got) => got,
+                Err(_) if !must_close => break,
+                Err(e) => panic!("the command exited but its output stayed open: {e}"),
+            };
             if i == 0 {
                 out.stdout = buf;
             } else {
