@@ -8,8 +8,9 @@
 //! install on the reference machine, most of it in the kernel running the program once
 //! per syscall number to fill its constant-action cache. This layout (a binary search over
 //! the denied numbers, the argument checks out of line) keeps each of those runs to about
-//! a dozen instructions and installs in about 90 µs. Its shape also keeps that cache useful: every syscall whose
-//! verdict does not depend on its arguments is decided from its number alone.
+//! a dozen instructions and installs in about 90 µs. Its shape also keeps that cache
+//! useful: every syscall whose verdict does not depend on its arguments is decided from
+//! its number alone.
 
 use std::collections::BTreeMap;
 
@@ -344,6 +345,9 @@ impl Asm {
     fn ret(&mut self, action: u32) {
         self.stmt(BPF_RET_K, action);
     }
+    fn goto(&mut self, label: usize) {
+        self.code.push(Insn::Goto(label));
+    }
 
     fn finish(self) -> Result<BpfProgram, PlanError> {
         let too_far = || PlanError::Seccomp {
@@ -359,45 +363,27 @@ impl Asm {
         }
         let mut out = Vec::with_capacity(pc);
         for insn in self.code {
+            // Instructions to skip from the one being emitted to `label`.
             let here = out.len();
-            let offset = |to: To| -> Result<u8, PlanError> {
-                match to {
-                    To::Next => Ok(0),
-                    To::Label(l) => at
-                        .get(l)
-                        .and_then(|&t| t.checked_sub(here + 1))
-                        .and_then(|d| u8::try_from(d).ok())
-                        .ok_or_else(too_far),
+            let skip = |label: usize| {
+                at.get(label)
+                    .and_then(|&target| target.checked_sub(here + 1))
+                    .ok_or_else(too_far)
+            };
+            let short = |to: To| match to {
+                To::Next => Ok(0),
+                To::Label(l) => skip(l).and_then(|d| u8::try_from(d).map_err(|_| too_far())),
+            };
+            let (code, jt, jf, k) = match insn {
+                Insn::Label(_) => continue,
+                Insn::Stmt { code, k } => (code, 0, 0, k),
+                Insn::Jump { code, k, yes, no } => (code, short(yes)?, short(no)?, k),
+                Insn::Goto(l) => {
+                    let k = u32::try_from(skip(l)?).map_err(|_| too_far())?;
+                    (BPF_JMP_JA, 0, 0, k)
                 }
             };
-            match insn {
-                Insn::Label(_) => {}
-                Insn::Stmt { code, k } => out.push(sock_filter {
-                    code,
-                    jt: 0,
-                    jf: 0,
-                    k,
-                }),
-                Insn::Jump { code, k, yes, no } => out.push(sock_filter {
-                    code,
-                    jt: offset(yes)?,
-                    jf: offset(no)?,
-                    k,
-                }),
-                Insn::Goto(l) => {
-                    let k = at
-                        .get(l)
-                        .and_then(|&t| t.checked_sub(here + 1))
-                        .and_then(|d| u32::try_from(d).ok())
-                        .ok_or_else(too_far)?;
-                    out.push(sock_filter {
-                        code: BPF_JMP_JA,
-                        jt: 0,
-                        jf: 0,
-                        k,
-                    });
-                }
-            }
+            out.push(sock_filter { code, jt, jf, k });
         }
         Ok(out)
     }
@@ -501,7 +487,7 @@ pub fn compile(network: Network) -> Result<BpfProgram, PlanError> {
                     }
                 }
             }
-            a.code.push(Insn::Goto(deny));
+            a.goto(deny);
             a.place(next);
         }
         a.ret(libc::SECCOMP_RET_ALLOW);
