@@ -8,7 +8,7 @@
 //! With `--selftest` it then runs canary escapes inside a real `sandy run`
 //! ([`crate::selftest`]).
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -69,13 +69,10 @@ pub fn doctor(args: DoctorArgs) -> Result<u8, SandyError> {
     } else {
         report.text()
     };
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{text}")
-        .and_then(|()| out.flush())
-        .map_err(|source| SandyError::Io {
-            step: "cannot write the doctor report",
-            source,
-        })?;
+    crate::print_line(&text).map_err(|source| SandyError::Io {
+        step: "cannot write the doctor report",
+        source,
+    })?;
     Ok(if report.passed() {
         0
     } else {
@@ -94,13 +91,10 @@ pub fn probe(layer: Layer) -> Result<u8, SandyError> {
         "abi": r.abi,
         "userns_failed": r.userns_failed,
     });
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}")
-        .and_then(|()| out.flush())
-        .map_err(|source| SandyError::Io {
-            step: "cannot write the probe report",
-            source,
-        })?;
+    crate::print_line(&line.to_string()).map_err(|source| SandyError::Io {
+        step: "cannot write the probe report",
+        source,
+    })?;
     Ok(0)
 }
 

@@ -33,6 +33,14 @@ fn main() -> ExitCode {
     }
 }
 
+/// Writes `text` and a newline to standard output, flushed: the one way Sandy prints a
+/// report or document.
+pub(crate) fn print_line(text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}").and_then(|()| out.flush())
+}
+
 fn dispatch(cli: args::Cli) -> Result<u8, error::SandyError> {
     match cli.command {
         args::Command::Run(run_args) => run::run(run_args),

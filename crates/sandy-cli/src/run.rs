@@ -120,8 +120,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
 /// Prints the dry-run document. A reader that stops early (`| head`) is not an error:
 /// the rest of the document is simply not wanted.
 fn print_document(json: &str) -> Result<u8, SandyError> {
-    let mut out = std::io::stdout().lock();
-    match writeln!(out, "{json}").and_then(|()| out.flush()) {
+    match crate::print_line(json) {
         Ok(()) => Ok(0),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
         Err(source) => Err(SandyError::Io {

@@ -89,10 +89,16 @@ static UPLOAD_ENDED: Condvar = Condvar::new();
 /// Duplicates of the listeners, to see connections not yet accepted.
 static LISTENERS: Mutex<Vec<TcpListener>> = Mutex::new(Vec::new());
 
-fn uploads() -> MutexGuard<'static, usize> {
-    UPLOADS
+/// Locks one of the relay's shared states; a thread that panicked while holding it left
+/// it usable (a count, a list of descriptors).
+fn lock<T>(state: &'static Mutex<T>) -> MutexGuard<'static, T> {
+    state
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn uploads() -> MutexGuard<'static, usize> {
+    lock(&UPLOADS)
 }
 
 /// Counts one connection's upload from accept until everything the sandbox sent has been
@@ -118,10 +124,7 @@ impl Drop for Upload {
 /// background threads that end with the process; [`finish_uploads`] lets what the
 /// sandbox already sent arrive before the process ends.
 pub fn spawn_relay(port: u16, listener: TcpListener) -> std::io::Result<()> {
-    LISTENERS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .push(listener.try_clone()?);
+    lock(&LISTENERS).push(listener.try_clone()?);
     std::thread::Builder::new()
         .name(format!("relay-{port}"))
         .stack_size(RELAY_STACK)
@@ -139,9 +142,7 @@ pub fn spawn_relay(port: u16, listener: TcpListener) -> std::io::Result<()> {
 /// Whether a connection waits on a listener, not yet accepted.
 fn connection_pending() -> bool {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    let listeners = LISTENERS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let listeners = lock(&LISTENERS);
     let mut fds: Vec<PollFd<'_>> = listeners
         .iter()
         .map(|l| PollFd::new(l.as_fd(), PollFlags::POLLIN))
