@@ -536,11 +536,30 @@ fn git_init_inside_a_project_without_git_is_reported() {
     });
 }
 
-/// Runs the host's `git status` in `dir`, as the user's next command outside the sandbox
-/// would, and reports whether a planted command (which touches `pwned`) ran.
-fn host_git_status_runs_planted_code(w: &World, dir: &Path, pwned: &Path) -> bool {
-    let _ = git(w, dir, &["status", "--short"]);
-    pwned.exists()
+/// Judged on the host: runs `git status` in the project, as the user's next command
+/// outside the sandbox would. If the command planted by the run `o` ran (it touches
+/// `pwned`), Sandy must have warned, with a line naming `named` (any warning when
+/// `None`).
+#[track_caller]
+fn assert_prevented_or_reported(
+    w: &World,
+    o: &Output,
+    pwned: &Path,
+    named: Option<&str>,
+    what: &str,
+) {
+    let _ = git(w, &w.project, &["status", "--short"]);
+    let ran = pwned.exists();
+    let reported = warnings(o)
+        .iter()
+        .any(|l| named.is_none_or(|n| l.contains(n)));
+    assert!(
+        !ran || reported,
+        "{what} runs code in the host's git, and Sandy did not warn:\nstdout: {}\n\
+         stderr: {}",
+        stdout(o),
+        stderr(o)
+    );
 }
 
 #[test]
@@ -561,14 +580,12 @@ fn a_planted_commondir_is_prevented_or_reported() {
             ),
         );
         assert_code(&o, 0, "plant commondir");
-        let ran = host_git_status_runs_planted_code(w, &w.project, &pwned);
-        let reported = warnings(&o).iter().any(|l| l.contains("commondir"));
-        assert!(
-            !ran || reported,
-            "a .git/commondir created inside redirected the host's git to a config that \
-             runs code, and Sandy did not warn:\nstdout: {}\nstderr: {}",
-            stdout(&o),
-            stderr(&o)
+        assert_prevented_or_reported(
+            w,
+            &o,
+            &pwned,
+            Some("commondir"),
+            "a .git/commondir created inside, redirecting to another config,",
         );
     });
 }
@@ -594,14 +611,12 @@ fn a_planted_worktree_config_is_prevented_or_reported() {
             ),
         );
         assert_code(&o, 0, "plant config.worktree");
-        let ran = host_git_status_runs_planted_code(w, &w.project, &pwned);
-        let reported = warnings(&o).iter().any(|l| l.contains("config.worktree"));
-        assert!(
-            !ran || reported,
-            "a .git/config.worktree created inside runs code in the host's git, and Sandy \
-             did not warn:\nstdout: {}\nstderr: {}",
-            stdout(&o),
-            stderr(&o)
+        assert_prevented_or_reported(
+            w,
+            &o,
+            &pwned,
+            Some("config.worktree"),
+            "a .git/config.worktree created inside",
         );
     });
 }
@@ -630,14 +645,12 @@ fn a_planted_submodule_repository_is_prevented_or_reported() {
             ),
         );
         assert_code(&o, 0, "plant a submodule");
-        let ran = host_git_status_runs_planted_code(w, &w.project, &pwned);
-        assert!(
-            !ran || !warnings(&o).is_empty(),
-            "a repository created inside the project and registered as a submodule runs \
-             code in the host's `git status`, and Sandy did not warn:\nstdout: {}\n\
-             stderr: {}",
-            stdout(&o),
-            stderr(&o)
+        assert_prevented_or_reported(
+            w,
+            &o,
+            &pwned,
+            None,
+            "a repository created inside the project and registered as a submodule",
         );
     });
 }
