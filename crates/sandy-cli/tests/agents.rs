@@ -110,13 +110,6 @@ fn sandy_agent(
     cmd
 }
 
-fn helper_text(name: &str) -> String {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/helpers")
-        .join(name);
-    std::fs::read_to_string(&src).unwrap()
-}
-
 /// Whether `text` holds something shaped like a version number (`1.2.3`).
 fn has_version(text: &str) -> bool {
     text.split(|c: char| !(c.is_ascii_digit() || c == '.'))

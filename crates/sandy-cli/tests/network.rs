@@ -15,7 +15,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use std::time::{Duration, Instant};
@@ -51,13 +51,6 @@ fn sandy_cmd(w: &World, flags: &[&str], args: &[&str]) -> Command {
 
 fn sandy_run(w: &World, flags: &[&str], args: &[&str]) -> Output {
     run_timeout(sandy_cmd(w, flags, args), 30)
-}
-
-fn helper_text(name: &str) -> String {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/helpers")
-        .join(name);
-    std::fs::read_to_string(&src).unwrap()
 }
 
 /// Copies `net_probe.py` into the project (readable inside the sandbox); returns its name

@@ -18,17 +18,6 @@ use common::*;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-/// Copies a helper script into the world (readable by the test user) and returns its path.
-fn helper(w: &World, name: &str) -> String {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/helpers")
-        .join(name);
-    let text = std::fs::read_to_string(&src).unwrap();
-    w.write(format!("helpers/{name}"), &text)
-        .display()
-        .to_string()
-}
-
 /// Writes a file into the project (where the target can read it).
 fn in_project(w: &World, name: &str, contents: &str) {
     w.write(format!("home/project/{name}"), contents);

@@ -14,17 +14,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-/// Copies a helper script into the world (readable by the test user) and returns its path.
-fn helper(w: &World, name: &str) -> String {
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/helpers")
-        .join(name);
-    let text = std::fs::read_to_string(&src).unwrap();
-    w.write(format!("helpers/{name}"), &text)
-        .display()
-        .to_string()
-}
-
 /// `pty_run.py [PTY_ARGS...] -- COMMAND...` as the test user, in the project.
 fn pty_run(w: &World, pty_args: &[&str], command: &[&str]) -> Output {
     let script = helper(w, "pty_run.py");

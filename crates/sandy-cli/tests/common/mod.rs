@@ -415,6 +415,21 @@ pub fn run_timeout(mut cmd: Command, secs: u64) -> Output {
     collector.finish(status)
 }
 
+/// The text of a helper script in `tests/helpers`.
+pub fn helper_text(name: &str) -> String {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/helpers")
+        .join(name);
+    std::fs::read_to_string(&src).unwrap()
+}
+
+/// Copies a helper script into the world (readable by the test user) and returns its path.
+pub fn helper(w: &World, name: &str) -> String {
+    w.write(format!("helpers/{name}"), &helper_text(name))
+        .display()
+        .to_string()
+}
+
 /// Polls until `cond` holds or `secs` seconds pass; returns whether it held.
 pub fn wait_for(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + Duration::from_secs(secs);
