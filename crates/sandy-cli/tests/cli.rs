@@ -224,18 +224,22 @@ fn arguments_arrive_byte_for_byte() {
 // ---------------------------------------------------------------------------------------
 
 #[test]
-fn refuses_to_run_from_the_root_home_or_above_home() {
+fn refuses_to_run_from_the_root_home_above_home_or_a_private_directory() {
     for_each_user(|w| {
         let link = w.root.join("home-link");
         std::os::unix::fs::symlink(&w.home, &link).unwrap();
         w.chown_all();
         // (what, current directory, HOME override)
-        let cases: [(&str, &Path, Option<&Path>); 5] = [
+        let cases: [(&str, &Path, Option<&Path>); 8] = [
             ("cwd /", Path::new("/"), None),
             ("cwd HOME", &w.home, None),
             ("cwd HOME's parent", &w.root, None),
             ("cwd HOME through a symlink", &link, None),
             ("cwd HOME, HOME given as a symlink", &w.home, Some(&link)),
+            // Replaced by private directories inside: the project would not be there.
+            ("cwd /tmp", Path::new("/tmp"), None),
+            ("cwd /var/tmp", Path::new("/var/tmp"), None),
+            ("cwd /dev/shm", Path::new("/dev/shm"), None),
         ];
         for (what, cwd, home) in cases {
             let marker = w.home.join("marker");

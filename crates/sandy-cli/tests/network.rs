@@ -774,6 +774,39 @@ fn data_sent_just_before_the_target_exits_reaches_the_host() {
     });
 }
 
+/// The failure path of the wait above: a host service that never reads keeps the
+/// sandbox's last bytes inside the relay. Sandy gives up after its grace period, says so
+/// in one line, and still exits with the target's status.
+#[test]
+fn undeliverable_relay_data_is_reported_and_sandy_still_exits() {
+    for_each_user(|w| {
+        let host = HostServers::start(w, &["s,stall,127.0.0.1,0"]);
+        let port = host.port("s").to_string();
+        let p = probe(w);
+        let (o, _) = timed(
+            sandy_cmd(
+                w,
+                &["--block-net", "--allow-local-port", &port],
+                &[PYTHON, p, "fill", &port],
+            ),
+            60,
+        );
+        assert_code(&o, 0, "the target's own status");
+        assert!(json_line(&o, "fill")["filled"].as_u64().unwrap() > 0);
+        let err = stderr(&o);
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "sandy: data the sandbox sent through a local-port relay was still being \
+              delivered after 5 s; the rest is dropped"
+            ],
+            "{err}"
+        );
+        assert_eq!(host.events_of("s"), ["127.0.0.1 open"]);
+    });
+}
+
 #[test]
 fn relay_supports_half_close() {
     for_each_user(|w| {

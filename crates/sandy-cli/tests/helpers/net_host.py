@@ -18,6 +18,7 @@ the server named OTHER plus one; the whole set-up is retried until both are free
     halfclose  reads to EOF (5 s at most), logs "halfclose NAME PEER got=DATA" (or
                "timeout"), then answers "reply:" + DATA
     hold       logs "hold NAME PEER open", reads to EOF, logs "hold NAME PEER closed"
+    stall      logs "stall NAME PEER open" and reads nothing, ever (until the process ends)
 
 Prints one JSON line once everything listens: {"ports": {NAME: PORT}, "bulk_down":
 {ID: SHA256}, "bulk_up": {ID: SHA256}} (the bulk hashes for IDs 0..9, when a bulk or
@@ -261,6 +262,16 @@ def serve_hold(path, name, sock):
     accept_loop(sock, handle)
 
 
+def serve_stall(path, name, sock):
+    held = []
+
+    def handle(conn, addr):
+        held.append(conn)
+        log(path, "stall", name, peer_of(addr), "open")
+
+    accept_loop(sock, handle)
+
+
 SERVERS = {
     "tcp": serve_tcp,
     "udp": serve_udp,
@@ -269,6 +280,7 @@ SERVERS = {
     "sink": serve_sink,
     "halfclose": serve_halfclose,
     "hold": serve_hold,
+    "stall": serve_stall,
 }
 
 

@@ -14,6 +14,9 @@ controls). Each mode prints one JSON line.
     net_probe.py upload PORT N   N parallel uploads through 127.0.0.1:PORT (to net_host.py's
                                  sink), each closed as soon as it is sent; exits without
                                  waiting for anything: {"sent": N}
+    net_probe.py fill PORT       connects to 127.0.0.1:PORT and sends until nothing has moved
+                                 for a second (every buffer on the way is full), then exits
+                                 at once: {"filled": BYTES}
     net_probe.py halfclose PORT DATA
                                  sends DATA, shuts down the write side, reads the answer
     net_probe.py hold PORT DIR   connects to 127.0.0.1:PORT and holds the connection; writes
@@ -178,6 +181,20 @@ def upload(port, n):
     os._exit(0)
 
 
+def fill(port):
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.settimeout(1)
+    chunk = b"x" * 65536
+    sent = 0
+    try:
+        while True:
+            sent += s.send(chunk)
+    except (socket.timeout, BlockingIOError):
+        pass
+    print(json.dumps({"filled": sent}), flush=True)
+    os._exit(0)
+
+
 def halfclose(port, data):
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
     s.sendall(data.encode())
@@ -226,6 +243,8 @@ def main():
         bulk(int(args[0]), int(args[1]))
     elif mode == "upload":
         upload(int(args[0]), int(args[1]))
+    elif mode == "fill":
+        fill(int(args[0]))
     elif mode == "halfclose":
         halfclose(int(args[0]), args[1])
     elif mode == "hold":
