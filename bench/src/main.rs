@@ -125,57 +125,17 @@ fn main() -> Res<()> {
             ["true"],
         ),
     ];
-    let bwrap = match which("bwrap") {
-        None => {
-            notes.push("bwrap: not installed".to_owned());
-            None
-        }
-        Some(bin) => {
-            let v = Variant::bwrap(&bin, &empty, [true_bin.as_os_str()])?;
-            match run_once(&v, &env) {
-                Ok(_) => Some(v),
-                Err(e) => {
-                    notes.push(format!("bwrap: installed but not usable here: {e}"));
-                    None
-                }
-            }
-        }
-    };
+    let bwrap = which("bwrap")
+        .map(|bin| Variant::bwrap(&bin, &empty, [true_bin.as_os_str()]))
+        .transpose()?;
+    let bwrap = usable_reference("bwrap", bwrap, &env, &mut notes);
     let has_bwrap = bwrap.is_some();
     variants.extend(bwrap);
     // The kernel's own price for the namespaces Sandy needs (user, mount, IPC), paid by a
     // small C program that does nothing else: a floor no launcher that uses them can go
     // below on this machine.
-    let floor = match which("unshare") {
-        None => {
-            notes.push("unshare (util-linux): not installed".to_owned());
-            None
-        }
-        Some(bin) => {
-            let v = Variant {
-                label: "unshare --user --map-current-user --mount --ipc true".to_owned(),
-                argv: [
-                    bin.as_os_str(),
-                    "--user".as_ref(),
-                    "--map-current-user".as_ref(),
-                    "--mount".as_ref(),
-                    "--ipc".as_ref(),
-                    true_bin.as_os_str(),
-                ]
-                .iter()
-                .map(|a| a.to_os_string())
-                .collect(),
-                cwd: empty.clone(),
-            };
-            match run_once(&v, &env) {
-                Ok(_) => Some(v),
-                Err(e) => {
-                    notes.push(format!("unshare: not usable here: {e}"));
-                    None
-                }
-            }
-        }
-    };
+    let floor = which("unshare").map(|bin| Variant::unshare(&bin, &empty, &true_bin));
+    let floor = usable_reference("unshare (util-linux)", floor, &env, &mut notes);
     let floor_at = floor.is_some().then_some(variants.len());
     variants.extend(floor);
     let s = measure(
@@ -548,6 +508,18 @@ impl Variant {
         })
     }
 
+    /// `unshare` creating the namespaces Sandy needs, and nothing else, around `true`.
+    fn unshare(unshare: &Path, cwd: &Path, true_bin: &Path) -> Variant {
+        let mut argv: Vec<OsString> = vec![unshare.into()];
+        argv.extend(["--user", "--map-current-user", "--mount", "--ipc"].map(OsString::from));
+        argv.push(true_bin.into());
+        Variant {
+            label: "unshare --user --map-current-user --mount --ipc true".to_owned(),
+            argv,
+            cwd: cwd.to_owned(),
+        }
+    }
+
     fn command(&self, env: &ChildEnv) -> Res<Command> {
         let (program, args) = self.argv.split_first().ok_or("empty command line")?;
         let mut cmd = Command::new(program);
@@ -558,6 +530,27 @@ impl Variant {
             .stderr(Stdio::piped());
         env.apply(&mut cmd);
         Ok(cmd)
+    }
+}
+
+/// A comparison with an optional tool, kept only when the tool is installed and works
+/// here; otherwise a note says which of the two it is.
+fn usable_reference(
+    tool: &str,
+    variant: Option<Variant>,
+    env: &ChildEnv,
+    notes: &mut Vec<String>,
+) -> Option<Variant> {
+    let Some(v) = variant else {
+        notes.push(format!("{tool}: not installed"));
+        return None;
+    };
+    match run_once(&v, env) {
+        Ok(_) => Some(v),
+        Err(e) => {
+            notes.push(format!("{tool}: installed but not usable here: {e}"));
+            None
+        }
     }
 }
 
