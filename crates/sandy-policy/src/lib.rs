@@ -45,8 +45,8 @@ pub use manifest::{
 };
 pub use osbytes::OsBytes;
 pub use policy::{
-    Access, Grant, LocalPort, Network, Origin, PortOrigin, ProfileInfo, Protection, ProtectionKind,
-    ResolvedPolicy, Scope,
+    Access, Grant, LocalPort, Network, Origin, Placeholder, PortOrigin, ProfileInfo, Protection,
+    ProtectionKind, ResolvedPolicy, Scope,
 };
 pub use profile::{
     builtin_names, builtin_profiles, parse as parse_profile, select as select_profile, Profile,

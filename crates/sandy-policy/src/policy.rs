@@ -64,7 +64,25 @@ pub enum ProtectionKind {
     ReadOnly,
 }
 
+/// What Sandy creates on the host before launch when a protected path is absent, so
+/// that the path can carry its read-only mount (design promise 5: only inside git
+/// directories and agent state directories).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Placeholder {
+    /// An empty directory (a hooks directory, an agent's `commands/`).
+    Directory,
+    /// An empty regular file (a config file git reads as empty).
+    EmptyFile,
+    /// A file holding `{}` (a JSON settings file an agent would fail to parse empty).
+    EmptyJsonObject,
+}
+
 /// A path the sandbox may not read (`Deny`) or change (`ReadOnly`), whatever the grants.
+///
+/// `path` is the *name* the protected tool reads (absolute and lexically normalized, never
+/// resolved through symlinks): the mount layer pins every component of it below the
+/// writable root, symlinks included, and protects what they point to as well.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Protection {
     pub path: PathBuf,
@@ -72,6 +90,9 @@ pub struct Protection {
     pub origin: Origin,
     /// Whether the path existed at launch. Only existing paths can carry a mount.
     pub exists: bool,
+    /// What to create when the path is absent at launch; `None`: nothing is created, and
+    /// a path the run creates is reported afterwards.
+    pub placeholder: Option<Placeholder>,
 }
 
 /// The network mode.

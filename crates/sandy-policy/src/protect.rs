@@ -35,6 +35,7 @@ pub fn git_protections(
             kind: ProtectionKind::ReadOnly,
             origin: Origin::Project,
             exists,
+            placeholder: None,
         };
         if !out.contains(&p) {
             out.push(p);

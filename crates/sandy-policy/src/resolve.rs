@@ -11,7 +11,7 @@ use crate::policy::{
     Access, Grant, LocalPort, Network, Origin, PortOrigin, ProfileInfo, Protection, ProtectionKind,
     ResolvedPolicy, Scope,
 };
-use crate::profile::{select as select_profile, Profile};
+use crate::profile::select as select_profile;
 use crate::protect::git_protections;
 use crate::sensitive::sensitive_paths;
 
@@ -150,6 +150,7 @@ pub fn resolve(
             kind: ProtectionKind::Deny,
             origin: Origin::Baseline,
             exists: true,
+            placeholder: None,
         })
         .collect();
     sensitive.extend(canonical_sensitive);
@@ -399,12 +400,6 @@ fn local_ports(request: &RunRequest) -> Result<Vec<LocalPort>, ResolveError> {
     Ok(ports)
 }
 
-/// What a profile contributes besides grants.
-struct AppliedProfile {
-    protections: Vec<Protection>,
-    notices: Vec<String>,
-}
-
 struct Ctx<'a> {
     home: Option<&'a Path>,
     sensitive: &'a [PathBuf],
@@ -570,172 +565,6 @@ impl Ctx<'_> {
                 grants.push(canonical, access, Scope::Subtree, Origin::Path);
             }
         }
-    }
-
-    /// Resolves a profile's roots, grants its paths and returns its protections.
-    fn apply_profile(
-        &self,
-        profile: &Profile,
-        host: &HostContext,
-        project: &Path,
-        grants: &mut GrantSet,
-    ) -> Result<AppliedProfile, ResolveError> {
-        let mut roots: Vec<(String, PathBuf)> = vec![("project".to_owned(), project.to_path_buf())];
-        for (name, candidates) in &profile.roots {
-            if let Some(root) = self.profile_root(profile, candidates, host)? {
-                roots.push((name.clone(), root));
-            }
-        }
-        let expand = |path: &str| -> Option<PathBuf> {
-            if let Some(rest) = path.strip_prefix("~/") {
-                return self.home.map(|h| h.join(rest));
-            }
-            if let Some(inner) = path.strip_prefix('{') {
-                let (root, rest) = inner.split_once('}')?;
-                let base = &roots.iter().find(|(n, _)| n == root)?.1;
-                let rest = rest.trim_start_matches('/');
-                return Some(if rest.is_empty() {
-                    base.clone()
-                } else {
-                    base.join(rest)
-                });
-            }
-            Some(PathBuf::from(path))
-        };
-        let mut missing = Vec::new();
-        for grant in &profile.grants {
-            let Some(path) = expand(&grant.path) else {
-                continue;
-            };
-            let Ok(canonical) = self.fs.canonicalize(&path) else {
-                if grant.required {
-                    return Err(ResolveError::ProfileMissing {
-                        profile: profile.name.clone(),
-                        path,
-                    });
-                }
-                if grant.access == Access::ReadWrite {
-                    missing.push(path);
-                }
-                continue;
-            };
-            let refuse = |reason| ResolveError::ProfileGrant {
-                profile: profile.name.clone(),
-                path: canonical.clone(),
-                reason,
-            };
-            if canonical.parent().is_none() || self.home.is_some_and(|h| h.starts_with(&canonical))
-            {
-                return Err(refuse("it would expose the whole home directory"));
-            }
-            if self.sensitive.iter().any(|s| canonical.starts_with(s)) {
-                return Err(refuse("it lies inside a sensitive path"));
-            }
-            if grant.access == Access::ReadWrite
-                && self.sensitive.iter().any(|s| s.starts_with(&canonical))
-            {
-                return Err(refuse("it would make a sensitive path writable"));
-            }
-            let scope = if self.fs.kind(&canonical) == Some(FileKind::Directory) {
-                Scope::Subtree
-            } else {
-                Scope::Exact
-            };
-            grants.push(canonical, grant.access, scope, Origin::Profile);
-        }
-        let protections = profile
-            .protections
-            .iter()
-            .filter_map(|p| {
-                let path = expand(&p.path)?;
-                let exists = self.fs.kind(&path).is_some();
-                let path = if exists {
-                    self.fs.canonicalize(&path).unwrap_or(path)
-                } else {
-                    path
-                };
-                Some(Protection {
-                    path,
-                    kind: p.kind,
-                    origin: Origin::Profile,
-                    exists,
-                })
-            })
-            .collect();
-        // Sandy creates nothing in the home directory; a state directory that does not
-        // exist yet cannot be created from inside (home is read-only there), so say so.
-        let notices = missing
-            .iter()
-            .map(|p| {
-                format!(
-                    "note: {} does not exist, so {} cannot keep its state there inside the \
-                     sandbox; create it first (mkdir -p {}) to let it",
-                    p.display(),
-                    profile.summary,
-                    p.display()
-                )
-            })
-            .collect();
-        Ok(AppliedProfile {
-            protections,
-            notices,
-        })
-    }
-
-    /// The first applicable candidate of a profile root. A root taken from an environment
-    /// variable must be an absolute, existing directory, not home, and hold no sensitive
-    /// path.
-    fn profile_root(
-        &self,
-        profile: &Profile,
-        candidates: &[String],
-        host: &HostContext,
-    ) -> Result<Option<PathBuf>, ResolveError> {
-        for candidate in candidates {
-            if let Some(var_expr) = candidate.strip_prefix('$') {
-                let (var, suffix) = var_expr.split_once('/').unwrap_or((var_expr, ""));
-                let Some(value) = host.var(var).filter(|v| !v.is_empty()) else {
-                    continue;
-                };
-                let refuse = |reason| ResolveError::ProfileRoot {
-                    profile: profile.name.clone(),
-                    var: var.to_owned(),
-                    reason,
-                };
-                let value = Path::new(value);
-                if !value.is_absolute() {
-                    return Err(refuse("it is not absolute"));
-                }
-                let canonical = self
-                    .fs
-                    .canonicalize(value)
-                    .map_err(|_| refuse("it does not exist"))?;
-                if self.fs.kind(&canonical) != Some(FileKind::Directory) {
-                    return Err(refuse("it is not a directory"));
-                }
-                if canonical.parent().is_none()
-                    || self.home.is_some_and(|h| h.starts_with(&canonical))
-                {
-                    return Err(refuse("it is the home directory or contains it"));
-                }
-                if self.sensitive_overlap(&canonical).is_some() {
-                    return Err(refuse("it overlaps a sensitive path"));
-                }
-                return Ok(Some(if suffix.is_empty() {
-                    canonical
-                } else {
-                    canonical.join(suffix)
-                }));
-            }
-            if let Some(rest) = candidate.strip_prefix("~/") {
-                if let Some(home) = self.home {
-                    return Ok(Some(home.join(rest)));
-                }
-                continue;
-            }
-            return Ok(Some(PathBuf::from(candidate)));
-        }
-        Ok(None)
     }
 
     fn check_explicit(
@@ -1011,5 +840,6 @@ impl GrantSet {
     }
 }
 
+mod agent;
 #[cfg(test)]
 mod tests;

@@ -223,18 +223,21 @@ fn plain_run_resolves_to_the_default_policy() {
                 kind: ProtectionKind::Deny,
                 origin: Origin::Baseline,
                 exists: true,
+                placeholder: None,
             },
             Protection {
                 path: "/home/u/proj/.git".into(),
                 kind: ProtectionKind::ReadOnly,
                 origin: Origin::Project,
                 exists: false,
+                placeholder: None,
             },
             Protection {
                 path: "/home/u/proj/.gitmodules".into(),
                 kind: ProtectionKind::ReadOnly,
                 origin: Origin::Project,
                 exists: false,
+                placeholder: None,
             },
         ],
         network: Network::AllowAll,
@@ -350,6 +353,7 @@ fn explicit_grants_must_exist_and_never_expose_secrets() {
         kind: ProtectionKind::Deny,
         origin: Origin::Baseline,
         exists: true,
+        placeholder: None,
     }));
     let mut ok = request(&["true"]);
     ok.read.push("../other".into());
@@ -521,6 +525,7 @@ fn a_toolchain_root_holding_credentials_is_granted_with_them_masked() {
         kind: ProtectionKind::Deny,
         origin: Origin::Baseline,
         exists: true,
+        placeholder: None,
     }));
 }
 

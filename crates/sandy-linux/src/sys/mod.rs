@@ -2,6 +2,9 @@
 //! block states why it is sound.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod mount;
+pub mod process;
+
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
