@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The dry-run document against its published JSON Schema
-//! (`schemas/dry-run.v1.schema.json`): the real binary's `--dry-run` output for a
+//! (`schemas/dry-run.v2.schema.json`): the real binary's `--dry-run` output for a
 //! representative set of invocations must validate, and documents that break the schema
 //! (an extra key, a missing key, a wrong enum value) must not.
 
@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 /// The published schema, from the repository root.
 pub const SCHEMA_PATH: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../schemas/dry-run.v1.schema.json"
+    "/../../schemas/dry-run.v2.schema.json"
 );
 
 /// The schema document itself.
@@ -88,7 +88,7 @@ fn s(p: &Path) -> String {
 /// full so that the negative cases start from something the schema accepts.
 fn reference_document() -> Value {
     json!({
-        "dry_run_schema_version": 1,
+        "dry_run_schema_version": 2,
         "command": "/usr/bin/python3",
         "arguments": ["-c", "print(1)", "\u{fffd}"],
         "working_directory": "/home/u/project",
@@ -113,18 +113,20 @@ fn reference_document() -> Value {
             { "path": "/tmp", "access": "read_write", "scope": "subtree", "origin": "baseline" }
         ],
         "protections": [
-            { "path": "/home/u/.ssh", "kind": "deny", "origin": "baseline", "exists": true },
+            { "path": "/home/u/.ssh", "kind": "deny", "origin": "baseline", "exists": true, "placeholder": null },
             {
                 "path": "/home/u/project/.git/hooks",
                 "kind": "read_only",
                 "origin": "project",
-                "exists": true
+                "exists": true,
+                "placeholder": "directory"
             },
             {
                 "path": "/home/u/project/.githooks",
                 "kind": "read_only",
                 "origin": "project",
-                "exists": false
+                "exists": false,
+                "placeholder": null
             }
         ],
         "environment": { "removed": ["LD_PRELOAD", "SSH_AUTH_SOCK"], "set": ["TMP", "TMPDIR"] },
@@ -271,7 +273,7 @@ fn documents_that_break_the_schema_are_rejected() {
                 .remove("version");
         }),
         ("another schema version", |d| {
-            d["dry_run_schema_version"] = json!(2);
+            d["dry_run_schema_version"] = json!(1);
         }),
         ("an unknown network mode", |d| {
             d["network"] = json!("blocked")

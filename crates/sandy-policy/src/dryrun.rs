@@ -4,12 +4,12 @@
 use serde::Serialize;
 
 use crate::policy::{
-    Access, LocalPort, Network, Origin, PortOrigin, ProfileInfo, ProtectionKind, ResolvedPolicy,
-    Scope,
+    Access, LocalPort, Network, Origin, Placeholder, PortOrigin, ProfileInfo, ProtectionKind,
+    ResolvedPolicy, Scope,
 };
 
 /// Bumped whenever a key is added, removed or changes meaning.
-pub const DRY_RUN_SCHEMA_VERSION: u32 = 1;
+pub const DRY_RUN_SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DryRunGrant {
@@ -26,6 +26,8 @@ pub struct DryRunProtection {
     pub origin: Origin,
     /// Whether the path existed at launch (only existing paths carry a mount).
     pub exists: bool,
+    /// What Sandy creates before launch when the path is absent.
+    pub placeholder: Option<Placeholder>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -118,6 +120,7 @@ impl DryRunDocument {
                     kind: p.kind,
                     origin: p.origin,
                     exists: p.exists,
+                    placeholder: p.placeholder,
                 })
                 .collect(),
             environment: DryRunEnvironment {
