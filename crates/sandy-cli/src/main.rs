@@ -12,6 +12,7 @@ mod error;
 mod host;
 mod run;
 mod selftest;
+mod views;
 
 use std::process::ExitCode;
 

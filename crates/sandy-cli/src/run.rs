@@ -24,6 +24,7 @@ use sandy_policy::{
 use crate::args::RunArgs;
 use crate::error::{signal_status, SandyError};
 use crate::host;
+use crate::views::PreparedViews;
 
 /// Signals forwarded to the target.
 const FORWARDED: [Signal; 4] = [
@@ -98,11 +99,11 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         }
     }
 
-    let manifest = ValidatedManifest::new(LaunchManifest::from_policy(
-        &policy,
-        host.supervisor_pid,
-        restore,
-    ))?;
+    // Copies the sandbox sees in place of host files (filtered or private).
+    let views = PreparedViews::prepare(&policy.views, &tmp_base)?;
+    let mut launch = LaunchManifest::from_policy(&policy, host.supervisor_pid, restore);
+    launch.views = views.manifest_views();
+    let manifest = ValidatedManifest::new(launch)?;
     // Fail before spawning anything if this kernel cannot carry the policy. The rules
     // themselves are built once, by the bootstrap.
     sandy_linux::check_support(&sandy_linux::probe())?;
@@ -112,6 +113,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let started = std::time::SystemTime::now();
     let status = spawn_and_wait(&bytes, &ports, &waited);
     drop(private_tmp);
+    drop(views);
     audit_absent_protections(&policy);
     audit_nested_repositories(&policy.working_directory, started);
     status

@@ -704,6 +704,7 @@ fn dry_run_prints_the_documented_document() {
                 "local_port_grants",
                 "file_grants",
                 "protections",
+                "views",
                 "environment",
                 "runtime_controls",
                 "enforcement",

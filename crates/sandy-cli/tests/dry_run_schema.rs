@@ -129,6 +129,14 @@ fn reference_document() -> Value {
                 "placeholder": null
             }
         ],
+        "views": [
+            {
+                "target": "/home/u/.bashrc",
+                "kind": "filtered",
+                "origin": "baseline",
+                "reason": "shell start-up file, without credential assignments"
+            }
+        ],
         "environment": { "removed": ["LD_PRELOAD", "SSH_AUTH_SOCK"], "set": ["TMP", "TMPDIR"] },
         "runtime_controls": [
             { "service": "Kontext", "enabled": false, "version": null },

@@ -59,6 +59,9 @@ pub struct MountPlan {
     pub read_only: Vec<PathBuf>,
     /// Denied paths, covered by an empty read-only mount.
     pub masks: Vec<PathBuf>,
+    /// Prepared copies bound over host files: (source, target). A writable one is also a
+    /// read-write exact grant, so it is listed in `writable` too.
+    pub views: Vec<(PathBuf, PathBuf)>,
 }
 
 impl MountPlan {
@@ -153,6 +156,16 @@ pub fn mount_plan(manifest: &ValidatedManifest) -> MountPlan {
             }
         }
     }
+    let views = m
+        .views
+        .iter()
+        .map(|v| {
+            (
+                v.source.as_path().to_path_buf(),
+                v.target.as_path().to_path_buf(),
+            )
+        })
+        .collect();
     MountPlan {
         private_tmp: m.private_tmp.as_path().to_path_buf(),
         tmpfs,
@@ -163,6 +176,7 @@ pub fn mount_plan(manifest: &ValidatedManifest) -> MountPlan {
         self_binds,
         read_only,
         masks,
+        views,
     }
 }
 
@@ -336,6 +350,12 @@ pub fn apply(plan: &MountPlan) -> Result<(), LinuxError> {
         }
     }
 
+    // View sources may live under the host's /tmp, which is about to be hidden.
+    let mut view_sources = Vec::with_capacity(plan.views.len());
+    for (source, target) in &plan.views {
+        view_sources.push((open_path(source)?, target));
+    }
+
     // Paths that are already mounts of their own once the private directories are in
     // place: their write access can be restored without binding them onto themselves.
     let mut own_mounts: Vec<&Path> = Vec::with_capacity(plan.tmpfs.len() + plan.carry.len() + 1);
@@ -376,6 +396,12 @@ pub fn apply(plan: &MountPlan) -> Result<(), LinuxError> {
         make_mount_point(path, is_dir(fd, path)?)?;
         bind(&fd_path(fd), path)?;
         own_mounts.push(path);
+    }
+    // Prepared copies over host files (each its own mount; a writable one is restored
+    // below with the other writable grants).
+    for (fd, target) in &view_sources {
+        bind(&fd_path(fd), target)?;
+        own_mounts.push(target);
     }
 
     // Read-only everywhere but the writable grants. Each writable directory or regular
@@ -491,6 +517,7 @@ mod tests {
             network: Network::AllowAll,
             local_ports: vec![],
             restore_default_signals: vec![],
+            views: vec![],
         })
         .unwrap();
         assert_eq!(
@@ -520,6 +547,7 @@ mod tests {
                     "/tmp/w/proj/.git/config".into(),
                 ],
                 masks: vec!["/home/u/.ssh".into()],
+                views: vec![],
             }
         );
     }

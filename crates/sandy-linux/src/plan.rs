@@ -89,6 +89,7 @@ mod tests {
             network: Network::AllowAll,
             local_ports: vec![],
             restore_default_signals: vec![],
+            views: vec![],
         })
         .unwrap()
     }

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use crate::policy::{
     Access, LocalPort, Network, Origin, Placeholder, PortOrigin, ProfileInfo, ProtectionKind,
-    ResolvedPolicy, Scope,
+    ResolvedPolicy, Scope, ViewKind,
 };
 
 /// Bumped whenever a key is added, removed or changes meaning.
@@ -28,6 +28,14 @@ pub struct DryRunProtection {
     pub exists: bool,
     /// What Sandy creates before launch when the path is absent.
     pub placeholder: Option<Placeholder>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DryRunView {
+    pub target: String,
+    pub kind: ViewKind,
+    pub origin: Origin,
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -67,6 +75,8 @@ pub struct DryRunDocument {
     pub local_port_grants: Vec<LocalPort>,
     pub file_grants: Vec<DryRunGrant>,
     pub protections: Vec<DryRunProtection>,
+    /// Host files the sandbox sees as a prepared copy.
+    pub views: Vec<DryRunView>,
     pub environment: DryRunEnvironment,
     pub runtime_controls: Vec<RuntimeControl>,
     pub enforcement: Enforcement,
@@ -121,6 +131,16 @@ impl DryRunDocument {
                     origin: p.origin,
                     exists: p.exists,
                     placeholder: p.placeholder,
+                })
+                .collect(),
+            views: policy
+                .views
+                .iter()
+                .map(|v| DryRunView {
+                    target: lossy(v.target.as_os_str()),
+                    kind: v.kind,
+                    origin: v.origin,
+                    reason: v.reason.clone(),
                 })
                 .collect(),
             environment: DryRunEnvironment {

@@ -23,6 +23,7 @@
 
 mod dryrun;
 mod error;
+pub mod filter;
 mod gitindex;
 mod host;
 mod inspect;
@@ -40,13 +41,13 @@ pub use gitindex::{gitlinks, IndexError};
 pub use host::HostContext;
 pub use inspect::{FileKind, PathInspector, RealFs};
 pub use manifest::{
-    EnvEntry, LaunchManifest, ManifestGrant, ManifestProtection, RestoredSignal, ValidatedManifest,
-    MANIFEST_SCHEMA_VERSION, MAX_MANIFEST_BYTES,
+    EnvEntry, LaunchManifest, ManifestGrant, ManifestProtection, ManifestView, RestoredSignal,
+    ValidatedManifest, MANIFEST_SCHEMA_VERSION, MAX_MANIFEST_BYTES,
 };
 pub use osbytes::OsBytes;
 pub use policy::{
-    Access, Grant, LocalPort, Network, Origin, Placeholder, PortOrigin, ProfileInfo, Protection,
-    ProtectionKind, ResolvedPolicy, Scope,
+    Access, FileView, Grant, LocalPort, Network, Origin, Placeholder, PortOrigin, ProfileInfo,
+    Protection, ProtectionKind, ResolvedPolicy, Scope, ViewKind,
 };
 pub use profile::{
     builtin_names, builtin_profiles, parse as parse_profile, select as select_profile, Profile,

@@ -42,6 +42,16 @@ pub struct ManifestProtection {
     pub kind: ProtectionKind,
 }
 
+/// A file the bootstrap binds over `target`: a copy the supervisor prepared at `source`
+/// (a filtered, read-only view or a writable private copy).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ManifestView {
+    pub source: OsBytes,
+    pub target: OsBytes,
+    pub writable: bool,
+}
+
 /// Signals the supervisor ignores while it waits, which the bootstrap must restore to
 /// their default action before the target starts (unless the caller had ignored them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,6 +82,9 @@ pub struct LaunchManifest {
     /// Loopback ports whose listening sockets the bootstrap hands to the supervisor.
     pub local_ports: Vec<u16>,
     pub restore_default_signals: Vec<RestoredSignal>,
+    /// Prepared copies bound over host files (filled in by the supervisor once it has
+    /// prepared them; empty in a dry run).
+    pub views: Vec<ManifestView>,
 }
 
 impl LaunchManifest {
@@ -118,6 +131,7 @@ impl LaunchManifest {
             network: policy.network,
             local_ports: policy.local_ports.iter().map(|p| p.port).collect(),
             restore_default_signals,
+            views: Vec::new(),
         }
     }
 }
@@ -258,6 +272,13 @@ fn validate(m: &LaunchManifest) -> Result<(), ManifestError> {
     if let Some(dir) = &m.runtime_dir {
         check_path("the runtime directory", dir)?;
     }
+    if m.views.len() > MAX_GRANTS {
+        return Err(invalid(format!("more than {MAX_GRANTS} views")));
+    }
+    for view in &m.views {
+        check_path("a view's source", &view.source)?;
+        check_path("a view's target", &view.target)?;
+    }
     Ok(())
 }
 
@@ -290,6 +311,7 @@ mod tests {
             network: Network::AllowAll,
             local_ports: vec![],
             restore_default_signals: vec![RestoredSignal::Interrupt, RestoredSignal::Quit],
+            views: vec![],
         }
     }
 

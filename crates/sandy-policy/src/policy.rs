@@ -95,6 +95,30 @@ pub struct Protection {
     pub placeholder: Option<Placeholder>,
 }
 
+/// How the content of a [`FileView`] is prepared on the host before launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ViewKind {
+    /// A read-only copy of the host file without what looks like a credential (see
+    /// [`crate::filter`]), so that the file's other settings still apply inside.
+    Filtered,
+    /// A writable private copy of the host file. The host file never changes during the
+    /// run; afterwards, the profile's state merge decides what, if anything, goes back.
+    PrivateCopy,
+}
+
+/// A file the sandbox sees in place of a host file: the host file itself is never exposed
+/// (a credential-filtered copy) or never written (a private copy).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct FileView {
+    /// The name inside the sandbox (an existing regular file on the host).
+    pub target: PathBuf,
+    pub kind: ViewKind,
+    pub origin: Origin,
+    /// Why the view exists, for the dry run.
+    pub reason: String,
+}
+
 /// The network mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -156,4 +180,6 @@ pub struct ResolvedPolicy {
     pub runtime_dir: Option<PathBuf>,
     /// Messages for the user before launch (a profile's notice).
     pub notices: Vec<String>,
+    /// Files replaced inside by a filtered or private copy prepared before launch.
+    pub views: Vec<FileView>,
 }

@@ -8,8 +8,8 @@ use crate::error::ResolveError;
 use crate::host::HostContext;
 use crate::inspect::{FileKind, PathInspector};
 use crate::policy::{
-    Access, Grant, LocalPort, Network, Origin, PortOrigin, ProfileInfo, Protection, ProtectionKind,
-    ResolvedPolicy, Scope,
+    Access, FileView, Grant, LocalPort, Network, Origin, PortOrigin, ProfileInfo, Protection,
+    ProtectionKind, ResolvedPolicy, Scope,
 };
 use crate::profile::select as select_profile;
 use crate::protect::git_protections;
@@ -346,6 +346,14 @@ pub fn resolve(
         })
     }));
 
+    // Views: files the sandbox sees as a prepared copy instead of the host file.
+    let mut views: Vec<FileView> = Vec::new();
+    if let Some(home) = ctx.home {
+        views.extend(views::shell_startup_views(home, host, fs));
+    }
+    let mut grants = grants;
+    let views = views::finish_views(views, &mut grants, &mut protections);
+
     Ok(ResolvedPolicy {
         program,
         argv: request.command.clone(),
@@ -368,6 +376,7 @@ pub fn resolve(
         private_tmp: request.private_tmp.clone(),
         runtime_dir,
         notices,
+        views,
     })
 }
 
@@ -843,3 +852,4 @@ impl GrantSet {
 mod agent;
 #[cfg(test)]
 mod tests;
+mod views;

@@ -249,6 +249,7 @@ fn plain_run_resolves_to_the_default_policy() {
         private_tmp: "/tmp/sandy-1".into(),
         runtime_dir: None,
         notices: vec![],
+        views: vec![],
     };
     assert_eq!(policy, expected);
 }
