@@ -453,7 +453,7 @@ fn manifest(w: &World, script: &str) -> Value {
     }
     w.chown_all();
     json!({
-        "schema_version": 1,
+        "schema_version": 2,
         "supervisor_pid": std::process::id(),
         "program": "/bin/sh",
         "argv": ["sh", "-c", script],
@@ -466,6 +466,7 @@ fn manifest(w: &World, script: &str) -> Value {
         "network": "allow_all",
         "local_ports": [],
         "restore_default_signals": [],
+        "views": [],
     })
 }
 
@@ -500,7 +501,7 @@ fn the_bootstrap_rejects_bad_manifests_and_runs_nothing() {
         let good_bytes = serde_json::to_vec(&good).unwrap();
 
         let mut unsupported = good.clone();
-        unsupported["schema_version"] = json!(2);
+        unsupported["schema_version"] = json!(3);
         let mut unknown_field = good.clone();
         unknown_field["extra_grants"] = json!([{"path": "/", "access": "read_write"}]);
         let without = |key: &str| {
@@ -782,7 +783,7 @@ fn dry_run_prints_the_documented_document() {
         for p in protections {
             assert_eq!(
                 keys(p),
-                sorted(&["path", "kind", "origin", "exists"]),
+                sorted(&["path", "kind", "origin", "exists", "placeholder"]),
                 "{p}"
             );
             assert!(Path::new(p["path"].as_str().unwrap()).is_absolute(), "{p}");

@@ -51,6 +51,18 @@ pub enum ResolveError {
     },
     #[error("profile '{profile}': required path {} does not exist", path.display())]
     ProfileMissing { profile: String, path: PathBuf },
+    #[error(
+        "cannot run {}: {} is private inside the sandbox, so the command would not be found \
+         there; run it from its project directory, or grant its directory with --read {}",
+        program.display(),
+        private.display(),
+        dir.display()
+    )]
+    ProgramHidden {
+        program: PathBuf,
+        private: PathBuf,
+        dir: PathBuf,
+    },
     #[error("port must be between 1 and 65535")]
     InvalidPort,
     #[error("local port {port} can only be granted together with --block-net")]

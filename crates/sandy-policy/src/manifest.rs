@@ -10,7 +10,7 @@ use crate::osbytes::OsBytes;
 use crate::policy::{Access, Network, ProtectionKind, ResolvedPolicy, Scope};
 
 /// The only manifest schema this build reads or writes.
-pub const MANIFEST_SCHEMA_VERSION: u32 = 1;
+pub const MANIFEST_SCHEMA_VERSION: u32 = 2;
 /// Checked before parsing: a larger manifest is rejected unread.
 pub const MAX_MANIFEST_BYTES: usize = 1024 * 1024;
 const MAX_ARGS: usize = 65_536;
@@ -288,7 +288,7 @@ mod tests {
 
     fn sample() -> LaunchManifest {
         LaunchManifest {
-            schema_version: 1,
+            schema_version: MANIFEST_SCHEMA_VERSION,
             supervisor_pid: 42,
             program: "/usr/bin/true".into(),
             argv: vec!["true".into(), OsBytes(vec![0xff, b'x'])],

@@ -110,9 +110,6 @@ const BROAD_HOME_DIRS: &[&str] = &[".local", ".local/share", ".local/lib", ".con
 /// How many entries of one `PATH` directory are examined for symlinks into packages.
 const MAX_PATH_DIR_ENTRIES: usize = 4096;
 
-/// How many leading bytes are read for a `#!` line.
-const SHEBANG_MAX: usize = 256;
-
 /// Resolves a run request against the host into the complete policy.
 ///
 /// Grants are collected in order (baseline, project, command, `PATH` toolchains, flags);
@@ -233,10 +230,10 @@ pub fn resolve(
         Origin::Project,
     );
 
-    // The command and the interpreter its `#!` line names.
+    // The command, with what a rustup proxy needs when it is one.
     ctx.grant_executable(&program, &mut grants);
-    if let Some(interpreter) = interpreter_of(&program, &path_dirs, fs) {
-        ctx.grant_executable(&interpreter, &mut grants);
+    if let Some(dir) = program.parent() {
+        ctx.grant_rust_toolchain(dir, host, &mut grants);
     }
 
     // Toolchains the caller's PATH reaches (each directory once).
@@ -246,6 +243,12 @@ pub fn resolve(
             seen_dirs.push(dir);
             ctx.grant_path_dir(dir, host, &mut grants);
         }
+    }
+
+    // The interpreters the command's `#!` line names (usually inside a toolchain granted
+    // just above), each an exact executable.
+    for interpreter in shebang::interpreters(&program, &path_dirs, fs) {
+        ctx.grant_interpreter(&interpreter, &mut grants);
     }
 
     // The agent profile: its state directories, and its hook registrations protected.
@@ -284,6 +287,8 @@ pub fn resolve(
     {
         grants.push_private(private);
     }
+
+    let program = visible_program(program, runtime_dir.as_deref(), &grants, fs)?;
 
     let (mut environment, mut removed_env, mut set_env) = environment(host, Path::new(PRIVATE_TMP));
     for name in &profile.environment.unset {
@@ -469,30 +474,91 @@ impl Ctx<'_> {
         }
     }
 
-    /// The directory to grant for an executable: its package root when it lives in a
-    /// `bin` directory, else its own directory; `None` when that would be too broad.
-    fn package_root(&self, executable: &Path) -> Option<PathBuf> {
-        self.toolchain_root(executable.parent()?)
-    }
-
     /// The tree to grant for a directory of executables: its parent when it is named like
-    /// a toolchain's `bin` (and that is narrow enough), else the directory itself; `None`
-    /// when both would be too broad.
+    /// a toolchain's `bin` (and that is narrow enough and not a project of its own), else
+    /// the directory itself; `None` when both would be too broad.
     fn toolchain_root(&self, dir: &Path) -> Option<PathBuf> {
         let is_bin = dir
             .file_name()
             .is_some_and(|n| BIN_NAMES.iter().any(|b| n == OsStr::new(b)));
         match dir.parent().filter(|_| is_bin) {
-            Some(root) if self.safe_auto_root(root) => Some(root.to_path_buf()),
+            Some(root) if self.safe_auto_root(root) && !self.holds_project(root) => {
+                Some(root.to_path_buf())
+            }
             _ if self.safe_auto_root(dir) => Some(dir.to_path_buf()),
             _ => None,
         }
     }
 
-    /// Grants an executable (the command, an interpreter, a `PATH` entry's target) read
-    /// and execute, with its package when that is not already reachable.
+    /// Whether `dir` is a project (a git work tree) rather than a toolchain.
+    fn holds_project(&self, dir: &Path) -> bool {
+        self.fs.kind(&dir.join(".git")).is_some()
+    }
+
+    /// The package an executable belongs to, recognised by its structure alone: a Node
+    /// package (`node_modules/[@scope/]NAME` with a `package.json`), a Python virtual
+    /// environment (`ROOT/bin/EXE` with `ROOT/pyvenv.cfg`: venvs, pipx, uv tools), or a
+    /// toolchain version directory (`ROOT/bin/EXE` below a `versions`, `toolchains`,
+    /// `installs` or `Cellar` directory, or `ROOT` itself being `.cargo`, `.rustup` or
+    /// `.pyenv`: nvm, pyenv, rustup, asdf, Homebrew, cargo). `None` for anything else,
+    /// which then gets an exact grant of the executable alone: a link planted in a
+    /// writable `PATH` directory can never make a whole directory readable unless that
+    /// directory really is such a package, narrow enough, and not a project.
+    fn package_root(&self, executable: &Path) -> Option<PathBuf> {
+        let root = self
+            .node_package_root(executable)
+            .or_else(|| self.bin_layout_root(executable))?;
+        (self.safe_auto_root(&root) && !self.holds_project(&root)).then_some(root)
+    }
+
+    fn node_package_root(&self, executable: &Path) -> Option<PathBuf> {
+        let node_modules = OsStr::new("node_modules");
+        for dir in executable.ancestors().skip(1) {
+            let parent = dir.parent()?;
+            let in_scope = parent
+                .file_name()
+                .is_some_and(|n| n.as_bytes().starts_with(b"@"))
+                && parent.parent().and_then(Path::file_name) == Some(node_modules);
+            if parent.file_name() == Some(node_modules) || in_scope {
+                return matches!(
+                    self.fs.kind(&dir.join("package.json")),
+                    Some(FileKind::File { .. })
+                )
+                .then(|| dir.to_path_buf());
+            }
+        }
+        None
+    }
+
+    fn bin_layout_root(&self, executable: &Path) -> Option<PathBuf> {
+        const VERSION_DIRS: &[&str] = &["versions", "toolchains", "installs", "Cellar"];
+        const TOOL_HOMES: &[&str] = &[".cargo", ".rustup", ".pyenv"];
+        let bin = executable.parent()?;
+        let is_bin = bin
+            .file_name()
+            .is_some_and(|n| BIN_NAMES.iter().any(|b| n == OsStr::new(b)));
+        let root = bin.parent().filter(|_| is_bin)?;
+        let venv = matches!(
+            self.fs.kind(&root.join("pyvenv.cfg")),
+            Some(FileKind::File { .. })
+        );
+        let named = |p: &Path, names: &[&str]| {
+            p.file_name()
+                .is_some_and(|n| names.iter().any(|v| n == OsStr::new(v)))
+        };
+        let versioned = root
+            .ancestors()
+            .skip(1)
+            .take(3)
+            .any(|a| named(a, VERSION_DIRS));
+        (venv || versioned || named(root, TOOL_HOMES)).then(|| root.to_path_buf())
+    }
+
+    /// Grants an executable (the command, or a `PATH` entry's link target) read and
+    /// execute, with its package (see [`Ctx::package_root`]) when that is not already
+    /// reachable. Only an executable regular file is granted.
     fn grant_executable(&self, path: &Path, grants: &mut GrantSet) {
-        let Ok(canonical) = self.fs.canonicalize(path) else {
+        let Some(canonical) = self.executable_file(path) else {
             return;
         };
         if grants.covers(&canonical, Access::ReadExec)
@@ -504,6 +570,29 @@ impl Ctx<'_> {
             Some(root) => grants.push(root, Access::ReadExec, Scope::Subtree, Origin::Path),
             None => grants.push(canonical, Access::ReadExec, Scope::Exact, Origin::Path),
         }
+    }
+
+    /// Grants an interpreter a `#!` line names: the executable file alone, never a
+    /// directory (the line is content the sandbox may have written).
+    fn grant_interpreter(&self, path: &Path, grants: &mut GrantSet) {
+        let Some(canonical) = self.executable_file(path) else {
+            return;
+        };
+        if !grants.covers(&canonical, Access::ReadExec)
+            && self.sensitive_overlap(&canonical).is_none()
+        {
+            grants.push(canonical, Access::ReadExec, Scope::Exact, Origin::Path);
+        }
+    }
+
+    /// The canonical path of `path` when it is an executable regular file.
+    fn executable_file(&self, path: &Path) -> Option<PathBuf> {
+        let canonical = self.fs.canonicalize(path).ok()?;
+        matches!(
+            self.fs.kind(&canonical),
+            Some(FileKind::File { executable: true })
+        )
+        .then_some(canonical)
     }
 
     fn grant_path_dir(&self, dir: &Path, host: &HostContext, grants: &mut GrantSet) {
@@ -524,9 +613,10 @@ impl Ctx<'_> {
                     return;
                 };
                 grants.push(granted, Access::ReadExec, Scope::Subtree, Origin::Path);
-                self.grant_rust_toolchain(&dir, host, grants);
             }
         }
+        // Also when the command itself already granted this directory's toolchain.
+        self.grant_rust_toolchain(&dir, host, grants);
         // Entries that are symlinks into a package elsewhere (npm-global, uv tools, the
         // native Claude installer) need that package too.
         for entry in self.fs.symlinks_in(&dir, MAX_PATH_DIR_ENTRIES) {
@@ -703,62 +793,50 @@ fn find_program(
     }
 }
 
-/// The interpreter a `#!` line names, resolved through `PATH` for `/usr/bin/env NAME`.
-fn interpreter_of(
-    program: &Path,
-    path_dirs: &[PathBuf],
+/// The directory private inside the sandbox that hides `path`, unless a grant carries
+/// `path` (or a directory above it) through; `privates` are the directories the mount
+/// layer replaces.
+fn hidden_by<'a>(path: &Path, privates: &[&'a Path], grants: &GrantSet) -> Option<&'a Path> {
+    let private = privates.iter().find(|p| path.starts_with(p))?;
+    let carried = grants.0.iter().any(|g| {
+        !privates.contains(&g.path.as_path())
+            && g.path.starts_with(private)
+            && (g.path == path || (g.scope == Scope::Subtree && path.starts_with(&g.path)))
+    });
+    (!carried).then_some(*private)
+}
+
+/// What the dry run grants, the run must honour: the command's path must exist inside.
+/// A command under a directory that is private inside (a link in
+/// `/tmp/x/node_modules/.bin`, NixOS's `/run/current-system/sw/bin`) is executed by its
+/// canonical path when that one is carried through (`argv[0]` stays as typed), and
+/// refused before launch otherwise.
+fn visible_program(
+    program: PathBuf,
+    runtime_dir: Option<&Path>,
+    grants: &GrantSet,
     fs: &dyn PathInspector,
-) -> Option<PathBuf> {
-    let head = fs.read_head(program, SHEBANG_MAX)?;
-    let (interpreter, arg) = parse_shebang(&head)?;
-    let is_env = interpreter.file_name() == Some(OsStr::new("env"));
-    match (is_env, arg) {
-        (true, Some(args)) => {
-            let name = args
-                .split(|b| b.is_ascii_whitespace())
-                .find(|w| !w.is_empty() && !w.starts_with(b"-") && !w.contains(&b'='))?;
-            let name = Path::new(OsStr::from_bytes(name));
-            if name.is_absolute() {
-                return Some(name.to_path_buf());
-            }
-            path_dirs
-                .iter()
-                .map(|d| d.join(name))
-                .find(|c| matches!(fs.kind(c), Some(FileKind::File { executable: true })))
-        }
-        _ => Some(interpreter),
-    }
-}
-
-/// Splits a `#!` line into the interpreter and the rest of the line.
-fn parse_shebang(head: &[u8]) -> Option<(PathBuf, Option<Vec<u8>>)> {
-    let rest = head.strip_prefix(b"#!")?;
-    let line = rest.split(|&b| b == b'\n').next()?;
-    let line = trim_ascii(line);
-    let split = line.iter().position(|b| b.is_ascii_whitespace());
-    let (interp, arg) = match split {
-        Some(i) => (&line[..i], Some(trim_ascii(&line[i..]).to_vec())),
-        None => (line, None),
+) -> Result<PathBuf, ResolveError> {
+    let mut privates: Vec<&Path> = [PRIVATE_TMP, PRIVATE_SHM, PRIVATE_VAR_TMP, "/run"]
+        .iter()
+        .map(Path::new)
+        .collect();
+    privates.extend(runtime_dir);
+    let Some(private) = hidden_by(&program, &privates, grants) else {
+        return Ok(program);
     };
-    if !interp.starts_with(b"/") {
-        return None;
+    if let Ok(canonical) = fs.canonicalize(&program) {
+        if hidden_by(&canonical, &privates, grants).is_none()
+            && grants.covers(&canonical, Access::ReadExec)
+        {
+            return Ok(canonical);
+        }
     }
-    Some((
-        PathBuf::from(OsStr::from_bytes(interp)),
-        arg.filter(|a| !a.is_empty()),
-    ))
-}
-
-fn trim_ascii(b: &[u8]) -> &[u8] {
-    let start = b
-        .iter()
-        .position(|c| !c.is_ascii_whitespace())
-        .unwrap_or(b.len());
-    let end = b
-        .iter()
-        .rposition(|c| !c.is_ascii_whitespace())
-        .map_or(start, |i| i + 1);
-    &b[start..end]
+    Err(ResolveError::ProgramHidden {
+        dir: program.parent().unwrap_or(&program).to_path_buf(),
+        program,
+        private: private.to_path_buf(),
+    })
 }
 
 /// The target's environment: the caller's, minus escape hatches, with a private TMPDIR.
@@ -850,6 +928,7 @@ impl GrantSet {
 }
 
 mod agent;
+mod shebang;
 #[cfg(test)]
 mod tests;
 mod views;

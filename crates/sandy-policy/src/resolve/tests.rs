@@ -381,14 +381,20 @@ fn path_toolchains_and_symlinked_packages_are_granted() {
     let fs = base_fs()
         .dir("/home/u/.local")
         .dir("/home/u/.local/bin")
-        .dir("/home/u/.local/share")
-        .dir("/home/u/.local/share/tool")
-        .dir("/home/u/.local/share/tool/bin")
+        .dir("/home/u/.npm-global/lib/node_modules/tool/bin")
+        .file("/home/u/.npm-global/lib/node_modules/tool/package.json")
         .script(
-            "/home/u/.local/share/tool/bin/tool.js",
+            "/home/u/.npm-global/lib/node_modules/tool/bin/tool.js",
             "#!/usr/bin/env node\n",
         )
-        .link("/home/u/.local/bin/tool", "../share/tool/bin/tool.js")
+        .link(
+            "/home/u/.local/bin/tool",
+            "../../.npm-global/lib/node_modules/tool/bin/tool.js",
+        )
+        .dir("/home/u/.local/share/uv/tools/ruff/bin")
+        .file("/home/u/.local/share/uv/tools/ruff/pyvenv.cfg")
+        .exe("/home/u/.local/share/uv/tools/ruff/bin/ruff")
+        .link("/home/u/.local/bin/ruff", "../share/uv/tools/ruff/bin/ruff")
         .dir("/home/u/.nvm")
         .dir("/home/u/.nvm/versions")
         .dir("/home/u/.nvm/versions/node")
@@ -406,13 +412,7 @@ fn path_toolchains_and_symlinked_packages_are_granted() {
         path_grants,
         vec![
             &g(
-                "/home/u/.local/share/tool",
-                Access::ReadExec,
-                Scope::Subtree,
-                Origin::Path
-            ),
-            &g(
-                "/home/u/.nvm/versions/node/v20",
+                "/home/u/.npm-global/lib/node_modules/tool",
                 Access::ReadExec,
                 Scope::Subtree,
                 Origin::Path
@@ -423,9 +423,127 @@ fn path_toolchains_and_symlinked_packages_are_granted() {
                 Scope::Subtree,
                 Origin::Path
             ),
+            &g(
+                "/home/u/.local/share/uv/tools/ruff",
+                Access::ReadExec,
+                Scope::Subtree,
+                Origin::Path
+            ),
+            &g(
+                "/home/u/.nvm/versions/node/v20",
+                Access::ReadExec,
+                Scope::Subtree,
+                Origin::Path
+            ),
         ]
     );
     assert_eq!(policy.program, PathBuf::from("/home/u/.local/bin/tool"));
+}
+
+/// Finding D2: a link planted in a `PATH` directory that another run can write (a
+/// project's `node_modules/.bin`) grants an exact executable at most, never the
+/// directory it points into.
+#[test]
+fn links_in_path_directories_grant_only_recognised_packages() {
+    let fs = base_fs()
+        .dir("/home/u/a/node_modules/.bin")
+        .dir("/home/u/b/.git")
+        .dir("/home/u/b/bin")
+        .exe("/home/u/b/bin/tool")
+        .dir("/home/u/c/scripts")
+        .exe("/home/u/c/scripts/run")
+        .file("/home/u/c/secret.env")
+        .dir("/home/u/d/node_modules/pkg/bin")
+        .exe("/home/u/d/node_modules/pkg/bin/cli")
+        .link("/home/u/a/node_modules/.bin/tool", "/home/u/b/bin/tool")
+        .link("/home/u/a/node_modules/.bin/run", "/home/u/c/scripts/run")
+        .link("/home/u/a/node_modules/.bin/env", "/home/u/c/secret.env")
+        .link("/home/u/a/node_modules/.bin/dir", "/home/u/c")
+        .link(
+            "/home/u/a/node_modules/.bin/cli",
+            "/home/u/d/node_modules/pkg/bin/cli",
+        );
+    let h = host("/home/u/a/node_modules/.bin:/usr/bin");
+    let policy = resolve(&request(&["true"]), &h, &fs).unwrap();
+    let path_grants: Vec<&Grant> = policy
+        .grants
+        .iter()
+        .filter(|g| g.origin == Origin::Path)
+        .collect();
+    assert_eq!(
+        path_grants,
+        vec![
+            &g(
+                "/home/u/a/node_modules/.bin",
+                Access::ReadExec,
+                Scope::Subtree,
+                Origin::Path
+            ),
+            // No package.json: not a package, so the executable alone.
+            &g(
+                "/home/u/d/node_modules/pkg/bin/cli",
+                Access::ReadExec,
+                Scope::Exact,
+                Origin::Path
+            ),
+            &g(
+                "/home/u/c/scripts/run",
+                Access::ReadExec,
+                Scope::Exact,
+                Origin::Path
+            ),
+            // `b` has a `bin` but is a project (it has `.git`).
+            &g(
+                "/home/u/b/bin/tool",
+                Access::ReadExec,
+                Scope::Exact,
+                Origin::Path
+            ),
+        ]
+    );
+}
+
+/// Finding D1: what `env` options name is never granted, and an interpreter is granted
+/// only as an exact executable file.
+#[test]
+fn shebang_lines_grant_only_executable_interpreters() {
+    let fs = base_fs()
+        .dir("/home/u/proj/bin")
+        .script(
+            "/home/u/proj/run-tests.sh",
+            "#!/usr/bin/env -S -u /home/u/other/secret.env -C /home/u/other python3\n",
+        )
+        .script(
+            "/home/u/proj/a.sh",
+            "#!/usr/bin/env -S -u /home/u/other/secret.env python3\n",
+        )
+        .script("/home/u/proj/b.sh", "#!/home/u/other/secret.env\n")
+        .script("/home/u/proj/c.sh", "#!/home/u/tools/bin/interp -x\n")
+        .dir("/home/u/other")
+        .file("/home/u/other/secret.env")
+        .dir("/home/u/tools/bin")
+        .exe("/home/u/tools/bin/interp");
+    let h = host("/usr/bin");
+    let beyond = |script: &str| -> Vec<Grant> {
+        let policy = resolve(&request(&[script]), &h, &fs).unwrap();
+        policy
+            .grants
+            .into_iter()
+            .filter(|g| g.path.starts_with("/home/u") && !g.path.starts_with("/home/u/proj"))
+            .collect()
+    };
+    assert_eq!(beyond("./run-tests.sh"), vec![]);
+    assert_eq!(beyond("./a.sh"), vec![]);
+    assert_eq!(beyond("./b.sh"), vec![]);
+    assert_eq!(
+        beyond("./c.sh"),
+        vec![g(
+            "/home/u/tools/bin/interp",
+            Access::ReadExec,
+            Scope::Exact,
+            Origin::Path
+        )]
+    );
 }
 
 #[test]
@@ -447,20 +565,6 @@ fn a_path_directory_covering_home_or_secrets_is_not_granted() {
             Origin::Path
         )]
     );
-}
-
-#[test]
-fn shebang_lines_are_parsed() {
-    assert_eq!(
-        parse_shebang(b"#!/bin/sh\necho"),
-        Some((PathBuf::from("/bin/sh"), None))
-    );
-    assert_eq!(
-        parse_shebang(b"#! /usr/bin/env -S node --x\n"),
-        Some((PathBuf::from("/usr/bin/env"), Some(b"-S node --x".to_vec())))
-    );
-    assert_eq!(parse_shebang(b"#!relative\n"), None);
-    assert_eq!(parse_shebang(b"\x7fELF"), None);
 }
 
 #[test]
@@ -756,4 +860,71 @@ fn a_repository_in_another_writable_grant_is_protected_too() {
         .protections
         .iter()
         .any(|p| p.path.starts_with("/home/u/other")));
+}
+
+/// A rustup proxy as the command itself gets the rustup home, as it does when a shell
+/// inside reaches it through `PATH` (it was skipped when the command's own grant already
+/// covered `~/.cargo/bin`).
+#[test]
+fn a_rustup_proxy_as_the_command_gets_the_rustup_home() {
+    let fs = base_fs()
+        .dir("/home/u/.cargo/bin")
+        .exe("/home/u/.cargo/bin/cargo")
+        .dir("/home/u/.cargo/registry")
+        .dir("/home/u/.rustup")
+        .dir("/home/u/.rustup/toolchains/stable/bin")
+        .exe("/home/u/.rustup/toolchains/stable/bin/cargo");
+    for path in ["/home/u/.cargo/bin:/usr/bin", "/usr/bin"] {
+        let h = host(path);
+        let command = if path.starts_with("/home") {
+            "cargo"
+        } else {
+            "/home/u/.cargo/bin/cargo"
+        };
+        let policy = resolve(&request(&[command]), &h, &fs).unwrap();
+        for (dir, access) in [
+            ("/home/u/.cargo", Access::ReadExec),
+            ("/home/u/.rustup", Access::ReadExec),
+        ] {
+            assert!(
+                policy
+                    .grants
+                    .iter()
+                    .any(|g| g.path == Path::new(dir) && g.access == access),
+                "{dir} with PATH={path}: {:?}",
+                policy.grants
+            );
+        }
+    }
+}
+
+/// Issue 12 item 8: a command under a private directory runs by its canonical path when a
+/// grant carries that through, and is refused before launch otherwise.
+#[test]
+fn a_command_hidden_by_a_private_directory_runs_by_its_carried_path_or_is_refused() {
+    let fs = base_fs()
+        .dir("/tmp")
+        .dir("/tmp/x/node_modules/.bin")
+        .dir("/tmp/x/node_modules/@a/cli")
+        .file("/tmp/x/node_modules/@a/cli/package.json")
+        .exe("/tmp/x/node_modules/@a/cli/cli.js")
+        .link("/tmp/x/node_modules/.bin/cli", "../@a/cli/cli.js")
+        .dir("/tmp/y")
+        .exe("/tmp/y/tool")
+        .dir("/run/current-system/sw/bin")
+        .link("/run/current-system/sw/bin/git2", "/usr/bin/true");
+    let h = host("/usr/bin");
+    let policy = resolve(&request(&["/tmp/x/node_modules/.bin/cli"]), &h, &fs).unwrap();
+    assert_eq!(
+        policy.program,
+        PathBuf::from("/tmp/x/node_modules/@a/cli/cli.js")
+    );
+    assert_eq!(policy.argv[0], "/tmp/x/node_modules/.bin/cli");
+    let policy = resolve(&request(&["/run/current-system/sw/bin/git2"]), &h, &fs).unwrap();
+    assert_eq!(policy.program, PathBuf::from("/usr/bin/true"));
+    // A plain file under /tmp: its exact grant is carried through, so it runs as is.
+    let policy = resolve(&request(&["/tmp/y/tool"]), &h, &fs).unwrap();
+    assert_eq!(policy.program, PathBuf::from("/tmp/y/tool"));
+    let err = resolve(&request(&["/run/current-system/sw/bin/missing"]), &h, &fs).unwrap_err();
+    assert!(matches!(err, ResolveError::CommandNotFound { .. }), "{err}");
 }
