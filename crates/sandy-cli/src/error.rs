@@ -29,6 +29,9 @@ pub enum SandyError {
         step: &'static str,
         source: std::io::Error,
     },
+    /// Nowhere to create something Sandy needs; `tried` names each place and why not.
+    #[error("cannot create {what}; tried: {tried}")]
+    NoPlace { what: &'static str, tried: String },
     #[error("{step}: {source}")]
     Sys {
         step: &'static str,

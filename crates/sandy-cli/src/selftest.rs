@@ -233,35 +233,59 @@ fn write_file(path: &Path, contents: &[u8], mode: u32) -> Result<(), SandyError>
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(io)
 }
 
-/// A temporary directory outside what the sandbox replaces: `TMPDIR`, `~/.cache`, or
-/// `/var/lib` (as root), the first that works.
+/// A temporary directory outside what the sandbox replaces, in the first place that works:
+/// `TMPDIR`; Sandy's own per-user cache (`$XDG_CACHE_HOME/sandy`, else `~/.cache/sandy`),
+/// created (0700) when absent, since the user owns it; `/var/lib` (as root). The error
+/// names every place tried and why it did not work.
 fn make_world_dir() -> Result<tempfile::TempDir, SandyError> {
-    let visible = |p: &PathBuf| p.is_absolute() && !HIDDEN_INSIDE.iter().any(|h| p.starts_with(h));
-    let mut candidates: Vec<PathBuf> = Vec::new();
-    if let Some(t) = std::env::var_os("TMPDIR").map(PathBuf::from) {
-        candidates.push(t);
+    use std::os::unix::fs::DirBuilderExt;
+    let visible = |p: &Path| p.is_absolute() && !HIDDEN_INSIDE.iter().any(|h| p.starts_with(h));
+    // (place, created by Sandy when absent)
+    let mut candidates: Vec<(PathBuf, bool)> = Vec::new();
+    let mut tried: Vec<String> = Vec::new();
+    match std::env::var_os("TMPDIR").map(PathBuf::from) {
+        Some(t) => candidates.push((t, false)),
+        None => tried.push("TMPDIR (not set)".to_owned()),
     }
-    if let Some(h) = std::env::var_os("HOME").map(PathBuf::from) {
-        candidates.push(h.join(".cache"));
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
+    match cache {
+        Some(c) => candidates.push((c.join("sandy"), true)),
+        None => tried.push("Sandy's cache (neither XDG_CACHE_HOME nor HOME is set)".to_owned()),
     }
-    candidates.push(PathBuf::from("/var/lib"));
-    let mut last = std::io::Error::from(std::io::ErrorKind::NotFound);
-    for base in candidates.iter().filter(|p| visible(p)) {
-        let base = std::fs::canonicalize(base).unwrap_or_else(|_| base.clone());
+    candidates.push((PathBuf::from("/var/lib"), false));
+    for (base, create) in candidates {
+        let base = std::fs::canonicalize(&base).unwrap_or(base);
         if !visible(&base) {
+            tried.push(format!(
+                "{} (private inside the sandbox, or not absolute)",
+                base.display()
+            ));
             continue;
+        }
+        if create {
+            if let Err(e) = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&base)
+            {
+                tried.push(format!("{} ({e})", base.display()));
+                continue;
+            }
         }
         match tempfile::Builder::new()
             .prefix("sandy-selftest-")
             .tempdir_in(&base)
         {
             Ok(dir) => return Ok(dir),
-            Err(e) => last = e,
+            Err(e) => tried.push(format!("{} ({e})", base.display())),
         }
     }
-    Err(SandyError::Io {
-        step: "cannot create the self-test world (tried TMPDIR, ~/.cache and /var/lib)",
-        source: last,
+    Err(SandyError::NoPlace {
+        what: "the self-test world",
+        tried: tried.join(", "),
     })
 }
 

@@ -286,3 +286,52 @@ fn the_unprotected_canary_flag_is_hidden_and_needs_selftest() {
         .unwrap();
     assert_code(&o, 2, "the control flag without --selftest");
 }
+
+/// Issue 12 item 9: a user with no `~/.cache` and no `TMPDIR` can run the self-test (Sandy
+/// makes its own cache directory, 0700), and when nothing works the error names every
+/// place tried.
+#[test]
+fn selftest_works_without_a_cache_directory_or_tmpdir() {
+    use std::os::unix::fs::PermissionsExt;
+    let _serial = SELFTEST.lock().unwrap_or_else(|e| e.into_inner());
+    for_each_user(|w| {
+        assert!(!w.home.join(".cache").exists());
+        let o = w
+            .sandy(["doctor", "--selftest"])
+            .env_remove("TMPDIR")
+            .output()
+            .unwrap();
+        assert_code(&o, 0, "sandy doctor --selftest without TMPDIR or ~/.cache");
+        assert!(
+            stdout(&o).contains("all 12 escapes blocked"),
+            "{}",
+            stdout(&o)
+        );
+        let cache = w.home.join(".cache/sandy");
+        let meta = std::fs::metadata(&cache).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+        let left: Vec<_> = std::fs::read_dir(&cache).unwrap().flatten().collect();
+        assert!(left.is_empty(), "left in {}: {left:?}", cache.display());
+
+        if w.user.uid != 0 {
+            // Nowhere to go: HOME and TMPDIR unset, /var/lib not writable.
+            let o = w
+                .sandy(["doctor", "--selftest"])
+                .env_remove("TMPDIR")
+                .env_remove("HOME")
+                .output()
+                .unwrap();
+            assert_code(&o, 125, "no place for the self-test world");
+            let err = stderr(&o);
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(
+                err.starts_with("sandy: cannot create the self-test world; tried: "),
+                "{err}"
+            );
+            assert!(
+                err.contains("TMPDIR (not set)") && err.contains("/var/lib ("),
+                "{err}"
+            );
+        }
+    });
+}
