@@ -22,6 +22,15 @@ pub struct Cli {
 pub enum Command {
     /// Run a command inside a native process sandbox.
     Run(RunArgs),
+    /// Say which rule decides an access to a path, and the narrowest flag that changes it.
+    #[command(
+        long_about = "Resolves the same policy `sandy run` would (with the same grant options \
+                      and, after `--`, the same command, which selects the profile) and says \
+                      whether the sandbox may read, write or execute PATH, the rule and origin \
+                      that decide it, and the narrowest flag that would change a refusal, or \
+                      why no flag can. Exit status: 0 allowed, 1 refused, 2 usage, 125 error."
+    )]
+    Why(WhyArgs),
     /// Internal: apply the sandbox described by an inherited manifest and exec the target.
     #[command(name = "__bootstrap", hide = true)]
     Bootstrap(BootstrapArgs),
@@ -96,6 +105,40 @@ pub struct RunArgs {
     pub dry_run: bool,
     /// The command to run and its arguments.
     #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+/// `sandy why`: the question (an access to PATH) and the launch it is asked about.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("access").args(["write", "exec"])))]
+pub struct WhyArgs {
+    /// Ask about writing (create, change, remove) instead of reading.
+    #[arg(long)]
+    pub write: bool,
+    /// Ask about executing instead of reading.
+    #[arg(long)]
+    pub exec: bool,
+    /// Print a versioned JSON document.
+    #[arg(long)]
+    pub json: bool,
+    /// A `--read` grant of the launch asked about (as for `sandy run`).
+    #[arg(long = "read", value_name = "GRANTED")]
+    pub read: Vec<PathBuf>,
+    /// A `--read-write` grant of the launch asked about (as for `sandy run`).
+    #[arg(long = "read-write", value_name = "GRANTED")]
+    pub read_write: Vec<PathBuf>,
+    /// The launch asked about uses this profile.
+    #[arg(
+        long,
+        value_name = "NAME",
+        value_parser = clap::builder::PossibleValuesParser::new(sandy_policy::builtin_names())
+    )]
+    pub profile: Option<String>,
+    /// The path asked about (relative to the current directory).
+    #[arg(value_name = "PATH")]
+    pub path: PathBuf,
+    /// The command of the launch asked about (it selects the profile); `true` by default.
+    #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
 }
 

@@ -13,6 +13,7 @@ mod host;
 mod run;
 mod selftest;
 mod views;
+mod why;
 
 use std::process::ExitCode;
 
@@ -45,6 +46,7 @@ pub(crate) fn print_line(text: &str) -> std::io::Result<()> {
 fn dispatch(cli: args::Cli) -> Result<u8, error::SandyError> {
     match cli.command {
         args::Command::Run(run_args) => run::run(run_args),
+        args::Command::Why(why_args) => why::why(why_args),
         args::Command::Bootstrap(b) => Err(bootstrap::bootstrap(b.manifest_fd, b.relay_fd)),
         args::Command::Doctor(d) => doctor::doctor(d),
         args::Command::Probe(p) => doctor::probe(p.layer),

@@ -1,0 +1,237 @@
+//! `sandy why`: resolves the launch asked about with the same code as `sandy run`, and
+//! explains one decision. The narrowest flag that would change a refusal is found the same
+//! way: the launch is resolved again with that flag, and the question asked again.
+
+use std::path::{Path, PathBuf};
+
+use sandy_policy::why::{decide, Decision, Question, Rule};
+use sandy_policy::{resolve, RealFs, ResolvedPolicy, RunRequest};
+use serde::Serialize;
+
+use crate::args::WhyArgs;
+use crate::error::SandyError;
+use crate::host;
+
+/// The layout version of `sandy why --json`.
+pub const WHY_SCHEMA_VERSION: u32 = 1;
+/// Exit status when the access asked about is refused.
+const EXIT_REFUSED: u8 = 1;
+
+#[derive(Serialize)]
+struct Document<'a> {
+    why_schema_version: u32,
+    question: Question,
+    path: String,
+    profile: &'a str,
+    #[serde(flatten)]
+    decision: &'a Decision,
+    /// The narrowest flag that allows it, when a flag can.
+    flag: Option<String>,
+}
+
+pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
+    let host = host::gather()?;
+    let question = if args.write {
+        Question::Write
+    } else if args.exec {
+        Question::Exec
+    } else {
+        Question::Read
+    };
+    let path = if args.path.is_absolute() {
+        args.path.clone()
+    } else {
+        host.cwd.join(&args.path)
+    };
+    let command = if args.command.is_empty() {
+        vec!["true".into()]
+    } else {
+        args.command.clone()
+    };
+    let request = RunRequest {
+        command,
+        read: args.read.clone(),
+        read_write: args.read_write.clone(),
+        private_tmp: PathBuf::from("/tmp/sandy-why"),
+        block_net: false,
+        allow_local_ports: Vec::new(),
+        numbat_collector: None,
+        profile: args.profile.clone(),
+    };
+    let policy = resolve(&request, &host, &RealFs)?;
+    let decision = decide(&policy, question, &path, &RealFs);
+    let mut decision = decision;
+    // Below every layer of Sandy's, the host's own permissions still apply.
+    if (decision.allowed || decision.unchangeable.is_none())
+        && !host_permits(question, &decision.resolved)
+    {
+        decision.allowed = false;
+        decision.unchangeable = Some(
+            if question != Question::Write && decision.resolved.symlink_metadata().is_err() {
+                "it does not exist"
+            } else {
+                "the path's own permissions (or a read-only filesystem) refuse it to you, \
+                 inside the sandbox and outside it"
+            }
+            .to_owned(),
+        );
+    }
+    let flag = if decision.allowed || decision.unchangeable.is_some() {
+        None
+    } else {
+        match narrowest_flag(&request, &host, question, &path, &decision) {
+            Ok(flag) => Some(flag),
+            Err(reason) => {
+                decision.unchangeable = Some(reason);
+                None
+            }
+        }
+    };
+    let text = if args.json {
+        let doc = Document {
+            why_schema_version: WHY_SCHEMA_VERSION,
+            question,
+            path: path.display().to_string(),
+            profile: &policy.profile.name,
+            decision: &decision,
+            flag,
+        };
+        serde_json::to_string_pretty(&doc).map_err(|e| SandyError::Io {
+            step: "cannot render the answer",
+            source: e.into(),
+        })?
+    } else {
+        render(question, &path, &policy, &decision, flag.as_deref())
+    };
+    match crate::print_line(&text) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Err(source) => {
+            return Err(SandyError::Io {
+                step: "cannot write the answer",
+                source,
+            })
+        }
+    }
+    Ok(if decision.allowed { 0 } else { EXIT_REFUSED })
+}
+
+/// The least grant flag that makes the decision an allowance, checked by resolving the
+/// launch again with it; otherwise why no flag can (the flag itself would be refused, for
+/// example because it would expose a secret or the home directory).
+fn narrowest_flag(
+    request: &RunRequest,
+    host: &sandy_policy::HostContext,
+    question: Question,
+    path: &Path,
+    decision: &Decision,
+) -> Result<String, String> {
+    // A grant names an existing path: the path itself, or its nearest existing parent.
+    let existing = decision
+        .resolved
+        .ancestors()
+        .find(|p| p.exists())
+        .unwrap_or(Path::new("/"))
+        .to_path_buf();
+    let mut with = request.clone();
+    // No flag grants execute alone; --read-write is the narrowest that does.
+    let flag = match question {
+        Question::Read => {
+            with.read.push(existing.clone());
+            "--read"
+        }
+        Question::Write | Question::Exec => {
+            with.read_write.push(existing.clone());
+            "--read-write"
+        }
+    };
+    let flag = format!("{flag} {}", existing.display());
+    let policy = resolve(&with, host, &RealFs).map_err(|e| format!("{flag} is refused: {e}"))?;
+    if decide(&policy, question, path, &RealFs).allowed {
+        Ok(flag)
+    } else {
+        Err(format!("even {flag} would not allow it"))
+    }
+}
+
+/// Whether the host's permissions let this user do it (`access(2)` with the effective
+/// ids; for a path that does not exist yet, creating it in the nearest existing parent).
+fn host_permits(question: Question, path: &Path) -> bool {
+    use nix::unistd::{access, AccessFlags};
+    let flags = match question {
+        Question::Read => AccessFlags::R_OK,
+        Question::Write => AccessFlags::W_OK,
+        Question::Exec => AccessFlags::X_OK,
+    };
+    if path.symlink_metadata().is_ok() {
+        return access(path, flags).is_ok();
+    }
+    match path.ancestors().skip(1).find(|p| p.exists()) {
+        Some(parent) if question == Question::Write => {
+            access(parent, AccessFlags::W_OK | AccessFlags::X_OK).is_ok()
+        }
+        // Nothing to read or execute.
+        _ => false,
+    }
+}
+
+fn render(
+    question: Question,
+    path: &Path,
+    policy: &ResolvedPolicy,
+    d: &Decision,
+    flag: Option<&str>,
+) -> String {
+    let verb = match question {
+        Question::Read => "read",
+        Question::Write => "write",
+        Question::Exec => "execute",
+    };
+    let verdict = if d.allowed { "allowed" } else { "refused" };
+    let mut out = format!(
+        "{verb} {}: {verdict} (profile '{}')",
+        path.display(),
+        policy.profile.name
+    );
+    if d.resolved != path {
+        out.push_str(&format!("\n  resolves to {}", d.resolved.display()));
+    }
+    let rule = match &d.rule {
+        Rule::Mask { path, .. } => format!("masked: {} is a sensitive path", path.display()),
+        Rule::Private { directory } => format!(
+            "{} is the sandbox's own private directory inside (the host's is never reached)",
+            directory.display()
+        ),
+        Rule::View { target, view } => format!(
+            "the sandbox sees a {} of {}",
+            match view {
+                sandy_policy::ViewKind::Filtered => "credential-filtered, read-only copy",
+                sandy_policy::ViewKind::PrivateCopy => "private copy",
+            },
+            target.display()
+        ),
+        Rule::Protection { path, origin } => {
+            format!("protected read-only: {} ({origin:?})", path.display()).to_lowercase()
+        }
+        Rule::Grant {
+            path,
+            access,
+            scope,
+            origin,
+        } => format!(
+            "granted {access:?} on {} ({scope:?}, origin {origin:?})",
+            path.display()
+        )
+        .to_lowercase(),
+        Rule::NoGrant => "nothing grants it (Landlock refuses)".to_owned(),
+    };
+    out.push_str(&format!("\n  rule: {rule}"));
+    if !d.allowed {
+        match (&d.unchangeable, flag) {
+            (Some(reason), _) => out.push_str(&format!("\n  no flag changes this: {reason}")),
+            (None, Some(flag)) => out.push_str(&format!("\n  {flag} would allow it")),
+            (None, None) => {}
+        }
+    }
+    out
+}

@@ -1,0 +1,165 @@
+//! `sandy why` agrees with what a real run does: for a table of paths and accesses, the
+//! answer (allowed or refused) is compared with the outcome of the same access attempted
+//! inside `sandy run` with the same grants, judged from the host where a write could land.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+
+use common::*;
+
+/// (question flag, path relative to the world root or absolute, extra grant flags)
+fn table(w: &World) -> Vec<(&'static str, String, Vec<String>)> {
+    let r = |p: &str| w.root.join(p).display().to_string();
+    let other = r("home/other");
+    vec![
+        ("read", r("home/project/file.txt"), vec![]),
+        ("write", r("home/project/file.txt"), vec![]),
+        ("read", r("home/project/.git/config"), vec![]),
+        ("write", r("home/project/.git/config"), vec![]),
+        ("write", r("home/project/.git/hooks/pre-commit"), vec![]),
+        ("read", r("home/.ssh/id_ed25519"), vec![]),
+        (
+            "read",
+            r("home/.ssh/id_ed25519"),
+            vec!["--read".into(), r("home")],
+        ),
+        ("read", r("home/.bashrc"), vec![]),
+        ("write", r("home/.bashrc"), vec![]),
+        ("read", r("home/other/data"), vec![]),
+        (
+            "read",
+            r("home/other/data"),
+            vec!["--read".into(), other.clone()],
+        ),
+        (
+            "write",
+            r("home/other/data"),
+            vec!["--read".into(), other.clone()],
+        ),
+        (
+            "write",
+            r("home/other/data"),
+            vec!["--read-write".into(), other.clone()],
+        ),
+        (
+            "exec",
+            r("home/other/tool"),
+            vec!["--read".into(), other.clone()],
+        ),
+        (
+            "exec",
+            r("home/other/tool"),
+            vec!["--read-write".into(), other],
+        ),
+        ("write", "/tmp/sandy-why-new".into(), vec![]),
+        ("read", "/etc/hostname".into(), vec![]),
+        ("write", "/etc/hostname".into(), vec![]),
+        ("exec", "/usr/bin/env".into(), vec![]),
+        ("write", "/usr/bin/env".into(), vec![]),
+    ]
+}
+
+fn attempt(question: &str, path: &str) -> String {
+    match question {
+        "read" => format!("cat '{path}' >/dev/null 2>&1"),
+        "write" => format!("( : >> '{path}' ) 2>/dev/null"),
+        _ => format!("'{path}' >/dev/null 2>&1 </dev/null"),
+    }
+}
+
+#[test]
+fn why_agrees_with_a_real_run() {
+    for_each_user(|w| {
+        w.write("home/project/file.txt", "data\n");
+        w.write("home/.ssh/id_ed25519", "key\n");
+        w.write("home/.bashrc", "alias ll='ls -l'\n");
+        w.write("home/other/data", "data\n");
+        let tool = w.write("home/other/tool", "#!/bin/sh\nexit 0\n");
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let o = w.host("git").args(["init", "-q"]).output().unwrap();
+        assert_code(&o, 0, "git init");
+        w.chown_all();
+        for (question, path, grants) in table(w) {
+            let mut why: Vec<String> = vec!["why".into(), "--json".into()];
+            why.extend(grants.iter().cloned());
+            if question != "read" {
+                why.push(format!("--{question}"));
+            }
+            why.push(path.clone());
+            let o = w.sandy(&why).output().unwrap();
+            let code = o.status.code();
+            assert!(matches!(code, Some(0 | 1)), "{why:?}: {}", stderr(&o));
+            let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+            assert_eq!(doc["why_schema_version"], 1);
+            let said = doc["allowed"].as_bool().unwrap();
+            assert_eq!(said, code == Some(0), "{why:?}");
+            if !said {
+                assert!(
+                    doc["flag"].is_string() || doc["unchangeable"].is_string(),
+                    "a refusal names a flag or why none can: {doc}"
+                );
+            }
+
+            let mut run: Vec<String> = vec!["run".into()];
+            run.extend(grants.iter().cloned());
+            run.extend([
+                "--".into(),
+                "sh".into(),
+                "-c".into(),
+                attempt(question, &path),
+            ]);
+            let o = w.sandy(&run).output().unwrap();
+            let did = o.status.code() == Some(0);
+            assert_eq!(
+                said,
+                did,
+                "why said {said} but the run {} for {question} {path} with {grants:?}\n{doc}",
+                if did { "succeeded" } else { "failed" }
+            );
+            // A flag named by why really allows it.
+            if let Some(flag) = doc["flag"].as_str() {
+                let (name, value) = flag.split_once(' ').unwrap();
+                let mut run: Vec<String> = vec!["run".into(), name.into(), value.into()];
+                run.extend(grants.iter().cloned());
+                run.extend([
+                    "--".into(),
+                    "sh".into(),
+                    "-c".into(),
+                    attempt(question, &path),
+                ]);
+                let o = w.sandy(&run).output().unwrap();
+                assert_code(
+                    &o,
+                    0,
+                    &format!("{question} {path} with the suggested {flag}"),
+                );
+            }
+        }
+    });
+}
+
+#[test]
+fn why_explains_in_one_readable_answer() {
+    for_each_user(|w| {
+        w.write("home/.ssh/id_ed25519", "key\n");
+        let o = w
+            .sandy(["why", &w.home.join(".ssh/id_ed25519").display().to_string()])
+            .output()
+            .unwrap();
+        assert_code(&o, 1, "why of a masked secret");
+        let out = stdout(&o);
+        assert!(
+            out.starts_with(&format!(
+                "read {}: refused",
+                w.home.join(".ssh/id_ed25519").display()
+            )),
+            "{out}"
+        );
+        assert!(out.contains("rule: masked"), "{out}");
+        assert!(out.contains("no flag changes this"), "{out}");
+        let o = w.sandy(["why", "--write", "--exec", "x"]).output().unwrap();
+        assert_code(&o, 2, "two questions at once");
+    });
+}
