@@ -100,9 +100,12 @@ pub struct RunArgs {
         value_parser = clap::builder::PossibleValuesParser::new(sandy_policy::builtin_names())
     )]
     pub profile: Option<String>,
-    /// Print the fully resolved launch as JSON and run nothing.
+    /// Print the fully resolved launch and run nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// The dry run's form: the versioned JSON document, or a short summary for people.
+    #[arg(long, value_enum, default_value_t = DryRunFormat::Json, requires = "dry_run")]
+    pub format: DryRunFormat,
     /// The command to run and its arguments.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
@@ -140,6 +143,13 @@ pub struct WhyArgs {
     /// The command of the launch asked about (it selects the profile); `true` by default.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
+}
+
+/// `--format` of a dry run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DryRunFormat {
+    Json,
+    Text,
 }
 
 impl BootstrapArgs {

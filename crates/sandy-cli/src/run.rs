@@ -21,7 +21,7 @@ use sandy_policy::{
     ValidatedManifest,
 };
 
-use crate::args::RunArgs;
+use crate::args::{DryRunFormat, RunArgs};
 use crate::error::{signal_status, SandyError};
 use crate::host;
 use crate::views::PreparedViews;
@@ -65,6 +65,12 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         let plan = sandy_linux::plan(&manifest, &sandy_linux::probe())?;
         let doc = DryRunDocument::new(&policy, plan.landlock_abi);
         drop(plan);
+        if args.format == DryRunFormat::Text {
+            return print_document(&sandy_policy::summary::render(
+                &policy,
+                host.home.as_deref(),
+            ));
+        }
         let json = serde_json::to_string_pretty(&doc).map_err(|e| SandyError::Io {
             step: "cannot render the dry-run document",
             source: e.into(),

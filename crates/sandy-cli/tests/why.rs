@@ -163,3 +163,53 @@ fn why_explains_in_one_readable_answer() {
         assert_code(&o, 2, "two questions at once");
     });
 }
+
+/// Issue 15 item 5: the dry run for people is a short summary of the same policy.
+#[test]
+fn the_text_dry_run_summarises_the_policy() {
+    for_each_user(|w| {
+        w.write("home/.ssh/id_ed25519", "key\n");
+        w.write("home/.bashrc", "export A_TOKEN=x\n");
+        let docs = w.write("home/docs/readme", "r\n");
+        let docs = docs.parent().unwrap().display().to_string();
+        let o = w
+            .sandy([
+                "run",
+                "--dry-run",
+                "--format",
+                "text",
+                "--read",
+                &docs,
+                "--",
+                "true",
+            ])
+            .output()
+            .unwrap();
+        assert_code(&o, 0, "text dry run");
+        let out = stdout(&o);
+        let labels: Vec<&str> = out.lines().map(|l| l.split(':').next().unwrap()).collect();
+        assert_eq!(
+            labels,
+            [
+                "command",
+                "project",
+                "writable",
+                "readable",
+                "masked",
+                "protected",
+                "copies",
+                "network"
+            ],
+            "{out}"
+        );
+        assert!(out.contains("~/docs [read] (flag)"), "{out}");
+        assert!(out.contains("masked:     ~/.ssh"), "{out}");
+        assert!(out.contains("~/.bashrc [filtered copy]"), "{out}");
+        assert!(!out.contains("A_TOKEN"), "{out}");
+        let o = w
+            .sandy(["run", "--format", "text", "--", "true"])
+            .output()
+            .unwrap();
+        assert_code(&o, 2, "--format without --dry-run");
+    });
+}

@@ -34,6 +34,7 @@ mod profile;
 mod protect;
 mod resolve;
 mod sensitive;
+pub mod summary;
 pub mod why;
 
 pub use dryrun::{DryRunDocument, DRY_RUN_SCHEMA_VERSION};

@@ -330,13 +330,13 @@ mod tests {
         assert!(matches!(err, ManifestError::Malformed { .. }), "{err}");
 
         let mut m = sample();
-        m.schema_version = 2;
+        m.schema_version = MANIFEST_SCHEMA_VERSION + 1;
         let bytes = serde_json::to_vec(&m).unwrap();
         assert!(matches!(
             ValidatedManifest::decode(&bytes).unwrap_err(),
             ManifestError::UnsupportedSchema {
-                found: 2,
-                expected: 1
+                found: 3,
+                expected: MANIFEST_SCHEMA_VERSION
             }
         ));
         assert!(matches!(

@@ -474,17 +474,16 @@ impl Ctx<'_> {
         }
     }
 
-    /// The tree to grant for a directory of executables: its parent when it is named like
-    /// a toolchain's `bin` (and that is narrow enough and not a project of its own), else
-    /// the directory itself; `None` when both would be too broad.
+    /// The tree to grant for a directory of executables on the caller's `PATH` (the
+    /// user's own configuration): its parent when it is named like a toolchain's `bin`
+    /// (and that is narrow enough), else the directory itself; `None` when both would be
+    /// too broad. Toolchains installed as git clones (pyenv, nvm, rbenv) keep working.
     fn toolchain_root(&self, dir: &Path) -> Option<PathBuf> {
         let is_bin = dir
             .file_name()
             .is_some_and(|n| BIN_NAMES.iter().any(|b| n == OsStr::new(b)));
         match dir.parent().filter(|_| is_bin) {
-            Some(root) if self.safe_auto_root(root) && !self.holds_project(root) => {
-                Some(root.to_path_buf())
-            }
+            Some(root) if self.safe_auto_root(root) => Some(root.to_path_buf()),
             _ if self.safe_auto_root(dir) => Some(dir.to_path_buf()),
             _ => None,
         }
@@ -505,10 +504,16 @@ impl Ctx<'_> {
     /// writable `PATH` directory can never make a whole directory readable unless that
     /// directory really is such a package, narrow enough, and not a project.
     fn package_root(&self, executable: &Path) -> Option<PathBuf> {
+        const TOOL_HOMES: &[&str] = &[".cargo", ".rustup", ".pyenv", ".nvm", ".rbenv", ".asdf"];
         let root = self
             .node_package_root(executable)
             .or_else(|| self.bin_layout_root(executable))?;
-        (self.safe_auto_root(&root) && !self.holds_project(&root)).then_some(root)
+        // A tool home may be a git clone of the tool itself (pyenv, nvm); anything else
+        // with a `.git` is a project, never granted through a link.
+        let tool_home = root
+            .file_name()
+            .is_some_and(|n| TOOL_HOMES.iter().any(|t| n == OsStr::new(t)));
+        (self.safe_auto_root(&root) && (tool_home || !self.holds_project(&root))).then_some(root)
     }
 
     fn node_package_root(&self, executable: &Path) -> Option<PathBuf> {
@@ -532,7 +537,7 @@ impl Ctx<'_> {
 
     fn bin_layout_root(&self, executable: &Path) -> Option<PathBuf> {
         const VERSION_DIRS: &[&str] = &["versions", "toolchains", "installs", "Cellar"];
-        const TOOL_HOMES: &[&str] = &[".cargo", ".rustup", ".pyenv"];
+        const TOOL_HOMES: &[&str] = &[".cargo", ".rustup", ".pyenv", ".rbenv"];
         let bin = executable.parent()?;
         let is_bin = bin
             .file_name()

@@ -1,0 +1,165 @@
+//! The dry run for people (`sandy run --dry-run --format text`): what the command may
+//! write, what it may read beyond the system, what is masked, protected or replaced by a
+//! copy, and the network, in a few lines. The JSON document stays the complete record.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::policy::{Access, Network, Origin, ProtectionKind, ResolvedPolicy, Scope, ViewKind};
+
+/// How many paths one line lists before it says how many more there are.
+const LIST_MAX: usize = 8;
+
+/// The summary, one topic a line (continuation lines indented).
+pub fn render(policy: &ResolvedPolicy, home: Option<&Path>) -> String {
+    let show = |p: &Path| -> String {
+        match home.and_then(|h| p.strip_prefix(h).ok()) {
+            Some(rest) if rest.as_os_str().is_empty() => "~".to_owned(),
+            Some(rest) => format!("~/{}", rest.display()),
+            None => p.display().to_string(),
+        }
+    };
+    let list = |items: Vec<String>| -> String {
+        if items.is_empty() {
+            return "nothing".to_owned();
+        }
+        let more = items.len().saturating_sub(LIST_MAX);
+        let mut out = items
+            .into_iter()
+            .take(LIST_MAX)
+            .collect::<Vec<_>>()
+            .join(", ");
+        if more > 0 {
+            let _ = write!(out, ", and {more} more (see the JSON dry run)");
+        }
+        out
+    };
+    let origin = |o: Origin| match o {
+        Origin::Baseline => "",
+        Origin::Project => " (project)",
+        Origin::Path => " (PATH toolchain)",
+        Origin::Profile => " (profile)",
+        Origin::Flag => " (flag)",
+    };
+
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "command:    {} (profile '{}'{})",
+        policy.program.display(),
+        policy.profile.name,
+        if policy.profile.detected {
+            ", detected from the command name"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        out,
+        "project:    {} (read, write, execute)",
+        show(&policy.working_directory)
+    );
+
+    let writable: Vec<String> = policy
+        .grants
+        .iter()
+        .filter(|g| g.access == Access::ReadWrite && g.origin != Origin::Project)
+        .filter(|g| g.scope == Scope::Subtree || g.origin != Origin::Baseline)
+        .map(|g| format!("{}{}", show(&g.path), origin(g.origin)))
+        .collect();
+    let _ = writeln!(
+        out,
+        "writable:   {} (/tmp, /var/tmp, /dev/shm and the runtime directory are private \
+         to this run)",
+        list(writable)
+    );
+
+    let system = [
+        "/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/opt", "/etc", "/proc",
+        "/sys",
+    ];
+    let readable: Vec<String> = policy
+        .grants
+        .iter()
+        .filter(|g| g.access != Access::ReadWrite)
+        .filter(|g| !system.iter().any(|s| g.path.starts_with(s)))
+        .map(|g| {
+            let how = if g.access == Access::ReadExec {
+                "read, execute"
+            } else {
+                "read"
+            };
+            format!("{} [{how}]{}", show(&g.path), origin(g.origin))
+        })
+        .collect();
+    let _ = writeln!(out, "readable:   the system, and {}", list(readable));
+
+    let masked: Vec<String> = policy
+        .protections
+        .iter()
+        .filter(|p| p.kind == ProtectionKind::Deny)
+        .map(|p| show(&p.path))
+        .collect();
+    let _ = writeln!(out, "masked:     {} (never readable)", list(masked));
+
+    let protected: Vec<String> = policy
+        .protections
+        .iter()
+        .filter(|p| p.kind == ProtectionKind::ReadOnly)
+        .map(|p| {
+            let absent = if p.exists {
+                ""
+            } else if p.placeholder.is_some() {
+                " [placeholder]"
+            } else {
+                " [absent: checked after the run]"
+            };
+            format!("{}{absent}", show(&p.path))
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "protected:  {} (read-only, names and targets)",
+        list(protected)
+    );
+
+    if !policy.views.is_empty() {
+        let views: Vec<String> = policy
+            .views
+            .iter()
+            .map(|v| {
+                let kind = match v.kind {
+                    ViewKind::Filtered => "filtered copy",
+                    ViewKind::PrivateCopy => "private copy",
+                };
+                format!("{} [{kind}]", show(&v.target))
+            })
+            .collect();
+        let _ = writeln!(out, "copies:     {}", list(views));
+    }
+
+    let network = match policy.network {
+        Network::AllowAll => {
+            "allowed (the host's network, including its local services)".to_owned()
+        }
+        Network::BlockAll if policy.local_ports.is_empty() => {
+            "blocked (--block-net: only loopback inside)".to_owned()
+        }
+        Network::BlockAll => format!(
+            "blocked (--block-net), except host loopback port{} {}",
+            if policy.local_ports.len() == 1 {
+                ""
+            } else {
+                "s"
+            },
+            policy
+                .local_ports
+                .iter()
+                .map(|p| p.port.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let _ = write!(out, "network:    {network}");
+    out
+}
