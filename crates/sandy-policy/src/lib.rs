@@ -21,6 +21,7 @@
 //! It enforces nothing. Enforcement lives in `sandy-linux`; this crate only decides.
 #![forbid(unsafe_code)]
 
+mod chain;
 mod dryrun;
 mod error;
 mod gitindex;
@@ -34,6 +35,7 @@ mod protect;
 mod resolve;
 mod sensitive;
 
+pub use chain::{chain, Chain, ChainError, Pin, MAX_SYMLINKS};
 pub use dryrun::{DryRunDocument, DRY_RUN_SCHEMA_VERSION};
 pub use error::{ManifestError, ResolveError};
 pub use gitindex::{gitlinks, IndexError};
