@@ -36,6 +36,11 @@ pub enum PlaceholderError {
          run again", path.display()
     )]
     DanglingLink { path: PathBuf },
+    #[error(
+        "cannot protect {}: it is a symbolic link that loops (or passes through too many \
+         links); fix or remove the links, then run again", path.display()
+    )]
+    LinkLoop { path: PathBuf },
     #[error("cannot create the placeholder {}: {}", path.display(), source.desc())]
     Create { path: PathBuf, source: Errno },
 }
@@ -130,8 +135,16 @@ pub fn create(policy: &mut ResolvedPolicy) -> Result<Placeholders, PlaceholderEr
     let mut out = Placeholders::default();
     for protection in policy.protections.iter_mut().filter(|p| !p.exists) {
         if std::fs::symlink_metadata(&protection.path).is_ok_and(|m| m.file_type().is_symlink()) {
-            return Err(PlaceholderError::DanglingLink {
-                path: protection.path.clone(),
+            let looped = std::fs::metadata(&protection.path)
+                .is_err_and(|e| e.raw_os_error() == Some(Errno::ELOOP as i32));
+            return Err(if looped {
+                PlaceholderError::LinkLoop {
+                    path: protection.path.clone(),
+                }
+            } else {
+                PlaceholderError::DanglingLink {
+                    path: protection.path.clone(),
+                }
             });
         }
         let Some(kind) = protection.placeholder else {
