@@ -46,6 +46,10 @@ pub struct MountPlan {
     /// A fresh sysfs at `/sys` for the private network namespace, so that the host's
     /// interfaces (names, addresses, counters) are not listed there.
     pub fresh_sysfs: bool,
+    /// A private devpts instance at `/dev/pts` (with `/dev/ptmx` leading to it), so that
+    /// the sandbox can open new terminals but no host pty; the inherited terminal is
+    /// bound onto `/dev/console` so that `ttyname` still finds it.
+    pub private_terminals: bool,
     /// Granted paths that lie under a replaced directory, mounted back at the same place.
     pub carry: Vec<PathBuf>,
     /// Everything else is remounted read-only, so that metadata changes (chmod, chown,
@@ -214,6 +218,7 @@ pub fn mount_plan(manifest: &ValidatedManifest) -> MountPlan {
         tmpfs,
         make_dirs,
         fresh_sysfs: m.network == Network::BlockAll,
+        private_terminals: true,
         carry: outermost,
         writable: writable_all,
         pin_roots: writable.iter().map(|p| p.to_path_buf()).collect(),
@@ -470,11 +475,81 @@ pub fn apply(plan: &MountPlan) -> Result<(), LinuxError> {
             .map_err(mount_err("cannot make writable", path))?;
     }
 
+    if plan.private_terminals {
+        private_terminals()?;
+    }
+
     // Protections: computed now, in this namespace's view (the private directories are
     // in place), and applied with every component checked again without following links.
     let steps = protection_steps(plan, &RealFs).map_err(LinuxError::Unprotectable)?;
     for step in &steps {
         apply_protection(step)?;
+    }
+    Ok(())
+}
+
+/// Where new terminals are made, and the inherited one is shown.
+const DEV_PTS: &str = "/dev/pts";
+const DEV_PTMX: &str = "/dev/ptmx";
+const DEV_CONSOLE: &str = "/dev/console";
+
+/// The inherited terminal (the first of stdin, stdout, stderr that is a host pty),
+/// opened by its name in this mount namespace, before `/dev/pts` is replaced.
+fn hold_inherited_terminal() -> Option<OwnedFd> {
+    let (stdin, stdout, stderr) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
+    let held = [stdin.as_fd(), stdout.as_fd(), stderr.as_fd()]
+        .into_iter()
+        .find_map(|borrowed| {
+            if !nix::unistd::isatty(borrowed).unwrap_or(false) {
+                return None;
+            }
+            let name =
+                std::fs::read_link(format!("/proc/self/fd/{}", borrowed.as_raw_fd())).ok()?;
+            if !name.starts_with(DEV_PTS) {
+                return None;
+            }
+            let held = open(
+                &name,
+                OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .ok()?;
+            let (a, b) = (fstat(borrowed).ok()?, fstat(&held).ok()?);
+            (a.st_rdev == b.st_rdev && a.st_ino == b.st_ino && a.st_dev == b.st_dev).then_some(held)
+        });
+    held
+}
+
+/// A private devpts instance at `/dev/pts` (`newinstance`, `ptmxmode=0666`) and
+/// `/dev/ptmx` leading to it: the sandbox can allocate new terminals (`script`, Python's
+/// `pty`, tmux, node-pty), and no host pty is reachable by name. The inherited terminal
+/// keeps working through its open descriptors and `/dev/tty`; it is bound onto
+/// `/dev/console` so that glibc's `ttyname`, which scans `/dev` when the name it read is
+/// not the same terminal, still names it.
+fn private_terminals() -> Result<(), LinuxError> {
+    let pts = Path::new(DEV_PTS);
+    if !pts.is_dir() {
+        return Ok(());
+    }
+    let held = hold_inherited_terminal();
+    mount(
+        Some("devpts"),
+        pts,
+        Some("devpts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620"),
+    )
+    .map_err(mount_err("cannot mount a private devpts on", pts))?;
+    let ptmx = Path::new(DEV_PTMX);
+    // A /dev/ptmx that is a symlink (to pts/ptmx) leads to the new instance already.
+    if std::fs::symlink_metadata(ptmx).is_ok_and(|m| !m.file_type().is_symlink()) {
+        bind(&pts.join("ptmx"), ptmx)?;
+    }
+    let console = Path::new(DEV_CONSOLE);
+    if let Some(held) = held {
+        if std::fs::symlink_metadata(console).is_ok_and(|m| !m.file_type().is_symlink()) {
+            bind(&fd_path(&held), console)?;
+        }
     }
     Ok(())
 }
@@ -617,6 +692,8 @@ mod tests {
                 ],
                 make_dirs: vec!["/run/user/1000".into()],
                 fresh_sysfs: false,
+                private_terminals: true,
+                private_terminals: true,
                 carry: vec![
                     "/run/systemd/resolve/stub-resolv.conf".into(),
                     "/tmp/w/proj".into(),
@@ -679,6 +756,7 @@ mod tests {
             tmpfs: vec![("/run".into(), 0o755)],
             make_dirs: vec![],
             fresh_sysfs: false,
+            private_terminals: true,
             carry: vec![],
             writable: vec!["/p".into(), "/h/.claude".into()],
             pin_roots: vec!["/p".into(), "/h/.claude".into()],
