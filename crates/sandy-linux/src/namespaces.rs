@@ -71,11 +71,15 @@ impl MountPlan {
         path.starts_with(PRIVATE_TMP) || self.tmpfs.iter().any(|(t, _)| path.starts_with(t))
     }
 
-    /// The directories the sandbox replaces by private ones.
-    pub fn hidden(&self) -> Vec<PathBuf> {
-        std::iter::once(PathBuf::from(PRIVATE_TMP))
-            .chain(self.tmpfs.iter().map(|(t, _)| t.clone()))
-            .collect()
+    /// Whether the host object at `path` is out of the sandbox's sight: under a directory
+    /// the sandbox replaces, and neither carried through nor on the way to something
+    /// carried.
+    pub fn out_of_sight(&self, path: &Path) -> bool {
+        self.hides(path)
+            && !self
+                .carry
+                .iter()
+                .any(|c| path.starts_with(c) || c.starts_with(path))
     }
 }
 
@@ -103,7 +107,6 @@ pub fn protection_steps(
     plan: &MountPlan,
     fs: &dyn PathInspector,
 ) -> Result<Vec<ProtectionStep>, ChainError> {
-    let hidden = plan.hidden();
     let mut pins: Vec<Pin> = Vec::new();
     let mut read_only: Vec<PathBuf> = Vec::new();
     let mut masks: Vec<PathBuf> = Vec::new();
@@ -115,10 +118,10 @@ pub fn protection_steps(
     for (name, mask) in named {
         // A sensitive path under a replaced directory (a home in /tmp) is out of sight
         // already.
-        if plan.hides(name) {
+        if plan.out_of_sight(name) {
             continue;
         }
-        let walked = chain(name, &plan.pin_roots, &hidden, fs)?;
+        let walked = chain(name, &plan.pin_roots, &|p| plan.out_of_sight(p), fs)?;
         for pin in walked.pins {
             if !pins.contains(&pin) {
                 pins.push(pin);
@@ -692,7 +695,6 @@ mod tests {
                 ],
                 make_dirs: vec!["/run/user/1000".into()],
                 fresh_sysfs: false,
-                private_terminals: true,
                 private_terminals: true,
                 carry: vec![
                     "/run/systemd/resolve/stub-resolv.conf".into(),

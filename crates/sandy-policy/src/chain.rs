@@ -86,12 +86,13 @@ pub enum ChainError {
 /// Walks `name` and returns what to pin and the object it designates.
 ///
 /// `writable_roots` are the directories the sandbox may write below (a root itself is
-/// never pinned: it is a mount already, inside a read-only parent); `hidden` the
-/// directories the sandbox replaces by private ones (the walk stops when it enters one).
+/// never pinned: it is a mount already, inside a read-only parent); `hidden` says whether
+/// a path lies in a directory the sandbox replaces by a private one (the walk stops when
+/// it enters one).
 pub fn chain(
     name: &Path,
     writable_roots: &[PathBuf],
-    hidden: &[PathBuf],
+    hidden: &dyn Fn(&Path) -> bool,
     fs: &dyn PathInspector,
 ) -> Result<Chain, ChainError> {
     if !name.is_absolute() {
@@ -114,12 +115,11 @@ pub fn chain(
             continue;
         }
         let next = current.join(&component);
-        if hidden.iter().any(|h| next.starts_with(h)) {
+        if hidden(&next) {
             return Ok(Chain { pins, object: None });
         }
-        let inside = writable_roots
-            .iter()
-            .any(|r| next.starts_with(r) && next != *r);
+        let inside =
+            !writable_roots.contains(&next) && writable_roots.iter().any(|r| next.starts_with(r));
         if let Some(target) = fs.read_link(&next) {
             links += 1;
             if links > MAX_SYMLINKS {
@@ -253,6 +253,10 @@ mod tests {
             .dir("/w/other")
     }
 
+    fn none(_: &Path) -> bool {
+        false
+    }
+
     fn roots() -> Vec<PathBuf> {
         vec![PathBuf::from("/w/p")]
     }
@@ -272,7 +276,7 @@ mod tests {
     fn plain_names_pin_their_directories_below_the_root() {
         let fs = base().dir("/w/p/.git/hooks");
         assert_eq!(
-            chain(Path::new("/w/p/.git/hooks"), &roots(), &[], &fs),
+            chain(Path::new("/w/p/.git/hooks"), &roots(), &none, &fs),
             Ok(Chain {
                 pins: vec![dir("/w/p/.git")],
                 object: Some("/w/p/.git/hooks".into()),
@@ -286,7 +290,7 @@ mod tests {
             .link("/w/p/.git/hooks", "../githooks")
             .dir("/w/p/githooks");
         assert_eq!(
-            chain(Path::new("/w/p/.git/hooks"), &roots(), &[], &fs),
+            chain(Path::new("/w/p/.git/hooks"), &roots(), &none, &fs),
             Ok(Chain {
                 pins: vec![dir("/w/p/.git"), link("/w/p/.git/hooks", "../githooks"),],
                 object: Some("/w/p/githooks".into()),
@@ -306,7 +310,7 @@ mod tests {
             .dir("/w/p/sub")
             .file("/w/p/sub/real-config");
         assert_eq!(
-            chain(Path::new("/w/p/.git/config"), &roots(), &[], &fs),
+            chain(Path::new("/w/p/.git/config"), &roots(), &none, &fs),
             Ok(Chain {
                 pins: vec![link("/w/p/.git", "../other/repo"), dir("/w/p/sub")],
                 object: Some("/w/p/sub/real-config".into()),
@@ -318,7 +322,7 @@ mod tests {
     fn loops_and_long_chains_are_refused() {
         let fs = base().link("/w/p/a", "b").link("/w/p/b", "a");
         assert!(matches!(
-            chain(Path::new("/w/p/a"), &roots(), &[], &fs),
+            chain(Path::new("/w/p/a"), &roots(), &none, &fs),
             Err(ChainError::TooManyLinks { .. })
         ));
         let mut fs = base().dir("/w/p/end");
@@ -327,7 +331,7 @@ mod tests {
         }
         fs = fs.link(&format!("/w/p/l{}", MAX_SYMLINKS + 1), "end");
         assert!(matches!(
-            chain(Path::new("/w/p/l0"), &roots(), &[], &fs),
+            chain(Path::new("/w/p/l0"), &roots(), &none, &fs),
             Err(ChainError::TooManyLinks { .. })
         ));
         // Exactly the limit is allowed.
@@ -337,7 +341,7 @@ mod tests {
         }
         fs = fs.link(&format!("/w/p/l{}", MAX_SYMLINKS - 1), "end");
         assert_eq!(
-            chain(Path::new("/w/p/l0"), &roots(), &[], &fs)
+            chain(Path::new("/w/p/l0"), &roots(), &none, &fs)
                 .unwrap()
                 .object,
             Some(PathBuf::from("/w/p/end"))
@@ -348,7 +352,7 @@ mod tests {
     fn dangling_links_and_files_used_as_directories_are_refused() {
         let fs = base().link("/w/p/.git/hooks", "../nowhere");
         assert_eq!(
-            chain(Path::new("/w/p/.git/hooks"), &roots(), &[], &fs),
+            chain(Path::new("/w/p/.git/hooks"), &roots(), &none, &fs),
             Err(ChainError::Missing {
                 name: "/w/p/.git/hooks".into(),
                 missing: "/w/p/nowhere".into(),
@@ -356,7 +360,7 @@ mod tests {
         );
         let fs = base().file("/w/p/f");
         assert!(matches!(
-            chain(Path::new("/w/p/f/x"), &roots(), &[], &fs),
+            chain(Path::new("/w/p/f/x"), &roots(), &none, &fs),
             Err(ChainError::NotADirectory { .. })
         ));
     }
@@ -368,7 +372,7 @@ mod tests {
             chain(
                 Path::new("/w/p/.git/hooks"),
                 &roots(),
-                &[PathBuf::from("/tmp")],
+                &|p: &Path| p.starts_with("/tmp"),
                 &fs
             ),
             Ok(Chain {
@@ -382,7 +386,7 @@ mod tests {
             .dir("/w/other/deep")
             .file("/w/other/x");
         assert_eq!(
-            chain(Path::new("/w/p/l/../x"), &roots(), &[], &fs)
+            chain(Path::new("/w/p/l/../x"), &roots(), &none, &fs)
                 .unwrap()
                 .object,
             Some(PathBuf::from("/w/other/x"))
