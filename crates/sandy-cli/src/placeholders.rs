@@ -13,8 +13,9 @@
 //! so the host keeps no trace; one that changed (it can only change outside the sandbox)
 //! is left in place and reported.
 //!
-//! A protected name that is a dangling symbolic link cannot carry a mount either, and
-//! creating its target would follow the link: Sandy refuses to start instead.
+//! A protected name that is, or passes through, a dangling or looping symbolic link cannot
+//! carry a mount either, and the link itself would stay replaceable: Sandy refuses to
+//! start instead, naming the link.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -128,24 +129,35 @@ fn make(path: &Path, kind: Placeholder) -> Result<Created, Errno> {
     })
 }
 
+/// The first symbolic link on the way to `path` (the path itself or an ancestor) that
+/// leads nowhere or loops: such a name cannot carry a mount, and the link itself would
+/// not be pinned, so the sandbox could replace it.
+fn broken_link(path: &Path) -> Option<PlaceholderError> {
+    path.ancestors().find_map(|p| {
+        let meta = std::fs::symlink_metadata(p).ok()?;
+        if !meta.file_type().is_symlink() {
+            return None;
+        }
+        let err = std::fs::metadata(p).err()?;
+        let path = p.to_path_buf();
+        Some(if err.raw_os_error() == Some(Errno::ELOOP as i32) {
+            PlaceholderError::LinkLoop { path }
+        } else if err.kind() == std::io::ErrorKind::NotFound {
+            PlaceholderError::DanglingLink { path }
+        } else {
+            return None;
+        })
+    })
+}
+
 /// Creates the placeholders the policy's protections ask for, marks them existing (so the
 /// mount layer protects them), and says so in one stderr line. Refuses a protected name
-/// that is a dangling symbolic link.
+/// that is, or passes through, a dangling or looping symbolic link.
 pub fn create(policy: &mut ResolvedPolicy) -> Result<Placeholders, PlaceholderError> {
     let mut out = Placeholders::default();
     for protection in policy.protections.iter_mut().filter(|p| !p.exists) {
-        if std::fs::symlink_metadata(&protection.path).is_ok_and(|m| m.file_type().is_symlink()) {
-            let looped = std::fs::metadata(&protection.path)
-                .is_err_and(|e| e.raw_os_error() == Some(Errno::ELOOP as i32));
-            return Err(if looped {
-                PlaceholderError::LinkLoop {
-                    path: protection.path.clone(),
-                }
-            } else {
-                PlaceholderError::DanglingLink {
-                    path: protection.path.clone(),
-                }
-            });
+        if let Some(err) = broken_link(&protection.path) {
+            return Err(err);
         }
         let Some(kind) = protection.placeholder else {
             continue;

@@ -535,5 +535,17 @@ fn a_dangling_or_looping_protected_link_is_refused_before_launch() {
             assert!(!w.project.join(".git/nowhere").exists());
             std::fs::remove_file(&hooks).unwrap();
         }
+        // A looping ancestor: `.git -> git2 -> .git`; every protected name under it is
+        // absent, and the link would be replaceable.
+        let dotgit = w.project.join(".git");
+        std::fs::rename(&dotgit, w.project.join("real.git")).unwrap();
+        link("git2", &dotgit);
+        link(".git", &w.project.join("git2"));
+        w.chown_all();
+        let o = w.sh(&[], "true");
+        assert_code(&o, 125, "a looping .git link");
+        let err = stderr(&o);
+        assert!(err.contains("loops") && err.contains(".git"), "{err}");
+        assert_eq!(std::fs::read_link(&dotgit).unwrap(), PathBuf::from("git2"));
     });
 }
