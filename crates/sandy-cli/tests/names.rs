@@ -549,3 +549,33 @@ fn a_dangling_or_looping_protected_link_is_refused_before_launch() {
         assert_eq!(std::fs::read_link(&dotgit).unwrap(), PathBuf::from("git2"));
     });
 }
+
+#[test]
+fn a_masked_path_that_is_a_symlink_masks_its_target() {
+    for_each_user(|w| {
+        // ~/.ssh -> dotfiles/ssh (a dotfile manager), read through a broad --read of home.
+        let key = w.write("home/dotfiles/ssh/id_ed25519", "SECRET-KEY-CANARY\n");
+        link("dotfiles/ssh", &w.home.join(".ssh"));
+        w.write("home/notes.txt", "readable\n");
+        w.chown_all();
+        let home = w.home.display().to_string();
+        let o = w.sh(
+            &["--read", &home],
+            &format!(
+                "cat '{home}/notes.txt'; echo \"notes=$?\"\n\
+                 cat '{home}/.ssh/id_ed25519'; echo \"by_name=$?\"\n\
+                 cat '{}'; echo \"by_target=$?\"\n\
+                 ls -A '{home}/.ssh/' | wc -l | sed 's/^/listed=/'\n",
+                key.display()
+            ),
+        );
+        assert_code(&o, 0, "reads under --read ~");
+        let out = stdout(&o);
+        assert_field(&out, "notes", "0");
+        assert!(out.contains("readable"), "{out}");
+        assert!(!out.contains("SECRET-KEY-CANARY"), "{out}");
+        assert_failed(&out, "by_name");
+        assert_failed(&out, "by_target");
+        assert_field(&out, "listed", "0");
+    });
+}

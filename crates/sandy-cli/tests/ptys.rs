@@ -146,3 +146,30 @@ fn host_ptys_of_the_same_user_stay_unreachable() {
         drop(child);
     });
 }
+
+#[test]
+fn tmux_runs_inside() {
+    const TMUX: &str = "/usr/bin/tmux";
+    if !std::path::Path::new(TMUX).exists() {
+        skip("tmux is not installed");
+        return;
+    }
+    for_each_user(|w| {
+        // A private server (its socket in the private /tmp) runs a command in a new pty.
+        // SHELL is set because the unprivileged account's login shell is nologin.
+        let o = w.sh(
+            &[],
+            &format!(
+                "export SHELL=/bin/sh\n{TMUX} -S /tmp/t.sock new-session -d -x 80 -y 24 \
+                   'echo tmux-pane-ran > /tmp/pane.out; sleep 5' ; echo \"new=$?\"\n\
+                 for i in $(seq 50); do test -s /tmp/pane.out && break; sleep 0.1; done\n\
+                 cat /tmp/pane.out\n\
+                 {TMUX} -S /tmp/t.sock kill-server; echo \"kill=$?\"\n"
+            ),
+        );
+        assert_code(&o, 0, "tmux inside");
+        let out = stdout(&o);
+        assert_field(&out, "new", "0");
+        assert!(out.contains("tmux-pane-ran"), "{out}\n{}", stderr(&o));
+    });
+}
