@@ -6,10 +6,10 @@
 //! ([`Placeholder`], only inside git directories and agent state directories, design
 //! promise 5), the supervisor creates it before launch (owned by the user, directories
 //! 0700, files 0600, `{}` for a JSON settings file), so that the mount layer protects it
-//! like any other path. Nothing is followed: the parent is opened without following a
-//! final symlink and must be a directory, the placeholder is created relative to it
-//! (`mkdirat`, `O_CREAT | O_EXCL | O_NOFOLLOW`), and no intermediate directory is ever
-//! created. After the run each placeholder that is still exactly as created is removed,
+//! like any other path. The parent must be an existing directory (links on the way to
+//! it are followed, and pinned by the mount layer for the run); the placeholder is
+//! created relative to the opened parent without following anything (`mkdirat`,
+//! `O_CREAT | O_EXCL | O_NOFOLLOW`), and no intermediate directory is ever created. After the run each placeholder that is still exactly as created is removed,
 //! so the host keeps no trace; one that changed (it can only change outside the sandbox)
 //! is left in place and reported.
 //!
@@ -70,15 +70,17 @@ fn content(kind: Placeholder) -> &'static [u8] {
     }
 }
 
-/// The parent directory of `path`, opened without following a final symlink, and the
-/// last component's name.
+/// The parent directory of `path` and the last component's name. The parent must be an
+/// existing directory; symbolic links on the way to it are followed (a `.git` that is a
+/// link to the repository's directory is where git looks for `hooks`), and the mount
+/// layer pins each of them for the run. The last component itself is never followed.
 fn open_parent(path: &Path) -> Result<(OwnedFd, OsString), Errno> {
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(Errno::EINVAL);
     };
     let fd = open(
         parent,
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
         Mode::empty(),
     )?;
     Ok((fd, name.to_os_string()))
@@ -301,12 +303,26 @@ mod tests {
             0o600
         );
         assert_eq!(std::fs::read(&f).unwrap(), b"{}");
-        // Never through a link, never an intermediate directory, never over something.
-        std::os::unix::fs::symlink(dir.path(), dir.path().join("link")).unwrap();
+        // Never in something that is not a directory, never an intermediate directory,
+        // never over something (not even a link to nowhere).
         assert_eq!(
-            make(&dir.path().join("link/x"), Placeholder::Directory).unwrap_err(),
+            make(&f.join("x"), Placeholder::Directory).unwrap_err(),
             Errno::ENOTDIR
         );
+        std::os::unix::fs::symlink("nowhere", dir.path().join("dangling")).unwrap();
+        assert_eq!(
+            make(&dir.path().join("dangling"), Placeholder::EmptyFile).unwrap_err(),
+            Errno::EEXIST
+        );
+        assert!(!dir.path().join("nowhere").exists());
+        // A linked parent leads to the directory it names.
+        std::os::unix::fs::symlink(dir.path(), dir.path().join("link")).unwrap();
+        let via_link = make(&dir.path().join("link/x"), Placeholder::Directory).unwrap();
+        assert!(dir.path().join("x").is_dir());
+        drop(Placeholders {
+            created: vec![via_link],
+        });
+        assert!(!dir.path().join("x").exists());
         assert_eq!(
             make(&dir.path().join("a/b"), Placeholder::Directory).unwrap_err(),
             Errno::ENOENT

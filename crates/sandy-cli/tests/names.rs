@@ -294,6 +294,18 @@ try "mv hooks" mv repo.git/hooks repo.git/h2
         );
         assert_eq!(snapshot(&real.join("hooks")), hooks_before);
         commit_runs_no_planted_hook(w, &marker);
+
+        // The same layout without a hooks directory: the placeholder goes where the link
+        // leads, holds for the run and leaves no trace.
+        std::fs::remove_dir_all(real.join("hooks")).unwrap();
+        let script = format!(
+            r#"try "plant hook" sh -c 'mkdir -p .git/hooks && printf "%s" "$1" > .git/hooks/pre-commit' sh '{hook}'
+try "rm link" rm -f .git
+"#
+        );
+        attempts_fail(w, &[], &script, &["plant hook", "rm link"]);
+        assert!(std::fs::symlink_metadata(real.join("hooks")).is_err());
+        commit_runs_no_planted_hook(w, &marker);
     });
 }
 
