@@ -10,6 +10,7 @@ mod bootstrap;
 mod doctor;
 mod error;
 mod host;
+mod placeholders;
 mod run;
 mod selftest;
 mod views;

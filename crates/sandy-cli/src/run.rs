@@ -80,8 +80,9 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
 
     let private_tmp = PrivateTmp::create(&tmp_base)?;
     request.private_tmp = private_tmp.path.clone();
-    let policy = resolve(&request, &host, &RealFs)?;
+    let mut policy = resolve(&request, &host, &RealFs)?;
     announce(&policy);
+    let placeholders = crate::placeholders::create(&mut policy)?;
 
     // Block the signals we wait for or forward before anything is spawned, so none is
     // lost; ignore the terminal's SIGINT and SIGQUIT (the target gets them directly).
@@ -120,6 +121,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let status = spawn_and_wait(&bytes, &ports, &waited);
     drop(private_tmp);
     drop(views);
+    drop(placeholders);
     audit_absent_protections(&policy);
     audit_nested_repositories(&policy.working_directory, started);
     status

@@ -88,6 +88,13 @@ pub enum LinuxError {
     NetworkNamespace { source: nix::errno::Errno },
     #[error("cannot bring up loopback in the private network namespace: {}", source.desc())]
     Loopback { source: nix::errno::Errno },
+    #[error(transparent)]
+    Unprotectable(sandy_policy::ChainError),
+    #[error(
+        "{} {found} since Sandy looked at it; refusing to start with a protection that may \
+         not hold (run again)", path.display()
+    )]
+    LayoutChanged { path: PathBuf, found: String },
     #[error("cannot create the mount point {}: {source}", path.display())]
     MountPoint {
         path: PathBuf,

@@ -53,6 +53,35 @@ pub fn rules(grants: &[ManifestGrant]) -> Vec<PathRule> {
         .collect()
 }
 
+/// The rules for new terminals: the private devpts instance the mount layer puts at
+/// `/dev/pts` (its `ptmx`, which `/dev/ptmx` leads to, and the ptys the sandbox
+/// allocates there: read, write and terminal ioctls), and listing `/dev`, which glibc's
+/// `ttyname` scans to name the inherited terminal. No host pty is reachable there.
+pub fn terminal_rules() -> Vec<PathRule> {
+    vec![
+        PathRule {
+            path: PathBuf::from("/dev/pts"),
+            access: AccessFs::ReadFile
+                | AccessFs::WriteFile
+                | AccessFs::ReadDir
+                | AccessFs::IoctlDev,
+            scope: Scope::Subtree,
+        },
+        // `/dev/ptmx` is a bind mount of this node: Landlock walks up from the mount at
+        // /dev/ptmx, never through /dev/pts, so the node carries its own rule.
+        PathRule {
+            path: PathBuf::from("/dev/pts/ptmx"),
+            access: AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev,
+            scope: Scope::Exact,
+        },
+        PathRule {
+            path: PathBuf::from("/dev"),
+            access: AccessFs::ReadDir.into(),
+            scope: Scope::Subtree,
+        },
+    ]
+}
+
 /// Builds the ruleset and restricts the calling thread (and all its future children).
 /// Anything short of full enforcement is an error.
 pub fn apply(rules: &[PathRule]) -> Result<(), LinuxError> {

@@ -11,20 +11,20 @@
 //! [`mount_plan`] computes everything as data; [`apply`] performs it in a fixed order.
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
-use nix::fcntl::{open, OFlag};
+use nix::fcntl::{open, readlinkat, OFlag};
 use nix::mount::{mount, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 use nix::sys::stat::{fstat, Mode, SFlag};
 use nix::sys::statvfs::{statvfs, FsFlags};
 use nix::unistd::{getgid, getuid};
 use sandy_policy::{
-    Access, Network, ProtectionKind, Scope, ValidatedManifest, PRIVATE_SHM, PRIVATE_TMP,
-    PRIVATE_VAR_TMP,
+    chain, Access, ChainError, Network, PathInspector, Pin, ProtectionKind, RealFs, Scope,
+    ValidatedManifest, PRIVATE_SHM, PRIVATE_TMP, PRIVATE_VAR_TMP,
 };
 
 use crate::error::LinuxError;
@@ -46,18 +46,22 @@ pub struct MountPlan {
     /// A fresh sysfs at `/sys` for the private network namespace, so that the host's
     /// interfaces (names, addresses, counters) are not listed there.
     pub fresh_sysfs: bool,
+    /// A private devpts instance at `/dev/pts` (with `/dev/ptmx` leading to it), so that
+    /// the sandbox can open new terminals but no host pty; the inherited terminal is
+    /// bound onto `/dev/console` so that `ttyname` still finds it.
+    pub private_terminals: bool,
     /// Granted paths that lie under a replaced directory, mounted back at the same place.
     pub carry: Vec<PathBuf>,
     /// Everything else is remounted read-only, so that metadata changes (chmod, chown,
     /// utimes, xattrs), which Landlock does not govern, fail outside these writable
     /// grants.
     pub writable: Vec<PathBuf>,
-    /// Ancestors of protected paths inside writable trees, bound onto themselves so that
-    /// they cannot be renamed or removed.
-    pub self_binds: Vec<PathBuf>,
-    /// Read-only protected paths.
+    /// The writable directory trees: every component of a protected name below one of
+    /// them is pinned (see [`sandy_policy::chain`]).
+    pub pin_roots: Vec<PathBuf>,
+    /// Read-only protected names (not resolved through symlinks).
     pub read_only: Vec<PathBuf>,
-    /// Denied paths, covered by an empty read-only mount.
+    /// Denied names, whose objects are covered by an empty read-only mount.
     pub masks: Vec<PathBuf>,
     /// Prepared copies bound over host files: (source, target). A writable one is also a
     /// read-write exact grant, so it is listed in `writable` too.
@@ -69,6 +73,83 @@ impl MountPlan {
     pub fn hides(&self, path: &Path) -> bool {
         path.starts_with(PRIVATE_TMP) || self.tmpfs.iter().any(|(t, _)| path.starts_with(t))
     }
+
+    /// Whether the host object at `path` is out of the sandbox's sight: under a directory
+    /// the sandbox replaces, and neither carried through nor on the way to something
+    /// carried.
+    pub fn out_of_sight(&self, path: &Path) -> bool {
+        self.hides(path)
+            && !self
+                .carry
+                .iter()
+                .any(|c| path.starts_with(c) || c.starts_with(path))
+    }
+}
+
+/// One mount that carries a protection, in the order [`apply`] performs them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProtectionStep {
+    /// A directory on the way to a protected object, bound onto itself.
+    PinDirectory(PathBuf),
+    /// A symbolic link on the way to (or naming) a protected object, pinned as a link;
+    /// applied only if the link still reads `target`.
+    PinSymlink { path: PathBuf, target: PathBuf },
+    /// A protected object (no symlink left in its path), bound onto itself and made
+    /// read-only with everything below it.
+    ReadOnly(PathBuf),
+    /// A denied object, covered by an empty read-only mount.
+    Mask(PathBuf),
+}
+
+/// Walks every protected name of the plan (see [`sandy_policy::chain`]) and orders what
+/// must be mounted: every pin first, outermost first, so that a later mount never hides
+/// an earlier one; then the read-only objects, then the masks. Pure: the filesystem is
+/// looked at only through `fs`. A name that cannot be protected (a loop, a dangling link)
+/// is an error: nothing is silently protected less.
+pub fn protection_steps(
+    plan: &MountPlan,
+    fs: &dyn PathInspector,
+) -> Result<Vec<ProtectionStep>, ChainError> {
+    let mut pins: Vec<Pin> = Vec::new();
+    let mut read_only: Vec<PathBuf> = Vec::new();
+    let mut masks: Vec<PathBuf> = Vec::new();
+    let named = plan
+        .read_only
+        .iter()
+        .map(|p| (p, false))
+        .chain(plan.masks.iter().map(|p| (p, true)));
+    for (name, mask) in named {
+        // A sensitive path under a replaced directory (a home in /tmp) is out of sight
+        // already.
+        if plan.out_of_sight(name) {
+            continue;
+        }
+        let walked = chain(name, &plan.pin_roots, &|p| plan.out_of_sight(p), fs)?;
+        for pin in walked.pins {
+            if !pins.contains(&pin) {
+                pins.push(pin);
+            }
+        }
+        if let Some(object) = walked.object {
+            let list = if mask { &mut masks } else { &mut read_only };
+            if !list.contains(&object) {
+                list.push(object);
+            }
+        }
+    }
+    // Outermost first; a stable sort keeps the walk's order among equals.
+    let depth = |p: &Path| p.components().count();
+    pins.sort_by_key(|p| depth(p.path()));
+    read_only.sort_by_key(|p| depth(p));
+    Ok(pins
+        .into_iter()
+        .map(|pin| match pin {
+            Pin::Directory(p) => ProtectionStep::PinDirectory(p),
+            Pin::Symlink { path, target } => ProtectionStep::PinSymlink { path, target },
+        })
+        .chain(read_only.into_iter().map(ProtectionStep::ReadOnly))
+        .chain(masks.into_iter().map(ProtectionStep::Mask))
+        .collect())
 }
 
 /// Computes the mounts for a manifest. Pure.
@@ -126,34 +207,16 @@ pub fn mount_plan(manifest: &ValidatedManifest) -> MountPlan {
         .filter(|g| g.access == Access::ReadWrite && g.scope == Scope::Subtree)
         .map(|g| g.path.as_path())
         .collect();
-    let mut self_binds = Vec::new();
     let mut read_only = Vec::new();
     let mut masks = Vec::new();
     for protection in &m.protections {
         let path = protection.path.as_path().to_path_buf();
-        match protection.kind {
-            ProtectionKind::Deny => masks.push(path),
-            ProtectionKind::ReadOnly => {
-                let root = writable
-                    .iter()
-                    .filter(|w| path.starts_with(w) && path != **w)
-                    .max_by_key(|w| w.as_os_str().len());
-                if let Some(root) = root {
-                    let mut ancestors: Vec<PathBuf> = path
-                        .ancestors()
-                        .skip(1)
-                        .take_while(|a| a.starts_with(root))
-                        .map(Path::to_path_buf)
-                        .collect();
-                    ancestors.reverse();
-                    for a in ancestors {
-                        if !self_binds.contains(&a) {
-                            self_binds.push(a);
-                        }
-                    }
-                }
-                read_only.push(path);
-            }
+        let list = match protection.kind {
+            ProtectionKind::Deny => &mut masks,
+            ProtectionKind::ReadOnly => &mut read_only,
+        };
+        if !list.contains(&path) {
+            list.push(path);
         }
     }
     let views = m
@@ -171,9 +234,10 @@ pub fn mount_plan(manifest: &ValidatedManifest) -> MountPlan {
         tmpfs,
         make_dirs,
         fresh_sysfs: m.network == Network::BlockAll,
+        private_terminals: true,
         carry: outermost,
         writable: writable_all,
-        self_binds,
+        pin_roots: writable.iter().map(|p| p.to_path_buf()).collect(),
         read_only,
         masks,
         views,
@@ -440,29 +504,156 @@ pub fn apply(plan: &MountPlan) -> Result<(), LinuxError> {
             .map_err(mount_err("cannot make writable", path))?;
     }
 
-    for path in &plan.self_binds {
-        bind(path, path)?;
+    if plan.private_terminals {
+        private_terminals()?;
     }
-    for path in &plan.read_only {
-        bind(path, path)?;
-        make_read_only(path)?;
+
+    // Protections: computed now, in this namespace's view (the private directories are
+    // in place), and applied with every component checked again without following links.
+    let steps = protection_steps(plan, &RealFs).map_err(LinuxError::Unprotectable)?;
+    for step in &steps {
+        apply_protection(step)?;
     }
-    for path in &plan.masks {
-        // A sensitive path under a replaced directory (a home in /tmp) is not there to
-        // mask unless a grant carried it through.
-        let fd = match open(path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty()) {
-            Ok(fd) => fd,
-            Err(Errno::ENOENT) if plan.hides(path) => continue,
-            Err(e) => return Err(mount_err("cannot open", path)(e)),
-        };
-        if is_dir(&fd, path)? {
-            tmpfs(path, 0o555, true)?;
-        } else {
-            bind(&masked_file(), path)?;
-            make_read_only(path)?;
+    Ok(())
+}
+
+/// Where new terminals are made, and the inherited one is shown.
+const DEV_PTS: &str = "/dev/pts";
+const DEV_PTMX: &str = "/dev/ptmx";
+const DEV_CONSOLE: &str = "/dev/console";
+
+/// The inherited terminal (the first of stdin, stdout, stderr that is a host pty),
+/// opened by its name in this mount namespace, before `/dev/pts` is replaced.
+fn hold_inherited_terminal() -> Option<OwnedFd> {
+    let (stdin, stdout, stderr) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
+    let held = [stdin.as_fd(), stdout.as_fd(), stderr.as_fd()]
+        .into_iter()
+        .find_map(|borrowed| {
+            if !nix::unistd::isatty(borrowed).unwrap_or(false) {
+                return None;
+            }
+            let name =
+                std::fs::read_link(format!("/proc/self/fd/{}", borrowed.as_raw_fd())).ok()?;
+            if !name.starts_with(DEV_PTS) {
+                return None;
+            }
+            let held = open(
+                &name,
+                OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .ok()?;
+            let (a, b) = (fstat(borrowed).ok()?, fstat(&held).ok()?);
+            (a.st_rdev == b.st_rdev && a.st_ino == b.st_ino && a.st_dev == b.st_dev).then_some(held)
+        });
+    held
+}
+
+/// A private devpts instance at `/dev/pts` (`newinstance`, `ptmxmode=0666`) and
+/// `/dev/ptmx` leading to it: the sandbox can allocate new terminals (`script`, Python's
+/// `pty`, tmux, node-pty), and no host pty is reachable by name. The inherited terminal
+/// keeps working through its open descriptors and `/dev/tty`; it is bound onto
+/// `/dev/console` so that glibc's `ttyname`, which scans `/dev` when the name it read is
+/// not the same terminal, still names it.
+fn private_terminals() -> Result<(), LinuxError> {
+    let pts = Path::new(DEV_PTS);
+    if !pts.is_dir() {
+        return Ok(());
+    }
+    let held = hold_inherited_terminal();
+    mount(
+        Some("devpts"),
+        pts,
+        Some("devpts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620"),
+    )
+    .map_err(mount_err("cannot mount a private devpts on", pts))?;
+    let ptmx = Path::new(DEV_PTMX);
+    // A /dev/ptmx that is a symlink (to pts/ptmx) leads to the new instance already.
+    if std::fs::symlink_metadata(ptmx).is_ok_and(|m| !m.file_type().is_symlink()) {
+        bind(&pts.join("ptmx"), ptmx)?;
+    }
+    let console = Path::new(DEV_CONSOLE);
+    if let Some(held) = held {
+        if std::fs::symlink_metadata(console).is_ok_and(|m| !m.file_type().is_symlink()) {
+            bind(&fd_path(&held), console)?;
         }
     }
     Ok(())
+}
+
+/// The type of the object at `path` itself (a final symlink not followed), with a
+/// descriptor that keeps designating it.
+fn open_nofollow(path: &Path) -> Result<(OwnedFd, SFlag), LinuxError> {
+    let fd = open(
+        path,
+        OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|source| LinuxError::LayoutChanged {
+        path: path.to_path_buf(),
+        found: format!("cannot be opened ({})", source.desc()),
+    })?;
+    let st = fstat(&fd).map_err(mount_err("cannot inspect", path))?;
+    Ok((fd, SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT))
+}
+
+fn changed(path: &Path, found: &str) -> LinuxError {
+    LinuxError::LayoutChanged {
+        path: path.to_path_buf(),
+        found: found.to_owned(),
+    }
+}
+
+/// Performs one protection mount. The component's type is checked on a descriptor
+/// opened without following a final link, and the mount is made through that descriptor,
+/// so what is mounted is what was checked; a layout that changed since the walk fails
+/// closed.
+fn apply_protection(step: &ProtectionStep) -> Result<(), LinuxError> {
+    match step {
+        ProtectionStep::PinDirectory(path) => {
+            let (fd, kind) = open_nofollow(path)?;
+            if kind != SFlag::S_IFDIR {
+                return Err(changed(path, "is no longer a directory"));
+            }
+            bind(&fd_path(&fd), &fd_path(&fd))
+        }
+        ProtectionStep::PinSymlink { path, target } => {
+            let (fd, kind) = open_nofollow(path)?;
+            if kind != SFlag::S_IFLNK {
+                return Err(changed(path, "is no longer a symbolic link"));
+            }
+            let now = readlinkat(&fd, Path::new("")).map_err(mount_err("cannot read", path))?;
+            if Path::new(&now) != target {
+                return Err(changed(path, "now points elsewhere"));
+            }
+            sys::mount::pin_symlink(fd.as_fd(), path)
+                .map_err(mount_err("cannot pin the symbolic link", path))
+        }
+        ProtectionStep::ReadOnly(path) => {
+            let (fd, kind) = open_nofollow(path)?;
+            if kind == SFlag::S_IFLNK {
+                return Err(changed(path, "is now a symbolic link"));
+            }
+            bind(&fd_path(&fd), &fd_path(&fd))?;
+            // Everything below a read-only object is read-only too, pins of other names
+            // included.
+            sys::set_mount_read_only(path, true, true)
+                .map_err(mount_err("cannot make read-only", path))
+        }
+        ProtectionStep::Mask(path) => {
+            let (fd, kind) = open_nofollow(path)?;
+            match kind {
+                SFlag::S_IFLNK => Err(changed(path, "is now a symbolic link")),
+                SFlag::S_IFDIR => tmpfs(&fd_path(&fd), 0o555, true),
+                _ => {
+                    bind(&masked_file(), &fd_path(&fd))?;
+                    make_read_only(path)
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -531,6 +722,7 @@ mod tests {
                 ],
                 make_dirs: vec!["/run/user/1000".into()],
                 fresh_sysfs: false,
+                private_terminals: true,
                 carry: vec![
                     "/run/systemd/resolve/stub-resolv.conf".into(),
                     "/tmp/w/proj".into(),
@@ -541,7 +733,12 @@ mod tests {
                     "/tmp/w/proj".into(),
                     "/run/user/1000".into(),
                 ],
-                self_binds: vec!["/tmp/w/proj".into(), "/tmp/w/proj/.git".into()],
+                pin_roots: vec![
+                    "/tmp".into(),
+                    "/dev/shm".into(),
+                    "/tmp/w/proj".into(),
+                    "/run/user/1000".into(),
+                ],
                 read_only: vec![
                     "/tmp/w/proj/.git/hooks".into(),
                     "/tmp/w/proj/.git/config".into(),
@@ -550,5 +747,96 @@ mod tests {
                 views: vec![],
             }
         );
+    }
+
+    /// A fake filesystem for the protection walk: directories and links by path.
+    struct Fake(Vec<(&'static str, Option<&'static str>)>);
+
+    impl PathInspector for Fake {
+        fn canonicalize(&self, p: &Path) -> std::io::Result<PathBuf> {
+            Ok(p.to_path_buf())
+        }
+        fn kind(&self, p: &Path) -> Option<sandy_policy::FileKind> {
+            self.0
+                .iter()
+                .find(|(q, l)| Path::new(q) == p && l.is_none())
+                .map(|_| sandy_policy::FileKind::Directory)
+        }
+        fn read_head(&self, _: &Path, _: usize) -> Option<Vec<u8>> {
+            None
+        }
+        fn read_link(&self, p: &Path) -> Option<PathBuf> {
+            self.0
+                .iter()
+                .find(|(q, _)| Path::new(q) == p)
+                .and_then(|(_, l)| l.map(PathBuf::from))
+        }
+        fn subdirs(&self, _: &Path, _: usize) -> Vec<PathBuf> {
+            vec![]
+        }
+        fn symlinks_in(&self, _: &Path, _: usize) -> Vec<PathBuf> {
+            vec![]
+        }
+    }
+
+    #[test]
+    fn protection_steps_pin_names_outermost_first_then_protect_objects() {
+        let plan = MountPlan {
+            private_tmp: "/tmp/sandy-1".into(),
+            tmpfs: vec![("/run".into(), 0o755)],
+            make_dirs: vec![],
+            fresh_sysfs: false,
+            private_terminals: true,
+            carry: vec![],
+            writable: vec!["/p".into(), "/h/.claude".into()],
+            pin_roots: vec!["/p".into(), "/h/.claude".into()],
+            read_only: vec![
+                "/p/.git/hooks".into(),
+                "/p/.git/config".into(),
+                "/h/.claude/settings.json".into(),
+            ],
+            masks: vec!["/h/.ssh".into(), "/tmp/home/.ssh".into()],
+            views: vec![],
+        };
+        let fs = Fake(vec![
+            ("/p", None),
+            ("/p/.git", None),
+            ("/p/.git/hooks", Some("../githooks")),
+            ("/p/githooks", None),
+            ("/p/.git/config", None),
+            ("/h", None),
+            ("/h/.claude", None),
+            (
+                "/h/.claude/settings.json",
+                Some("/h/dotfiles/claude/settings.json"),
+            ),
+            ("/h/dotfiles", None),
+            ("/h/dotfiles/claude", None),
+            ("/h/dotfiles/claude/settings.json", None),
+            ("/h/.ssh", Some("/h/vault/ssh")),
+            ("/h/vault", None),
+            ("/h/vault/ssh", None),
+        ]);
+        assert_eq!(
+            protection_steps(&plan, &fs).unwrap(),
+            vec![
+                ProtectionStep::PinDirectory("/p/.git".into()),
+                ProtectionStep::PinSymlink {
+                    path: "/p/.git/hooks".into(),
+                    target: "../githooks".into()
+                },
+                ProtectionStep::PinSymlink {
+                    path: "/h/.claude/settings.json".into(),
+                    target: "/h/dotfiles/claude/settings.json".into()
+                },
+                ProtectionStep::ReadOnly("/p/githooks".into()),
+                ProtectionStep::ReadOnly("/p/.git/config".into()),
+                ProtectionStep::ReadOnly("/h/dotfiles/claude/settings.json".into()),
+                ProtectionStep::Mask("/h/vault/ssh".into()),
+            ]
+        );
+        let looped = Fake(vec![("/p", None), ("/p/.git", Some("/p/.git"))]);
+        let err = protection_steps(&plan, &looped).unwrap_err();
+        assert!(err.to_string().contains("symbolic links"), "{err}");
     }
 }

@@ -63,7 +63,10 @@ pub fn plan(
     Ok(EnforcementPlan {
         landlock_abi: abi,
         mounts: mount_plan(manifest),
-        landlock_rules: landlock::rules(&m.file_grants),
+        landlock_rules: landlock::rules(&m.file_grants)
+            .into_iter()
+            .chain(landlock::terminal_rules())
+            .collect(),
         seccomp: seccomp::compile(m.network)?,
         network: m.network,
     })

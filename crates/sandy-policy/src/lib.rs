@@ -21,6 +21,7 @@
 //! It enforces nothing. Enforcement lives in `sandy-linux`; this crate only decides.
 #![forbid(unsafe_code)]
 
+mod chain;
 mod dryrun;
 mod error;
 pub mod filter;
@@ -37,6 +38,7 @@ mod sensitive;
 pub mod summary;
 pub mod why;
 
+pub use chain::{chain, Chain, ChainError, Pin, MAX_SYMLINKS};
 pub use dryrun::{DryRunDocument, DRY_RUN_SCHEMA_VERSION};
 pub use error::{ManifestError, ResolveError};
 pub use gitindex::{gitlinks, IndexError};

@@ -6,7 +6,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::inspect::{FileKind, PathInspector};
-use crate::policy::{Origin, Protection, ProtectionKind};
+use crate::policy::{Origin, Placeholder, Protection, ProtectionKind};
 use crate::resolve::normalize;
 
 /// How much of a git config or pointer file is read.
@@ -25,11 +25,8 @@ pub fn git_protections(
     let mut out = Vec::new();
     let mut protect = |path: PathBuf, fs: &dyn PathInspector| {
         let exists = fs.kind(&path).is_some();
-        let path = if exists {
-            fs.canonicalize(&path).unwrap_or(path)
-        } else {
-            path
-        };
+        // The name, not its symlink target: the mount layer pins the name and protects
+        // what it points to.
         let p = Protection {
             path,
             kind: ProtectionKind::ReadOnly,
@@ -103,6 +100,13 @@ pub fn git_protections(
         if let Some(hooks_path) = hooks_path(&config, fs) {
             let resolved = expand(&hooks_path, project, home);
             protect(resolved, fs);
+        }
+    }
+    // An absent hooks directory of the git directory itself gets an empty read-only
+    // placeholder, so that no hook can be created there from inside.
+    for p in &mut out {
+        if !p.exists && (p.path == commondir.join("hooks") || p.path == gitdir.join("hooks")) {
+            p.placeholder = Some(Placeholder::Directory);
         }
     }
     out

@@ -496,10 +496,11 @@ impl Ctx<'_> {
 
     /// The package an executable belongs to, recognised by its structure alone: a Node
     /// package (`node_modules/[@scope/]NAME` with a `package.json`), a Python virtual
-    /// environment (`ROOT/bin/EXE` with `ROOT/pyvenv.cfg`: venvs, pipx, uv tools), or a
+    /// environment (`ROOT/bin/EXE` with `ROOT/pyvenv.cfg`: venvs, pipx, uv tools), a
     /// toolchain version directory (`ROOT/bin/EXE` below a `versions`, `toolchains`,
     /// `installs` or `Cellar` directory, or `ROOT` itself being `.cargo`, `.rustup` or
-    /// `.pyenv`: nvm, pyenv, rustup, asdf, Homebrew, cargo). `None` for anything else,
+    /// `.pyenv`: nvm, pyenv, rustup, asdf, Homebrew, cargo), or a per-user prefix install
+    /// (`~/.TOOL/bin/EXE`, `~/.local/share/TOOL/bin/EXE`). `None` for anything else,
     /// which then gets an exact grant of the executable alone: a link planted in a
     /// writable `PATH` directory can never make a whole directory readable unless that
     /// directory really is such a package, narrow enough, and not a project.
@@ -556,7 +557,22 @@ impl Ctx<'_> {
             .skip(1)
             .take(3)
             .any(|a| named(a, VERSION_DIRS));
-        (venv || versioned || named(root, TOOL_HOMES)).then(|| root.to_path_buf())
+        // A prefix-style package where per-user installers put them: a hidden tool home
+        // directly in the home directory (`~/.bun`, `~/.deno`, `~/.volta`), or a directory
+        // of `~/.local/share`, `~/.local/lib`, `~/.local/opt` or `~/opt`. The sandbox cannot
+        // create these (home is read-only inside), so only an installed package qualifies.
+        let installed = self.home.is_some_and(|home| {
+            let parent = root.parent();
+            let hidden_in_home = parent == Some(home)
+                && root
+                    .file_name()
+                    .is_some_and(|n| n.as_bytes().starts_with(b"."));
+            let install_area = [".local/share", ".local/lib", ".local/opt", "opt"]
+                .iter()
+                .any(|a| parent == Some(home.join(a).as_path()));
+            hidden_in_home || install_area
+        });
+        (venv || versioned || installed || named(root, TOOL_HOMES)).then(|| root.to_path_buf())
     }
 
     /// Grants an executable (the command, or a `PATH` entry's link target) read and

@@ -93,12 +93,9 @@ impl Ctx<'_> {
             .iter()
             .filter_map(|p| {
                 let path = expand(&p.path)?;
+                // The name, not its symlink target: the mount layer pins the name and
+                // protects what it points to.
                 let exists = self.fs.kind(&path).is_some();
-                let path = if exists {
-                    self.fs.canonicalize(&path).unwrap_or(path)
-                } else {
-                    path
-                };
                 Some(Protection {
                     path,
                     kind: p.kind,
