@@ -110,10 +110,14 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let views = PreparedViews::prepare(&policy.views, &tmp_base)?;
     let mut launch = LaunchManifest::from_policy(&policy, host.supervisor_pid, restore);
     launch.views = views.manifest_views();
-    let manifest = ValidatedManifest::new(launch)?;
     // Fail before spawning anything if this kernel cannot carry the policy. The rules
     // themselves are built once, by the bootstrap.
-    sandy_linux::check_support(&sandy_linux::probe())?;
+    let support = sandy_linux::probe();
+    sandy_linux::check_support(&support)?;
+    // The sandbox can read its own policy (`sandy why` inside uses it).
+    let document = DryRunDocument::new(&policy, support.landlock_abi.unwrap_or(0));
+    launch.policy_document = serde_json::to_string_pretty(&document).ok();
+    let manifest = ValidatedManifest::new(launch)?;
     let bytes = manifest.encode()?;
 
     let ports: Vec<u16> = policy.local_ports.iter().map(|p| p.port).collect();

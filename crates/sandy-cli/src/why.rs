@@ -27,9 +27,14 @@ struct Document<'a> {
     decision: &'a Decision,
     /// The narrowest flag that allows it, when a flag can.
     flag: Option<String>,
+    /// Asked inside a sandbox, about that sandbox's own policy.
+    inside: bool,
 }
 
 pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
+    if let Some(document) = inside::own_policy() {
+        return inside::why(&args, &document);
+    }
     let host = host::gather()?;
     let question = if args.write {
         Question::Write
@@ -87,6 +92,19 @@ pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
             }
         }
     };
+    answer(&args, question, &path, &policy, decision, flag, false)
+}
+
+/// Prints the answer (text or JSON) and returns the exit status.
+fn answer(
+    args: &WhyArgs,
+    question: Question,
+    path: &Path,
+    policy: &ResolvedPolicy,
+    decision: Decision,
+    flag: Option<String>,
+    inside: bool,
+) -> Result<u8, SandyError> {
     let text = if args.json {
         let doc = Document {
             why_schema_version: WHY_SCHEMA_VERSION,
@@ -95,13 +113,20 @@ pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
             profile: &policy.profile.name,
             decision: &decision,
             flag,
+            inside,
         };
         serde_json::to_string_pretty(&doc).map_err(|e| SandyError::Io {
             step: "cannot render the answer",
             source: e.into(),
         })?
     } else {
-        render(question, &path, &policy, &decision, flag.as_deref())
+        let mut text = render(question, path, policy, &decision, flag.as_deref());
+        if inside && !decision.allowed && flag.is_some() {
+            text.push_str(
+                "\n  (asked inside a sandbox: the user can add that flag to the next `sandy run`)",
+            );
+        }
+        text
     };
     match crate::print_line(&text) {
         Ok(()) => {}
@@ -234,4 +259,148 @@ fn render(
         }
     }
     out
+}
+
+/// `sandy why` inside a sandbox answers for that sandbox: from the policy document Sandy
+/// wrote read-only at [`sandy_policy::POLICY_DOCUMENT_PATH`], not from a new resolution
+/// (inside, the host is not visible enough to resolve one).
+mod inside {
+    use std::path::{Path, PathBuf};
+
+    use sandy_policy::why::{decide, Question};
+    use sandy_policy::{
+        Access, FileView, Grant, Network, Origin, Placeholder, ProfileInfo, Protection,
+        ProtectionKind, RealFs, ResolvedPolicy, Scope, ViewKind, POLICY_DOCUMENT_PATH,
+    };
+    use serde::Deserialize;
+
+    use crate::args::WhyArgs;
+    use crate::error::SandyError;
+
+    #[derive(Deserialize)]
+    pub struct Document {
+        command: PathBuf,
+        working_directory: PathBuf,
+        profile: ProfileInfo,
+        file_grants: Vec<DocGrant>,
+        protections: Vec<DocProtection>,
+        views: Vec<DocView>,
+    }
+
+    #[derive(Deserialize)]
+    struct DocGrant {
+        path: PathBuf,
+        access: Access,
+        scope: Scope,
+        origin: Origin,
+    }
+
+    #[derive(Deserialize)]
+    struct DocProtection {
+        path: PathBuf,
+        kind: ProtectionKind,
+        origin: Origin,
+        exists: bool,
+        placeholder: Option<Placeholder>,
+    }
+
+    #[derive(Deserialize)]
+    struct DocView {
+        target: PathBuf,
+        kind: ViewKind,
+        origin: Origin,
+        reason: String,
+    }
+
+    /// The sandbox's own policy, when this process runs inside one: the document exists
+    /// and `no_new_privs` is set (Sandy sets it for everything inside).
+    pub fn own_policy() -> Option<Document> {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let nnp = status
+            .lines()
+            .any(|l| l.starts_with("NoNewPrivs:") && l.trim_end().ends_with('1'));
+        if !nnp {
+            return None;
+        }
+        let text = std::fs::read_to_string(POLICY_DOCUMENT_PATH).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    pub fn why(args: &WhyArgs, doc: &Document) -> Result<u8, SandyError> {
+        let policy = ResolvedPolicy {
+            program: doc.command.clone(),
+            argv: Vec::new(),
+            working_directory: doc.working_directory.clone(),
+            environment: Vec::new(),
+            removed_env: Vec::new(),
+            set_env: Vec::new(),
+            grants: doc
+                .file_grants
+                .iter()
+                .map(|g| Grant {
+                    path: g.path.clone(),
+                    access: g.access,
+                    scope: g.scope,
+                    origin: g.origin,
+                })
+                .collect(),
+            network: Network::AllowAll,
+            local_ports: Vec::new(),
+            profile: doc.profile.clone(),
+            protections: doc
+                .protections
+                .iter()
+                .map(|p| Protection {
+                    path: p.path.clone(),
+                    kind: p.kind,
+                    origin: p.origin,
+                    exists: p.exists,
+                    placeholder: p.placeholder,
+                })
+                .collect(),
+            private_tmp: PathBuf::from("/tmp"),
+            runtime_dir: None,
+            notices: Vec::new(),
+            views: doc
+                .views
+                .iter()
+                .map(|v| FileView {
+                    target: v.target.clone(),
+                    kind: v.kind,
+                    origin: v.origin,
+                    reason: v.reason.clone(),
+                })
+                .collect(),
+        };
+        let question = if args.write {
+            Question::Write
+        } else if args.exec {
+            Question::Exec
+        } else {
+            Question::Read
+        };
+        let cwd = std::env::current_dir().unwrap_or_else(|_| doc.working_directory.clone());
+        let path = if args.path.is_absolute() {
+            args.path.clone()
+        } else {
+            cwd.join(&args.path)
+        };
+        let decision = decide(&policy, question, &path, &RealFs);
+        // A flag cannot be tried from inside; name the one the user would add.
+        let flag = (!decision.allowed && decision.unchangeable.is_none()).then(|| {
+            let existing = decision
+                .resolved
+                .ancestors()
+                .find(|p| p.exists())
+                .unwrap_or(Path::new("/"))
+                .to_path_buf();
+            let name = if question == Question::Read {
+                "--read"
+            } else {
+                "--read-write"
+            };
+            format!("{name} {}", existing.display())
+        });
+        super::answer(args, question, &path, &policy, decision, flag, true)
+    }
 }

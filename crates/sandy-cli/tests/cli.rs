@@ -467,6 +467,7 @@ fn manifest(w: &World, script: &str) -> Value {
         "local_ports": [],
         "restore_default_signals": [],
         "views": [],
+        "policy_document": null,
     })
 }
 

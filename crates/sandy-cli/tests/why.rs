@@ -213,3 +213,48 @@ fn the_text_dry_run_summarises_the_policy() {
         assert_code(&o, 2, "--format without --dry-run");
     });
 }
+
+/// Issue 15 item 3: inside, the sandbox can read its own policy, and `sandy why` answers
+/// for that sandbox (judged against what the same sandbox then does).
+#[test]
+fn why_inside_answers_for_the_sandbox_itself() {
+    for_each_user(|w| {
+        w.write("home/.bashrc", "alias ll='ls -l'\n");
+        w.write("home/other/data", "data\n");
+        let sandy = w.project.join("sandy");
+        std::fs::copy(sandy_bin(), &sandy).unwrap();
+        w.chown_all();
+        let other = w.home.join("other");
+        let script = format!(
+            "test -r /run/sandy/policy.json && echo readable; \
+             ( : > /run/sandy/policy.json ) 2>/dev/null || echo read-only; \
+             ./sandy why --json --write {h}/.bashrc; echo \"exit=$?\"; \
+             ./sandy why {o}/data; echo \"exit=$?\"; \
+             ./sandy why --json {o}/data; \
+             ./sandy why --write file.txt; echo \"exit=$?\"",
+            h = w.home.display(),
+            o = other.display()
+        );
+        let o = w.sh(&[], &script);
+        assert_code(&o, 0, "why inside");
+        let out = stdout(&o);
+        assert!(out.starts_with("readable\nread-only\n"), "{out}");
+        assert!(out.contains("\"inside\": true"), "{out}");
+        assert!(out.contains("\"rule\": \"view\""), "{out}");
+        assert!(
+            out.contains(&format!("read {}/data: refused", other.display())),
+            "{out}"
+        );
+        assert!(
+            out.contains(&format!("\"flag\": \"--read {}/data\"", other.display())),
+            "{out}"
+        );
+        assert!(out.contains("the user can add that flag"), "{out}");
+        assert!(
+            out.contains("write file.txt: allowed") || out.contains("/file.txt: allowed"),
+            "{out}"
+        );
+        let exits: Vec<&str> = out.lines().filter(|l| l.starts_with("exit=")).collect();
+        assert_eq!(exits, ["exit=1", "exit=1", "exit=0"], "{out}");
+    });
+}

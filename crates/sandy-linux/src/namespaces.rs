@@ -24,7 +24,8 @@ use nix::sys::statvfs::{statvfs, FsFlags};
 use nix::unistd::{getgid, getuid};
 use sandy_policy::{
     chain, Access, ChainError, Network, PathInspector, Pin, ProtectionKind, RealFs, Scope,
-    ValidatedManifest, PRIVATE_SHM, PRIVATE_TMP, PRIVATE_VAR_TMP,
+    ValidatedManifest, POLICY_DOCUMENT_DIR, POLICY_DOCUMENT_PATH, PRIVATE_SHM, PRIVATE_TMP,
+    PRIVATE_VAR_TMP,
 };
 
 use crate::error::LinuxError;
@@ -66,6 +67,9 @@ pub struct MountPlan {
     /// Prepared copies bound over host files: (source, target). A writable one is also a
     /// read-write exact grant, so it is listed in `writable` too.
     pub views: Vec<(PathBuf, PathBuf)>,
+    /// The sandbox's own dry-run document, written read-only at
+    /// [`sandy_policy::POLICY_DOCUMENT_PATH`] on the private `/run`.
+    pub policy_document: Option<String>,
 }
 
 impl MountPlan {
@@ -176,7 +180,12 @@ pub fn mount_plan(manifest: &ValidatedManifest) -> MountPlan {
         .collect();
     // The private directories themselves are never carried: that would bring the host's
     // sockets back.
-    let private: Vec<PathBuf> = hidden.iter().chain(make_dirs.iter()).cloned().collect();
+    let private: Vec<PathBuf> = hidden
+        .iter()
+        .chain(make_dirs.iter())
+        .cloned()
+        .chain(std::iter::once(PathBuf::from(POLICY_DOCUMENT_DIR)))
+        .collect();
 
     // Granted paths under a replaced directory are carried through, outermost only.
     let mut carry: Vec<PathBuf> = m
@@ -241,6 +250,7 @@ pub fn mount_plan(manifest: &ValidatedManifest) -> MountPlan {
         read_only,
         masks,
         views,
+        policy_document: m.policy_document.clone(),
     }
 }
 
@@ -391,6 +401,23 @@ fn create_masked_file() -> Result<(), LinuxError> {
     })
 }
 
+/// Writes the sandbox's own policy on the private `/run` (which the root's read-only
+/// remount below makes read-only with everything else).
+fn write_policy_document(document: &str) -> Result<(), LinuxError> {
+    let dir = Path::new(POLICY_DOCUMENT_DIR);
+    let file = Path::new(POLICY_DOCUMENT_PATH);
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| LinuxError::MountPoint { path, source }
+    };
+    std::fs::DirBuilder::new()
+        .mode(0o755)
+        .create(dir)
+        .map_err(io(dir))?;
+    std::fs::write(file, document).map_err(io(file))?;
+    std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o444)).map_err(io(file))
+}
+
 /// Performs the mount plan inside the new namespaces. Nothing here is visible outside.
 pub fn apply(plan: &MountPlan) -> Result<(), LinuxError> {
     let root = Path::new("/");
@@ -453,6 +480,9 @@ pub fn apply(plan: &MountPlan) -> Result<(), LinuxError> {
                 source,
             })?;
         let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    }
+    if let Some(document) = &plan.policy_document {
+        write_policy_document(document)?;
     }
     bind(&fd_path(&private_tmp), Path::new(PRIVATE_TMP))?;
     own_mounts.push(Path::new(PRIVATE_TMP));
@@ -709,6 +739,7 @@ mod tests {
             local_ports: vec![],
             restore_default_signals: vec![],
             views: vec![],
+            policy_document: None,
         })
         .unwrap();
         assert_eq!(
@@ -745,6 +776,7 @@ mod tests {
                 ],
                 masks: vec!["/home/u/.ssh".into()],
                 views: vec![],
+                policy_document: None,
             }
         );
     }
@@ -797,6 +829,7 @@ mod tests {
             ],
             masks: vec!["/h/.ssh".into(), "/tmp/home/.ssh".into()],
             views: vec![],
+            policy_document: None,
         };
         let fs = Fake(vec![
             ("/p", None),

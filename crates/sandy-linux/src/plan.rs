@@ -93,6 +93,7 @@ mod tests {
             local_ports: vec![],
             restore_default_signals: vec![],
             views: vec![],
+            policy_document: None,
         })
         .unwrap()
     }

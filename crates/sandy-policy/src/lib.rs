@@ -58,7 +58,7 @@ pub use profile::{
     ProfileError, GENERIC, PROFILE_SCHEMA_VERSION,
 };
 pub use resolve::{
-    resolve, RunRequest, PRIVATE_SHM, PRIVATE_TMP, PRIVATE_VAR_TMP, REMOVED_ENV_EXACT,
-    REMOVED_ENV_PREFIXES,
+    resolve, RunRequest, POLICY_DOCUMENT_DIR, POLICY_DOCUMENT_PATH, PRIVATE_SHM, PRIVATE_TMP,
+    PRIVATE_VAR_TMP, REMOVED_ENV_EXACT, REMOVED_ENV_PREFIXES,
 };
 pub use sensitive::{sensitive_paths, SENSITIVE_HOME_PATHS};

@@ -85,6 +85,9 @@ pub struct LaunchManifest {
     /// Prepared copies bound over host files (filled in by the supervisor once it has
     /// prepared them; empty in a dry run).
     pub views: Vec<ManifestView>,
+    /// The dry-run document of this launch, written read-only at
+    /// [`crate::POLICY_DOCUMENT_PATH`] inside (none in a dry run).
+    pub policy_document: Option<String>,
 }
 
 impl LaunchManifest {
@@ -132,6 +135,7 @@ impl LaunchManifest {
             local_ports: policy.local_ports.iter().map(|p| p.port).collect(),
             restore_default_signals,
             views: Vec::new(),
+            policy_document: None,
         }
     }
 }
@@ -279,6 +283,12 @@ fn validate(m: &LaunchManifest) -> Result<(), ManifestError> {
         check_path("a view's source", &view.source)?;
         check_path("a view's target", &view.target)?;
     }
+    if m.policy_document
+        .as_ref()
+        .is_some_and(|d| d.len() > MAX_MANIFEST_BYTES / 2)
+    {
+        return Err(invalid("the policy document is too large"));
+    }
     Ok(())
 }
 
@@ -312,6 +322,7 @@ mod tests {
             local_ports: vec![],
             restore_default_signals: vec![RestoredSignal::Interrupt, RestoredSignal::Quit],
             views: vec![],
+            policy_document: None,
         }
     }
 

@@ -68,6 +68,11 @@ const SYSTEM_SECRETS: &[&str] = &[
 pub const PRIVATE_TMP: &str = "/tmp";
 /// The private, empty shared-memory directory inside the sandbox.
 pub const PRIVATE_SHM: &str = "/dev/shm";
+/// Where, inside the sandbox, the dry-run document of the sandbox itself can be read
+/// (read-only; on the private `/run`), so the agent can learn its own policy.
+pub const POLICY_DOCUMENT_PATH: &str = "/run/sandy/policy.json";
+/// The directory holding [`POLICY_DOCUMENT_PATH`].
+pub const POLICY_DOCUMENT_DIR: &str = "/run/sandy";
 /// The second temporary directory, private and empty inside the sandbox.
 pub const PRIVATE_VAR_TMP: &str = "/var/tmp";
 
@@ -287,6 +292,9 @@ pub fn resolve(
     {
         grants.push_private(private);
     }
+
+    // The sandbox's own policy, readable inside (it exists only there).
+    grants.push_private_read(PathBuf::from(POLICY_DOCUMENT_DIR));
 
     let program = visible_program(program, runtime_dir.as_deref(), &grants, fs)?;
 
@@ -938,6 +946,16 @@ impl GrantSet {
         self.0.push(Grant {
             path,
             access: Access::ReadWrite,
+            scope: Scope::Subtree,
+            origin: Origin::Baseline,
+        });
+    }
+
+    /// A read-only directory that exists only inside the sandbox.
+    fn push_private_read(&mut self, path: PathBuf) {
+        self.0.push(Grant {
+            path,
+            access: Access::Read,
             scope: Scope::Subtree,
             origin: Origin::Baseline,
         });
