@@ -23,7 +23,7 @@
 
 mod dryrun;
 mod error;
-mod gitindex;
+mod gitfacts;
 mod host;
 mod inspect;
 mod manifest;
@@ -36,7 +36,7 @@ mod sensitive;
 
 pub use dryrun::{DryRunDocument, DRY_RUN_SCHEMA_VERSION};
 pub use error::{ManifestError, ResolveError};
-pub use gitindex::{gitlinks, IndexError};
+pub use gitfacts::{GitDir, GitDirKind, GitFacts};
 pub use host::HostContext;
 pub use inspect::{FileKind, PathInspector, RealFs};
 pub use manifest::{
