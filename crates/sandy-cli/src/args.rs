@@ -22,6 +22,15 @@ pub struct Cli {
 pub enum Command {
     /// Run a command inside a native process sandbox.
     Run(RunArgs),
+    /// List, or put back, what runs changed in git and agent configuration.
+    #[command(
+        long_about = "After every run, Sandy compares every protected path and every git \
+                      configuration file with its state before the run, reports each change \
+                      and keeps the pre-run copy in its cache ($XDG_CACHE_HOME/sandy/restore, \
+                      ~/.cache/sandy/restore by default). Without RUN, lists the kept copies; \
+                      with RUN, puts that run's copies back. Never done automatically."
+    )]
+    Restore(RestoreArgs),
     /// Internal: apply the sandbox described by an inherited manifest and exec the target.
     #[command(name = "__bootstrap", hide = true)]
     Bootstrap(BootstrapArgs),
@@ -128,6 +137,12 @@ impl BootstrapArgs {
             _ => Err(()),
         })
     }
+}
+
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    /// The run whose pre-run copies to put back, as `sandy restore` lists it.
+    pub run: Option<String>,
 }
 
 #[derive(Debug, Args)]

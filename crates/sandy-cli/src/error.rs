@@ -24,6 +24,8 @@ pub enum SandyError {
     Plan(#[from] PlanError),
     #[error(transparent)]
     Launch(#[from] ExecFailure),
+    #[error(transparent)]
+    Git(#[from] crate::gitscan::GitScanError),
     #[error("{step}: {source}")]
     Io {
         step: &'static str,

@@ -9,9 +9,11 @@ mod args;
 mod bootstrap;
 mod doctor;
 mod error;
+mod gitscan;
 mod host;
 mod run;
 mod selftest;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -49,5 +51,6 @@ fn dispatch(cli: args::Cli) -> Result<u8, error::SandyError> {
         args::Command::Probe(p) => doctor::probe(p.layer),
         args::Command::Escape(e) => selftest::escape(e),
         args::Command::Idle => selftest::idle(),
+        args::Command::Restore(r) => verify::restore(r.run.as_deref()),
     }
 }
