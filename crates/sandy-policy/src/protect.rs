@@ -96,8 +96,17 @@ pub fn git_protections(
     // The `.git` entry (a directory, a pointer file or a symlink: replacing it replaces
     // the whole repository) and `.gitmodules` (which registers submodules `git status`
     // enters). A working tree's `.gitmodules` is the user's file: nothing is created.
+    //
+    // A `.git` *directory* is not protected as a whole (git must write its index, objects
+    // and refs): its surface is, and the mount layer pins its name as a component of
+    // those paths.
     for top in facts.work_trees.iter().chain(roots) {
-        protect(top.join(".git"), None);
+        let dotgit = top.join(".git");
+        let real_directory = fs.read_link(&dotgit).is_none()
+            && fs.kind(&dotgit) == Some(crate::inspect::FileKind::Directory);
+        if !real_directory {
+            protect(dotgit, None);
+        }
         protect(top.join(".gitmodules"), None);
     }
     for file in &facts.config_files {
@@ -173,7 +182,11 @@ mod tests {
             hook_dirs: vec!["/p/.git/hooks".into(), "/p/tools/hooks".into()],
             notes: vec![],
         };
-        let fs = Present(vec!["/p/.git/config".into(), "/p/.git/hooks".into()]);
+        let fs = Present(vec![
+            "/p/.git".into(),
+            "/p/.git/config".into(),
+            "/p/.git/hooks".into(),
+        ]);
         let ps = git_protections(&facts, &["/p".into()], &fs);
         assert!(ps.iter().all(|p| p.kind == ProtectionKind::ReadOnly));
         let hooks = find(&ps, "/p/.git/hooks");
@@ -198,6 +211,8 @@ mod tests {
             .iter()
             .any(|p| p.path == Path::new("/p/.git/worktrees/w/hooks")));
         find(&ps, "/p/libs/sub/.git");
+        // The project's `.git` directory stays writable: only its surface is protected.
+        assert!(!ps.iter().any(|p| p.path == Path::new("/p/.git")));
         find(&ps, "/p/libs/sub/.gitmodules");
         assert_eq!(find(&ps, "/p/shared.inc").placeholder, None);
         // A hooks directory outside every git directory is never created.
