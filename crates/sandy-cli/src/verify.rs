@@ -724,6 +724,14 @@ fn put_back(dir: &Path, path: &Path, e: &serde_json::Value) -> std::io::Result<&
     let mode = e["mode"].as_u64().and_then(|m| u32::try_from(m).ok());
     match e["was"].as_str() {
         Some("absent") => {
+            // A directory the run created may hold more than Sandy recorded: it is moved
+            // aside, never deleted.
+            if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+                let mut aside = path.as_os_str().to_os_string();
+                aside.push(".sandy-removed");
+                std::fs::rename(path, &aside)?;
+                return Ok("moved aside to *.sandy-removed: it did not exist before the run");
+            }
             clear(path)?;
             Ok("removed: it did not exist before the run")
         }
