@@ -186,13 +186,13 @@ pub fn before(policy: &ResolvedPolicy, host: &HostContext) -> Snapshot {
     for f in host.git.config_files.iter().filter(|f| writable(f)) {
         add(f);
     }
+    // The scan already walked the trees: every `.git` it found is a working tree's.
     let dotgits = host
         .git
-        .scanned
+        .work_trees
         .iter()
-        .filter_map(|r| gitscan::find_dotgits(r, WALK_MAX).ok())
-        .flatten()
-        .map(|d| d.top.join(".git"))
+        .map(|t| t.join(".git"))
+        .filter(|d| std::fs::symlink_metadata(d).is_ok())
         .collect();
     let commons: BTreeSet<PathBuf> = host
         .git
