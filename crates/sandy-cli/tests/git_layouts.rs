@@ -743,7 +743,9 @@ fn sigterm_ends_sandy_promptly_with_a_fifo_in_place() {
                 "--",
                 "/bin/sh",
                 "-c",
-                "rm -f .git/index && mkfifo .git/index && exec sleep 60",
+                "rm -f .git/index && mkfifo .git/index
+                 mkdir n && git -C n init -q && truncate -s 8G n/.git/config
+                 exec sleep 60",
             ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -888,5 +890,41 @@ fn git_work_inside_keeps_working_with_submodules_and_worktrees() {
             "second"
         );
         assert!(git_ok(w, &w.project, &["stash", "list"]).contains("feature"));
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Failing closed
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn a_repository_without_a_usable_git_is_refused_with_one_line() {
+    for_each_user(|w| {
+        init_repo(w, &w.project);
+        // No git on PATH at all.
+        let empty = w.root.join("emptybin");
+        std::fs::create_dir_all(&empty).unwrap();
+        // A `git` that answers nonsense.
+        let liar = w.root.join("liarbin");
+        std::fs::create_dir_all(&liar).unwrap();
+        std::fs::write(liar.join("git"), "#!/bin/sh\necho hello\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(liar.join("git"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        w.chown_all();
+        for (bin, want) in [(&empty, "cannot run git"), (&liar, "git gave an answer")] {
+            let mut cmd = w.sandy(["run", "--", "/bin/true"]);
+            cmd.env("PATH", bin);
+            let o = run_timeout(cmd, 60);
+            assert_code(&o, 125, "refused");
+            let err = stderr(&o);
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(err.starts_with("sandy: ") && err.contains(want), "{err}");
+        }
+        // Control: without a repository, no git is needed.
+        std::fs::remove_dir_all(w.project.join(".git")).unwrap();
+        let mut cmd = w.sandy(["run", "--", "/bin/true"]);
+        cmd.env("PATH", &empty);
+        let o = run_timeout(cmd, 60);
+        assert_code(&o, 0, "no repository, no git needed");
     });
 }
