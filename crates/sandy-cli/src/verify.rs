@@ -26,6 +26,9 @@ use crate::gitscan::{self, DotGitKind};
 /// Files up to this size are compared byte for byte and copied; larger ones by their
 /// metadata (size, modification time, inode), and not copied.
 const COPY_MAX: usize = 1024 * 1024;
+/// How many bytes of pre-run content are kept in memory in all; past it, files are
+/// compared by their metadata.
+const COPY_BUDGET: usize = 64 * 1024 * 1024;
 /// How many entries of a protected directory are compared.
 const DIR_MAX_ENTRIES: usize = 4096;
 /// How deep a protected directory is compared.
@@ -80,6 +83,12 @@ enum State {
 
 impl State {
     fn of(path: &Path) -> State {
+        let mut budget = COPY_MAX;
+        State::within(path, &mut budget)
+    }
+
+    /// The state of `path`, its content kept only while `budget` (bytes) lasts.
+    fn within(path: &Path, budget: &mut usize) -> State {
         let Ok(meta) = std::fs::symlink_metadata(path) else {
             return State::Absent;
         };
@@ -102,11 +111,15 @@ impl State {
                 "a device"
             });
         }
-        let content = if meta.len() <= COPY_MAX as u64 {
-            read_bounded(path, COPY_MAX).ok().flatten()
+        let max = COPY_MAX.min(*budget);
+        let content = if meta.len() <= max as u64 {
+            read_bounded(path, max).ok().flatten()
         } else {
             None
         };
+        if let Some(c) = &content {
+            *budget = budget.saturating_sub(c.len());
+        }
         State::File {
             content,
             size: meta.len(),
@@ -127,21 +140,29 @@ impl State {
     }
 
     /// Whether two states differ in content, type or link target. A file whose content
-    /// is known on both sides is compared by content (and mode) only.
+    /// is known on both sides is compared by content (and mode); otherwise by size,
+    /// modification time, inode and mode.
     fn differs(&self, other: &State) -> bool {
         match (self, other) {
             (
                 State::File {
-                    content: Some(a),
+                    content: ca,
+                    size: sa,
+                    mtime: ta,
+                    ino: ia,
                     mode: ma,
-                    ..
                 },
                 State::File {
-                    content: Some(b),
+                    content: cb,
+                    size: sb,
+                    mtime: tb,
+                    ino: ib,
                     mode: mb,
-                    ..
                 },
-            ) => a != b || ma != mb,
+            ) => match (ca, cb) {
+                (Some(a), Some(b)) => a != b || ma != mb,
+                _ => (sa, ta, ia, ma) != (sb, tb, ib, mb),
+            },
             _ => self != other,
         }
     }
@@ -164,14 +185,15 @@ pub struct Snapshot {
 /// and every git configuration file of the scanned trees.
 pub fn before(policy: &ResolvedPolicy, host: &HostContext) -> Snapshot {
     let mut paths = BTreeMap::new();
+    let mut budget = COPY_BUDGET;
     let mut add = |p: &Path| {
         if !paths.contains_key(p) {
-            let state = State::of(p);
+            let state = State::within(p, &mut budget);
             let is_dir = matches!(state, State::Directory { .. });
             paths.insert(p.to_path_buf(), state);
             if is_dir {
                 for child in dir_entries(p) {
-                    let s = State::of(&child);
+                    let s = State::within(&child, &mut budget);
                     paths.entry(child).or_insert(s);
                 }
             }
@@ -339,26 +361,27 @@ pub fn after(snapshot: Snapshot) {
                  sandbox ({}); review it before anything outside the sandbox uses it{}",
                 c.path.display(),
                 c.now.describe(),
-                restore_hint(saved.as_deref(), &run_id)
+                restore_hint(&saved, &c.path, &run_id)
             );
         } else {
             eprintln!(
-                "sandy: warning: {} was changed inside the sandbox (was {}, now {}); review \
-                 it before anything outside the sandbox uses it{}",
+                "sandy: warning: {} was changed during the run (was {}, now {}); review it \
+                 before anything outside the sandbox uses it{}",
                 c.path.display(),
                 c.was.describe(),
                 c.now.describe(),
-                restore_hint(saved.as_deref(), &run_id)
+                restore_hint(&saved, &c.path, &run_id)
             );
         }
     }
     report_new_repositories(&snapshot, &mut reported);
 }
 
-fn restore_hint(saved: Option<&Path>, run_id: &str) -> String {
-    match saved {
-        Some(_) => format!("; the pre-run state is saved: sandy restore {run_id}"),
-        None => String::new(),
+fn restore_hint(saved: &BTreeSet<PathBuf>, path: &Path, run_id: &str) -> String {
+    if saved.contains(path) {
+        format!("; the pre-run state is saved: sandy restore {run_id}")
+    } else {
+        String::new()
     }
 }
 
@@ -370,14 +393,15 @@ fn run_id() -> String {
 }
 
 /// Writes the pre-run state of every changed path under the cache
-/// (`restore/<run>/index.json` and one file per saved content). Returns the run's
-/// directory, or `None` when nothing was saved.
-fn save_copies(snapshot: &Snapshot, changes: &[Change], run_id: &str) -> Option<PathBuf> {
+/// (`restore/<run>/index.json` and one file per saved content). Returns the paths whose
+/// pre-run state was saved.
+fn save_copies(snapshot: &Snapshot, changes: &[Change], run_id: &str) -> BTreeSet<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
-    if changes.is_empty() {
-        return None;
-    }
-    let dir = snapshot.cache.as_ref()?.join("restore").join(run_id);
+    let mut saved = BTreeSet::new();
+    let Some(cache) = snapshot.cache.as_ref().filter(|_| !changes.is_empty()) else {
+        return saved;
+    };
+    let dir = cache.join("restore").join(run_id);
     if let Err(e) = std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -387,7 +411,7 @@ fn save_copies(snapshot: &Snapshot, changes: &[Change], run_id: &str) -> Option<
             "sandy: warning: cannot keep the pre-run copies in {}: {e}",
             dir.display()
         );
-        return None;
+        return saved;
     }
     let mut index = Vec::new();
     for (n, c) in changes.iter().enumerate() {
@@ -430,10 +454,17 @@ fn save_copies(snapshot: &Snapshot, changes: &[Change], run_id: &str) -> Option<
             }
         }
         index.push(serde_json::Value::Object(entry));
+        saved.insert(c.path.clone());
     }
     let doc = serde_json::json!({ "version": 1, "entries": index });
-    std::fs::write(dir.join("index.json"), doc.to_string()).ok()?;
-    Some(dir)
+    if let Err(e) = std::fs::write(dir.join("index.json"), doc.to_string()) {
+        eprintln!(
+            "sandy: warning: cannot keep the pre-run copies in {}: {e}",
+            dir.display()
+        );
+        saved.clear();
+    }
+    saved
 }
 
 /// Paths are stored as hex so that any byte string survives JSON.
