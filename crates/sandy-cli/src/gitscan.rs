@@ -39,6 +39,8 @@ const MAX_INCLUDE_DEPTH: usize = 10;
 const GIT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How much output one git command may produce.
 const GIT_MAX_OUTPUT: usize = 8 * 1024 * 1024;
+/// How many git commands run at once.
+const GIT_BATCH: usize = 16;
 /// How much of a `.git` pointer file is read.
 const POINTER_MAX: usize = 64 * 1024;
 
@@ -207,14 +209,20 @@ impl Git {
         }
     }
 
-    /// `git ARGS` in `dir`; its stdout on success, `Ok(Err(stderr))` when git answered
-    /// with a failure, `Err` when git could not be run at all.
+    /// `git ARGS` in `dir`; its stdout on success, `Ok(Err(first stderr line))` when git
+    /// answered with a failure, `Err` when git could not be run at all.
     fn run(
         &self,
         dir: &Path,
         args: &[&OsStr],
         repo: &Path,
     ) -> Result<Result<Vec<u8>, String>, GitScanError> {
+        self.start(dir, args, repo)?.finish()
+    }
+
+    /// Starts `git ARGS` in `dir`, so that several can run at once; [`Running::finish`]
+    /// collects the answer.
+    fn start(&self, dir: &Path, args: &[&OsStr], repo: &Path) -> Result<Running, GitScanError> {
         let cannot = |reason: String| GitScanError::CannotRun {
             repo: repo.to_path_buf(),
             reason,
@@ -244,8 +252,8 @@ impl Git {
             let _ = child.wait();
             return Err(cannot("no pipe to git".into()));
         };
-        let (tx, rx) = std::sync::mpsc::channel();
-        let err_reader = std::thread::spawn(move || {
+        let (tx, stdout) = std::sync::mpsc::channel();
+        let stderr = std::thread::spawn(move || {
             let mut buf = Vec::new();
             let _ = (&mut err).take(64 * 1024).read_to_end(&mut buf);
             buf
@@ -256,18 +264,49 @@ impl Git {
             let r = (&mut out).take(limit).read_to_end(&mut buf);
             let _ = tx.send(r.map(|_| buf));
         });
-        let stdout = match rx.recv_timeout(GIT_TIMEOUT) {
+        Ok(Running {
+            child,
+            stdout,
+            stderr,
+            deadline: std::time::Instant::now() + GIT_TIMEOUT,
+            repo: repo.to_path_buf(),
+        })
+    }
+}
+
+/// A git command started by [`Git::start`].
+struct Running {
+    child: std::process::Child,
+    stdout: std::sync::mpsc::Receiver<std::io::Result<Vec<u8>>>,
+    stderr: std::thread::JoinHandle<Vec<u8>>,
+    deadline: std::time::Instant,
+    repo: PathBuf,
+}
+
+impl Running {
+    /// Waits (until the command's deadline) for its answer; a command past its deadline
+    /// or its output bound is killed.
+    fn finish(mut self) -> Result<Result<Vec<u8>, String>, GitScanError> {
+        let repo = self.repo.clone();
+        let cannot = |reason: String| GitScanError::CannotRun {
+            repo: repo.clone(),
+            reason,
+        };
+        let wait = self
+            .deadline
+            .saturating_duration_since(std::time::Instant::now());
+        let stdout = match self.stdout.recv_timeout(wait) {
             Ok(Ok(buf)) if buf.len() <= GIT_MAX_OUTPUT => Ok(buf),
             Ok(Ok(_)) => Err(format!("more than {GIT_MAX_OUTPUT} bytes of output")),
             Ok(Err(e)) => Err(e.to_string()),
             Err(_) => Err(format!("no answer within {} s", GIT_TIMEOUT.as_secs())),
         };
         if stdout.is_err() {
-            let _ = child.kill();
+            let _ = self.child.kill();
         }
-        let status = child.wait().map_err(|e| cannot(e.to_string()))?;
-        let stdout = stdout.map_err(cannot)?;
-        let stderr = err_reader.join().unwrap_or_default();
+        let status = self.child.wait().map_err(|e| cannot(e.to_string()))?;
+        let stdout = stdout.map_err(&cannot)?;
+        let stderr = self.stderr.join().unwrap_or_default();
         if status.success() {
             return Ok(Ok(stdout));
         }
@@ -356,16 +395,38 @@ pub fn scan(
     }
 
     let git = Git::new(env);
+    // Every file git reads in any scope, asked while the repositories are described.
+    let here = roots.first().cloned().unwrap_or_else(|| PathBuf::from("/"));
+    let listing = git.start(
+        &here,
+        &[
+            OsStr::new("config"),
+            OsStr::new("--list"),
+            OsStr::new("--show-origin"),
+            OsStr::new("--show-scope"),
+            OsStr::new("-z"),
+        ],
+        &here,
+    )?;
     let mut commons: BTreeSet<PathBuf> = BTreeSet::new();
-    for d in &dotgits {
-        found.work_trees.insert(d.top.clone());
-        let dotgit = d.top.join(".git");
-        if d.kind == DotGitKind::Other {
-            continue;
+    // Git describes the repositories a batch at a time, concurrently.
+    let mut described = Vec::new();
+    for batch in dotgits.chunks(GIT_BATCH) {
+        let mut running = Vec::new();
+        for d in batch {
+            found.work_trees.insert(d.top.clone());
+            if d.kind != DotGitKind::Other {
+                running.push((d, describe_start(&git, &d.top)?));
+            }
         }
-        let Some(repo) = describe(&git, &d.top, &d.top)? else {
-            continue;
-        };
+        for (d, r) in running {
+            if let Some(repo) = describe_finish(r, &d.top)? {
+                described.push((d, repo));
+            }
+        }
+    }
+    for (d, repo) in described {
+        let dotgit = d.top.join(".git");
         // Git stops at the first `.git` it can use; one it cannot (an empty directory,
         // a broken pointer) makes it look further up, so the answer is another
         // repository's: that `.git` is protected by name only.
@@ -392,7 +453,7 @@ pub fn scan(
         commons.insert(repo.common_dir.clone());
     }
     for root in &enclosing {
-        let Some(repo) = describe(&git, root, root)? else {
+        let Some(repo) = describe_finish(describe_start(&git, root)?, root)? else {
             continue;
         };
         found.work_trees.insert(repo.top.clone());
@@ -463,19 +524,7 @@ pub fn scan(
     }
 
     // Configuration: every file git reads in any scope, plus each git directory's own.
-    let here = roots.first().cloned().unwrap_or_else(|| PathBuf::from("/"));
-    let listing = git.run(
-        &here,
-        &[
-            OsStr::new("config"),
-            OsStr::new("--list"),
-            OsStr::new("--show-origin"),
-            OsStr::new("--show-scope"),
-            OsStr::new("-z"),
-        ],
-        &here,
-    )?;
-    match listing {
+    match listing.finish()? {
         Ok(out) => {
             for origin in origins(&out) {
                 let path = here.join(OsStr::from_bytes(origin));
@@ -541,8 +590,8 @@ struct Repo {
     hooks: PathBuf,
 }
 
-/// `git rev-parse` in `dir`: `None` when git says it is not a repository.
-fn describe(git: &Git, dir: &Path, repo: &Path) -> Result<Option<Repo>, GitScanError> {
+/// Starts `git rev-parse` in `dir` (see [`describe_finish`]).
+fn describe_start(git: &Git, dir: &Path) -> Result<Running, GitScanError> {
     let args = [
         "rev-parse",
         "--path-format=absolute",
@@ -553,7 +602,13 @@ fn describe(git: &Git, dir: &Path, repo: &Path) -> Result<Option<Repo>, GitScanE
         "hooks",
     ]
     .map(OsStr::new);
-    let out = match git.run(dir, &args, repo)? {
+    git.start(dir, &args, dir)
+}
+
+/// Git's answer for the working tree at `repo`: `None` when git says it is not a
+/// repository.
+fn describe_finish(running: Running, repo: &Path) -> Result<Option<Repo>, GitScanError> {
+    let out = match running.finish()? {
         Ok(out) => out,
         Err(line) if line.contains("not a git repository") => return Ok(None),
         Err(line) => {
@@ -705,57 +760,66 @@ fn documented_config_files(home: Option<&Path>, env: &[(OsString, OsString)]) ->
 fn follow_includes(git: &Git, home: Option<&Path>, found: &mut Found) -> Result<(), GitScanError> {
     let mut pending: Vec<(PathBuf, usize)> = found.configs.iter().map(|p| (p.clone(), 0)).collect();
     let mut read = BTreeSet::new();
-    while let Some((file, depth)) = pending.pop() {
-        if !read.insert(file.clone()) {
-            continue;
-        }
-        // Git ignores an include that does not exist; it stays protected (by name) so a
-        // run cannot create it.
-        let Ok(meta) = std::fs::metadata(&file) else {
-            continue;
-        };
-        if !meta.is_file() {
-            continue;
-        }
-        let dir = file.parent().unwrap_or(Path::new("/"));
-        let out = git.run(
-            dir,
-            &[
-                OsStr::new("config"),
-                OsStr::new("--file"),
-                file.as_os_str(),
-                OsStr::new("--list"),
-                OsStr::new("--no-includes"),
-                OsStr::new("-z"),
-            ],
-            &file,
-        )?;
-        let out = match out {
-            Ok(out) => out,
-            Err(line) => {
-                return Err(GitScanError::Nonsense {
-                    repo: file,
-                    what: format!("git cannot read this configuration file: {line}"),
-                })
+    while !pending.is_empty() {
+        // One round: every file not read yet, asked a batch at a time.
+        let mut todo = Vec::new();
+        for (file, depth) in std::mem::take(&mut pending) {
+            if !read.insert(file.clone()) {
+                continue;
             }
-        };
-        for (key, value) in entries(&out) {
-            let is_include =
-                key == "include.path" || (key.starts_with("includeif.") && key.ends_with(".path"));
-            if is_include && !value.is_empty() && depth < MAX_INCLUDE_DEPTH {
-                let target = match expand_home(&value, home) {
-                    Some(p) => p,
-                    None => dir.join(OsStr::from_bytes(&value)),
+            // Git ignores an include that does not exist; it stays protected (by name)
+            // so a run cannot create it. Only regular files are read (a FIFO never is).
+            if std::fs::metadata(&file).is_ok_and(|m| m.is_file()) {
+                todo.push((file, depth));
+            }
+        }
+        for batch in todo.chunks(GIT_BATCH) {
+            let mut round = Vec::new();
+            for (file, depth) in batch.iter().cloned() {
+                let dir = file.parent().unwrap_or(Path::new("/")).to_path_buf();
+                let running = git.start(
+                    &dir,
+                    &[
+                        OsStr::new("config"),
+                        OsStr::new("--file"),
+                        file.as_os_str(),
+                        OsStr::new("--list"),
+                        OsStr::new("--no-includes"),
+                        OsStr::new("-z"),
+                    ],
+                    &file,
+                )?;
+                round.push((file, dir, depth, running));
+            }
+            for (file, dir, depth, running) in round {
+                let out = match running.finish()? {
+                    Ok(out) => out,
+                    Err(line) => {
+                        return Err(GitScanError::Nonsense {
+                            repo: file,
+                            what: format!("git cannot read this configuration file: {line}"),
+                        })
+                    }
                 };
-                Found::path_both(&mut found.configs, &target);
-                pending.push((normalize(&target), depth + 1));
-                if let (Some(parent), Some(name)) = (target.parent(), target.file_name()) {
-                    if let Ok(real) = std::fs::canonicalize(parent) {
-                        pending.push((real.join(name), depth + 1));
+                for (key, value) in entries(&out) {
+                    let is_include = key == "include.path"
+                        || (key.starts_with("includeif.") && key.ends_with(".path"));
+                    if is_include && !value.is_empty() && depth < MAX_INCLUDE_DEPTH {
+                        let target = match expand_home(&value, home) {
+                            Some(p) => p,
+                            None => dir.join(OsStr::from_bytes(&value)),
+                        };
+                        Found::path_both(&mut found.configs, &target);
+                        pending.push((normalize(&target), depth + 1));
+                        if let (Some(parent), Some(name)) = (target.parent(), target.file_name()) {
+                            if let Ok(real) = std::fs::canonicalize(parent) {
+                                pending.push((real.join(name), depth + 1));
+                            }
+                        }
+                    } else if key == "core.hookspath" {
+                        found.hooks_path_values.insert((file.clone(), value));
                     }
                 }
-            } else if key == "core.hookspath" {
-                found.hooks_path_values.insert((file.clone(), value));
             }
         }
     }

@@ -30,11 +30,14 @@ pub fn gather(read_write: &[PathBuf]) -> Result<HostContext, SandyError> {
             acc
         });
     // The project and the top of every writable directory grant, canonical (resolution
-    // grants the same canonical paths).
+    // grants the same canonical paths). The current directory from getcwd(3) already is.
     let roots: Vec<PathBuf> = std::iter::once(cwd.clone())
-        .chain(read_write.iter().map(|p| cwd.join(p)))
-        .filter_map(|p| std::fs::canonicalize(p).ok())
-        .filter(|p| p.is_dir())
+        .chain(
+            read_write
+                .iter()
+                .filter_map(|p| std::fs::canonicalize(cwd.join(p)).ok())
+                .filter(|p| p.is_dir()),
+        )
         .collect();
     let git = if roots.is_empty() {
         GitFacts::default()

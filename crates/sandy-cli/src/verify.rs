@@ -272,17 +272,17 @@ fn dir_entries(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Whether SIGINT was ignored when Sandy started (a background job): from
-/// `/proc/self/status`, before the supervisor changes it.
+/// Whether SIGINT was ignored when Sandy started (a background job), asked before the
+/// supervisor changes it (which it does right after).
 fn sigint_ignored() -> bool {
-    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
-        return false;
-    };
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("SigIgn:"))
-        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
-        .is_some_and(|mask| mask & (1 << (Signal::SIGINT as u64 - 1)) != 0)
+    match sandy_linux::sys::ignore_signal(Signal::SIGINT) {
+        Ok(true) => true,
+        Ok(false) => {
+            let _ = sandy_linux::sys::default_signal(Signal::SIGINT);
+            false
+        }
+        Err(_) => false,
+    }
 }
 
 /// Sandy's per-user cache: `$XDG_CACHE_HOME/sandy`, or `~/.cache/sandy`.
@@ -596,6 +596,9 @@ fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>
                 new_git_dirs.push(dir);
             }
         }
+    }
+    if new_git_dirs.is_empty() {
+        return;
     }
     let git = gitscan::Git::new(&snapshot.env);
     for dir in new_git_dirs {
