@@ -194,7 +194,8 @@ impl Git {
     /// The `key`, `value` entries of one configuration file, as git reads it (includes
     /// not followed); empty when git cannot read it.
     pub fn config_entries(&self, file: &Path) -> Vec<(String, Vec<u8>)> {
-        let dir = file.parent().unwrap_or(Path::new("/"));
+        // Run from `/`: `--file` needs no repository, and a broken one around the file
+        // would make git refuse.
         let args = [
             OsStr::new("config"),
             OsStr::new("--file"),
@@ -203,7 +204,7 @@ impl Git {
             OsStr::new("--no-includes"),
             OsStr::new("-z"),
         ];
-        match self.run(dir, &args, file) {
+        match self.run(Path::new("/"), &args, file) {
             Ok(Ok(out)) => entries(&out),
             _ => Vec::new(),
         }
@@ -420,23 +421,20 @@ pub fn scan(
             }
         }
         for (d, r) in running {
-            if let Some(repo) = describe_finish(r, &d.top)? {
-                described.push((d, repo));
-            }
+            let repo = describe_finish(r, &d.top)?;
+            described.push((d, repo));
         }
     }
     for (d, repo) in described {
         let dotgit = d.top.join(".git");
-        // Git stops at the first `.git` it can use; one it cannot (an empty directory,
-        // a broken pointer) makes it look further up, so the answer is another
-        // repository's: that `.git` is protected by name only.
-        if !same_dir(&repo.top, &d.top) {
-            continue;
-        }
-        let kind = if same_dir(&repo.git_dir, &repo.common_dir) {
-            GitDirKind::Common
-        } else {
-            GitDirKind::Linked
+        // Git stops at the first `.git` it can use. One it cannot use yet (an empty or
+        // incomplete directory, a pointer to one) is a repository a run could complete:
+        // its surface is protected by name all the same, as a common directory's (the
+        // larger surface).
+        let repo = repo.filter(|r| same_dir(&r.top, &d.top));
+        let kind = match &repo {
+            Some(r) if !same_dir(&r.git_dir, &r.common_dir) => GitDirKind::Linked,
+            _ => GitDirKind::Common,
         };
         match d.kind {
             DotGitKind::Directory | DotGitKind::Symlink => found.git_dir(dotgit.clone(), kind),
@@ -447,6 +445,9 @@ pub fn scan(
             }
             DotGitKind::Other => {}
         }
+        let Some(repo) = repo else {
+            continue;
+        };
         found.git_dir(repo.git_dir.clone(), kind);
         found.git_dir(repo.common_dir.clone(), GitDirKind::Common);
         Found::path_both(&mut found.hooks, &repo.hooks);
@@ -524,7 +525,25 @@ pub fn scan(
     }
 
     // Configuration: every file git reads in any scope, plus each git directory's own.
-    match listing.finish()? {
+    // Where git refuses the project's repository (a pointer to an incomplete one), the
+    // system and global files are asked for from the root directory instead.
+    let listing = match listing.finish()? {
+        Err(line) if line.contains("not a git repository") => git
+            .start(
+                Path::new("/"),
+                &[
+                    OsStr::new("config"),
+                    OsStr::new("--list"),
+                    OsStr::new("--show-origin"),
+                    OsStr::new("--show-scope"),
+                    OsStr::new("-z"),
+                ],
+                &here,
+            )?
+            .finish()?,
+        other => other,
+    };
+    match listing {
         Ok(out) => {
             for origin in origins(&out) {
                 let path = here.join(OsStr::from_bytes(origin));
@@ -777,8 +796,10 @@ fn follow_includes(git: &Git, home: Option<&Path>, found: &mut Found) -> Result<
             let mut round = Vec::new();
             for (file, depth) in batch.iter().cloned() {
                 let dir = file.parent().unwrap_or(Path::new("/")).to_path_buf();
+                // From `/`: `--file` needs no repository, and a broken one around the
+                // file would make git refuse.
                 let running = git.start(
-                    &dir,
+                    Path::new("/"),
                     &[
                         OsStr::new("config"),
                         OsStr::new("--file"),

@@ -928,3 +928,30 @@ fn a_repository_without_a_usable_git_is_refused_with_one_line() {
         assert_code(&o, 0, "no repository, no git needed");
     });
 }
+
+#[test]
+fn an_incomplete_git_directory_a_run_could_complete_is_protected_by_name() {
+    for_each_user(|w| {
+        // `.git` points at a directory git does not accept yet (no HEAD): a run that
+        // completes it must not be able to give it a config of its choosing.
+        let real = w.root.join("donor");
+        init_repo(w, &real);
+        let bare = w.project.join(".bare");
+        std::fs::create_dir_all(&bare).unwrap();
+        std::fs::write(
+            bare.join("config"),
+            "[core]\n\trepositoryformatversion = 0\n",
+        )
+        .unwrap();
+        std::fs::write(w.project.join(".git"), "gitdir: ./.bare\n").unwrap();
+        w.chown_all();
+        let marker = w.root.join("pwned-incomplete");
+        let script = format!(
+            "cp -r '{d}/.git/objects' '{d}/.git/refs' '{d}/.git/HEAD' .bare/ && {}",
+            plant_file(&bare.join("config"), &fsmonitor(&marker)),
+            d = real.display()
+        );
+        let o = sandy_sh(w, &["--read", real.to_str().unwrap()], &script, &[]);
+        judge_config(w, &o, &w.project, &bare.join("config"), &marker, &[]);
+    });
+}
