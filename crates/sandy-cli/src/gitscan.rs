@@ -7,7 +7,10 @@
 //! (`git config --list --show-origin --show-scope`), what each file includes
 //! (`git config --file F --list --no-includes -z`, so that an `includeIf` that does not
 //! match now is found too) and where hooks run from (`git rev-parse --git-path hooks`,
-//! and every `core.hooksPath` value of every file). Sandy only walks the tree to find the
+//! and every `core.hooksPath` value of every file). The scope listing is asked once, with
+//! includes (git's default); a listing without includes would add nothing, since every
+//! file it names is then read on its own with `--no-includes` and its includes followed
+//! from there, conditional or not. Sandy only walks the tree to find the
 //! `.git` entries git itself would stop at, and lists git's own layout directories
 //! (`worktrees/`, `modules/`).
 //!
