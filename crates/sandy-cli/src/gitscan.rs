@@ -470,7 +470,9 @@ pub fn scan(
         found.git_dir(repo.common_dir.clone(), GitDirKind::Common);
         Found::path_both(&mut found.hooks, &repo.hooks);
         commons.insert(repo.common_dir.clone());
-        if Some(root) == roots.first() {
+        // Said once, for the project, unless a writable grant already covers the root.
+        let granted = roots.iter().any(|r| repo.top.starts_with(r));
+        if Some(root) == roots.first() && !granted {
             found.notes.push(format!(
                 "note: the git repository of {} has its root at {}, outside the project: \
                  git inside the sandbox cannot use it; run Sandy from {} or grant it \

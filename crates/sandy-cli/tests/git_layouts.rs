@@ -677,6 +677,35 @@ fn from_a_subdirectory_of_a_repository_sandy_says_where_the_root_is() {
             "{}",
             notes[0]
         );
+        // Granting the root, as the note says: no note, and git works from the
+        // subdirectory inside.
+        let root_s = root.display().to_string();
+        let o = run_timeout(
+            {
+                let mut c = w.sandy([
+                    "run",
+                    "--read-write",
+                    &root_s,
+                    "--",
+                    GIT,
+                    "status",
+                    "--short",
+                ]);
+                c.current_dir(&sub);
+                c
+            },
+            60,
+        );
+        assert_code(
+            &o,
+            0,
+            "git status from the subdirectory with the root granted",
+        );
+        assert!(
+            !stderr(&o).contains("sandy: note: the git repository"),
+            "{}",
+            stderr(&o)
+        );
         // Control: from the root itself, no note.
         let o = run_timeout(
             {
