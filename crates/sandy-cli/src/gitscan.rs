@@ -317,11 +317,19 @@ impl Running {
         if status.code().is_none() {
             return Err(cannot(format!("git ended with {status}")));
         }
-        let line = String::from_utf8_lossy(&stderr)
+        // The reason, not a warning that came first.
+        let text = String::from_utf8_lossy(&stderr);
+        let lines: Vec<&str> = text
             .lines()
-            .find(|l| !l.trim().is_empty())
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        let line = lines
+            .iter()
+            .find(|l| l.starts_with("fatal:") || l.starts_with("error:"))
+            .or(lines.first())
+            .copied()
             .unwrap_or("no message")
-            .trim()
             .to_owned();
         Ok(Err(line))
     }
