@@ -984,3 +984,33 @@ fn an_incomplete_git_directory_a_run_could_complete_is_protected_by_name() {
         judge_config(w, &o, &w.project, &bare.join("config"), &marker, &[]);
     });
 }
+
+#[test]
+fn ctrl_c_ends_sandy_promptly_with_a_fifo_and_a_huge_file_in_place() {
+    use std::os::unix::process::CommandExt;
+    for_each_user(|w| {
+        init_repo(w, &w.project);
+        // As a terminal's Ctrl-C does: SIGINT to the whole foreground process group.
+        let mut child = w
+            .sandy([
+                "run",
+                "--",
+                "/bin/sh",
+                "-c",
+                "rm -f .git/index && mkfifo .git/index
+                 mkdir n && git -C n init -q && truncate -s 8G n/.git/config
+                 touch ready && exec sleep 60",
+            ])
+            .process_group(0)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let ready = w.project.join("ready");
+        assert!(wait_for(20, || ready.exists()));
+        let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
+        nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGINT).unwrap();
+        let status = wait_timeout(&mut child, 15, "sandy after Ctrl-C");
+        assert_eq!(status.code(), Some(130), "the target's SIGINT status");
+    });
+}
