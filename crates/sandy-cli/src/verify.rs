@@ -330,11 +330,11 @@ pub fn after(snapshot: Snapshot) {
             });
         }
     }
-    // Entries added inside a protected directory.
+    // Entries added inside a protected directory, or inside one the run created.
     let dirs: Vec<PathBuf> = snapshot
         .paths
         .iter()
-        .filter(|(_, s)| matches!(s, State::Directory { .. }))
+        .filter(|(_, s)| matches!(s, State::Directory { .. } | State::Absent))
         .map(|(p, _)| p.clone())
         .collect();
     for dir in dirs {
