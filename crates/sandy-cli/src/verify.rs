@@ -330,11 +330,15 @@ pub fn after(snapshot: Snapshot) {
             });
         }
     }
-    // Entries added inside a protected directory, or inside one the run created.
+    // Entries added inside a protected directory, or inside one the run created (a new
+    // `.git` is described below, by what in it can run code).
     let dirs: Vec<PathBuf> = snapshot
         .paths
         .iter()
-        .filter(|(_, s)| matches!(s, State::Directory { .. } | State::Absent))
+        .filter(|(p, s)| {
+            matches!(s, State::Directory { .. })
+                || (matches!(s, State::Absent) && p.file_name() != Some(OsStr::new(".git")))
+        })
         .map(|(p, _)| p.clone())
         .collect();
     for dir in dirs {
