@@ -1014,3 +1014,41 @@ fn ctrl_c_ends_sandy_promptly_with_a_fifo_and_a_huge_file_in_place() {
         assert_eq!(status.code(), Some(130), "the target's SIGINT status");
     });
 }
+
+#[test]
+fn an_absent_hooks_path_directory_created_inside_is_named_and_restore_moves_it_aside() {
+    for_each_user(|w| {
+        init_repo(w, &w.project);
+        git_ok(w, &w.project, &["config", "core.hooksPath", ".hooks"]);
+        let marker = w.root.join("pwned-absent-hooks");
+        let hooks = w.project.join(".hooks");
+        let o = sandy_sh(w, &[], &plant_hook(&hooks, &marker), &[]);
+        assert_code(&o, 0, "plant");
+        let err = stderr(&o);
+        let project = std::fs::canonicalize(&w.project).unwrap();
+        for created in [".hooks", ".hooks/pre-commit"] {
+            let want = format!(
+                "{} did not exist at launch",
+                project.join(created).display()
+            );
+            assert!(err.contains(&want), "{want} not reported:\n{err}");
+        }
+        let run = err
+            .lines()
+            .find_map(|l| {
+                l.rsplit_once("sandy restore ")
+                    .map(|(_, r)| r.trim().to_owned())
+            })
+            .unwrap_or_else(|| panic!("no restore hint:\n{err}"));
+        let restored = run_timeout(w.sandy(["restore", &run]), 30);
+        assert_code(&restored, 0, "sandy restore RUN");
+        assert!(!hooks.exists(), "{}", stdout(&restored));
+        assert!(w.project.join(".hooks.sandy-removed/pre-commit").exists());
+        let _ = git(
+            w,
+            &w.project,
+            &["commit", "-q", "--allow-empty", "-m", "after"],
+        );
+        assert!(!marker.exists(), "the planted hook ran after restore");
+    });
+}
