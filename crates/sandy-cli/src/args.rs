@@ -31,6 +31,15 @@ pub enum Command {
                       why no flag can. Exit status: 0 allowed, 1 refused, 2 usage, 125 error."
     )]
     Why(WhyArgs),
+    /// List, or put back, what runs changed in git and agent configuration.
+    #[command(
+        long_about = "After every run, Sandy compares every protected path and every git \
+                      configuration file with its state before the run, reports each change \
+                      and keeps the pre-run copy in its cache ($XDG_CACHE_HOME/sandy/restore, \
+                      ~/.cache/sandy/restore by default). Without RUN, lists the kept copies; \
+                      with RUN, puts that run's copies back. Never done automatically."
+    )]
+    Restore(RestoreArgs),
     /// Internal: apply the sandbox described by an inherited manifest and exec the target.
     #[command(name = "__bootstrap", hide = true)]
     Bootstrap(BootstrapArgs),
@@ -181,6 +190,12 @@ impl BootstrapArgs {
             _ => Err(()),
         })
     }
+}
+
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    /// The run whose pre-run copies to put back, as `sandy restore` lists it.
+    pub run: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -26,6 +26,8 @@ pub enum SandyError {
     Launch(#[from] ExecFailure),
     #[error(transparent)]
     Placeholder(#[from] crate::placeholders::PlaceholderError),
+    #[error(transparent)]
+    Git(#[from] crate::gitscan::GitScanError),
     #[error("{step}: {source}")]
     Io {
         step: &'static str,

@@ -3,9 +3,14 @@
 
 use std::path::{Path, PathBuf};
 
-use sandy_policy::{HostContext, ResolveError};
+use sandy_policy::{GitFacts, HostContext, ResolveError};
 
-pub fn gather() -> Result<HostContext, ResolveError> {
+use crate::error::SandyError;
+use crate::gitscan;
+
+/// The host facts for a run that may write the project and the `read_write` grants: the
+/// git facts come from the user's git ([`gitscan`]), for the dry run as for the run.
+pub fn gather(read_write: &[PathBuf]) -> Result<HostContext, SandyError> {
     let cwd = std::env::current_dir().map_err(|e| ResolveError::NoWorkingDirectory {
         reason: e.to_string(),
     })?;
@@ -24,7 +29,23 @@ pub fn gather() -> Result<HostContext, ResolveError> {
             }
             acc
         });
+    // The project and the top of every writable directory grant, canonical (resolution
+    // grants the same canonical paths). The current directory from getcwd(3) already is.
+    let roots: Vec<PathBuf> = std::iter::once(cwd.clone())
+        .chain(
+            read_write
+                .iter()
+                .filter_map(|p| std::fs::canonicalize(cwd.join(p)).ok())
+                .filter(|p| p.is_dir()),
+        )
+        .collect();
+    let git = if roots.is_empty() {
+        GitFacts::default()
+    } else {
+        gitscan::scan(&roots, home.as_deref(), &env)?
+    };
     Ok(HostContext {
+        git,
         cwd,
         home,
         env,

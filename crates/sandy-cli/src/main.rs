@@ -9,10 +9,12 @@ mod args;
 mod bootstrap;
 mod doctor;
 mod error;
+mod gitscan;
 mod host;
 mod placeholders;
 mod run;
 mod selftest;
+mod verify;
 mod views;
 mod why;
 
@@ -53,5 +55,6 @@ fn dispatch(cli: args::Cli) -> Result<u8, error::SandyError> {
         args::Command::Probe(p) => doctor::probe(p.layer),
         args::Command::Escape(e) => selftest::escape(e),
         args::Command::Idle => selftest::idle(),
+        args::Command::Restore(r) => verify::restore(r.run.as_deref()),
     }
 }

@@ -157,10 +157,13 @@ fn broken_link(path: &Path) -> Option<PlaceholderError> {
 /// that is, or passes through, a dangling or looping symbolic link.
 pub fn create(policy: &mut ResolvedPolicy) -> Result<Placeholders, PlaceholderError> {
     let mut out = Placeholders::default();
-    for protection in policy.protections.iter_mut().filter(|p| !p.exists) {
+    // Every refusal before anything is created.
+    for protection in &policy.protections {
         if let Some(err) = broken_link(&protection.path) {
             return Err(err);
         }
+    }
+    for protection in policy.protections.iter_mut().filter(|p| !p.exists) {
         let Some(kind) = protection.placeholder else {
             continue;
         };
@@ -168,6 +171,11 @@ pub fn create(policy: &mut ResolvedPolicy) -> Result<Placeholders, PlaceholderEr
             Ok(created) => {
                 protection.exists = true;
                 out.created.push(created);
+            }
+            // Already created in this pass under another name of the same place (a
+            // `.git` symlink and the directory it points to).
+            Err(Errno::EEXIST) if out.is_one_of_ours(&protection.path) => {
+                protection.exists = true;
             }
             // The parent is absent, or a symlink: nothing is created there (no
             // intermediate directory, nothing through a link); the path stays absent
@@ -194,6 +202,21 @@ pub fn create(policy: &mut ResolvedPolicy) -> Result<Placeholders, PlaceholderEr
         );
     }
     Ok(out)
+}
+
+impl Placeholders {
+    /// Whether `path` (followed to its parent, not at its own name) is a placeholder
+    /// created in this run.
+    fn is_one_of_ours(&self, path: &Path) -> bool {
+        let Ok((parent, name)) = open_parent(path) else {
+            return false;
+        };
+        fstatat(&parent, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW).is_ok_and(|st| {
+            self.created
+                .iter()
+                .any(|c| c.dev == st.st_dev && c.ino == st.st_ino)
+        })
+    }
 }
 
 /// Whether the placeholder at `c` is still exactly as created: the same inode, the same

@@ -3,7 +3,6 @@
 
 use std::io::{Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,13 +16,13 @@ use nix::unistd::{dup, Pid};
 use sandy_linux::relay::{receive_listeners, spawn_relay};
 use sandy_linux::sys::ignore_signal;
 use sandy_policy::{
-    gitlinks, resolve, DryRunDocument, LaunchManifest, RealFs, RestoredSignal, RunRequest,
-    ValidatedManifest,
+    resolve, DryRunDocument, LaunchManifest, RealFs, RestoredSignal, RunRequest, ValidatedManifest,
 };
 
 use crate::args::{DryRunFormat, RunArgs};
 use crate::error::{signal_status, SandyError};
 use crate::host;
+use crate::verify;
 use crate::views::PreparedViews;
 
 /// Signals forwarded to the target.
@@ -35,7 +34,7 @@ const FORWARDED: [Signal; 4] = [
 ];
 
 pub fn run(args: RunArgs) -> Result<u8, SandyError> {
-    let host = host::gather()?;
+    let host = host::gather(&args.read_write)?;
     let tmp_base = host
         .var("TMPDIR")
         .map(PathBuf::from)
@@ -82,6 +81,9 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     request.private_tmp = private_tmp.path.clone();
     let mut policy = resolve(&request, &host, &RealFs)?;
     announce(&policy);
+    // The state of everything protected, before anything runs (placeholders included
+    // as absent: they are gone again after the run).
+    let snapshot = verify::before(&policy, &host);
     let placeholders = crate::placeholders::create(&mut policy)?;
 
     // Block the signals we wait for or forward before anything is spawned, so none is
@@ -121,13 +123,11 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let bytes = manifest.encode()?;
 
     let ports: Vec<u16> = policy.local_ports.iter().map(|p| p.port).collect();
-    let started = std::time::SystemTime::now();
     let status = spawn_and_wait(&bytes, &ports, &waited);
     drop(private_tmp);
     drop(views);
     drop(placeholders);
-    audit_absent_protections(&policy);
-    audit_nested_repositories(&policy.working_directory, started);
+    verify::after(snapshot);
     status
 }
 
@@ -144,65 +144,6 @@ fn print_document(json: &str) -> Result<u8, SandyError> {
     }
 }
 
-/// Largest index file the post-run check reads.
-const AUDIT_MAX_INDEX: u64 = 256 * 1024 * 1024;
-
-/// A repository planted (or changed) inside the project and registered as a submodule
-/// would be entered by `git status` outside the sandbox and could run code from its
-/// config. Such paths cannot be protected in advance; after a run that changed the
-/// project's index or `.gitmodules`, check every submodule (gitlink) the index lists and
-/// report those whose git directory changed during the run.
-fn audit_nested_repositories(project: &std::path::Path, started: std::time::SystemTime) {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(since) = started.duration_since(std::time::UNIX_EPOCH) else {
-        return;
-    };
-    let changed_since = |meta: &std::fs::Metadata| {
-        let ctime = std::time::Duration::new(
-            u64::try_from(meta.ctime()).unwrap_or(0),
-            u32::try_from(meta.ctime_nsec()).unwrap_or(0),
-        );
-        ctime >= since
-    };
-    let changed =
-        |p: &std::path::Path| std::fs::symlink_metadata(p).is_ok_and(|m| changed_since(&m));
-    let index_path = project.join(".git/index");
-    if !changed(&index_path) && !changed(&project.join(".gitmodules")) {
-        return;
-    }
-    let too_large = std::fs::metadata(&index_path).is_ok_and(|m| m.len() > AUDIT_MAX_INDEX);
-    let index = if too_large {
-        None
-    } else {
-        std::fs::read(&index_path).ok()
-    };
-    let sha256 = std::fs::read_to_string(project.join(".git/config"))
-        .is_ok_and(|c| c.to_ascii_lowercase().contains("objectformat = sha256"));
-    let links = index.and_then(|i| gitlinks(&i, if sha256 { 32 } else { 20 }).ok());
-    let Some(links) = links else {
-        eprintln!(
-            "sandy: warning: the run changed the git index, which Sandy could not read to \
-             check for planted submodules; review them before running git outside the sandbox"
-        );
-        return;
-    };
-    for link in links {
-        let dotgit = project
-            .join(std::ffi::OsStr::from_bytes(&link))
-            .join(".git");
-        if [dotgit.clone(), dotgit.join("config"), dotgit.join("hooks")]
-            .iter()
-            .any(|p| changed(p))
-        {
-            eprintln!(
-                "sandy: warning: {} was created or changed inside the sandbox; a git \
-                 command outside may run code from it, review it first",
-                dotgit.display()
-            );
-        }
-    }
-}
-
 /// One stderr line for a detected profile, and the profile's notices.
 fn announce(policy: &sandy_policy::ResolvedPolicy) {
     if policy.profile.detected {
@@ -213,20 +154,6 @@ fn announce(policy: &sandy_policy::ResolvedPolicy) {
     }
     for notice in &policy.notices {
         eprintln!("sandy: {notice}");
-    }
-}
-
-/// A protected path that did not exist at launch could not carry a mount. If the run
-/// created it, say so, before the user's next command outside the sandbox trusts it.
-fn audit_absent_protections(policy: &sandy_policy::ResolvedPolicy) {
-    for p in policy.protections.iter().filter(|p| !p.exists) {
-        if std::fs::symlink_metadata(&p.path).is_ok() {
-            eprintln!(
-                "sandy: warning: {} did not exist at launch and was created inside the sandbox; \
-                 review it before anything outside the sandbox uses it",
-                p.path.display()
-            );
-        }
     }
 }
 

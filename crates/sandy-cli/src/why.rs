@@ -35,7 +35,7 @@ pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
     if let Some(document) = inside::own_policy() {
         return inside::why(&args, &document);
     }
-    let host = host::gather()?;
+    let host = host::gather(&args.read_write)?;
     let question = if args.write {
         Question::Write
     } else if args.exec {
@@ -84,7 +84,7 @@ pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
     let flag = if decision.allowed || decision.unchangeable.is_some() {
         None
     } else {
-        match narrowest_flag(&request, &host, question, &path, &decision) {
+        match narrowest_flag(&request, question, &path, &decision) {
             Ok(flag) => Some(flag),
             Err(reason) => {
                 decision.unchangeable = Some(reason);
@@ -146,7 +146,6 @@ fn answer(
 /// example because it would expose a secret or the home directory).
 fn narrowest_flag(
     request: &RunRequest,
-    host: &sandy_policy::HostContext,
     question: Question,
     path: &Path,
     decision: &Decision,
@@ -171,7 +170,10 @@ fn narrowest_flag(
         }
     };
     let flag = format!("{flag} {}", existing.display());
-    let policy = resolve(&with, host, &RealFs).map_err(|e| format!("{flag} is refused: {e}"))?;
+    // The host facts (git's view of repositories) are gathered again for the wider
+    // launch, exactly as `sandy run` with that flag would.
+    let wider = host::gather(&with.read_write).map_err(|e| format!("{flag} is refused: {e}"))?;
+    let policy = resolve(&with, &wider, &RealFs).map_err(|e| format!("{flag} is refused: {e}"))?;
     if decide(&policy, question, path, &RealFs).allowed {
         Ok(flag)
     } else {

@@ -1,6 +1,8 @@
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 
+use crate::gitfacts::GitFacts;
+
 /// Everything resolution needs to know about the host, gathered once by the supervisor.
 ///
 /// Resolution reads the environment only through this value, so tests can describe any
@@ -19,6 +21,8 @@ pub struct HostContext {
     pub supervisor_pid: u32,
     /// The caller's real user id.
     pub uid: u32,
+    /// What the caller's own `git` says about the repositories the run can write.
+    pub git: GitFacts,
 }
 
 impl HostContext {

@@ -25,7 +25,7 @@ mod chain;
 mod dryrun;
 mod error;
 pub mod filter;
-mod gitindex;
+mod gitfacts;
 mod host;
 mod inspect;
 mod manifest;
@@ -41,7 +41,7 @@ pub mod why;
 pub use chain::{chain, Chain, ChainError, Pin, MAX_SYMLINKS};
 pub use dryrun::{DryRunDocument, DRY_RUN_SCHEMA_VERSION};
 pub use error::{ManifestError, ResolveError};
-pub use gitindex::{gitlinks, IndexError};
+pub use gitfacts::{GitDir, GitDirKind, GitFacts};
 pub use host::HostContext;
 pub use inspect::{FileKind, PathInspector, RealFs};
 pub use manifest::{

@@ -1,248 +1,237 @@
-//! Which paths inside the project must stay immutable so that the user's next `git`
-//! command, run outside the sandbox, cannot execute code the sandboxed agent planted.
+//! Which paths must stay immutable so that the user's next `git` command, run outside the
+//! sandbox, cannot execute code the sandboxed run planted.
+//!
+//! The supervisor asks the user's git where everything is ([`GitFacts`]); this module
+//! turns each git directory into the paths of its configuration and execution surface
+//! (gitrepository-layout(5)), named the way git reaches them (never resolved through
+//! symlinks: the mount layer pins every component of a name).
 
-use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::inspect::{FileKind, PathInspector};
+use crate::gitfacts::{GitDirKind, GitFacts};
+use crate::inspect::PathInspector;
 use crate::policy::{Origin, Placeholder, Protection, ProtectionKind};
 use crate::resolve::normalize;
 
-/// How much of a git config or pointer file is read.
-const GIT_FILE_MAX: usize = 256 * 1024;
-/// How many submodule directories are examined.
-const MAX_MODULES: usize = 256;
+/// What git reads, in a repository's own (common) git directory, as configuration or as
+/// code to run, and what Sandy may create there when it is absent.
+///
+/// - `config`: the repository's configuration. Never created: a repository without one
+///   is not something Sandy should invent.
+/// - `config.worktree`: read when `extensions.worktreeConfig` is set; git reads an empty
+///   file as an empty configuration, so an empty placeholder is harmless.
+/// - `hooks/`: scripts git runs; an empty directory runs nothing.
+/// - `commondir`: redirects git to another repository's config and hooks. Git refuses
+///   an empty one ("failed to read commondir"), so nothing is created.
+/// - `gitdir`: the back-pointer `git worktree` maintains; not created.
+/// - `objects/info/alternates`: object stores git reads from elsewhere; an empty file
+///   names none (checked with `git status` and `git gc`).
+/// - `objects/info/http-alternates`: the same for dumb-HTTP fetches; not created.
+/// - `remotes/`, `branches/`: legacy remote definitions git still reads (URLs and
+///   refspecs a later fetch or push follows); rarely present, so protecting them costs
+///   nothing, and nothing is created.
+///
+/// Deliberately not protected: `info/attributes`, `info/exclude` and
+/// `info/sparse-checkout`. Attributes can only *select* a filter, diff or merge driver by
+/// name; the command behind a driver is defined in configuration, which is protected, and
+/// the working tree's own `.gitattributes` has the same power and must stay writable.
+/// Refs, `HEAD`, `index`, `packed-refs` and `logs/` are data git must write for `add`,
+/// `commit`, `checkout -b`, `stash`, `fetch` and `gc`; a gitlink planted in the index is
+/// caught by the post-run verification.
+const COMMON_SURFACE: &[(&str, Option<Placeholder>)] = &[
+    ("config", None),
+    ("config.worktree", Some(Placeholder::EmptyFile)),
+    ("hooks", Some(Placeholder::Directory)),
+    ("commondir", None),
+    ("gitdir", None),
+    ("objects/info/alternates", Some(Placeholder::EmptyFile)),
+    ("objects/info/http-alternates", None),
+    ("remotes", None),
+    ("branches", None),
+];
 
-/// The read-only protections for the git repository of `project`: its hooks and config,
-/// the targets of a worktree or submodule `.git` file, submodules' hooks and configs, and
-/// a `core.hooksPath` directory.
+/// What git reads in a linked worktree's administrative directory (`worktrees/<id>`):
+/// the pointer to the common directory, the back-pointer to the working tree and the
+/// per-worktree configuration. Everything else comes from the common directory.
+const LINKED_SURFACE: &[(&str, Option<Placeholder>)] = &[
+    ("commondir", None),
+    ("gitdir", None),
+    ("config.worktree", Some(Placeholder::EmptyFile)),
+];
+
+/// The read-only protections for every repository in `facts`, and for the `.git` and
+/// `.gitmodules` names of every directory in `roots` (so that a repository created by
+/// the run is reported afterwards).
 pub fn git_protections(
-    project: &Path,
-    home: Option<&Path>,
+    facts: &GitFacts,
+    roots: &[PathBuf],
     fs: &dyn PathInspector,
 ) -> Vec<Protection> {
-    let mut out = Vec::new();
-    let mut protect = |path: PathBuf, fs: &dyn PathInspector| {
-        let exists = fs.kind(&path).is_some();
-        // The name, not its symlink target: the mount layer pins the name and protects
-        // what it points to.
-        let p = Protection {
+    let mut out: Vec<Protection> = Vec::new();
+    let git_dirs: Vec<&Path> = facts.git_dirs.iter().map(|d| d.path.as_path()).collect();
+    let mut protect = |path: PathBuf, placeholder: Option<Placeholder>| {
+        let path = normalize(&path);
+        if out.iter().any(|p| p.path == path) {
+            return;
+        }
+        let exists = fs.kind(&path).is_some() || fs.read_link(&path).is_some();
+        out.push(Protection {
             path,
             kind: ProtectionKind::ReadOnly,
             origin: Origin::Project,
             exists,
-            placeholder: None,
+            placeholder,
+        });
+    };
+
+    for dir in &facts.git_dirs {
+        let surface = match dir.kind {
+            GitDirKind::Common => COMMON_SURFACE,
+            GitDirKind::Linked => LINKED_SURFACE,
         };
-        if !out.contains(&p) {
-            out.push(p);
-        }
-    };
-
-    let dotgit = project.join(".git");
-    let (gitdir, commondir) = match fs.kind(&dotgit) {
-        Some(FileKind::Directory) => (dotgit.clone(), dotgit.clone()),
-        Some(FileKind::File { .. }) => {
-            // A worktree or submodule: `.git` is a pointer that could be redirected to a
-            // directory full of hooks, so the pointer itself is protected too.
-            protect(dotgit.clone(), fs);
-            let Some(gitdir) = read_pointer(&dotgit, project, b"gitdir:", fs) else {
-                return out;
-            };
-            let commondir = read_pointer(&gitdir.join("commondir"), &gitdir, b"", fs)
-                .unwrap_or_else(|| gitdir.clone());
-            (gitdir, commondir)
-        }
-        _ => {
-            protect(dotgit, fs);
-            protect(project.join(".gitmodules"), fs);
-            return out;
-        }
-    };
-
-    // Everything git reads that can make it run code: hooks, config, the per-worktree
-    // config (honoured with extensions.worktreeConfig) and the `commondir` pointer (which
-    // would redirect git to another repository's config and hooks). Listed whether or not
-    // they exist: absent ones are reported if the run creates them.
-    let mut configs = Vec::new();
-    for dir in [&commondir, &gitdir] {
-        protect(dir.join("hooks"), fs);
-        protect(dir.join("config"), fs);
-        protect(dir.join("config.worktree"), fs);
-        protect(dir.join("commondir"), fs);
-        configs.push(dir.join("config"));
-        configs.push(dir.join("config.worktree"));
-    }
-    // Submodules are registered here; a planted one would be entered by `git status`.
-    protect(project.join(".gitmodules"), fs);
-    // Submodules checked out with their own `.git` directory (or a pointer file).
-    for path in submodule_paths(&project.join(".gitmodules"), fs) {
-        let dotgit = normalize(&project.join(OsStr::from_bytes(&path)));
-        if !dotgit.starts_with(project) {
-            continue;
-        }
-        let dotgit = dotgit.join(".git");
-        match fs.kind(&dotgit) {
-            Some(FileKind::Directory) => {
-                for name in ["hooks", "config", "config.worktree", "commondir"] {
-                    protect(dotgit.join(name), fs);
-                }
-            }
-            Some(_) => protect(dotgit, fs),
-            None => {}
+        for (name, placeholder) in surface {
+            protect(dir.path.join(name), *placeholder);
         }
     }
-    for module in fs.subdirs(&commondir.join("modules"), MAX_MODULES) {
-        protect(module.join("hooks"), fs);
-        protect(module.join("config"), fs);
-    }
-    for config in configs {
-        if let Some(hooks_path) = hooks_path(&config, fs) {
-            let resolved = expand(&hooks_path, project, home);
-            protect(resolved, fs);
+    // The `.git` entry (a directory, a pointer file or a symlink: replacing it replaces
+    // the whole repository) and `.gitmodules` (which registers submodules `git status`
+    // enters). A working tree's `.gitmodules` is the user's file: nothing is created.
+    //
+    // A `.git` *directory* is not protected as a whole (git must write its index, objects
+    // and refs): its surface is, and the mount layer pins its name as a component of
+    // those paths.
+    for top in facts.work_trees.iter().chain(roots) {
+        let dotgit = top.join(".git");
+        let real_directory = fs.read_link(&dotgit).is_none()
+            && fs.kind(&dotgit) == Some(crate::inspect::FileKind::Directory);
+        if !real_directory {
+            protect(dotgit, None);
         }
+        protect(top.join(".gitmodules"), None);
     }
-    // An absent hooks directory of the git directory itself gets an empty read-only
-    // placeholder, so that no hook can be created there from inside.
-    for p in &mut out {
-        if !p.exists && (p.path == commondir.join("hooks") || p.path == gitdir.join("hooks")) {
-            p.placeholder = Some(Placeholder::Directory);
-        }
+    for file in &facts.config_files {
+        protect(file.clone(), None);
+    }
+    // An empty hooks directory runs nothing, but Sandy creates one only inside a git
+    // directory (design promise 5); elsewhere an absent one is reported if created.
+    for hooks in &facts.hook_dirs {
+        let inside_git_dir = git_dirs.iter().any(|g| hooks.starts_with(g));
+        protect(
+            hooks.clone(),
+            inside_git_dir.then_some(Placeholder::Directory),
+        );
     }
     out
-}
-
-/// How many submodules of `.gitmodules` are examined.
-const MAX_SUBMODULES: usize = 256;
-
-/// The `path = ...` values of a `.gitmodules` file.
-fn submodule_paths(file: &Path, fs: &dyn PathInspector) -> Vec<Vec<u8>> {
-    let Some(text) = fs.read_head(file, GIT_FILE_MAX) else {
-        return Vec::new();
-    };
-    text.split(|&b| b == b'\n')
-        .filter_map(|raw| {
-            let line = raw.trim_ascii();
-            let eq = line.iter().position(|&b| b == b'=')?;
-            let (key, value) = (line[..eq].trim_ascii(), line[eq + 1..].trim_ascii());
-            let value = value.strip_prefix(b"\"").unwrap_or(value);
-            let value = value.strip_suffix(b"\"").unwrap_or(value);
-            (key.eq_ignore_ascii_case(b"path") && !value.is_empty()).then(|| value.to_vec())
-        })
-        .take(MAX_SUBMODULES)
-        .collect()
-}
-
-/// Reads a `prefix VALUE` pointer file and resolves VALUE against `base`.
-fn read_pointer(
-    file: &Path,
-    base: &Path,
-    prefix: &[u8],
-    fs: &dyn PathInspector,
-) -> Option<PathBuf> {
-    let text = fs.read_head(file, GIT_FILE_MAX)?;
-    let line = text.split(|&b| b == b'\n').next()?;
-    let value = line.strip_prefix(prefix)?.trim_ascii();
-    if value.is_empty() {
-        return None;
-    }
-    let path = Path::new(OsStr::from_bytes(value));
-    Some(normalize(&base.join(path)))
-}
-
-/// The last `core.hooksPath` value in a git config file (a small, tolerant reader: enough
-/// to find where hooks would run from).
-fn hooks_path(config: &Path, fs: &dyn PathInspector) -> Option<Vec<u8>> {
-    let text = fs.read_head(config, GIT_FILE_MAX)?;
-    let mut in_core = false;
-    let mut found = None;
-    for raw in text.split(|&b| b == b'\n') {
-        let line = raw.trim_ascii();
-        if line.starts_with(b"[") {
-            let section: Vec<u8> = line
-                .iter()
-                .skip(1)
-                .take_while(|&&b| b != b']' && b != b' ' && b != b'"')
-                .map(u8::to_ascii_lowercase)
-                .collect();
-            in_core = section == b"core";
-            continue;
-        }
-        if !in_core {
-            continue;
-        }
-        let Some(eq) = line.iter().position(|&b| b == b'=') else {
-            continue;
-        };
-        let (key, value) = (line[..eq].trim_ascii(), line[eq + 1..].trim_ascii());
-        if key.eq_ignore_ascii_case(b"hookspath") {
-            let value = value.strip_prefix(b"\"").unwrap_or(value);
-            let value = value.strip_suffix(b"\"").unwrap_or(value);
-            found = Some(value.to_vec());
-        }
-    }
-    found.filter(|v| !v.is_empty())
-}
-
-/// Resolves a `core.hooksPath` value the way git does: `~/` from home, relative paths
-/// from the top of the working tree.
-fn expand(value: &[u8], project: &Path, home: Option<&Path>) -> PathBuf {
-    if let (Some(rest), Some(home)) = (value.strip_prefix(b"~/"), home) {
-        return normalize(&home.join(OsStr::from_bytes(rest)));
-    }
-    normalize(&project.join(OsStr::from_bytes(value)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gitfacts::GitDir;
+    use crate::inspect::FileKind;
+
+    /// Only `present` exists.
+    struct Present(Vec<PathBuf>);
+    impl PathInspector for Present {
+        fn canonicalize(&self, p: &Path) -> std::io::Result<PathBuf> {
+            Ok(p.to_path_buf())
+        }
+        fn kind(&self, p: &Path) -> Option<FileKind> {
+            self.0.iter().any(|x| x == p).then_some(FileKind::Directory)
+        }
+        fn read_head(&self, _: &Path, _: usize) -> Option<Vec<u8>> {
+            None
+        }
+        fn read_link(&self, _: &Path) -> Option<PathBuf> {
+            None
+        }
+        fn subdirs(&self, _: &Path, _: usize) -> Vec<PathBuf> {
+            vec![]
+        }
+        fn symlinks_in(&self, _: &Path, _: usize) -> Vec<PathBuf> {
+            vec![]
+        }
+    }
+
+    fn find<'a>(ps: &'a [Protection], path: &str) -> &'a Protection {
+        ps.iter()
+            .find(|p| p.path == Path::new(path))
+            .unwrap_or_else(|| panic!("{path} is not protected: {ps:#?}"))
+    }
 
     #[test]
-    fn reads_hooks_path_from_the_core_section_only() {
-        struct One(Vec<u8>);
-        impl PathInspector for One {
-            fn canonicalize(&self, p: &Path) -> std::io::Result<PathBuf> {
-                Ok(p.to_path_buf())
-            }
-            fn kind(&self, _: &Path) -> Option<FileKind> {
-                None
-            }
-            fn read_head(&self, _: &Path, _: usize) -> Option<Vec<u8>> {
-                Some(self.0.clone())
-            }
-            fn read_link(&self, _: &Path) -> Option<PathBuf> {
-                None
-            }
-            fn subdirs(&self, _: &Path, _: usize) -> Vec<PathBuf> {
-                vec![]
-            }
-            fn symlinks_in(&self, _: &Path, _: usize) -> Vec<PathBuf> {
-                vec![]
-            }
-        }
-        let fs = One(
-            b"[user]\n\thooksPath = nope\n[core]\n\tbare = false\n\thooksPath = \"tools/hooks\"\n"
-                .to_vec(),
+    fn every_git_dir_gets_its_whole_surface() {
+        let facts = GitFacts {
+            scanned: vec!["/p".into()],
+            work_trees: vec!["/p".into(), "/p/libs/sub".into()],
+            git_dirs: vec![
+                GitDir {
+                    path: "/p/.git".into(),
+                    kind: GitDirKind::Common,
+                },
+                GitDir {
+                    path: "/p/.git/modules/libs/sub".into(),
+                    kind: GitDirKind::Common,
+                },
+                GitDir {
+                    path: "/p/.git/worktrees/w".into(),
+                    kind: GitDirKind::Linked,
+                },
+            ],
+            config_files: vec!["/p/.git/config".into(), "/p/shared.inc".into()],
+            hook_dirs: vec!["/p/.git/hooks".into(), "/p/tools/hooks".into()],
+            notes: vec![],
+        };
+        let fs = Present(vec![
+            "/p/.git".into(),
+            "/p/.git/config".into(),
+            "/p/.git/hooks".into(),
+        ]);
+        let ps = git_protections(&facts, &["/p".into()], &fs);
+        assert!(ps.iter().all(|p| p.kind == ProtectionKind::ReadOnly));
+        let hooks = find(&ps, "/p/.git/hooks");
+        assert!(hooks.exists);
+        let sub_hooks = find(&ps, "/p/.git/modules/libs/sub/hooks");
+        assert!(!sub_hooks.exists);
+        assert_eq!(sub_hooks.placeholder, Some(Placeholder::Directory));
+        assert_eq!(
+            find(&ps, "/p/.git/modules/libs/sub/config").placeholder,
+            None
         );
         assert_eq!(
-            hooks_path(Path::new("/c"), &fs),
-            Some(b"tools/hooks".to_vec())
+            find(&ps, "/p/.git/modules/libs/sub/objects/info/alternates").placeholder,
+            Some(Placeholder::EmptyFile)
         );
-        let modules = One(
-            b"[submodule \"a\"]\n\tpath = libs/a\n\turl = ../a\n[submodule \"b\"]\n\tpath = \"b c\"\n"
-                .to_vec(),
-        );
+        assert_eq!(find(&ps, "/p/.git/commondir").placeholder, None);
+        find(&ps, "/p/.git/worktrees/w/commondir");
+        find(&ps, "/p/.git/worktrees/w/gitdir");
+        find(&ps, "/p/.git/worktrees/w/config.worktree");
+        // A linked worktree's admin directory has no hooks or config of its own.
+        assert!(!ps
+            .iter()
+            .any(|p| p.path == Path::new("/p/.git/worktrees/w/hooks")));
+        find(&ps, "/p/libs/sub/.git");
+        // The project's `.git` directory stays writable: only its surface is protected.
+        assert!(!ps.iter().any(|p| p.path == Path::new("/p/.git")));
+        find(&ps, "/p/libs/sub/.gitmodules");
+        assert_eq!(find(&ps, "/p/shared.inc").placeholder, None);
+        // A hooks directory outside every git directory is never created.
+        assert_eq!(find(&ps, "/p/tools/hooks").placeholder, None);
+        // One protection per path.
+        let mut paths: Vec<_> = ps.iter().map(|p| p.path.clone()).collect();
+        paths.sort();
+        paths.dedup();
+        assert_eq!(paths.len(), ps.len());
+    }
+
+    #[test]
+    fn a_root_without_a_repository_still_protects_the_names_git_would_use() {
+        let ps = git_protections(&GitFacts::default(), &["/p".into()], &Present(vec![]));
+        let paths: Vec<_> = ps.iter().map(|p| p.path.clone()).collect();
         assert_eq!(
-            submodule_paths(Path::new("/p/.gitmodules"), &modules),
-            vec![b"libs/a".to_vec(), b"b c".to_vec()]
+            paths,
+            vec![PathBuf::from("/p/.git"), PathBuf::from("/p/.gitmodules")]
         );
-        assert_eq!(
-            expand(b"tools/../hooks", Path::new("/p"), None),
-            PathBuf::from("/p/hooks")
-        );
-        assert_eq!(
-            expand(b"~/h", Path::new("/p"), Some(Path::new("/home/u"))),
-            PathBuf::from("/home/u/h")
-        );
+        assert!(ps.iter().all(|p| !p.exists && p.placeholder.is_none()));
     }
 }

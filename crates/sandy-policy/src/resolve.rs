@@ -343,14 +343,9 @@ pub fn resolve(
             })
             .map(|g| g.path.clone()),
     );
-    let mut git: Vec<Protection> = Vec::new();
-    for repository in repositories {
-        for p in git_protections(&repository, ctx.home, fs) {
-            if !git.contains(&p) {
-                git.push(p);
-            }
-        }
-    }
+    let repositories: Vec<PathBuf> = repositories.collect();
+    let git = git_protections(&host.git, &repositories, fs);
+    notices.extend(host.git.notes.iter().cloned());
     protections.extend(git.into_iter().chain(applied.protections).filter(|p| {
         grants.iter().any(|g| {
             g.access == Access::ReadWrite

@@ -2,6 +2,7 @@ use std::collections::BTreeMap;
 use std::io;
 
 use super::*;
+use crate::gitfacts::{GitDir, GitDirKind, GitFacts};
 
 /// An in-memory filesystem: paths map to kinds, symlinks to targets.
 #[derive(Default)]
@@ -142,6 +143,7 @@ fn host(path: &str) -> HostContext {
         terminals: vec![],
         supervisor_pid: 7,
         uid: 1000,
+        git: GitFacts::default(),
     }
 }
 
@@ -216,6 +218,7 @@ fn plain_run_resolves_to_the_default_policy() {
                 Scope::Subtree,
                 Origin::Baseline,
             ),
+            g("/run/sandy", Access::Read, Scope::Subtree, Origin::Baseline),
         ],
         protections: vec![
             Protection {
@@ -843,7 +846,22 @@ fn a_repository_in_another_writable_grant_is_protected_too() {
         .file("/home/u/other/.git/config");
     let mut r = request(&["true"]);
     r.read_write.push("/home/u/other".into());
-    let policy = resolve(&r, &host("/usr/bin"), &fs).unwrap();
+    // What the supervisor's scan reports for the grant; the resolver only turns it into
+    // protections.
+    let mut h = host("/usr/bin");
+    h.git = GitFacts {
+        scanned: vec!["/home/u/proj".into(), "/home/u/other".into()],
+        work_trees: vec!["/home/u/other".into()],
+        git_dirs: vec![GitDir {
+            path: "/home/u/other/.git".into(),
+            kind: GitDirKind::Common,
+        }],
+        config_files: vec!["/home/u/other/.git/config".into()],
+        hook_dirs: vec!["/home/u/other/.git/hooks".into()],
+        notes: vec!["note: a git note".into()],
+    };
+    let policy = resolve(&r, &h, &fs).unwrap();
+    assert!(policy.notices.contains(&"note: a git note".to_owned()));
     for path in ["/home/u/other/.git/hooks", "/home/u/other/.git/config"] {
         assert!(
             policy.protections.iter().any(|p| p.path == Path::new(path)
@@ -855,7 +873,7 @@ fn a_repository_in_another_writable_grant_is_protected_too() {
     // A read-only grant needs no protection: nothing in it is writable.
     let mut r = request(&["true"]);
     r.read.push("/home/u/other".into());
-    let policy = resolve(&r, &host("/usr/bin"), &fs).unwrap();
+    let policy = resolve(&r, &h, &fs).unwrap();
     assert!(!policy
         .protections
         .iter()

@@ -1,0 +1,949 @@
+//! Finds, before launch and outside the sandbox, every git directory, configuration file
+//! and hooks directory that a run could change to make the user's next `git` command run
+//! code, and hands them to resolution as [`GitFacts`].
+//!
+//! Git decides everything git decides: where a working tree's git directory and common
+//! directory are (`git rev-parse`), which configuration files it reads in every scope
+//! (`git config --list --show-origin --show-scope`), what each file includes
+//! (`git config --file F --list --no-includes -z`, so that an `includeIf` that does not
+//! match now is found too) and where hooks run from (`git rev-parse --git-path hooks`,
+//! and every `core.hooksPath` value of every file). The scope listing is asked once, with
+//! includes (git's default); a listing without includes would add nothing, since every
+//! file it names is then read on its own with `--no-includes` and its includes followed
+//! from there, conditional or not. Sandy only walks the tree to find the
+//! `.git` entries git itself would stop at, and lists git's own layout directories
+//! (`worktrees/`, `modules/`).
+//!
+//! Git is run so that it can run nothing: no hooks or fsmonitor are involved in the
+//! commands used, no pager, no prompts, no optional locks, stdin closed, bounded time
+//! and output, and `safe.directory=*` so that a repository owned by another user is
+//! still described (describing it runs nothing from it). When a repository exists but
+//! git cannot be run or gives an answer Sandy cannot use, the run is refused.
+
+use std::collections::BTreeSet;
+use std::ffi::{OsStr, OsString};
+use std::io::Read;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Component, Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use sandy_policy::{GitDir, GitDirKind, GitFacts};
+
+use crate::verify::read_bounded;
+
+/// How many directories the walk for `.git` entries visits at most, per scan.
+pub const MAX_WALK_DIRS: usize = 200_000;
+/// How deep below a git directory's `modules/` submodule git directories are looked for.
+const MAX_MODULE_DEPTH: usize = 32;
+/// How deep includes are followed (git's own limit is 10).
+const MAX_INCLUDE_DEPTH: usize = 10;
+/// How long one git command may take.
+const GIT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How much output one git command may produce.
+const GIT_MAX_OUTPUT: usize = 8 * 1024 * 1024;
+/// How many git commands run at once.
+const GIT_BATCH: usize = 16;
+/// How much of a `.git` pointer file is read.
+const POINTER_MAX: usize = 64 * 1024;
+
+/// Why the repositories of the project could not be described.
+#[derive(Debug, thiserror::Error)]
+pub enum GitScanError {
+    #[error(
+        "cannot run git to find the configuration of the repository at {repo}: {reason}; \
+         Sandy protects a repository only with git's own answers (install git, or put it \
+         on PATH)"
+    )]
+    CannotRun { repo: PathBuf, reason: String },
+    #[error(
+        "git gave an answer Sandy cannot use for {repo} ({what}); refusing to run without \
+         protecting that repository"
+    )]
+    Nonsense { repo: PathBuf, what: String },
+    #[error(
+        "{root} holds more than {limit} directories: Sandy cannot look through all of them \
+         for git repositories to protect; run Sandy in a smaller directory"
+    )]
+    TooLarge { root: PathBuf, limit: usize },
+}
+
+/// One `.git` entry found in a tree.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DotGit {
+    /// The top of the working tree (the directory holding `.git`).
+    pub top: PathBuf,
+    /// What `.git` is.
+    pub kind: DotGitKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DotGitKind {
+    Directory,
+    /// A pointer file (`gitdir: ...`), as in submodules and linked worktrees.
+    File,
+    Symlink,
+    /// Anything else (git does not use it, but a run could replace it).
+    Other,
+}
+
+/// Every `.git` entry at or below `root`, found by reading directories (the entry type
+/// comes from the directory listing; no `stat` per entry), not following symlinks and not
+/// descending into `.git` directories.
+pub fn find_dotgits(root: &Path, limit: usize) -> Result<Vec<DotGit>, GitScanError> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    let mut visited = 0usize;
+    while let Some(dir) = stack.pop() {
+        visited += 1;
+        if visited > limit {
+            return Err(GitScanError::TooLarge {
+                root: root.to_path_buf(),
+                limit,
+            });
+        }
+        // A directory the caller cannot list is one the sandbox cannot list either.
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(ft) = entry.file_type() else {
+                continue;
+            };
+            if entry.file_name() == ".git" {
+                let kind = if ft.is_dir() {
+                    DotGitKind::Directory
+                } else if ft.is_file() {
+                    DotGitKind::File
+                } else if ft.is_symlink() {
+                    DotGitKind::Symlink
+                } else {
+                    DotGitKind::Other
+                };
+                out.push(DotGit {
+                    top: dir.clone(),
+                    kind,
+                });
+            } else if ft.is_dir() {
+                stack.push(entry.path());
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The user's `git`: the first executable `git` on the caller's `PATH`.
+fn find_git(path_var: Option<&OsStr>) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path_var = path_var?;
+    std::env::split_paths(path_var)
+        .filter(|d| d.is_absolute())
+        .map(|d| d.join("git"))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// Runs the user's git, unable to run anything else.
+pub struct Git {
+    program: Option<PathBuf>,
+    env: Vec<(OsString, OsString)>,
+}
+
+/// Variables that would point git at another repository than the one asked about, or
+/// make it write trace files: removed for the scan.
+fn scrubbed(name: &OsStr) -> bool {
+    let name = name.as_bytes();
+    [
+        &b"GIT_DIR"[..],
+        b"GIT_WORK_TREE",
+        b"GIT_COMMON_DIR",
+        b"GIT_INDEX_FILE",
+        b"GIT_OBJECT_DIRECTORY",
+        b"GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        b"GIT_NAMESPACE",
+        b"GIT_PREFIX",
+        b"GIT_EXTERNAL_DIFF",
+        b"GIT_CONFIG",
+    ]
+    .contains(&name)
+        || name.starts_with(b"GIT_TRACE")
+}
+
+impl Git {
+    pub fn new(env: &[(OsString, OsString)]) -> Git {
+        let path_var = env.iter().rev().find(|(k, _)| k == "PATH").map(|(_, v)| v);
+        let mut env: Vec<(OsString, OsString)> =
+            env.iter().filter(|(k, _)| !scrubbed(k)).cloned().collect();
+        for (k, v) in [
+            ("GIT_OPTIONAL_LOCKS", "0"),
+            ("GIT_TERMINAL_PROMPT", "0"),
+            ("GIT_PAGER", "cat"),
+            ("PAGER", "cat"),
+            ("GIT_EDITOR", "false"),
+            ("GIT_ASKPASS", "false"),
+            ("SSH_ASKPASS", "false"),
+            ("GIT_NO_LAZY_FETCH", "1"),
+        ] {
+            env.push((k.into(), v.into()));
+        }
+        Git {
+            program: find_git(path_var.map(OsString::as_os_str)),
+            env,
+        }
+    }
+
+    /// The `key`, `value` entries of one configuration file, as git reads it (includes
+    /// not followed); empty when git cannot read it.
+    pub fn config_entries(&self, file: &Path) -> Vec<(String, Vec<u8>)> {
+        // Run from `/`: `--file` needs no repository, and a broken one around the file
+        // would make git refuse.
+        let args = [
+            OsStr::new("config"),
+            OsStr::new("--file"),
+            file.as_os_str(),
+            OsStr::new("--list"),
+            OsStr::new("--no-includes"),
+            OsStr::new("-z"),
+        ];
+        match self.run(Path::new("/"), &args, file) {
+            Ok(Ok(out)) => entries(&out),
+            _ => Vec::new(),
+        }
+    }
+
+    /// `git ARGS` in `dir`; its stdout on success, `Ok(Err(first stderr line))` when git
+    /// answered with a failure, `Err` when git could not be run at all.
+    fn run(
+        &self,
+        dir: &Path,
+        args: &[&OsStr],
+        repo: &Path,
+    ) -> Result<Result<Vec<u8>, String>, GitScanError> {
+        self.start(dir, args, repo)?.finish()
+    }
+
+    /// Starts `git ARGS` in `dir`, so that several can run at once; [`Running::finish`]
+    /// collects the answer.
+    fn start(&self, dir: &Path, args: &[&OsStr], repo: &Path) -> Result<Running, GitScanError> {
+        let cannot = |reason: String| GitScanError::CannotRun {
+            repo: repo.to_path_buf(),
+            reason,
+        };
+        let program = self
+            .program
+            .as_ref()
+            .ok_or_else(|| cannot("no git on PATH".into()))?;
+        let mut cmd = Command::new(program);
+        cmd.current_dir(dir)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .args([
+                "--no-pager",
+                "-c",
+                "safe.directory=*",
+                "-c",
+                "core.fsmonitor=false",
+            ])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().map_err(|e| cannot(e.to_string()))?;
+        let (Some(mut out), Some(mut err)) = (child.stdout.take(), child.stderr.take()) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(cannot("no pipe to git".into()));
+        };
+        let (tx, stdout) = std::sync::mpsc::channel();
+        let stderr = std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = (&mut err).take(64 * 1024).read_to_end(&mut buf);
+            buf
+        });
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let limit = u64::try_from(GIT_MAX_OUTPUT).unwrap_or(u64::MAX) + 1;
+            let r = (&mut out).take(limit).read_to_end(&mut buf);
+            let _ = tx.send(r.map(|_| buf));
+        });
+        Ok(Running {
+            child,
+            stdout,
+            stderr,
+            deadline: std::time::Instant::now() + GIT_TIMEOUT,
+            repo: repo.to_path_buf(),
+        })
+    }
+}
+
+/// A git command started by [`Git::start`].
+struct Running {
+    child: std::process::Child,
+    stdout: std::sync::mpsc::Receiver<std::io::Result<Vec<u8>>>,
+    stderr: std::thread::JoinHandle<Vec<u8>>,
+    deadline: std::time::Instant,
+    repo: PathBuf,
+}
+
+impl Running {
+    /// Waits (until the command's deadline) for its answer; a command past its deadline
+    /// or its output bound is killed.
+    fn finish(mut self) -> Result<Result<Vec<u8>, String>, GitScanError> {
+        let repo = self.repo.clone();
+        let cannot = |reason: String| GitScanError::CannotRun {
+            repo: repo.clone(),
+            reason,
+        };
+        let wait = self
+            .deadline
+            .saturating_duration_since(std::time::Instant::now());
+        let stdout = match self.stdout.recv_timeout(wait) {
+            Ok(Ok(buf)) if buf.len() <= GIT_MAX_OUTPUT => Ok(buf),
+            Ok(Ok(_)) => Err(format!("more than {GIT_MAX_OUTPUT} bytes of output")),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("no answer within {} s", GIT_TIMEOUT.as_secs())),
+        };
+        if stdout.is_err() {
+            let _ = self.child.kill();
+        }
+        let status = self.child.wait().map_err(|e| cannot(e.to_string()))?;
+        let stdout = stdout.map_err(&cannot)?;
+        let stderr = self.stderr.join().unwrap_or_default();
+        if status.success() {
+            return Ok(Ok(stdout));
+        }
+        if status.code().is_none() {
+            return Err(cannot(format!("git ended with {status}")));
+        }
+        // The reason, not a warning that came first.
+        let text = String::from_utf8_lossy(&stderr);
+        let lines: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        let line = lines
+            .iter()
+            .find(|l| l.starts_with("fatal:") || l.starts_with("error:"))
+            .or(lines.first())
+            .copied()
+            .unwrap_or("no message")
+            .to_owned();
+        Ok(Err(line))
+    }
+}
+
+/// What the scan accumulates.
+#[derive(Default)]
+struct Found {
+    work_trees: BTreeSet<PathBuf>,
+    git_dirs: BTreeSet<GitDir>,
+    configs: BTreeSet<PathBuf>,
+    hooks: BTreeSet<PathBuf>,
+    hooks_path_values: BTreeSet<(PathBuf, Vec<u8>)>,
+    notes: Vec<String>,
+}
+
+impl Found {
+    fn git_dir(&mut self, path: PathBuf, kind: GitDirKind) {
+        if let Ok(real) = std::fs::canonicalize(&path) {
+            self.git_dirs.insert(GitDir { path: real, kind });
+        }
+        self.git_dirs.insert(GitDir {
+            path: normalize(&path),
+            kind,
+        });
+    }
+
+    fn path_both(set: &mut BTreeSet<PathBuf>, path: &Path) {
+        set.insert(normalize(path));
+        // The name as git opens it may differ from the lexical one when a component is
+        // a symlink followed by `..`; protect what the kernel resolves too.
+        if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
+            if let Ok(real) = std::fs::canonicalize(parent) {
+                set.insert(real.join(name));
+            }
+        }
+    }
+}
+
+/// Describes every repository `roots` hold or belong to. `roots[0]` is the project.
+pub fn scan(
+    roots: &[PathBuf],
+    home: Option<&Path>,
+    env: &[(OsString, OsString)],
+) -> Result<GitFacts, GitScanError> {
+    let mut found = Found::default();
+    let mut dotgits = Vec::new();
+    let mut walked: Vec<&PathBuf> = Vec::new();
+    for root in roots {
+        if walked.iter().any(|w| root.starts_with(w)) {
+            continue;
+        }
+        walked.push(root);
+        dotgits.extend(find_dotgits(root, MAX_WALK_DIRS)?);
+    }
+    // A root inside a repository whose top is above it: git run there finds that one.
+    let mut enclosing = Vec::new();
+    for root in roots {
+        if dotgits.iter().any(|d| &d.top == root) {
+            continue;
+        }
+        if root
+            .ancestors()
+            .skip(1)
+            .any(|a| std::fs::symlink_metadata(a.join(".git")).is_ok())
+        {
+            enclosing.push(root.clone());
+        }
+    }
+    if dotgits.is_empty() && enclosing.is_empty() {
+        return Ok(GitFacts {
+            scanned: roots.to_vec(),
+            ..GitFacts::default()
+        });
+    }
+
+    let git = Git::new(env);
+    // Every file git reads in any scope, asked while the repositories are described.
+    let here = roots.first().cloned().unwrap_or_else(|| PathBuf::from("/"));
+    let listing = git.start(
+        &here,
+        &[
+            OsStr::new("config"),
+            OsStr::new("--list"),
+            OsStr::new("--show-origin"),
+            OsStr::new("--show-scope"),
+            OsStr::new("-z"),
+        ],
+        &here,
+    )?;
+    let mut commons: BTreeSet<PathBuf> = BTreeSet::new();
+    // Git describes the repositories a batch at a time, concurrently.
+    let mut described = Vec::new();
+    for batch in dotgits.chunks(GIT_BATCH) {
+        let mut running = Vec::new();
+        for d in batch {
+            found.work_trees.insert(d.top.clone());
+            if d.kind != DotGitKind::Other {
+                running.push((d, describe_start(&git, &d.top)?));
+            }
+        }
+        for (d, r) in running {
+            let repo = describe_finish(r, &d.top)?;
+            described.push((d, repo));
+        }
+    }
+    for (d, repo) in described {
+        let dotgit = d.top.join(".git");
+        // Git stops at the first `.git` it can use. One it cannot use yet (an empty or
+        // incomplete directory, a pointer to one) is a repository a run could complete:
+        // its surface is protected by name all the same, as a common directory's (the
+        // larger surface).
+        let repo = repo.filter(|r| same_dir(&r.top, &d.top));
+        let kind = match &repo {
+            Some(r) if !same_dir(&r.git_dir, &r.common_dir) => GitDirKind::Linked,
+            _ => GitDirKind::Common,
+        };
+        match d.kind {
+            DotGitKind::Directory | DotGitKind::Symlink => found.git_dir(dotgit.clone(), kind),
+            DotGitKind::File => {
+                if let Some(name) = pointer_target(&dotgit) {
+                    found.git_dir(name, kind);
+                }
+            }
+            DotGitKind::Other => {}
+        }
+        let Some(repo) = repo else {
+            continue;
+        };
+        found.git_dir(repo.git_dir.clone(), kind);
+        found.git_dir(repo.common_dir.clone(), GitDirKind::Common);
+        Found::path_both(&mut found.hooks, &repo.hooks);
+        commons.insert(repo.common_dir.clone());
+    }
+    for root in &enclosing {
+        let Some(repo) = describe_finish(describe_start(&git, root)?, root)? else {
+            continue;
+        };
+        found.work_trees.insert(repo.top.clone());
+        let kind = if same_dir(&repo.git_dir, &repo.common_dir) {
+            GitDirKind::Common
+        } else {
+            GitDirKind::Linked
+        };
+        found.git_dir(repo.git_dir.clone(), kind);
+        found.git_dir(repo.common_dir.clone(), GitDirKind::Common);
+        Found::path_both(&mut found.hooks, &repo.hooks);
+        commons.insert(repo.common_dir.clone());
+        // Said once, for the project, unless a writable grant already covers the root.
+        let granted = roots.iter().any(|r| repo.top.starts_with(r));
+        if Some(root) == roots.first() && !granted {
+            found.notes.push(format!(
+                "note: the git repository of {} has its root at {}, outside the project: \
+                 git inside the sandbox cannot use it; run Sandy from {} or grant it \
+                 (--read-write {})",
+                root.display(),
+                repo.top.display(),
+                repo.top.display(),
+                repo.top.display()
+            ));
+        }
+    }
+
+    // Each common directory's linked worktrees (both directions: the project may be one
+    // of them, or the main repository of others) and submodule git directories.
+    let mut queue: Vec<PathBuf> = commons.into_iter().collect();
+    let mut seen_commons = BTreeSet::new();
+    while let Some(common) = queue.pop() {
+        if !seen_commons.insert(common.clone()) {
+            continue;
+        }
+        let admin = common.join("worktrees");
+        if let Ok(entries) = std::fs::read_dir(&admin) {
+            for e in entries.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    found.git_dir(e.path(), GitDirKind::Linked);
+                }
+            }
+            if let Ok(list) = git.run(
+                &common,
+                &[
+                    OsStr::new("--git-dir"),
+                    common.as_os_str(),
+                    OsStr::new("worktree"),
+                    OsStr::new("list"),
+                    OsStr::new("--porcelain"),
+                    OsStr::new("-z"),
+                ],
+                &common,
+            )? {
+                for rec in list.split(|&b| b == 0) {
+                    if let Some(p) = rec.strip_prefix(b"worktree ") {
+                        let p = PathBuf::from(OsString::from_vec(p.to_vec()));
+                        if p.is_absolute() {
+                            found.work_trees.insert(p);
+                        }
+                    }
+                }
+            }
+        }
+        for module in module_git_dirs(&common.join("modules")) {
+            found.git_dir(module.clone(), GitDirKind::Common);
+            found.hooks.insert(module.join("hooks"));
+            queue.push(module);
+        }
+    }
+
+    // Configuration: every file git reads in any scope, plus each git directory's own.
+    // Where git refuses the project's repository (a pointer to an incomplete one), the
+    // system and global files are asked for from the root directory instead.
+    let listing = match listing.finish()? {
+        Err(line) if line.contains("not a git repository") => git
+            .start(
+                Path::new("/"),
+                &[
+                    OsStr::new("config"),
+                    OsStr::new("--list"),
+                    OsStr::new("--show-origin"),
+                    OsStr::new("--show-scope"),
+                    OsStr::new("-z"),
+                ],
+                &here,
+            )?
+            .finish()?,
+        other => other,
+    };
+    match listing {
+        Ok(out) => {
+            for origin in origins(&out) {
+                let path = here.join(OsStr::from_bytes(origin));
+                Found::path_both(&mut found.configs, &path);
+            }
+        }
+        Err(line) => {
+            return Err(GitScanError::Nonsense {
+                repo: here,
+                what: format!("git config --list failed: {line}"),
+            })
+        }
+    }
+    for file in documented_config_files(home, env) {
+        found.configs.insert(file);
+    }
+    let dirs: Vec<GitDir> = found.git_dirs.iter().cloned().collect();
+    for d in &dirs {
+        if d.kind == GitDirKind::Common {
+            found.configs.insert(d.path.join("config"));
+        }
+        found.configs.insert(d.path.join("config.worktree"));
+    }
+    follow_includes(&git, home, &mut found)?;
+
+    // Every `core.hooksPath` value of every file: relative ones are relative to where
+    // hooks run, the top of the working tree.
+    let values: Vec<(PathBuf, Vec<u8>)> = found.hooks_path_values.iter().cloned().collect();
+    for (_file, value) in values {
+        if value.is_empty() {
+            continue;
+        }
+        if let Some(expanded) = expand_home(&value, home) {
+            Found::path_both(&mut found.hooks, &expanded);
+            continue;
+        }
+        let value = Path::new(OsStr::from_bytes(&value));
+        if value.is_absolute() {
+            Found::path_both(&mut found.hooks, value);
+        } else {
+            let tops: Vec<PathBuf> = found.work_trees.iter().cloned().collect();
+            for top in tops {
+                Found::path_both(&mut found.hooks, &top.join(value));
+            }
+        }
+    }
+
+    Ok(GitFacts {
+        scanned: roots.to_vec(),
+        work_trees: found.work_trees.into_iter().collect(),
+        git_dirs: found.git_dirs.into_iter().collect(),
+        config_files: found.configs.into_iter().collect(),
+        hook_dirs: found.hooks.into_iter().collect(),
+        notes: found.notes,
+    })
+}
+
+/// Git's answer for one working tree.
+struct Repo {
+    top: PathBuf,
+    git_dir: PathBuf,
+    common_dir: PathBuf,
+    hooks: PathBuf,
+}
+
+/// Starts `git rev-parse` in `dir` (see [`describe_finish`]).
+fn describe_start(git: &Git, dir: &Path) -> Result<Running, GitScanError> {
+    let args = [
+        "rev-parse",
+        "--path-format=absolute",
+        "--show-toplevel",
+        "--git-dir",
+        "--git-common-dir",
+        "--git-path",
+        "hooks",
+    ]
+    .map(OsStr::new);
+    git.start(dir, &args, dir)
+}
+
+/// Git's answer for the working tree at `repo`: `None` when git says it is not a
+/// repository.
+fn describe_finish(running: Running, repo: &Path) -> Result<Option<Repo>, GitScanError> {
+    let out = match running.finish()? {
+        Ok(out) => out,
+        Err(line) if line.contains("not a git repository") => return Ok(None),
+        Err(line) => {
+            return Err(GitScanError::Nonsense {
+                repo: repo.to_path_buf(),
+                what: line,
+            })
+        }
+    };
+    let lines: Vec<PathBuf> = out
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| PathBuf::from(OsString::from_vec(l.to_vec())))
+        .collect();
+    match lines.as_slice() {
+        [top, git_dir, common_dir, hooks] if lines.iter().all(|p| p.is_absolute()) => {
+            Ok(Some(Repo {
+                top: top.clone(),
+                git_dir: git_dir.clone(),
+                common_dir: common_dir.clone(),
+                hooks: hooks.clone(),
+            }))
+        }
+        _ => Err(GitScanError::Nonsense {
+            repo: repo.to_path_buf(),
+            what: format!(
+                "rev-parse printed {:?}",
+                String::from_utf8_lossy(&out[..out.len().min(200)])
+            ),
+        }),
+    }
+}
+
+/// The `gitdir:` path of a `.git` pointer file, as named there (relative to the file's
+/// directory), lexically normalized. Git's own answer (canonical) is kept beside it; this
+/// is the name, whose symlinked components a run could otherwise swap.
+pub fn pointer_target(dotgit: &Path) -> Option<PathBuf> {
+    let text = read_bounded(dotgit, POINTER_MAX).ok()??;
+    let line = text.split(|&b| b == b'\n').next()?;
+    let value = line.strip_prefix(b"gitdir:")?.trim_ascii();
+    if value.is_empty() {
+        return None;
+    }
+    let base = dotgit.parent()?;
+    Some(normalize(&base.join(OsStr::from_bytes(value))))
+}
+
+/// Every submodule git directory of a common git directory, recursively (a submodule's
+/// own submodules included).
+pub fn module_dirs(common: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut queue = vec![common.to_path_buf()];
+    while let Some(dir) = queue.pop() {
+        if out.len() > MAX_WALK_DIRS {
+            break;
+        }
+        for m in module_git_dirs(&dir.join("modules")) {
+            queue.push(m.clone());
+            out.push(m);
+        }
+    }
+    out
+}
+
+/// The submodule git directories under a `modules/` directory, at any depth: a submodule
+/// named `libs/sub` lives at `modules/libs/sub`, and a submodule's own submodules under
+/// its `modules/`. A git directory is recognised as git does (`HEAD` with `objects/` or
+/// `refs/` beside it); only its own `modules/` is searched further.
+fn module_git_dirs(modules: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![(modules.to_path_buf(), 0usize)];
+    while let Some((dir, depth)) = stack.pop() {
+        if depth > MAX_MODULE_DEPTH {
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let p = e.path();
+            let is_git_dir = std::fs::symlink_metadata(p.join("HEAD")).is_ok()
+                && (p.join("objects").is_dir() || p.join("refs").is_dir());
+            if is_git_dir {
+                out.push(p);
+            } else {
+                stack.push((p, depth + 1));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The `file:` origins of `git config --list --show-origin --show-scope -z` output
+/// (records `scope NUL origin NUL key LF value NUL`), without command-line entries.
+fn origins(out: &[u8]) -> Vec<&[u8]> {
+    let fields: Vec<&[u8]> = out.split(|&b| b == 0).collect();
+    fields
+        .chunks(3)
+        .filter(|c| c.len() == 3 && c[0] != b"command")
+        .filter_map(|c| c[1].strip_prefix(b"file:"))
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+/// `key LF value` records of `git config --list -z` output.
+fn entries(out: &[u8]) -> Vec<(String, Vec<u8>)> {
+    out.split(|&b| b == 0)
+        .filter(|r| !r.is_empty())
+        .map(|r| match r.iter().position(|&b| b == b'\n') {
+            Some(nl) => (
+                String::from_utf8_lossy(&r[..nl]).to_ascii_lowercase(),
+                r[nl + 1..].to_vec(),
+            ),
+            None => (String::from_utf8_lossy(r).to_ascii_lowercase(), Vec::new()),
+        })
+        .collect()
+}
+
+/// The documented places of the global and system configuration (git-config(1), FILES),
+/// listed whether or not they exist now: a run that may write there must not create one.
+fn documented_config_files(home: Option<&Path>, env: &[(OsString, OsString)]) -> Vec<PathBuf> {
+    let var = |name: &str| {
+        env.iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| PathBuf::from(v))
+            .filter(|p| p.is_absolute())
+    };
+    let mut out = Vec::new();
+    out.extend(var("GIT_CONFIG_GLOBAL"));
+    out.extend(var("GIT_CONFIG_SYSTEM"));
+    if let Some(home) = home {
+        out.push(home.join(".gitconfig"));
+    }
+    match var("XDG_CONFIG_HOME") {
+        Some(xdg) => out.push(xdg.join("git/config")),
+        None => out.extend(home.map(|h| h.join(".config/git/config"))),
+    }
+    out
+}
+
+/// Reads every known configuration file with `git config --file F --list --no-includes`,
+/// adds each file an `include.path` or `includeIf.*.path` names (relative to the
+/// including file, `~/` from home), recursively, and keeps every `core.hooksPath` value.
+fn follow_includes(git: &Git, home: Option<&Path>, found: &mut Found) -> Result<(), GitScanError> {
+    let mut pending: Vec<(PathBuf, usize)> = found.configs.iter().map(|p| (p.clone(), 0)).collect();
+    let mut read = BTreeSet::new();
+    while !pending.is_empty() {
+        // One round: every file not read yet, asked a batch at a time.
+        let mut todo = Vec::new();
+        for (file, depth) in std::mem::take(&mut pending) {
+            if !read.insert(file.clone()) {
+                continue;
+            }
+            // Git ignores an include that does not exist; it stays protected (by name)
+            // so a run cannot create it. Only regular files are read (a FIFO never is).
+            if std::fs::metadata(&file).is_ok_and(|m| m.is_file()) {
+                todo.push((file, depth));
+            }
+        }
+        for batch in todo.chunks(GIT_BATCH) {
+            let mut round = Vec::new();
+            for (file, depth) in batch.iter().cloned() {
+                let dir = file.parent().unwrap_or(Path::new("/")).to_path_buf();
+                // From `/`: `--file` needs no repository, and a broken one around the
+                // file would make git refuse.
+                let running = git.start(
+                    Path::new("/"),
+                    &[
+                        OsStr::new("config"),
+                        OsStr::new("--file"),
+                        file.as_os_str(),
+                        OsStr::new("--list"),
+                        OsStr::new("--no-includes"),
+                        OsStr::new("-z"),
+                    ],
+                    &file,
+                )?;
+                round.push((file, dir, depth, running));
+            }
+            for (file, dir, depth, running) in round {
+                let out = match running.finish()? {
+                    Ok(out) => out,
+                    Err(line) => {
+                        return Err(GitScanError::Nonsense {
+                            repo: file,
+                            what: format!("git cannot read this configuration file: {line}"),
+                        })
+                    }
+                };
+                for (key, value) in entries(&out) {
+                    let is_include = key == "include.path"
+                        || (key.starts_with("includeif.") && key.ends_with(".path"));
+                    if is_include && !value.is_empty() && depth < MAX_INCLUDE_DEPTH {
+                        let target = match expand_home(&value, home) {
+                            Some(p) => p,
+                            None => dir.join(OsStr::from_bytes(&value)),
+                        };
+                        Found::path_both(&mut found.configs, &target);
+                        pending.push((normalize(&target), depth + 1));
+                        if let (Some(parent), Some(name)) = (target.parent(), target.file_name()) {
+                            if let Ok(real) = std::fs::canonicalize(parent) {
+                                pending.push((real.join(name), depth + 1));
+                            }
+                        }
+                    } else if key == "core.hookspath" {
+                        found.hooks_path_values.insert((file.clone(), value));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `~/rest` from home (the only form git expands for paths Sandy needs here).
+fn expand_home(value: &[u8], home: Option<&Path>) -> Option<PathBuf> {
+    let rest = value.strip_prefix(b"~/")?;
+    Some(home?.join(OsStr::from_bytes(rest)))
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    a == b
+        || matches!(
+            (std::fs::canonicalize(a), std::fs::canonicalize(b)),
+            (Ok(x), Ok(y)) if x == y
+        )
+}
+
+/// Lexical normalization: `.` dropped, `..` removes the previous component.
+fn normalize(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_git_listings() {
+        let out = b"global\0file:/h/.gitconfig\0user.name\nT\0command\0command line:\0core.fsmonitor\nfalse\0local\0file:.git/config\0core.bare\nfalse\0";
+        assert_eq!(origins(out), vec![&b"/h/.gitconfig"[..], b".git/config"]);
+        let out = b"core.hooksPath\n.githooks\0include.path\n../x\0core.bare\0";
+        assert_eq!(
+            entries(out),
+            vec![
+                ("core.hookspath".to_owned(), b".githooks".to_vec()),
+                ("include.path".to_owned(), b"../x".to_vec()),
+                ("core.bare".to_owned(), vec![]),
+            ]
+        );
+        assert_eq!(
+            expand_home(b"~/h", Some(Path::new("/home/u"))),
+            Some(PathBuf::from("/home/u/h"))
+        );
+        assert_eq!(expand_home(b"h", Some(Path::new("/home/u"))), None);
+    }
+
+    #[test]
+    fn the_walk_finds_every_kind_of_dotgit_and_stops_at_its_bound() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        std::fs::create_dir_all(root.join(".git/modules/x")).unwrap();
+        std::fs::create_dir_all(root.join("vendor/x/.git")).unwrap();
+        std::fs::create_dir_all(root.join("libs/sub")).unwrap();
+        std::fs::write(root.join("libs/sub/.git"), "gitdir: ../../.git/modules/x\n").unwrap();
+        std::fs::create_dir_all(root.join("linked")).unwrap();
+        std::os::unix::fs::symlink("../elsewhere", root.join("linked/.git")).unwrap();
+        let found = find_dotgits(root, 100).unwrap();
+        let kinds: Vec<_> = found
+            .iter()
+            .map(|d| (d.top.strip_prefix(root).unwrap().to_path_buf(), d.kind))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (PathBuf::from(""), DotGitKind::Directory),
+                (PathBuf::from("libs/sub"), DotGitKind::File),
+                (PathBuf::from("linked"), DotGitKind::Symlink),
+                (PathBuf::from("vendor/x"), DotGitKind::Directory),
+            ]
+        );
+        assert!(matches!(
+            find_dotgits(root, 2),
+            Err(GitScanError::TooLarge { .. })
+        ));
+        assert_eq!(
+            pointer_target(&root.join("libs/sub/.git")),
+            Some(root.join(".git/modules/x"))
+        );
+    }
+}

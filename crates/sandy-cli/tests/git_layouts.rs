@@ -1,0 +1,1054 @@
+//! Git layouts beyond "the usual one", through the real binary, judged the way an
+//! attacker's success would show: after the sandboxed attack, the user's own `git status`
+//! or `git commit` runs OUTSIDE the sandbox (as the same user), and the marker file that
+//! the planted fsmonitor or hook would create must not exist. Each judge is then checked
+//! by planting the same thing on the host, which must create the marker: the file under
+//! attack really is one git reads for that repository.
+//!
+//! Layouts: submodules at `libs/sub`, with a name unlike their path, and nested
+//! (`modules/a/modules/b`); linked worktrees in both directions; `core.hooksPath` in every
+//! spelling and scope (on the `[core]` line, with comments, quoted, in `~/.gitconfig`, in
+//! the system file, in an included file); `include.path` and `includeIf` (matching and
+//! not matching at launch); nested repositories that are not submodules, deep ones and
+//! ones whose `.git` is a symlink; a FIFO and `/dev/zero` where Sandy looks after the run;
+//! a project below a repository root; and the ordinary git work that must keep working.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const GIT: &str = "/usr/bin/git";
+
+/// Git on the host, as the test user, in `dir`, with a fixed identity and local
+/// submodule URLs allowed.
+fn git_env(w: &World, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = w.host(GIT);
+    cmd.current_dir(dir)
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@e",
+            "-c",
+            "protocol.file.allow=always",
+        ])
+        .args(args)
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn git(w: &World, dir: &Path, args: &[&str]) -> Output {
+    git_env(w, dir, args, &[])
+}
+
+#[track_caller]
+fn git_ok(w: &World, dir: &Path, args: &[&str]) -> String {
+    let o = git(w, dir, args);
+    assert_code(&o, 0, &format!("host git {args:?} in {}", dir.display()));
+    stdout(&o)
+}
+
+/// A repository with one commit of README.md at `dir`.
+fn init_repo(w: &World, dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("README.md"), "# readme\n").unwrap();
+    w.chown_all();
+    git_ok(w, dir, &["init", "-q", "-b", "main"]);
+    git_ok(w, dir, &["add", "README.md"]);
+    git_ok(w, dir, &["commit", "-q", "-m", "first"]);
+}
+
+/// `sandy run [FLAGS] -- sh -c SCRIPT` with extra environment.
+fn sandy_sh(w: &World, flags: &[&str], script: &str, env: &[(&str, &str)]) -> Output {
+    let mut args: Vec<&str> = vec!["run"];
+    args.extend_from_slice(flags);
+    args.extend_from_slice(&["--", "/bin/sh", "-c", script]);
+    let mut cmd = w.sandy(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    run_timeout(cmd, 120)
+}
+
+/// Config text that makes `git status` run `touch MARKER`.
+fn fsmonitor(marker: &Path) -> String {
+    format!(
+        "[core]\n\tfsmonitor = \"touch {}; false\"\n",
+        marker.display()
+    )
+}
+
+/// A shell snippet that tries every way to put `text` into `file`: append, replace,
+/// remove and recreate, rename over it, and replace a parent-less symlink.
+fn plant_file(file: &Path, text: &str) -> String {
+    let f = file.display();
+    let quoted = text.replace('\'', "'\\''");
+    format!(
+        "printf '%s' '{quoted}' >> '{f}' 2>/dev/null; \
+         printf '%s' '{quoted}' > '{f}.new' 2>/dev/null && mv -f '{f}.new' '{f}' 2>/dev/null; \
+         rm -f '{f}' 2>/dev/null; mkdir -p \"$(dirname '{f}')\" 2>/dev/null; \
+         printf '%s' '{quoted}' > '{f}' 2>/dev/null; \
+         ln -sf /dev/null '{f}.l' 2>/dev/null; \
+         true\n"
+    )
+}
+
+/// A shell snippet that tries to make `hooks/pre-commit` run `touch MARKER`: write the
+/// hook, replace the directory, or swap it for a symlink.
+fn plant_hook(hooks: &Path, marker: &Path) -> String {
+    let h = hooks.display();
+    let m = marker.display();
+    format!(
+        "printf '#!/bin/sh\\ntouch {m}\\n' > '{h}/pre-commit' 2>/dev/null; chmod +x '{h}/pre-commit' 2>/dev/null; \
+         mv '{h}' '{h}.old' 2>/dev/null; rm -rf '{h}' 2>/dev/null; mkdir -p '{h}' 2>/dev/null; \
+         printf '#!/bin/sh\\ntouch {m}\\n' > '{h}/pre-commit' 2>/dev/null; chmod +x '{h}/pre-commit' 2>/dev/null; \
+         true\n"
+    )
+}
+
+/// The outside judge for a planted fsmonitor: `git status` in `repo` must not create
+/// `marker`. Then the control: the same text appended on the host to `file` must.
+#[track_caller]
+fn judge_config(
+    w: &World,
+    o: &Output,
+    repo: &Path,
+    file: &Path,
+    marker: &Path,
+    env: &[(&str, &str)],
+) {
+    assert_code(o, 0, "the sandboxed attempt");
+    let _ = git_env(w, repo, &["status", "--short"], env);
+    assert!(
+        !marker.exists(),
+        "planted config in {} ran in the host's git status in {}\nsandy stderr:\n{}",
+        file.display(),
+        repo.display(),
+        stderr(o)
+    );
+    // Control: the file is live configuration for this repository.
+    let mut text = std::fs::read_to_string(file).unwrap_or_default();
+    text.push_str(&fsmonitor(marker));
+    std::fs::write(file, text).unwrap();
+    let _ = git_env(w, repo, &["status", "--short"], env);
+    assert!(
+        marker.exists(),
+        "control: {} is not read by git in {}",
+        file.display(),
+        repo.display()
+    );
+}
+
+/// The outside judge for a planted hook: `git commit` in `repo` must not create `marker`.
+/// Then the control: the same hook written on the host must.
+#[track_caller]
+fn judge_hook(
+    w: &World,
+    o: &Output,
+    repo: &Path,
+    hooks: &Path,
+    marker: &Path,
+    env: &[(&str, &str)],
+) {
+    assert_code(o, 0, "the sandboxed attempt");
+    let _ = git_env(
+        w,
+        repo,
+        &["commit", "-q", "--allow-empty", "-m", "judge"],
+        env,
+    );
+    assert!(
+        !marker.exists(),
+        "a hook planted in {} ran in the host's git commit in {}\nsandy stderr:\n{}",
+        hooks.display(),
+        repo.display(),
+        stderr(o)
+    );
+    let hook = hooks.join("pre-commit");
+    std::fs::create_dir_all(hooks).unwrap();
+    std::fs::write(&hook, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    w.chown_all();
+    let _ = git_env(
+        w,
+        repo,
+        &["commit", "-q", "--allow-empty", "-m", "control"],
+        env,
+    );
+    assert!(
+        marker.exists(),
+        "control: {} is not git's hooks directory for {}",
+        hooks.display(),
+        repo.display()
+    );
+}
+
+/// A repository outside the project to add as a submodule.
+fn upstream(w: &World, name: &str) -> PathBuf {
+    let dir = w.root.join(name);
+    init_repo(w, &dir);
+    dir
+}
+
+// ---------------------------------------------------------------------------------------
+// A1: submodules at any depth
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn a1_a_submodule_at_libs_sub_keeps_its_config_and_hooks() {
+    for_each_user(|w| {
+        init_repo(w, &w.project);
+        let src = upstream(w, "subsrc");
+        git_ok(
+            w,
+            &w.project,
+            &["submodule", "add", "-q", src.to_str().unwrap(), "libs/sub"],
+        );
+        git_ok(w, &w.project, &["commit", "-q", "-m", "sub"]);
+        let gitdir = w.project.join(".git/modules/libs/sub");
+        assert!(gitdir.join("config").is_file(), "git's default layout");
+        let sub = w.project.join("libs/sub");
+        let marker = w.root.join("pwned-config");
+        let o = sandy_sh(
+            w,
+            &[],
+            &plant_file(&gitdir.join("config"), &fsmonitor(&marker)),
+            &[],
+        );
+        judge_config(w, &o, &sub, &gitdir.join("config"), &marker, &[]);
+
+        let marker = w.root.join("pwned-hook");
+        let o = sandy_sh(w, &[], &plant_hook(&gitdir.join("hooks"), &marker), &[]);
+        judge_hook(w, &o, &sub, &gitdir.join("hooks"), &marker, &[]);
+    });
+}
+
+#[test]
+fn a1_nested_submodules_and_a_submodule_named_unlike_its_path_are_protected() {
+    for_each_user(|w| {
+        init_repo(w, &w.project);
+        let b = upstream(w, "bsrc");
+        let a = upstream(w, "asrc");
+        git_ok(w, &a, &["submodule", "add", "-q", b.to_str().unwrap(), "b"]);
+        git_ok(w, &a, &["commit", "-q", "-m", "b"]);
+        git_ok(
+            w,
+            &w.project,
+            &["submodule", "add", "-q", a.to_str().unwrap(), "a"],
+        );
+        git_ok(
+            w,
+            &w.project,
+            &["submodule", "update", "-q", "--init", "--recursive"],
+        );
+        // Not in the issue: a submodule whose name is not its path.
+        let c = upstream(w, "csrc");
+        git_ok(
+            w,
+            &w.project,
+            &[
+                "submodule",
+                "add",
+                "-q",
+                "--name",
+                "deep/name",
+                c.to_str().unwrap(),
+                "third/c",
+            ],
+        );
+        git_ok(w, &w.project, &["commit", "-q", "-m", "subs"]);
+        let nested = w.project.join(".git/modules/a/modules/b");
+        let named = w.project.join(".git/modules/deep/name");
+        assert!(nested.join("config").is_file() && named.join("config").is_file());
+
+        let marker = w.root.join("pwned-nested");
+        let o = sandy_sh(
+            w,
+            &[],
+            &plant_file(&nested.join("config"), &fsmonitor(&marker)),
+            &[],
+        );
+        judge_config(
+            w,
+            &o,
+            &w.project.join("a/b"),
+            &nested.join("config"),
+            &marker,
+            &[],
+        );
+
+        let marker = w.root.join("pwned-named");
+        let o = sandy_sh(w, &[], &plant_hook(&named.join("hooks"), &marker), &[]);
+        judge_hook(
+            w,
+            &o,
+            &w.project.join("third/c"),
+            &named.join("hooks"),
+            &marker,
+            &[],
+        );
+
+        // The submodule's `.git` pointer cannot be redirected either.
+        let pointer = w.project.join("a/b/.git");
+        let before = std::fs::read(&pointer).unwrap();
+        let o = sandy_sh(w, &[], &plant_file(&pointer, "gitdir: ../../evil\n"), &[]);
+        assert_code(&o, 0, "pointer attempt");
+        assert_eq!(std::fs::read(&pointer).unwrap(), before);
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// A3: linked worktrees, both directions
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn a3_a_worktree_commondir_cannot_be_redirected() {
+    for_each_user(|w| {
+        init_repo(w, &w.project);
+        git_ok(
+            w,
+            &w.project,
+            &["worktree", "add", "-q", "wt", "-b", "side"],
+        );
+        let admin = w.project.join(".git/worktrees/wt");
+        let marker = w.root.join("pwned-commondir");
+        // An evil common directory: a copy of the repository with a config of its own.
+        let script = format!(
+            "mkdir -p evil && cp -r .git/objects .git/refs .git/HEAD evil/ 2>/dev/null
+             printf '[core]\\n\\trepositoryformatversion = 0\\n' > evil/config
+             printf '%s' '{}' >> evil/config
+             {}
+             {}",
+            fsmonitor(&marker),
+            plant_file(
+                &admin.join("commondir"),
+                &format!("{}\n", w.project.join("evil").display())
+            ),
+            plant_file(&admin.join("config.worktree"), &fsmonitor(&marker)),
+        );
+        let o = sandy_sh(w, &[], &script, &[]);
+        assert_code(&o, 0, "attempt");
+        let _ = git(w, &w.project.join("wt"), &["status", "--short"]);
+        assert!(
+            !marker.exists(),
+            "a redirected commondir ran code:\n{}",
+            stderr(&o)
+        );
+        assert_eq!(
+            std::fs::read_to_string(admin.join("commondir"))
+                .unwrap()
+                .trim(),
+            "../.."
+        );
+    });
+}
+
+#[test]
+fn a3_a_project_that_is_a_linked_worktree_keeps_the_main_repository_safe() {
+    for_each_user(|w| {
+        // The main repository beside the project; the project is its linked worktree and
+        // the main repository is granted read-write.
+        let main = w.home.join("main");
+        init_repo(w, &main);
+        std::fs::remove_dir_all(&w.project).unwrap();
+        git_ok(
+            w,
+            &main,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                w.project.to_str().unwrap(),
+                "-b",
+                "wt",
+            ],
+        );
+        let grant = main.display().to_string();
+        let marker = w.root.join("pwned-main");
+        let admin = main.join(".git/worktrees/project");
+        let script = format!(
+            "{}{}{}",
+            plant_file(&main.join(".git/config"), &fsmonitor(&marker)),
+            plant_file(&admin.join("commondir"), "../../../evil\n"),
+            plant_file(&w.project.join(".git"), "gitdir: ../evil\n"),
+        );
+        let o = sandy_sh(w, &["--read-write", &grant], &script, &[]);
+        judge_config(w, &o, &w.project, &main.join(".git/config"), &marker, &[]);
+        assert!(git_ok(w, &w.project, &["rev-parse", "--git-common-dir"]).contains("main/.git"));
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// A4: core.hooksPath as git reads it
+// ---------------------------------------------------------------------------------------
+
+/// Sets up a hooks directory `rel` (existing) named by `config_text` written through
+/// `place`, attacks it from inside and judges with a commit outside.
+fn hooks_path_case(w: &World, rel: &str, place: impl Fn(&World), env: &[(&str, &str)]) {
+    init_repo(w, &w.project);
+    let hooks = w.project.join(rel);
+    std::fs::create_dir_all(&hooks).unwrap();
+    w.chown_all();
+    place(w);
+    w.chown_all();
+    let marker = w
+        .root
+        .join(format!("pwned-{}", rel.replace(['/', ' ', '.'], "-")));
+    let o = sandy_sh(w, &[], &plant_hook(&hooks, &marker), env);
+    judge_hook(w, &o, &w.project, &hooks, &marker, env);
+}
+
+fn append(path: &Path, text: &str) {
+    let mut s = std::fs::read_to_string(path).unwrap_or_default();
+    s.push_str(text);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, s).unwrap();
+}
+
+#[test]
+fn a4_hooks_path_on_the_core_line_with_a_comment() {
+    for_each_user(|w| {
+        hooks_path_case(
+            w,
+            ".githooks",
+            |w| {
+                append(
+                    &w.project.join(".git/config"),
+                    "[core] hooksPath = .githooks # shared\n",
+                )
+            },
+            &[],
+        );
+    });
+}
+
+#[test]
+fn a4_hooks_path_quoted_with_a_semicolon_comment_and_odd_case() {
+    for_each_user(|w| {
+        hooks_path_case(
+            w,
+            "tools/git hooks",
+            |w| {
+                append(
+                    &w.project.join(".git/config"),
+                    "[CORE]\n\tHooksPath = \"tools/git hooks\" ; team hooks\n",
+                )
+            },
+            &[],
+        );
+    });
+}
+
+#[test]
+fn a4_hooks_path_in_the_global_config() {
+    for_each_user(|w| {
+        hooks_path_case(
+            w,
+            ".hooks-global",
+            |w| {
+                append(
+                    &w.home.join(".gitconfig"),
+                    "[core]\n\thooksPath = .hooks-global\n",
+                )
+            },
+            &[],
+        );
+    });
+}
+
+#[test]
+fn a4_hooks_path_in_the_xdg_global_config_with_a_home_path() {
+    // Not in the issue: the XDG location, and a `~/` value.
+    for_each_user(|w| {
+        hooks_path_case(
+            w,
+            "xdg-hooks",
+            |w| {
+                append(
+                    &w.home.join(".config/git/config"),
+                    "[core]\n\thooksPath = ~/project/xdg-hooks\n",
+                )
+            },
+            &[],
+        );
+    });
+}
+
+#[test]
+fn a4_hooks_path_in_the_system_config() {
+    for_each_user(|w| {
+        let system = w.root.join("etc-gitconfig");
+        let system_s = system.display().to_string();
+        let env = [("GIT_CONFIG_SYSTEM", system_s.as_str())];
+        hooks_path_case(
+            w,
+            "sys-hooks",
+            |_| append(&system, "[core]\n\thooksPath = sys-hooks\n"),
+            &env,
+        );
+    });
+}
+
+#[test]
+fn a4_hooks_path_in_an_included_file() {
+    for_each_user(|w| {
+        hooks_path_case(
+            w,
+            "inc-hooks",
+            |w| {
+                append(
+                    &w.project.join(".git/config"),
+                    "[include]\n\tpath = ../hooks.inc\n",
+                );
+                append(
+                    &w.project.join("hooks.inc"),
+                    "[core]\n\thooksPath = inc-hooks\n",
+                );
+            },
+            &[],
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// A6: includes
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn a6_an_included_file_of_the_project_config_is_read_only() {
+    for_each_user(|w| {
+        init_repo(w, &w.project);
+        append(
+            &w.project.join(".git/config"),
+            "[include]\n\tpath = ../.gitconfig.shared\n",
+        );
+        // An include of the include (not in the issue).
+        append(
+            &w.project.join(".gitconfig.shared"),
+            "[include]\n\tpath = conf/deeper.inc\n",
+        );
+        append(&w.project.join("conf/deeper.inc"), "[user]\n\tname = x\n");
+        w.chown_all();
+        let marker = w.root.join("pwned-include");
+        let shared = w.project.join(".gitconfig.shared");
+        let o = sandy_sh(w, &[], &plant_file(&shared, &fsmonitor(&marker)), &[]);
+        judge_config(w, &o, &w.project, &shared, &marker, &[]);
+
+        // The control above planted into the shared file; back to its launch state.
+        std::fs::write(&shared, "[include]\n\tpath = conf/deeper.inc\n").unwrap();
+        let marker = w.root.join("pwned-deeper");
+        let deeper = w.project.join("conf/deeper.inc");
+        let o = sandy_sh(w, &[], &plant_file(&deeper, &fsmonitor(&marker)), &[]);
+        judge_config(w, &o, &w.project, &deeper, &marker, &[]);
+    });
+}
+
+#[test]
+fn a6_include_if_in_the_global_config_matching_now_or_only_later() {
+    for_each_user(|w| {
+        init_repo(w, &w.project);
+        let project = std::fs::canonicalize(&w.project).unwrap();
+        append(
+            &w.home.join(".gitconfig"),
+            &format!(
+                "[includeIf \"gitdir:{}/\"]\n\tpath = ~/project/now.inc\n\
+                 [includeIf \"onbranch:later\"]\n\tpath = {}/later.inc\n",
+                project.display(),
+                project.display()
+            ),
+        );
+        append(&w.project.join("now.inc"), "[user]\n\tname = now\n");
+        append(&w.project.join("later.inc"), "[user]\n\tname = later\n");
+        w.chown_all();
+        let marker = w.root.join("pwned-now");
+        let now = w.project.join("now.inc");
+        let o = sandy_sh(w, &[], &plant_file(&now, &fsmonitor(&marker)), &[]);
+        judge_config(w, &o, &w.project, &now, &marker, &[]);
+
+        // The include that does not match at launch: the run also switches to the branch
+        // that makes it match.
+        let marker = w.root.join("pwned-later");
+        let later = w.project.join("later.inc");
+        let script = format!(
+            "git checkout -q -b later && {}",
+            plant_file(&later, &fsmonitor(&marker))
+        );
+        let o = sandy_sh(w, &[], &script, &[]);
+        assert_eq!(
+            git_ok(w, &w.project, &["branch", "--show-current"]).trim(),
+            "later",
+            "the branch switch inside worked: {}",
+            stderr(&o)
+        );
+        judge_config(w, &o, &w.project, &later, &marker, &[]);
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Nested repositories (12.6), `.git` symlinks
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn a_nested_repository_that_is_not_a_submodule_is_protected() {
+    for_each_user(|w| {
+        init_repo(w, &w.project);
+        let nested = w.project.join("vendor/x");
+        init_repo(w, &nested);
+        // Not in the issue: one deep below a directory git ignores.
+        let deep = w.project.join("build/a/b/c/d");
+        init_repo(w, &deep);
+        let marker = w.root.join("pwned-vendor");
+        let o = sandy_sh(
+            w,
+            &[],
+            &plant_file(&nested.join(".git/config"), &fsmonitor(&marker)),
+            &[],
+        );
+        judge_config(w, &o, &nested, &nested.join(".git/config"), &marker, &[]);
+
+        let marker = w.root.join("pwned-deep");
+        let hooks = deep.join(".git/hooks");
+        let o = sandy_sh(w, &[], &plant_hook(&hooks, &marker), &[]);
+        judge_hook(w, &o, &deep, &hooks, &marker, &[]);
+    });
+}
+
+#[test]
+fn a_dotgit_symlink_to_a_store_inside_the_project_is_protected_at_both_ends() {
+    for_each_user(|w| {
+        let store = w.project.join("store/repo.git");
+        let tree = w.project.join("tree");
+        init_repo(w, &tree);
+        std::fs::create_dir_all(store.parent().unwrap()).unwrap();
+        std::fs::rename(tree.join(".git"), &store).unwrap();
+        std::os::unix::fs::symlink("../store/repo.git", tree.join(".git")).unwrap();
+        w.chown_all();
+        let marker = w.root.join("pwned-store");
+        let script = format!(
+            "{}{}",
+            plant_file(&store.join("config"), &fsmonitor(&marker)),
+            plant_file(&tree.join(".git/config"), &fsmonitor(&marker))
+        );
+        let o = sandy_sh(w, &[], &script, &[]);
+        judge_config(w, &o, &tree, &store.join("config"), &marker, &[]);
+        assert_eq!(
+            std::fs::read_link(tree.join(".git")).unwrap(),
+            PathBuf::from("../store/repo.git")
+        );
+    });
+}
+
+#[test]
+fn from_a_subdirectory_of_a_repository_sandy_says_where_the_root_is() {
+    for_each_user(|w| {
+        let repo = w.home.join("repo");
+        init_repo(w, &repo);
+        let sub = repo.join("src");
+        std::fs::create_dir_all(&sub).unwrap();
+        w.chown_all();
+        let o = run_timeout(
+            {
+                let mut c = w.sandy(["run", "--", "/bin/true"]);
+                c.current_dir(&sub);
+                c
+            },
+            60,
+        );
+        assert_code(&o, 0, "run from a subdirectory");
+        let err = stderr(&o);
+        let notes: Vec<&str> = err
+            .lines()
+            .filter(|l| l.starts_with("sandy: note: the git repository of"))
+            .collect();
+        assert_eq!(notes.len(), 1, "{}", stderr(&o));
+        let root = std::fs::canonicalize(&repo).unwrap();
+        assert!(
+            notes[0].contains(&format!("root at {}", root.display()))
+                && notes[0].contains("--read-write"),
+            "{}",
+            notes[0]
+        );
+        // Granting the root, as the note says: no note, and git works from the
+        // subdirectory inside.
+        let root_s = root.display().to_string();
+        let o = run_timeout(
+            {
+                let mut c = w.sandy([
+                    "run",
+                    "--read-write",
+                    &root_s,
+                    "--",
+                    GIT,
+                    "status",
+                    "--short",
+                ]);
+                c.current_dir(&sub);
+                c
+            },
+            60,
+        );
+        assert_code(
+            &o,
+            0,
+            "git status from the subdirectory with the root granted",
+        );
+        assert!(
+            !stderr(&o).contains("sandy: note: the git repository"),
+            "{}",
+            stderr(&o)
+        );
+        // Control: from the root itself, no note.
+        let o = run_timeout(
+            {
+                let mut c = w.sandy(["run", "--", "/bin/true"]);
+                c.current_dir(&repo);
+                c
+            },
+            60,
+        );
+        assert_code(&o, 0, "run from the root");
+        assert!(
+            !stderr(&o).contains("sandy: note: the git repository"),
+            "{}",
+            stderr(&o)
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Verification after the run (requirements 4 and 7, finding E)
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn e_a_fifo_at_the_index_and_dev_zero_and_a_huge_file_never_stall_sandy() {
+    for_each_user(|w| {
+        init_repo(w, &w.project);
+        let start = Instant::now();
+        let o = sandy_sh(
+            w,
+            &[],
+            "rm -f .git/index && mkfifo .git/index
+             mkdir -p new && cd new && git init -q && rm -f .git/config && mkfifo .git/config
+             ln -s /dev/zero .git/config.worktree
+             ln -sf /dev/zero .git/hooks/pre-commit
+             truncate -s 8G .git/description
+             exit 7",
+            &[],
+        );
+        assert_code(&o, 7, "the target's own status survives the checks");
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "sandy took {:?}",
+            start.elapsed()
+        );
+        let err = stderr(&o);
+        assert!(
+            err.contains("new/.git did not exist at launch"),
+            "the created repository is named:\n{err}"
+        );
+        assert!(
+            err.contains("new/.git/hooks/pre-commit is a git hook"),
+            "{err}"
+        );
+    });
+}
+
+#[test]
+fn sigterm_ends_sandy_promptly_with_a_fifo_in_place() {
+    for_each_user(|w| {
+        init_repo(w, &w.project);
+        let mut child = w
+            .sandy([
+                "run",
+                "--",
+                "/bin/sh",
+                "-c",
+                "rm -f .git/index && mkfifo .git/index
+                 mkdir n && git -C n init -q && truncate -s 8G n/.git/config
+                 exec sleep 60",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let fifo = w.project.join(".git/index");
+        assert!(wait_for(20, || {
+            use std::os::unix::fs::FileTypeExt;
+            std::fs::symlink_metadata(&fifo).is_ok_and(|m| m.file_type().is_fifo())
+        }));
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        let status = wait_timeout(&mut child, 15, "sandy after SIGTERM");
+        assert!(!status.success());
+    });
+}
+
+#[test]
+fn a_repository_created_inside_is_named_with_its_code_running_settings() {
+    for_each_user(|w| {
+        std::fs::write(w.project.join("README.md"), "x\n").unwrap();
+        w.chown_all();
+        // Control: a run that creates nothing warns about nothing.
+        let o = sandy_sh(w, &[], "echo hi > hi.txt", &[]);
+        assert_code(&o, 0, "control");
+        assert_eq!(stderr(&o), "");
+
+        let o = sandy_sh(
+            w,
+            &[],
+            "set -e
+             mkdir -p lib/planted && cd lib/planted && git init -q
+             git config core.fsmonitor 'touch /nowhere'
+             git config alias.st '!sh -c true'
+             git config alias.co checkout
+             git config filter.x.smudge 'sh -c cat'
+             git config diff.y.textconv 'sh -c cat'
+             git config credential.helper '!sh -c true'",
+            &[],
+        );
+        assert_code(&o, 0, "plant");
+        let err = stderr(&o);
+        for key in [
+            "core.fsmonitor",
+            "alias.st",
+            "filter.x.smudge",
+            "diff.y.textconv",
+            "credential.helper",
+        ] {
+            assert!(
+                err.contains(&format!("sets {key} =")),
+                "{key} not named:\n{err}"
+            );
+        }
+        assert!(
+            !err.contains("alias.co"),
+            "a plain alias runs nothing:\n{err}"
+        );
+    });
+}
+
+#[test]
+fn a_created_include_target_is_reported_and_sandy_restore_puts_it_back() {
+    for_each_user(|w| {
+        init_repo(w, &w.project);
+        // An include that does not exist at launch, outside every git directory: Sandy
+        // creates nothing there, so a run can create it; it must be reported, and
+        // `sandy restore` must remove it.
+        append(
+            &w.project.join(".git/config"),
+            "[include]\n\tpath = ../absent.inc\n",
+        );
+        w.chown_all();
+        let marker = w.root.join("pwned-absent");
+        let target = w.project.join("absent.inc");
+        let o = sandy_sh(w, &[], &plant_file(&target, &fsmonitor(&marker)), &[]);
+        assert_code(&o, 0, "plant");
+        let err = stderr(&o);
+        let canonical = std::fs::canonicalize(&w.project)
+            .unwrap()
+            .join("absent.inc");
+        let line = err
+            .lines()
+            .find(|l| l.contains(&format!("{} did not exist at launch", canonical.display())))
+            .unwrap_or_else(|| panic!("not reported:\n{err}"));
+        let run = line.rsplit("sandy restore ").next().unwrap().trim();
+        let listed = run_timeout(w.sandy(["restore"]), 30);
+        assert_code(&listed, 0, "sandy restore (list)");
+        assert!(stdout(&listed).contains(run), "{}", stdout(&listed));
+        let restored = run_timeout(w.sandy(["restore", run]), 30);
+        assert_code(&restored, 0, "sandy restore RUN");
+        assert!(!target.exists(), "{}", stdout(&restored));
+        let _ = git(w, &w.project, &["status", "--short"]);
+        assert!(!marker.exists());
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Git keeps working inside
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn git_work_inside_keeps_working_with_submodules_and_worktrees() {
+    for_each_user(|w| {
+        init_repo(w, &w.project);
+        let src = upstream(w, "subsrc");
+        git_ok(
+            w,
+            &w.project,
+            &["submodule", "add", "-q", src.to_str().unwrap(), "libs/sub"],
+        );
+        git_ok(w, &w.project, &["commit", "-q", "-m", "sub"]);
+        let remote = w.project.join("remote.git");
+        git_ok(w, &w.project, &["clone", "-q", "--bare", ".", "remote.git"]);
+        git_ok(
+            w,
+            &w.project,
+            &["remote", "add", "origin", remote.to_str().unwrap()],
+        );
+        append(&w.project.join(".git/info/exclude"), "remote.git\n");
+        w.chown_all();
+        let o = sandy_sh(
+            w,
+            &[],
+            "set -e
+             g='git -c user.name=t -c user.email=t@e'
+             echo two > two.txt && $g add two.txt && $g commit -q -m second
+             $g checkout -q -b feature
+             echo dirty >> README.md && $g stash -q && $g stash pop -q && $g stash -q
+             $g fetch -q origin
+             $g worktree add -q wt-inside
+             $g worktree list >/dev/null
+             $g gc -q
+             cd libs/sub && $g status --short && $g log --oneline -1 >/dev/null
+             echo done",
+            &[],
+        );
+        assert_code(&o, 0, "git inside");
+        assert!(stdout(&o).contains("done"));
+        assert_eq!(
+            git_ok(w, &w.project, &["log", "--format=%s", "-1", "feature"]).trim(),
+            "second"
+        );
+        assert!(git_ok(w, &w.project, &["stash", "list"]).contains("feature"));
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Failing closed
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn a_repository_without_a_usable_git_is_refused_with_one_line() {
+    for_each_user(|w| {
+        init_repo(w, &w.project);
+        // No git on PATH at all.
+        let empty = w.root.join("emptybin");
+        std::fs::create_dir_all(&empty).unwrap();
+        // A `git` that answers nonsense.
+        let liar = w.root.join("liarbin");
+        std::fs::create_dir_all(&liar).unwrap();
+        std::fs::write(liar.join("git"), "#!/bin/sh\necho hello\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(liar.join("git"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        w.chown_all();
+        for (bin, want) in [(&empty, "cannot run git"), (&liar, "git gave an answer")] {
+            let mut cmd = w.sandy(["run", "--", "/bin/true"]);
+            cmd.env("PATH", bin);
+            let o = run_timeout(cmd, 60);
+            assert_code(&o, 125, "refused");
+            let err = stderr(&o);
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(err.starts_with("sandy: ") && err.contains(want), "{err}");
+        }
+        // Control: without a repository, no git is needed.
+        std::fs::remove_dir_all(w.project.join(".git")).unwrap();
+        let mut cmd = w.sandy(["run", "--", "/bin/true"]);
+        cmd.env("PATH", &empty);
+        let o = run_timeout(cmd, 60);
+        assert_code(&o, 0, "no repository, no git needed");
+    });
+}
+
+#[test]
+fn an_incomplete_git_directory_a_run_could_complete_is_protected_by_name() {
+    for_each_user(|w| {
+        // `.git` points at a directory git does not accept yet (no HEAD): a run that
+        // completes it must not be able to give it a config of its choosing.
+        let real = w.root.join("donor");
+        init_repo(w, &real);
+        let bare = w.project.join(".bare");
+        std::fs::create_dir_all(&bare).unwrap();
+        std::fs::write(
+            bare.join("config"),
+            "[core]\n\trepositoryformatversion = 0\n",
+        )
+        .unwrap();
+        std::fs::write(w.project.join(".git"), "gitdir: ./.bare\n").unwrap();
+        w.chown_all();
+        let marker = w.root.join("pwned-incomplete");
+        let script = format!(
+            "cp -r '{d}/.git/objects' '{d}/.git/refs' '{d}/.git/HEAD' .bare/ && {}",
+            plant_file(&bare.join("config"), &fsmonitor(&marker)),
+            d = real.display()
+        );
+        let o = sandy_sh(w, &["--read", real.to_str().unwrap()], &script, &[]);
+        judge_config(w, &o, &w.project, &bare.join("config"), &marker, &[]);
+    });
+}
+
+#[test]
+fn ctrl_c_ends_sandy_promptly_with_a_fifo_and_a_huge_file_in_place() {
+    use std::os::unix::process::CommandExt;
+    for_each_user(|w| {
+        init_repo(w, &w.project);
+        // As a terminal's Ctrl-C does: SIGINT to the whole foreground process group.
+        let mut child = w
+            .sandy([
+                "run",
+                "--",
+                "/bin/sh",
+                "-c",
+                "rm -f .git/index && mkfifo .git/index
+                 mkdir n && git -C n init -q && truncate -s 8G n/.git/config
+                 touch ready && exec sleep 60",
+            ])
+            .process_group(0)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let ready = w.project.join("ready");
+        assert!(wait_for(20, || ready.exists()));
+        let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
+        nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGINT).unwrap();
+        let status = wait_timeout(&mut child, 15, "sandy after Ctrl-C");
+        assert_eq!(status.code(), Some(130), "the target's SIGINT status");
+    });
+}
+
+#[test]
+fn an_absent_hooks_path_directory_created_inside_is_named_and_restore_moves_it_aside() {
+    for_each_user(|w| {
+        init_repo(w, &w.project);
+        git_ok(w, &w.project, &["config", "core.hooksPath", ".hooks"]);
+        let marker = w.root.join("pwned-absent-hooks");
+        let hooks = w.project.join(".hooks");
+        let o = sandy_sh(w, &[], &plant_hook(&hooks, &marker), &[]);
+        assert_code(&o, 0, "plant");
+        let err = stderr(&o);
+        let project = std::fs::canonicalize(&w.project).unwrap();
+        for created in [".hooks", ".hooks/pre-commit"] {
+            let want = format!(
+                "{} did not exist at launch",
+                project.join(created).display()
+            );
+            assert!(err.contains(&want), "{want} not reported:\n{err}");
+        }
+        let run = err
+            .lines()
+            .find_map(|l| {
+                l.rsplit_once("sandy restore ")
+                    .map(|(_, r)| r.trim().to_owned())
+            })
+            .unwrap_or_else(|| panic!("no restore hint:\n{err}"));
+        let restored = run_timeout(w.sandy(["restore", &run]), 30);
+        assert_code(&restored, 0, "sandy restore RUN");
+        assert!(!hooks.exists(), "{}", stdout(&restored));
+        assert!(w.project.join(".hooks.sandy-removed/pre-commit").exists());
+        let _ = git(
+            w,
+            &w.project,
+            &["commit", "-q", "--allow-empty", "-m", "after"],
+        );
+        assert!(!marker.exists(), "the planted hook ran after restore");
+    });
+}
