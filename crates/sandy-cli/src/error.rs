@@ -24,6 +24,11 @@ pub enum SandyError {
     Plan(#[from] PlanError),
     #[error(transparent)]
     Launch(#[from] ExecFailure),
+    #[error(
+        "already inside a Sandy sandbox: run the command directly here, or start Sandy \
+         outside with the access the command needs"
+    )]
+    Nested,
     #[error("{step}: {source}")]
     Io {
         step: &'static str,
@@ -77,6 +82,7 @@ mod tests {
         assert_eq!(exit_code(&exec), 126);
         let plan = SandyError::Plan(PlanError::SeccompUnavailable);
         assert_eq!(exit_code(&plan), 125);
+        assert_eq!(exit_code(&SandyError::Nested), 125);
         assert_eq!(signal_status(2), 130);
         assert_eq!(signal_status(9), 137);
     }
