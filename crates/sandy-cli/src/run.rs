@@ -84,6 +84,9 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // lost; ignore the terminal's SIGINT and SIGQUIT (the target gets them directly).
     let mut waited = SigSet::empty();
     waited.add(Signal::SIGCHLD);
+    // Blocking SIGCONT does not keep it from continuing the supervisor; it only makes the
+    // continuation visible to the wait loop (job control).
+    waited.add(Signal::SIGCONT);
     for sig in FORWARDED {
         waited.add(sig);
     }
@@ -328,7 +331,9 @@ fn wait_target(target: Pid, bootstrap: Pid, waited: &SigSet) -> Result<u8, Sandy
             source,
         })?;
         if sig != Signal::SIGCHLD {
-            // The target may already be gone; its exit arrives as SIGCHLD.
+            // The target may already be gone; its exit arrives as SIGCHLD. SIGCONT: the
+            // shell resumed the job; the target follows even if it left the job's
+            // process group.
             let _ = kill(target, sig);
             continue;
         }
@@ -368,6 +373,12 @@ fn wait_target(target: Pid, bootstrap: Pid, waited: &SigSet) -> Result<u8, Sandy
 /// the shell continues the supervisor (`fg`, `bg`), the supervisor continues the target.
 /// (After a Ctrl-Z from the terminal, both were stopped already.)
 fn stop_with_target(target: Pid, sig: Signal) {
+    // A pending SIGCONT means the shell resumed the job after this stop was reported
+    // (after a Ctrl-Z of the whole job, the supervisor may look before the target is
+    // continued): the stop is over, and the wait loop passes SIGCONT on.
+    if sandy_linux::sys::process::signal_pending(Signal::SIGCONT) {
+        return;
+    }
     let own = match sig {
         Signal::SIGTSTP | Signal::SIGTTIN | Signal::SIGTTOU => sig,
         _ => Signal::SIGSTOP,

@@ -55,7 +55,8 @@ pub enum ExecFailure {
 /// supervisor does, or when the supervisor kills it after the target's exit.
 ///
 /// `channel` is the socket on which the bootstrap sends the supervisor the listeners
-/// for local-port grants, then the target's pid.
+/// for local-port grants, then the target's pid. Without one, the target is the
+/// bootstrap's own child and the bootstrap ends with its status.
 pub fn launch(manifest: &ValidatedManifest, channel: Option<OwnedFd>) -> ExecFailure {
     match launch_inner(manifest, channel) {
         Ok(never) => match never {},
@@ -88,10 +89,6 @@ fn launch_inner(
         }
         .into());
     }
-    let channel = channel.ok_or(LinuxError::Relay {
-        step: "no channel to the supervisor was passed",
-        source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
-    })?;
 
     // Decide everything before the first irreversible step.
     let support = probe();
@@ -119,7 +116,11 @@ fn launch_inner(
     // looked up through the new mounts.
     namespaces::enter(m.network)?;
     if !m.local_ports.is_empty() {
-        relay::hand_over_listeners(&channel, &m.local_ports)?;
+        let channel = channel.as_ref().ok_or(LinuxError::Relay {
+            step: "local ports are granted but no relay channel was passed",
+            source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
+        })?;
+        relay::hand_over_listeners(channel, &m.local_ports)?;
     }
     namespaces::apply(&plan.mounts)?;
     unshare(CloneFlags::CLONE_NEWPID).map_err(|source| LinuxError::PidNamespace { source })?;
@@ -141,7 +142,14 @@ fn launch_inner(
     };
     drop(alive_read);
 
-    let target = match sys::process::fork_as_sibling().map_err(|source| LinuxError::Init {
+    // Without a channel (a bootstrap started by hand rather than by the supervisor) the
+    // target is the bootstrap's own child, and the bootstrap ends with its status.
+    let forked = if channel.is_some() {
+        sys::process::fork_as_sibling()
+    } else {
+        sys::process::fork()
+    };
+    let target = match forked.map_err(|source| LinuxError::Init {
         step: "cannot start the target in the sandbox",
         source,
     })? {
@@ -152,9 +160,28 @@ fn launch_inner(
         }
         Forked::Parent(pid) => pid,
     };
-    relay::send_target_pid(&channel, target.as_raw())?;
-    drop(channel);
-    hold(init, alive_write)
+    match channel {
+        Some(channel) => {
+            relay::send_target_pid(&channel, target.as_raw())?;
+            drop(channel);
+            hold(init, alive_write)
+        }
+        None => end_with(target),
+    }
+}
+
+/// A bootstrap started without a supervisor: waits for its target and exits with its
+/// status (128+N for signal N); the init, and the namespace with it, end with this
+/// process.
+fn end_with(target: Pid) -> ! {
+    loop {
+        match waitpid(target, None) {
+            Ok(WaitStatus::Exited(_, code)) => std::process::exit(code),
+            Ok(WaitStatus::Signaled(_, sig, _)) => std::process::exit(128 + sig as i32),
+            Err(Errno::EINTR) | Ok(_) => continue,
+            Err(_) => std::process::exit(125),
+        }
+    }
 }
 
 /// The bootstrap after the launch: it stays until its init ends (the supervisor kills it

@@ -84,3 +84,15 @@ pub fn close_raw(fd: RawFd) {
     // streams 0-2 of a process in which no Rust object owns them.
     drop(unsafe { OwnedFd::from_raw_fd(fd) });
 }
+
+/// Whether `sig` is pending for this process or thread (blocked and not yet taken).
+pub fn signal_pending(sig: nix::sys::signal::Signal) -> bool {
+    let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigpending writes a full sigset_t through the pointer, which points to
+    // uninitialised storage of that type owned by this frame.
+    if unsafe { libc::sigpending(set.as_mut_ptr()) } != 0 {
+        return false;
+    }
+    // SAFETY: sigpending succeeded, so the set is initialised; sigismember only reads it.
+    unsafe { libc::sigismember(set.as_ptr(), sig as libc::c_int) == 1 }
+}
