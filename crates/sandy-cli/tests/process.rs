@@ -647,6 +647,18 @@ fn sandy_inside_sandy_says_so() {
             err.starts_with("sandy: already inside a Sandy sandbox"),
             "{err}"
         );
+        // The dry run lists SANDY among the variables Sandy sets.
+        let o = run_timeout(w.sandy(["run", "--dry-run", "--", "/bin/true"]), 20);
+        assert_code(&o, 0, "dry run");
+        let doc = parse_dry_run(&o.stdout, "dry run");
+        assert!(
+            doc["environment"]["set"]
+                .as_array()
+                .unwrap()
+                .contains(&serde_json::json!("SANDY")),
+            "{}",
+            doc["environment"]
+        );
         // Outside, SANDY=1 in the environment is not taken for a sandbox.
         let mut cmd = w.sandy(["run", "--", "/bin/true"]);
         cmd.env("SANDY", "1");
