@@ -1,5 +1,6 @@
 //! `sandy __bootstrap --manifest-fd N`: a fresh exec of Sandy that reads the manifest from
-//! an inherited descriptor, re-validates it, applies the sandbox and execs the target.
+//! an inherited descriptor, re-validates it, applies the sandbox and starts the target
+//! (see [`sandy_linux::launch`] for the process tree of a run).
 
 use std::fs::File;
 use std::io::Read;
@@ -8,7 +9,8 @@ use sandy_policy::{ValidatedManifest, MAX_MANIFEST_BYTES};
 
 use crate::error::SandyError;
 
-/// Never returns on success: the process becomes the target.
+/// Never returns on success: the process holds the sandbox open until the supervisor
+/// ends it, and its child the target execs.
 pub fn bootstrap(manifest_fd: i32, relay_fd: Option<i32>) -> SandyError {
     let manifest = match read_manifest(manifest_fd) {
         Ok(m) => m,
@@ -21,7 +23,7 @@ pub fn bootstrap(manifest_fd: i32, relay_fd: Option<i32>) -> SandyError {
         Ok(relay) => relay,
         Err(source) => {
             return SandyError::Io {
-                step: "cannot open the local-port relay channel",
+                step: "cannot open the channel to the supervisor",
                 source,
             }
         }

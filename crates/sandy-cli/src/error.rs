@@ -28,6 +28,11 @@ pub enum SandyError {
     Placeholder(#[from] crate::placeholders::PlaceholderError),
     #[error(transparent)]
     Git(#[from] crate::gitscan::GitScanError),
+    #[error(
+        "already inside a Sandy sandbox: run the command directly here, or start Sandy \
+         outside with the access the command needs"
+    )]
+    Nested,
     #[error("{step}: {source}")]
     Io {
         step: &'static str,
@@ -84,6 +89,7 @@ mod tests {
         assert_eq!(exit_code(&exec), 126);
         let plan = SandyError::Plan(PlanError::SeccompUnavailable);
         assert_eq!(exit_code(&plan), 125);
+        assert_eq!(exit_code(&SandyError::Nested), 125);
         assert_eq!(signal_status(2), 130);
         assert_eq!(signal_status(9), 137);
     }

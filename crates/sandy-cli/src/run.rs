@@ -7,13 +7,13 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use nix::fcntl::{fcntl, FcntlArg, SealFlag};
+use nix::fcntl::{fcntl, FcntlArg, Flock, FlockArg, SealFlag};
 use nix::sys::memfd::{memfd_create, MFdFlags};
 use nix::sys::signal::{kill, SigSet, SigmaskHow, Signal};
 use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{dup, Pid};
-use sandy_linux::relay::{receive_listeners, spawn_relay};
+use sandy_linux::relay::{receive_listeners, receive_target_pid, spawn_relay};
 use sandy_linux::sys::ignore_signal;
 use sandy_policy::{
     resolve, DryRunDocument, LaunchManifest, RealFs, RestoredSignal, RunRequest, ValidatedManifest,
@@ -34,6 +34,9 @@ const FORWARDED: [Signal; 4] = [
 ];
 
 pub fn run(args: RunArgs) -> Result<u8, SandyError> {
+    if inside_sandy() {
+        return Err(SandyError::Nested);
+    }
     let host = host::gather(&args.read_write)?;
     let tmp_base = host
         .var("TMPDIR")
@@ -77,6 +80,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         return print_document(&json);
     }
 
+    sweep_stale_run_dirs(&tmp_base);
     let private_tmp = PrivateTmp::create(&tmp_base)?;
     request.private_tmp = private_tmp.path.clone();
     let mut policy = resolve(&request, &host, &RealFs)?;
@@ -90,6 +94,9 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // lost; ignore the terminal's SIGINT and SIGQUIT (the target gets them directly).
     let mut waited = SigSet::empty();
     waited.add(Signal::SIGCHLD);
+    // Blocking SIGCONT does not keep it from continuing the supervisor; it only makes the
+    // continuation visible to the wait loop (job control).
+    waited.add(Signal::SIGCONT);
     for sig in FORWARDED {
         waited.add(sig);
     }
@@ -197,32 +204,32 @@ fn spawn_and_wait(manifest: &[u8], ports: &[u16], waited: &SigSet) -> Result<u8,
         // caller's environment (LD_PRELOAD and friends) may reach it. The target's
         // environment travels in the manifest.
         .env_clear();
-    // Local-port grants: a socket pair over which the bootstrap hands back the listeners
-    // it creates inside the sandbox's network namespace.
-    let relay = if ports.is_empty() {
-        None
-    } else {
-        let (ours, theirs) = socketpair(
-            AddressFamily::Unix,
-            SockType::SeqPacket,
-            None,
-            SockFlag::SOCK_CLOEXEC,
-        )
-        .map_err(sys("cannot create the local-port relay channel"))?;
-        let theirs = dup(&theirs).map_err(sys("cannot pass the local-port relay channel"))?;
-        child.arg("--relay-fd").arg(theirs.as_raw_fd().to_string());
-        Some((ours, theirs))
-    };
-    // Orphans of the sandbox are reparented to the supervisor, which ends them when the
-    // target exits.
+    // The channel on which the bootstrap hands back the listeners for local-port grants
+    // (created inside the sandbox's network namespace), then the target's pid.
+    let (ours, theirs) = socketpair(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(sys("cannot create the channel to the bootstrap"))?;
+    let theirs_inherited = dup(&theirs).map_err(sys("cannot pass the channel to the bootstrap"))?;
+    drop(theirs);
+    child
+        .arg("--relay-fd")
+        .arg(theirs_inherited.as_raw_fd().to_string());
+    // The target is started as the supervisor's own child (in the sandbox's PID
+    // namespace); the sandbox's init becomes one when the bootstrap ends, and the
+    // supervisor reaps it last.
     nix::sys::prctl::set_child_subreaper(true).map_err(sys("cannot become a subreaper"))?;
-    let child = child
+    let bootstrap = child
         .spawn()
         .map_err(io("cannot start the sandbox bootstrap"))?;
     drop(inherited);
+    drop(theirs_inherited);
     drop(file);
-    if let Some((ours, theirs)) = relay {
-        drop(theirs);
+    let bootstrap = Pid::from_raw(i32::try_from(bootstrap.id()).unwrap_or(i32::MAX));
+    if !ports.is_empty() {
         if let Some(listeners) = receive_listeners(&ours, ports.len())
             .map_err(io("cannot receive the local-port listeners"))?
         {
@@ -231,26 +238,62 @@ fn spawn_and_wait(manifest: &[u8], ports: &[u16], waited: &SigSet) -> Result<u8,
             }
         }
     }
+    let target = match receive_target_pid(&ours) {
+        Ok(Some(pid)) => Pid::from_raw(pid),
+        // The bootstrap failed before starting the target, and said why: its status is
+        // the run's.
+        Ok(None) | Err(_) => return Ok(wait_bootstrap(bootstrap)),
+    };
+    drop(ours);
 
-    let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+    let status = wait_target(target, bootstrap, waited);
+    end_sandbox(bootstrap, ports);
+    status
+}
+
+/// The status of a bootstrap that ended without starting the target.
+fn wait_bootstrap(bootstrap: Pid) -> u8 {
     loop {
-        let sig = waited.wait().map_err(sys("cannot wait for signals"))?;
+        match waitpid(bootstrap, None) {
+            Ok(WaitStatus::Exited(_, code)) => return u8::try_from(code).unwrap_or(1),
+            Ok(WaitStatus::Signaled(_, sig, _)) => return signal_status(sig as i32),
+            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return crate::error::EXIT_SANDY_FAILED,
+        }
+    }
+}
+
+/// Waits for the target, the supervisor's own child: forwards signals, follows its stops
+/// (job control), and returns its status.
+fn wait_target(target: Pid, bootstrap: Pid, waited: &SigSet) -> Result<u8, SandyError> {
+    loop {
+        let sig = waited.wait().map_err(|source| SandyError::Sys {
+            step: "cannot wait for signals",
+            source,
+        })?;
         if sig != Signal::SIGCHLD {
-            // The target may already be gone; its exit arrives as SIGCHLD.
-            let _ = kill(pid, sig);
+            // The target may already be gone; its exit arrives as SIGCHLD. SIGCONT: the
+            // shell resumed the job; the target follows even if it left the job's
+            // process group.
+            let _ = kill(target, sig);
             continue;
         }
-        // Reap everything that ended: the target, or orphans of the sandbox reparented to
-        // us (the supervisor is their subreaper).
         loop {
-            match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::Exited(p, code)) if p == pid => {
-                    end_sandbox(ports);
-                    return Ok(u8::try_from(code).unwrap_or(1));
+            match waitpid(
+                Pid::from_raw(-1),
+                Some(WaitPidFlag::WNOHANG | WaitPidFlag::WUNTRACED),
+            ) {
+                Ok(WaitStatus::Exited(p, code)) if p == target => {
+                    return Ok(u8::try_from(code).unwrap_or(1))
                 }
-                Ok(WaitStatus::Signaled(p, sig, _)) if p == pid => {
-                    end_sandbox(ports);
-                    return Ok(signal_status(sig as i32));
+                Ok(WaitStatus::Signaled(p, sig, _)) if p == target => {
+                    return Ok(signal_status(sig as i32))
+                }
+                Ok(WaitStatus::Stopped(p, sig)) if p == target => stop_with_target(target, sig),
+                // The bootstrap, or the init after it, ended early (killed from outside):
+                // the kernel kills the target with the namespace, and its status follows.
+                Ok(WaitStatus::Exited(p, _) | WaitStatus::Signaled(p, _, _)) if p == bootstrap => {
+                    continue
                 }
                 Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::ECHILD) => break,
                 Ok(_) => continue,
@@ -265,14 +308,43 @@ fn spawn_and_wait(manifest: &[u8], ports: &[u16], waited: &SigSet) -> Result<u8,
     }
 }
 
+/// The target stopped by itself (`kill -TSTP $$`, an editor's Ctrl-Z in raw mode, a read
+/// from the terminal in the background): the supervisor stops with the same signal, so
+/// that the shell that started Sandy gets its prompt back and sees the job stopped. When
+/// the shell continues the supervisor (`fg`, `bg`), the supervisor continues the target.
+/// (After a Ctrl-Z from the terminal, both were stopped already.)
+fn stop_with_target(target: Pid, sig: Signal) {
+    // A pending SIGCONT means the shell resumed the job after this stop was reported
+    // (after a Ctrl-Z of the whole job, the supervisor may look before the target is
+    // continued): the stop is over, and the wait loop passes SIGCONT on.
+    if sandy_linux::sys::process::signal_pending(Signal::SIGCONT) {
+        return;
+    }
+    let own = match sig {
+        Signal::SIGTSTP | Signal::SIGTTIN | Signal::SIGTTOU => sig,
+        _ => Signal::SIGSTOP,
+    };
+    // A stop signal of the terminal is discarded in an orphaned process group, where no
+    // shell could continue us; then the target is continued at once.
+    let _ = nix::sys::signal::raise(own);
+    let _ = kill(target, Signal::SIGCONT);
+}
+
 /// How long, at most, the relay may take after the target's exit to pass on what the
 /// sandbox sent through local-port connections.
 const UPLOAD_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// After the target's exit: ends what it left running, then lets the local-port relay
-/// deliver what the sandbox already sent (the relay threads end with this process).
-fn end_sandbox(ports: &[u16]) {
-    end_leftovers();
+/// After the target's exit: ends everything the run left running, then lets the
+/// local-port relay deliver what the sandbox already sent (the relay threads end with
+/// this process).
+///
+/// Killing the bootstrap ends the sandbox's init (its parent-death signal), and the
+/// kernel then kills every process of the run's PID namespace, however deep or detached
+/// (sessions, double forks). The init is reparented to the supervisor, which waits until
+/// it is gone: by then, the kernel has reaped every other process of the namespace.
+fn end_sandbox(bootstrap: Pid, ports: &[u16]) {
+    let _ = kill(bootstrap, Signal::SIGKILL);
+    while let Ok(_) | Err(nix::errno::Errno::EINTR) = waitpid(Pid::from_raw(-1), None) {}
     if !ports.is_empty() && !sandy_linux::relay::finish_uploads(UPLOAD_GRACE) {
         eprintln!(
             "sandy: data the sandbox sent through a local-port relay was still being \
@@ -282,76 +354,151 @@ fn end_sandbox(ports: &[u16]) {
     }
 }
 
-/// How many rounds of killing left-over processes are attempted.
-const LEFTOVER_ROUNDS: usize = 64;
+/// The private per-run temporary directory (mode 0700), removed when dropped even if the
+/// target left unwritable directories behind.
+///
+/// The supervisor holds an exclusive `flock` on the directory for the whole run. A
+/// supervisor killed with SIGKILL cannot remove it, but its lock goes with it: the next
+/// run removes every per-run directory of the same owner whose lock nobody holds
+/// ([`sweep_stale_run_dirs`]).
+pub(crate) struct PrivateTmp {
+    pub(crate) path: PathBuf,
+    /// The open directory that carries the lock (close-on-exec: no child holds it).
+    _lock: Flock<std::fs::File>,
+}
 
-/// When the target has exited, ends every process the sandbox left running (background
-/// jobs, daemons): they were reparented to the supervisor, their subreaper, and would
-/// otherwise keep running with the sandbox's access, or take over the terminal.
-fn end_leftovers() {
-    for _ in 0..LEFTOVER_ROUNDS {
-        let children = child_pids();
-        if children.is_empty() {
-            break;
+/// Prefix of every per-run directory Sandy creates under the temporary base:
+/// `sandy-XXXXXX`, or `sandy-KIND-XXXXXX` for other kinds (`sandy-views-XXXXXX`).
+const RUN_DIR_PREFIX: &str = "sandy-";
+/// Length of the random suffix of a per-run directory's name.
+const RUN_DIR_RANDOM: usize = 6;
+
+impl PrivateTmp {
+    /// The run's private /tmp: `sandy-XXXXXX` under `base`.
+    fn create(base: &Path) -> Result<Self, SandyError> {
+        Self::create_kind(base, None)
+    }
+
+    /// A locked per-run directory `sandy-XXXXXX` (or `sandy-KIND-XXXXXX`) under `base`,
+    /// mode 0700, removed when dropped and, if the supervisor dies, by the next run.
+    /// `kind` is lowercase ASCII letters.
+    pub(crate) fn create_kind(base: &Path, kind: Option<&str>) -> Result<Self, SandyError> {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let prefix = match kind {
+            Some(k) => format!("{RUN_DIR_PREFIX}{k}-"),
+            None => RUN_DIR_PREFIX.to_owned(),
+        };
+        let io = |source| SandyError::Io {
+            step: "cannot create the private temporary directory",
+            source,
+        };
+        // A concurrent sweep by another run may take the lock of a directory just
+        // created (before this run locked it) and remove it: then try another name.
+        for _ in 0..8 {
+            let dir = tempfile::Builder::new()
+                .prefix(&prefix)
+                .rand_bytes(RUN_DIR_RANDOM)
+                .permissions(std::fs::Permissions::from_mode(0o700))
+                .tempdir_in(base)
+                .map_err(io)?;
+            let path = dir.keep();
+            let dir = open_dir_nofollow(&path).map_err(io)?;
+            let lock = match Flock::lock(dir, FlockArg::LockExclusiveNonblock) {
+                Ok(lock) => lock,
+                Err((_, nix::errno::Errno::EWOULDBLOCK)) => continue,
+                Err((_, e)) => return Err(io(e.into())),
+            };
+            if lock.metadata().map_err(io)?.nlink() == 0 {
+                continue;
+            }
+            return Ok(PrivateTmp { path, _lock: lock });
         }
-        for child in &children {
-            let _ = kill(*child, Signal::SIGKILL);
-        }
-        for child in &children {
-            let _ = waitpid(*child, None);
-        }
+        Err(io(std::io::Error::other(
+            "every new directory was removed at once by another run",
+        )))
     }
 }
 
-/// The supervisor's children, from `/proc/self/task/*/children`.
-fn child_pids() -> Vec<Pid> {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return Vec::new();
+/// `open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)`.
+fn open_dir_nofollow(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_DIRECTORY | nix::libc::O_NOFOLLOW)
+        .open(path)
+}
+
+/// Whether `name` has the shape of a per-run directory: `sandy-` + 6 alphanumerics, or
+/// `sandy-KIND-` + 6 alphanumerics with KIND lowercase letters.
+fn is_run_dir_name(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix(RUN_DIR_PREFIX) else {
+        return false;
     };
-    tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
-        .flat_map(|list| {
-            list.split_whitespace()
-                .filter_map(|p| p.parse::<i32>().ok())
-                .map(Pid::from_raw)
-                .collect::<Vec<_>>()
-        })
-        .collect()
+    let (kind, random) = match rest.rsplit_once('-') {
+        Some((kind, random)) => (Some(kind), random),
+        None => (None, rest),
+    };
+    random.len() == RUN_DIR_RANDOM
+        && random.bytes().all(|b| b.is_ascii_alphanumeric())
+        && kind.is_none_or(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_lowercase()))
 }
 
-/// The private per-run temporary directory (mode 0700), removed when dropped even if the
-/// target left unwritable directories behind.
-struct PrivateTmp {
-    path: PathBuf,
+/// Removes the per-run directories under `base` that a run whose supervisor died left
+/// behind. A directory is removed only when everything proves it stale: its name has the
+/// per-run shape, it is a real directory (not a symlink) owned by this user with mode
+/// 0700, and this process can take its lock, which a live supervisor would hold. The lock
+/// is held while it is removed, so a run that created it meanwhile cannot lock it.
+pub(crate) fn sweep_stale_run_dirs(base: &Path) {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    let uid = nix::unistd::geteuid().as_raw();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.to_str().is_some_and(is_run_dir_name) {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(dir) = open_dir_nofollow(&path) else {
+            continue;
+        };
+        let Ok(meta) = dir.metadata() else {
+            continue;
+        };
+        if meta.uid() != uid || meta.permissions().mode() & 0o7777 != 0o700 {
+            continue;
+        }
+        let Ok(lock) = Flock::lock(dir, FlockArg::LockExclusiveNonblock) else {
+            continue;
+        };
+        // Still the directory that was checked (not replaced since by another of the
+        // same name)?
+        let same = std::fs::symlink_metadata(&path)
+            .is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino());
+        if same {
+            remove_tree(&path);
+        }
+        drop(lock);
+    }
 }
 
-impl PrivateTmp {
-    fn create(base: &Path) -> Result<Self, SandyError> {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::Builder::new()
-            .prefix("sandy-")
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir_in(base)
-            .map_err(|source| SandyError::Io {
-                step: "cannot create the private temporary directory",
-                source,
-            })?;
-        Ok(PrivateTmp { path: dir.keep() })
+/// Removes a directory tree, making directories the run left unwritable writable first.
+fn remove_tree(path: &Path) {
+    if std::fs::remove_dir_all(path).is_err() {
+        make_writable(path);
+        if let Err(e) = std::fs::remove_dir_all(path) {
+            eprintln!(
+                "sandy: cannot remove the private temporary directory {}: {e}",
+                path.display()
+            );
+        }
     }
 }
 
 impl Drop for PrivateTmp {
     fn drop(&mut self) {
-        if std::fs::remove_dir_all(&self.path).is_err() {
-            make_writable(&self.path);
-            if let Err(e) = std::fs::remove_dir_all(&self.path) {
-                eprintln!(
-                    "sandy: cannot remove the private temporary directory {}: {e}",
-                    self.path.display()
-                );
-            }
-        }
+        remove_tree(&self.path);
     }
 }
 
@@ -365,4 +512,87 @@ fn make_writable(dir: &Path) {
             }
         }
     }
+}
+
+/// Whether this process runs inside a Sandy sandbox: pid 1 of its PID namespace is
+/// Sandy's init (a name nothing inside can change: only the init itself could) and
+/// `no_new_privs` is set. Neither can be undone from inside, unlike an environment
+/// variable.
+fn inside_sandy() -> bool {
+    let init = std::fs::read_to_string("/proc/1/comm")
+        .is_ok_and(|c| c.trim_end() == sandy_linux::INIT_NAME);
+    let no_new_privs = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines().any(|l| {
+            l.strip_prefix("NoNewPrivs:")
+                .is_some_and(|v| v.trim() == "1")
+        })
+    });
+    init && no_new_privs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_dir_names_are_recognised_strictly() {
+        for ok in ["sandy-a1B2c3", "sandy-views-Zz09aa", "sandy-x-000000"] {
+            assert!(is_run_dir_name(ok), "{ok}");
+        }
+        for not in [
+            "sandy-",
+            "sandy-abc",
+            "sandy-abcdefg",
+            "sandy-ab.def",
+            "sandy--abcdef",
+            "sandy-Views-abcdef",
+            "sandy-vi3ws-abcdef",
+            "sandybox-abcdef",
+            "other-abcdef",
+            "sandy-build",
+        ] {
+            assert!(!is_run_dir_name(not), "{not}");
+        }
+    }
+
+    #[test]
+    fn a_locked_run_dir_is_kept_and_an_unlocked_one_is_swept() {
+        let base = tempfile::tempdir().unwrap();
+        let live = PrivateTmp::create(base.path()).unwrap();
+        let kind = PrivateTmp::create_kind(base.path(), Some("views")).unwrap();
+        let kind_path = kind.path.clone();
+        std::fs::write(live.path.join("data"), "x").unwrap();
+        // A supervisor that died: its directory stays, unlocked.
+        let stale = base.path().join("sandy-Dead01");
+        std::fs::create_dir(&stale).unwrap();
+        std::fs::create_dir(stale.join("sub")).unwrap();
+        std::fs::write(stale.join("sub/secret"), "s").unwrap();
+        std::fs::set_permissions(stale.join("sub"), std::fs::Permissions::from_mode(0o500))
+            .unwrap();
+        std::fs::set_permissions(&stale, std::fs::Permissions::from_mode(0o700)).unwrap();
+        // Not provably Sandy's: another shape, or another mode.
+        let other = base.path().join("sandy-build");
+        std::fs::create_dir(&other).unwrap();
+        let open_mode = base.path().join("sandy-Open01");
+        std::fs::create_dir(&open_mode).unwrap();
+        std::fs::set_permissions(&open_mode, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // A stale view directory whose supervisor died.
+        std::mem::forget(kind);
+
+        sweep_stale_run_dirs(base.path());
+        assert!(
+            live.path.join("data").exists(),
+            "a live run's directory was swept"
+        );
+        assert!(!stale.exists(), "the stale directory stayed");
+        assert!(other.exists() && open_mode.exists());
+        // The forgotten view directory still had its lock (the descriptor leaked with
+        // it), so it stays too.
+        assert!(kind_path.exists());
+        let path = live.path.clone();
+        drop(live);
+        assert!(!path.exists());
+    }
+
+    use std::os::unix::fs::PermissionsExt;
 }

@@ -4,20 +4,22 @@
 //! the sandbox cannot see.
 
 use std::io::Read;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use sandy_policy::filter::{filter_credentials, CommentStyle};
 use sandy_policy::{FileView, ManifestView, ViewKind};
 
 use crate::error::SandyError;
+use crate::run::PrivateTmp;
 
 /// The largest host file Sandy copies into a view.
 const MAX_VIEW_BYTES: u64 = 4 * 1024 * 1024;
 
 /// The prepared copies of one run. Dropping it removes them.
 pub struct PreparedViews {
-    dir: Option<PathBuf>,
+    /// The per-run directory holding the copies; removed when dropped.
+    _dir: Option<PrivateTmp>,
     entries: Vec<(FileView, PathBuf)>,
 }
 
@@ -28,18 +30,16 @@ impl PreparedViews {
         let io = |step| move |source| SandyError::Io { step, source };
         if views.is_empty() {
             return Ok(PreparedViews {
-                dir: None,
+                _dir: None,
                 entries: Vec::new(),
             });
         }
-        let dir = tempfile::Builder::new()
-            .prefix("sandy-views-")
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir_in(base)
-            .map_err(io("cannot create the directory for prepared files"))?
-            .keep();
+        // A locked per-run directory (`sandy-views-XXXXXX`): removed with this value, or
+        // by the next run if this supervisor is killed.
+        let run_dir = PrivateTmp::create_kind(base, Some("views"))?;
+        let dir = run_dir.path.clone();
         let mut prepared = PreparedViews {
-            dir: Some(dir.clone()),
+            _dir: Some(run_dir),
             entries: Vec::with_capacity(views.len()),
         };
         for (i, view) in views.iter().enumerate() {
@@ -76,19 +76,6 @@ impl PreparedViews {
             .iter()
             .find(|(v, _)| v.kind == ViewKind::PrivateCopy && v.target == target)
             .map(|(_, source)| source.as_path())
-    }
-}
-
-impl Drop for PreparedViews {
-    fn drop(&mut self) {
-        if let Some(dir) = &self.dir {
-            if let Err(e) = std::fs::remove_dir_all(dir) {
-                eprintln!(
-                    "sandy: cannot remove the prepared files in {}: {e}",
-                    dir.display()
-                );
-            }
-        }
     }
 }
 

@@ -1,8 +1,11 @@
 //! Process isolation through the real binary, judged from the host side: processes outside
 //! the sandbox cannot be signalled, traced or read; abstract sockets outside cannot be
 //! reached; inherited descriptors do not cross; the target holds no privileges; the
-//! supervisor's death kills the target; forwarded signals arrive; the seccomp floor is in
-//! place; and Sandy fails closed when a layer cannot be applied.
+//! supervisor's death, the command's exit or crash end every process of the run, however
+//! detached, and the next run removes a killed run's private /tmp; the sandbox has its own
+//! /proc; a nested `sandy run` says so; SIGINT reaches the target as the caller left it;
+//! forwarded signals arrive; the seccomp floor is in place (host sockets cannot be listed
+//! over sock_diag); and Sandy fails closed when a layer cannot be applied.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -104,9 +107,14 @@ fn processes_outside_cannot_be_signalled_traced_or_read() {
         let o = sandy_run(w, &[PYTHON, "outside_probe.py", &pid_s, "all"]);
         assert_code(&o, 0, "probe inside");
         let inside = probe_results(&o);
-        assert_eq!(inside["stop"], "EPERM", "SIGSTOP: {inside}");
-        assert_eq!(inside["term"], "EPERM", "SIGTERM: {inside}");
-        assert_eq!(inside["ptrace"], "EPERM", "PTRACE_ATTACH: {inside}");
+        // The sandbox's PID namespace does not even contain the host's pids (ESRCH);
+        // where a number happens to exist inside, the layers refuse (EPERM).
+        for key in ["stop", "term", "ptrace"] {
+            assert!(
+                inside[key] == "ESRCH" || inside[key] == "EPERM",
+                "{key}: {inside}"
+            );
+        }
         assert_ne!(inside["environ"], "ok", "environ: {inside}");
         assert_ne!(inside["mem"], "ok", "mem: {inside}");
 
@@ -408,34 +416,121 @@ fn setuid_root_binary_gains_nothing() {
 // ---------------------------------------------------------------------------------------
 // The supervisor and its target.
 
+/// A unique duration for `sleep` (whole seconds, a unique fraction): the host finds the
+/// process by it with [`host_pids_with_arg`], whatever its pid inside the sandbox.
+fn sleep_token(secs: u32) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    format!(
+        "{secs}.{:06}{n:03}",
+        nanos / 1000 + std::process::id() % 1000
+    )
+}
+
+/// Whether a survivor keeps touching `marker`: removed, then watched for a while.
+fn marker_comes_back(marker: &Path) -> bool {
+    let _ = std::fs::remove_file(marker);
+    std::thread::sleep(Duration::from_millis(600));
+    marker.exists()
+}
+
+/// The private per-run directories in the world's TMPDIR.
+fn run_dirs(w: &World) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(&w.tmp)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("sandy-"))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Nests itself N deep, each level in a new session (`setsid`), each level staying as a
+/// `sleep TOKEN`; the deepest also starts a loop that keeps touching `chain.marker`.
+const CHAIN: &str = r#"n=$1; t=$2
+if [ "$n" -gt 0 ]; then
+  setsid sh ./chain.sh $((n - 1)) "$t" </dev/null >/dev/null 2>&1 &
+  exec sleep "$t"
+fi
+(while :; do touch chain.marker; sleep 0.05; done) &
+touch chain.deep
+exec sleep "$t"
+"#;
+
 #[test]
-fn killing_the_supervisor_kills_the_target() {
+fn no_process_of_the_run_outlives_it() {
     for_each_user(|w| {
-        let mut cmd = w.sandy([
-            "run",
-            "--",
-            "/bin/sh",
-            "-c",
-            "echo $$ > pid.tmp && mv pid.tmp target.pid && exec sleep 300",
-        ]);
+        in_project(w, "chain.sh", CHAIN);
+        // A normal exit, and a crash of the command.
+        for (ending, code) in [("exit 0", 0), ("kill -SEGV $$", 139)] {
+            let _ = std::fs::remove_file(w.project.join("chain.deep"));
+            let token = sleep_token(300);
+            let script = format!(
+                "setsid sh ./chain.sh 80 {token} </dev/null >/dev/null 2>&1 & \
+                 (sh -c 'sleep {token} </dev/null >/dev/null 2>&1 &' &); \
+                 sleep {token} </dev/null >/dev/null 2>&1 & \
+                 while [ ! -e chain.deep ]; do sleep 0.05; done; \
+                 while [ ! -e release ]; do sleep 0.05; done; rm release; {ending}"
+            );
+            let mut cmd = w.sandy(["run", "--", "/bin/sh", "-c", &script]);
+            cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+            let mut sandy = Reaped(cmd.spawn().unwrap());
+            assert!(
+                wait_for(30, || w.project.join("chain.deep").exists()),
+                "the chain never reached its end"
+            );
+            // From the host: every level of the chain, the daemon and the background job.
+            let running = host_pids_with_arg(&token);
+            let _cleanup: Vec<KillOnDrop> = running.iter().map(|p| KillOnDrop(*p)).collect();
+            assert!(
+                running.len() >= 83,
+                "{ending}: only {} processes seen from the host",
+                running.len()
+            );
+            w.write("home/project/release", "");
+            let status = wait_timeout(&mut sandy.0, 20, "sandy");
+            assert_eq!(status.code(), Some(code), "{ending}");
+            let left = host_pids_with_arg(&token);
+            assert!(left.is_empty(), "{ending}: survivors {left:?}");
+            assert!(
+                !marker_comes_back(&w.project.join("chain.marker")),
+                "{ending}: a survivor still writes in the project"
+            );
+        }
+    });
+}
+
+#[test]
+fn killing_the_supervisor_ends_every_process_and_the_next_run_removes_its_tmp() {
+    for_each_user(|w| {
+        let token = sleep_token(300);
+        let script = format!(
+            "echo secret > \"$TMPDIR/left-behind\"; \
+             setsid sh -c 'while :; do touch survivor.marker; sleep 0.05; done' \
+               </dev/null >/dev/null 2>&1 & \
+             (sh -c 'sleep {token} </dev/null >/dev/null 2>&1 &' &); \
+             sleep {token} </dev/null >/dev/null 2>&1 & \
+             touch ready; exec sleep {token}"
+        );
+        let mut cmd = w.sandy(["run", "--", "/bin/sh", "-c", &script]);
         cmd.stdout(Stdio::null()).stderr(Stdio::null());
         let mut sandy = Reaped(cmd.spawn().unwrap());
-        let pid_file = w.project.join("target.pid");
+        let ready = w.project.join("ready");
+        assert!(wait_for(10, || ready.exists()), "the target never started");
         assert!(
-            wait_for(10, || pid_file.exists()),
-            "the target never started"
+            wait_for(5, || host_pids_with_arg(&token).len() >= 3),
+            "the host does not see the run's processes: {:?}",
+            host_pids_with_arg(&token)
         );
-        let pid: i32 = std::fs::read_to_string(&pid_file)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        let _cleanup = KillOnDrop(pid);
-        assert!(
-            wait_for(5, || std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .is_ok_and(|c| c.trim() == "sleep")),
-            "the target did not exec sleep"
-        );
+        let running = host_pids_with_arg(&token);
+        let _cleanup: Vec<KillOnDrop> = running.iter().map(|p| KillOnDrop(*p)).collect();
+        let dirs = run_dirs(w);
+        assert_eq!(dirs.len(), 1, "{dirs:?}");
+        assert!(dirs[0].join("left-behind").exists());
 
         kill(Pid::from_raw(pid_of(&sandy.0)), Signal::SIGKILL).unwrap();
         let status = wait_timeout(&mut sandy.0, 5, "the killed supervisor");
@@ -444,10 +539,243 @@ fn killing_the_supervisor_kills_the_target() {
             Some(9)
         );
         assert!(
-            wait_for(5, || process_gone(pid)),
-            "the target (pid {pid}) outlived its supervisor: state {:?}",
-            proc_state(pid)
+            wait_for(5, || host_pids_with_arg(&token).is_empty()),
+            "processes outlived their supervisor: {:?}",
+            host_pids_with_arg(&token)
         );
+        assert!(
+            !marker_comes_back(&w.project.join("survivor.marker")),
+            "a detached process outlived its supervisor"
+        );
+        // The killed supervisor could not remove its private /tmp; the next run does.
+        assert!(dirs[0].join("left-behind").exists());
+        let o = sandy_run(w, &["/bin/true"]);
+        assert_code(&o, 0, "the next run");
+        assert!(!dirs[0].exists(), "the stale private /tmp stayed");
+        assert!(run_dirs(w).is_empty(), "{:?}", run_dirs(w));
+    });
+}
+
+#[test]
+fn a_live_runs_private_tmp_is_not_swept_by_another_run() {
+    for_each_user(|w| {
+        let mut cmd = w.sandy([
+            "run",
+            "--",
+            "/bin/sh",
+            "-c",
+            "echo kept > \"$TMPDIR/data\"; touch ready; while [ ! -e release ]; do sleep 0.05; done; cat \"$TMPDIR/data\"",
+        ]);
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut sandy = Reaped(cmd.spawn().unwrap());
+        let collector = Collector::start(&mut sandy.0);
+        assert!(wait_for(10, || w.project.join("ready").exists()));
+        let o = sandy_run(w, &["/bin/true"]);
+        assert_code(&o, 0, "a second run");
+        w.write("home/project/release", "");
+        let status = wait_timeout(&mut sandy.0, 10, "the first run");
+        let o = collector.finish(status);
+        assert_code(&o, 0, "the first run");
+        assert_eq!(stdout(&o), "kept\n");
+    });
+}
+
+/// Lists which processes a /proc shows: how many, whether a `sleep TOKEN` is among them,
+/// and whether /proc/self is the caller.
+const PROC_PROBE: &str = r#"
+import json, os, sys
+token = sys.argv[1].encode()
+pids = [p for p in os.listdir("/proc") if p.isdigit()]
+found = False
+for p in pids:
+    try:
+        with open(f"/proc/{p}/cmdline", "rb") as f:
+            args = f.read().split(b"\0")
+            found = found or (args[0].endswith(b"sleep") and token in args)
+    except OSError:
+        pass
+print(json.dumps({"count": len(pids), "found": found,
+                  "self": os.readlink("/proc/self") == str(os.getpid())}), flush=True)
+"#;
+
+#[test]
+fn the_sandbox_has_its_own_proc() {
+    for_each_user(|w| {
+        in_project(w, "proc_probe.py", PROC_PROBE);
+        let token = sleep_token(300);
+        let mut victim = w.host("/bin/sleep");
+        victim.arg(&token).stdin(Stdio::null());
+        let _victim = Reaped(victim.spawn().unwrap());
+        assert!(wait_for(5, || !host_pids_with_arg(&token).is_empty()));
+
+        let o = sandy_run(w, &[PYTHON, "proc_probe.py", &token]);
+        assert_code(&o, 0, "probe inside");
+        let inside = probe_results(&o);
+        assert_eq!(
+            inside["found"], false,
+            "a host process is visible: {inside}"
+        );
+        assert_eq!(inside["self"], true, "/proc/self: {inside}");
+        // The shell, the init, the probe; nothing of the host.
+        assert!(inside["count"].as_u64().unwrap() <= 4, "{inside}");
+
+        // Control: outside, the same probe finds the process.
+        let mut control = w.host(PYTHON);
+        control.args(["proc_probe.py", &token]);
+        let control = probe_results(&run_timeout(control, 20));
+        assert_eq!(control["found"], true, "control: {control}");
+    });
+}
+
+#[test]
+fn sandy_inside_sandy_says_so() {
+    for_each_user(|w| {
+        let nested = w.project.join("sandy-nested");
+        std::fs::copy(sandy_bin(), &nested).unwrap();
+        w.chown_all();
+        // Unsetting SANDY does not hide the sandbox.
+        let o = sandy_sh(
+            w,
+            "echo SANDY=$SANDY; env -u SANDY ./sandy-nested run -- /bin/true; echo status=$?",
+        );
+        assert_code(&o, 0, "the outer run");
+        assert!(stdout(&o).contains("SANDY=1\n"), "{}", stdout(&o));
+        assert!(stdout(&o).contains("status=125\n"), "{}", stdout(&o));
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("sandy: already inside a Sandy sandbox"),
+            "{err}"
+        );
+        // The dry run lists SANDY among the variables Sandy sets.
+        let o = run_timeout(w.sandy(["run", "--dry-run", "--", "/bin/true"]), 20);
+        assert_code(&o, 0, "dry run");
+        let doc = parse_dry_run(&o.stdout, "dry run");
+        assert!(
+            doc["environment"]["set"]
+                .as_array()
+                .unwrap()
+                .contains(&serde_json::json!("SANDY")),
+            "{}",
+            doc["environment"]
+        );
+        // Outside, SANDY=1 in the environment is not taken for a sandbox.
+        let mut cmd = w.sandy(["run", "--", "/bin/true"]);
+        cmd.env("SANDY", "1");
+        assert_code(&run_timeout(cmd, 20), 0, "sandy with SANDY=1 outside");
+    });
+}
+
+/// `env SIGNAL_FLAG [sandy run --] sh -c 'kill -INT $$; echo survived'`.
+fn sigint_run(w: &World, flag: &str, through_sandy: bool) -> Output {
+    let mut cmd = w.host("/usr/bin/env");
+    cmd.arg(flag);
+    if through_sandy {
+        cmd.arg(sandy_bin()).args(["run", "--"]);
+    }
+    cmd.args(["/bin/sh", "-c", "kill -INT $$; echo survived"])
+        .stdin(Stdio::null());
+    run_timeout(cmd, 20)
+}
+
+/// Sandy runs the command as a shell would: SIGINT is the caller's. A caller that ignores
+/// it (a script started in the background, `nohup`, `trap '' INT`) passes it on ignored,
+/// exactly as without Sandy; otherwise the target gets the default action back (the
+/// supervisor ignores it while it waits).
+#[test]
+fn the_target_gets_sigint_as_the_caller_left_it() {
+    for_each_user(|w| {
+        for (flag, code, out) in [
+            ("--default-signal=INT", 130, ""),
+            ("--ignore-signal=INT", 0, "survived\n"),
+        ] {
+            let bare = sigint_run(w, flag, false);
+            let sandy = sigint_run(w, flag, true);
+            assert_code(&sandy, code, flag);
+            assert_eq!(stdout(&sandy), out, "{flag}");
+            let bare_status = bare.status.code().or_else(|| {
+                std::os::unix::process::ExitStatusExt::signal(&bare.status).map(|n| 128 + n)
+            });
+            assert_eq!(sandy.status.code(), bare_status, "{flag}: bare differs");
+            assert_eq!(stdout(&sandy), stdout(&bare), "{flag}: bare differs");
+        }
+    });
+}
+
+/// Asks the kernel for every Unix socket over NETLINK_SOCK_DIAG (what `ss -x` does) and
+/// reports whether one is named TOKEN; also opens a NETLINK_ROUTE socket.
+const SOCK_DIAG_PROBE: &str = r#"
+import errno, json, socket, struct, sys
+token = sys.argv[1].encode()
+res = {}
+try:
+    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 4)  # NETLINK_SOCK_DIAG
+except OSError as e:
+    res["sock_diag"] = errno.errorcode.get(e.errno, str(e.errno))
+else:
+    # unix_diag_req: AF_UNIX, every state, UDIAG_SHOW_NAME.
+    req = struct.pack("=BBHIIIII", socket.AF_UNIX, 0, 0, 0xffffffff, 0, 1, 0xffffffff, 0xffffffff)
+    hdr = struct.pack("=IHHII", 16 + len(req), 20, 0x301, 1, 0)  # SOCK_DIAG_BY_FAMILY, REQUEST|DUMP
+    s.sendto(hdr + req, (0, 0))
+    found, count, done = False, 0, False
+    while not done:
+        data = s.recv(1 << 16)
+        off = 0
+        while off + 16 <= len(data):
+            length, kind = struct.unpack_from("=IH", data, off)
+            if kind in (2, 3) or length < 16:  # NLMSG_ERROR, NLMSG_DONE
+                done = True
+                break
+            count += 1
+            found = found or token in data[off:off + length]
+            off += (length + 3) & ~3
+    res["sock_diag"] = "ok"
+    res["count"] = count
+    res["found"] = found
+try:
+    socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0).close()  # NETLINK_ROUTE
+    res["route"] = "ok"
+except OSError as e:
+    res["route"] = errno.errorcode.get(e.errno, str(e.errno))
+print(json.dumps(res), flush=True)
+"#;
+
+/// Listens on an abstract and a path Unix socket named after TOKEN until killed.
+const HOST_LISTENER: &str = r#"
+import socket, sys, time
+token = sys.argv[1]
+a = socket.socket(socket.AF_UNIX); a.bind("\0" + token); a.listen()
+p = socket.socket(socket.AF_UNIX); p.bind(sys.argv[2]); p.listen()
+print("listening", flush=True)
+time.sleep(60)
+"#;
+
+#[test]
+fn host_unix_sockets_cannot_be_listed_over_sock_diag() {
+    for_each_user(|w| {
+        in_project(w, "sock_diag.py", SOCK_DIAG_PROBE);
+        in_project(w, "listener.py", HOST_LISTENER);
+        let token = unique("sockdiag");
+        let path = w.root.join(format!("{token}.sock"));
+        let mut listener = w.host(PYTHON);
+        listener
+            .args(["listener.py", &token, path.to_str().unwrap()])
+            .stdout(Stdio::piped());
+        let (_listener, line) = start_announcing_line(listener, "the host listener");
+        assert_eq!(line.trim(), "listening");
+
+        let o = sandy_run(w, &[PYTHON, "sock_diag.py", &token]);
+        assert_code(&o, 0, "probe inside");
+        let inside = probe_results(&o);
+        assert_eq!(inside["sock_diag"], "EPROTONOSUPPORT", "{inside}");
+        assert_eq!(inside["route"], "ok", "NETLINK_ROUTE: {inside}");
+
+        // Control: outside, the query lists the listener (so the check above can tell).
+        let mut control = w.host(PYTHON);
+        control.args(["sock_diag.py", &token]);
+        let control = probe_results(&run_timeout(control, 20));
+        assert_eq!(control["sock_diag"], "ok", "control: {control}");
+        assert_eq!(control["found"], true, "control: {control}");
     });
 }
 

@@ -1,5 +1,6 @@
 //! The target on a real terminal: it sees a tty, Ctrl-C ends it (and the supervisor)
-//! promptly, it may open `/dev/tty`, and it cannot inject input with `TIOCSTI`. Each run
+//! promptly, job control works from an interactive shell (Ctrl-Z, a command that stops
+//! itself, `fg`), it may open `/dev/tty`, and it cannot inject input with `TIOCSTI`. Each run
 //! goes through `tests/helpers/pty_run.py`, which gives the command a fresh pty as its
 //! controlling terminal and copies what appears on the terminal to its stdout, so the
 //! judgement is made from the host side of the master.
@@ -60,15 +61,14 @@ fn target_sees_the_terminal_on_stdin_and_stdout() {
 #[test]
 fn ctrl_c_ends_the_target_and_the_supervisor_promptly() {
     for_each_user(|w| {
+        // The host finds the target by this unique argument (its pid inside differs).
+        let token = format!("300.{}", std::process::id());
+        let script = format!("touch started; echo READY; exec sleep {token}");
         let started = Instant::now();
         let o = pty_run(
             w,
             &["--send-after", "READY", "\\x03"],
-            &sandy_run(&[
-                "/bin/sh",
-                "-c",
-                "echo $$ > target.pid; echo READY; exec sleep 300",
-            ]),
+            &sandy_run(&["/bin/sh", "-c", &script]),
         );
         let elapsed = started.elapsed();
         assert_code(&o, 130, "sandy after Ctrl-C");
@@ -88,22 +88,157 @@ fn ctrl_c_ends_the_target_and_the_supervisor_promptly() {
         );
         assert!(elapsed < Duration::from_secs(15), "took {elapsed:?}");
         // The target itself is gone, judged from the host.
-        let pid: i32 = std::fs::read_to_string(w.project.join("target.pid"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        assert!(w.project.join("started").exists());
         let deadline = Instant::now() + Duration::from_secs(3);
-        while !process_gone(pid) && Instant::now() < deadline {
+        while !host_pids_with_arg(&token).is_empty() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
-        if !process_gone(pid) {
+        let left = host_pids_with_arg(&token);
+        for pid in &left {
             let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
+                nix::unistd::Pid::from_raw(*pid),
                 nix::sys::signal::Signal::SIGKILL,
             );
-            panic!("the target (pid {pid}) survived Ctrl-C");
         }
+        assert!(left.is_empty(), "the target survived Ctrl-C: {left:?}");
+    });
+}
+
+/// An interactive bash on a fresh pty, as the job-controlling shell: `PROMPT$ ` marks
+/// each prompt; `steps` are `--send-after` pairs. Returns the output; bash's own exit
+/// status is 0 when the steps ran to the final `exit`.
+fn interactive_bash(w: &World, steps: &[(&str, String)]) -> Output {
+    let mut args: Vec<&str> = Vec::new();
+    for (marker, bytes) in steps {
+        args.extend(["--send-after", marker, bytes]);
+    }
+    pty_run(
+        w,
+        &args,
+        &[
+            "/usr/bin/env",
+            "PS1=PROMPT$ ",
+            "TERM=dumb",
+            "/bin/bash",
+            "--norc",
+            "--noprofile",
+            "-i",
+        ],
+    )
+}
+
+/// A command that stops itself gives the prompt back at once, and `fg` resumes it: the
+/// output continues and the exit status is the command's. (Without Sandy the shell would
+/// see the command stop; through Sandy the supervisor stops with it.)
+#[test]
+fn a_command_that_stops_itself_gives_the_prompt_back_and_fg_resumes_it() {
+    for_each_user(|w| {
+        let bin = sandy_bin().to_str().unwrap();
+        // "ba""ck" so that the echoed command line does not contain the marker itself.
+        let command = format!("{bin} run -- /bin/sh -c 'kill -TSTP $$; echo ba\"\"ck; exit 3'\\n");
+        let o = interactive_bash(
+            w,
+            &[
+                ("PROMPT$ ", command),
+                ("Stopped", String::new()),
+                ("PROMPT$ ", "fg\\n".into()),
+                ("back", String::new()),
+                ("PROMPT$ ", "echo \"status=$?\"\\n".into()),
+                ("PROMPT$ ", "exit\\n".into()),
+            ],
+        );
+        let out = stdout(&o);
+        assert_code(&o, 0, &format!("the shell session: {out}{}", stderr(&o)));
+        assert!(
+            !stderr(&o).contains("markers never seen"),
+            "{out}{}",
+            stderr(&o)
+        );
+        let stopped = out.find("Stopped").unwrap();
+        let back = out.find("back\r\n").unwrap();
+        assert!(stopped < back, "{out}");
+        assert!(out.contains("status=3"), "{out}");
+    });
+}
+
+/// Like an editor in raw mode: Ctrl-Z arrives as a byte, and the program stops its own
+/// process only (not the process group), then redraws when continued.
+const RAW_MODE_EDITOR: &str = r#"
+import os, signal, sys, termios, tty
+fd = sys.stdin.fileno()
+saved = termios.tcgetattr(fd)
+tty.setraw(fd)
+os.write(1, b"EDITOR-READY\r\n")
+while True:
+    c = os.read(fd, 1)
+    if c == b"\x1a":
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+        os.kill(os.getpid(), signal.SIGTSTP)
+        tty.setraw(fd)
+        os.write(1, b"RE" b"DRAWN\r\n")
+    elif c == b"q":
+        break
+termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+os.write(1, b"QU" b"IT\r\n")
+"#;
+
+#[test]
+fn a_raw_mode_program_handling_ctrl_z_gives_the_prompt_back_and_fg_resumes_it() {
+    for_each_user(|w| {
+        w.write("home/project/editor.py", RAW_MODE_EDITOR);
+        let bin = sandy_bin().to_str().unwrap();
+        let o = interactive_bash(
+            w,
+            &[
+                ("PROMPT$ ", format!("{bin} run -- {PYTHON} editor.py\\n")),
+                ("EDITOR-READY", "\\x1a".into()),
+                ("Stopped", String::new()),
+                ("PROMPT$ ", "fg\\n".into()),
+                ("REDRAWN", "q".into()),
+                ("QUIT", String::new()),
+                ("PROMPT$ ", "echo \"status=$?\"\\n".into()),
+                ("PROMPT$ ", "exit\\n".into()),
+            ],
+        );
+        let out = stdout(&o);
+        assert_code(&o, 0, &format!("the shell session: {out}{}", stderr(&o)));
+        assert!(
+            !stderr(&o).contains("markers never seen"),
+            "{out}{}",
+            stderr(&o)
+        );
+        assert!(out.contains("status=0"), "{out}");
+    });
+}
+
+/// Ctrl-Z from the terminal stops the whole job (supervisor and target), and `fg`
+/// resumes it where it was.
+#[test]
+fn ctrl_z_from_the_terminal_stops_and_fg_resumes() {
+    for_each_user(|w| {
+        let bin = sandy_bin().to_str().unwrap();
+        let command = format!("{bin} run -- /bin/sh -c 'echo RE\"\"ADY; read x; echo got-$x'\\n");
+        let o = interactive_bash(
+            w,
+            &[
+                ("PROMPT$ ", command),
+                ("READY", "\\x1a".into()),
+                ("Stopped", String::new()),
+                ("PROMPT$ ", "fg\\n".into()),
+                ("echo got-$x'", "hello\\n".into()),
+                ("got-hello", String::new()),
+                ("PROMPT$ ", "echo \"status=$?\"\\n".into()),
+                ("PROMPT$ ", "exit\\n".into()),
+            ],
+        );
+        let out = stdout(&o);
+        assert_code(&o, 0, &format!("the shell session: {out}{}", stderr(&o)));
+        assert!(
+            !stderr(&o).contains("markers never seen"),
+            "{out}{}",
+            stderr(&o)
+        );
+        assert!(out.contains("status=0"), "{out}");
     });
 }
 

@@ -2,18 +2,23 @@
 
 use std::convert::Infallible;
 use std::ffi::CString;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 
 use caps::{CapSet, Capability};
 use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sched::{unshare, CloneFlags};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
-use nix::unistd::{chdir, execve, getppid};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{chdir, execve, getppid, pipe2, Pid};
 use sandy_policy::RestoredSignal;
 use sandy_policy::{OsBytes, ValidatedManifest};
 
 use crate::error::LinuxError;
 use crate::probe::probe;
+use crate::sys::process::Forked;
 use crate::{landlock, namespaces, plan, relay, seccomp, sys};
 
 /// Why the target did not start.
@@ -27,13 +32,33 @@ pub enum ExecFailure {
     Exec { program: PathBuf, errno: Errno },
 }
 
-/// Applies every layer in order and replaces this process with the target. Returns only
-/// on failure, and then the target has not run.
+/// Applies every layer in order and starts the target. Returns only on failure, and then
+/// the target has not run.
 ///
-/// `relay` is the socket on which the listeners for local-port grants go back to the
-/// supervisor (required when the manifest grants local ports).
-pub fn launch(manifest: &ValidatedManifest, relay: Option<OwnedFd>) -> ExecFailure {
-    match launch_inner(manifest, relay) {
+/// The process tree of a run (design section 3, layer 1):
+///
+/// ```text
+/// supervisor ─┬─ bootstrap (this process: namespaces, mounts; then holds the run open)
+///             │    └─ init (pid 1 of the run's PID namespace: reaps, never execs)
+///             └─ target (pid 2: the last layers, then execve)
+/// ```
+///
+/// The bootstrap creates the user, mount, IPC and PID namespaces (the PID namespace
+/// after the user namespace, so that an unprivileged user owns it) and forks the init.
+/// It cannot become that init itself: `unshare(CLONE_NEWPID)` moves only its future
+/// children. It then forks the target with `CLONE_PARENT`, which the kernel refuses to an
+/// init, so that the target is the supervisor's own child: the supervisor sees its exit
+/// status and its stops exactly as a shell would (job control), while the target and
+/// everything it starts stay inside the PID namespace. When the init ends, the kernel
+/// kills every process left in the namespace, whatever its session or depth; the init
+/// ends when the bootstrap does (parent-death signal), and the bootstrap when the
+/// supervisor does, or when the supervisor kills it after the target's exit.
+///
+/// `channel` is the socket on which the bootstrap sends the supervisor the listeners
+/// for local-port grants, then the target's pid. Without one, the target is the
+/// bootstrap's own child and the bootstrap ends with its status.
+pub fn launch(manifest: &ValidatedManifest, channel: Option<OwnedFd>) -> ExecFailure {
+    match launch_inner(manifest, channel) {
         Ok(never) => match never {},
         Err(e) => e,
     }
@@ -43,9 +68,13 @@ fn cstring(b: &OsBytes) -> Result<CString, LinuxError> {
     CString::new(b.as_bytes()).map_err(|_| LinuxError::Nul)
 }
 
+/// The name the sandbox's init carries (`/proc/1/comm` inside a sandbox), by which a
+/// nested `sandy run` recognises that it is already inside one.
+pub const INIT_NAME: &str = "sandy-init";
+
 fn launch_inner(
     manifest: &ValidatedManifest,
-    relay: Option<OwnedFd>,
+    channel: Option<OwnedFd>,
 ) -> Result<Infallible, ExecFailure> {
     let m = manifest.manifest();
 
@@ -76,8 +105,141 @@ fn launch_inner(
         envp.push(CString::new(kv).map_err(|_| LinuxError::Nul)?);
     }
 
+    // The bootstrap and the init keep every signal blocked (the terminal's Ctrl-Z and a
+    // hang-up are for the target; the init only waits for SIGCHLD). The supervisor's
+    // ignored SIGINT and SIGQUIT stay ignored here; only the target gets them back.
+    nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::all()), None)
+        .map_err(|source| LinuxError::Signals { source })?;
+
+    // Layer 1: private user, mount, IPC and PID namespaces with the protections, masks
+    // and private directories. The working directory is entered afterwards, so that it is
+    // looked up through the new mounts.
+    namespaces::enter(m.network)?;
+    if !m.local_ports.is_empty() {
+        let channel = channel.as_ref().ok_or(LinuxError::Relay {
+            step: "local ports are granted but no relay channel was passed",
+            source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
+        })?;
+        relay::hand_over_listeners(channel, &m.local_ports)?;
+    }
+    namespaces::apply(&plan.mounts)?;
+    unshare(CloneFlags::CLONE_NEWPID).map_err(|source| LinuxError::PidNamespace { source })?;
+
+    let (alive_read, alive_write) = pipe2(OFlag::O_CLOEXEC).map_err(|source| LinuxError::Init {
+        step: "cannot create the init's parent-death pipe",
+        source,
+    })?;
+    let init = match sys::process::fork().map_err(|source| LinuxError::Init {
+        step: "cannot start the sandbox's init",
+        source,
+    })? {
+        Forked::Child => {
+            drop(channel);
+            drop(alive_write);
+            run_init(alive_read)
+        }
+        Forked::Parent(pid) => pid,
+    };
+    drop(alive_read);
+
+    // Without a channel (a bootstrap started by hand rather than by the supervisor) the
+    // target is the bootstrap's own child, and the bootstrap ends with its status.
+    let forked = if channel.is_some() {
+        sys::process::fork_as_sibling()
+    } else {
+        sys::process::fork()
+    };
+    let target = match forked.map_err(|source| LinuxError::Init {
+        step: "cannot start the target in the sandbox",
+        source,
+    })? {
+        Forked::Child => {
+            drop(channel);
+            drop(alive_write);
+            return become_target(m, &plan, &program, &argv, &envp);
+        }
+        Forked::Parent(pid) => pid,
+    };
+    match channel {
+        Some(channel) => {
+            relay::send_target_pid(&channel, target.as_raw())?;
+            drop(channel);
+            hold(init, alive_write)
+        }
+        None => end_with(target),
+    }
+}
+
+/// A bootstrap started without a supervisor: waits for its target and exits with its
+/// status (128+N for signal N); the init, and the namespace with it, end with this
+/// process.
+fn end_with(target: Pid) -> ! {
+    loop {
+        match waitpid(target, None) {
+            Ok(WaitStatus::Exited(_, code)) => std::process::exit(code),
+            Ok(WaitStatus::Signaled(_, sig, _)) => std::process::exit(128 + sig as i32),
+            Err(Errno::EINTR) | Ok(_) => continue,
+            Err(_) => std::process::exit(125),
+        }
+    }
+}
+
+/// The bootstrap after the launch: it stays until its init ends (the supervisor kills it
+/// when the target has exited, which ends the init and with it the whole namespace).
+fn hold(init: Pid, alive: OwnedFd) -> ! {
+    while let Err(Errno::EINTR) = waitpid(init, None) {}
+    drop(alive);
+    std::process::exit(0)
+}
+
+/// Pid 1 of the sandbox: reaps every process orphaned inside it, and never ends on its
+/// own. It dies with the bootstrap (parent-death signal, and a pipe checked once for the
+/// case the bootstrap died before the signal was armed); the kernel then kills everything
+/// left in the namespace.
+fn run_init(alive: OwnedFd) -> ! {
+    if let Ok(name) = CString::new(INIT_NAME) {
+        let _ = nix::sys::prctl::set_name(&name);
+    }
+    if nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).is_err() {
+        std::process::exit(1);
+    }
+    let mut fds = [PollFd::new(alive.as_fd(), PollFlags::POLLIN)];
+    match poll(&mut fds, PollTimeout::ZERO) {
+        Ok(0) => {}
+        _ => std::process::exit(1),
+    }
+    // The terminal or the pipes of the run are the target's; the init never writes.
+    for fd in 0..3 {
+        sys::process::close_raw(fd);
+    }
+    let mut chld = SigSet::empty();
+    chld.add(Signal::SIGCHLD);
+    loop {
+        let _ = chld.wait();
+        while let Ok(status) = waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+            if status == WaitStatus::StillAlive {
+                break;
+            }
+        }
+    }
+}
+
+/// Pid 2 of the sandbox, a child of the supervisor: the fresh `/proc`, the remaining
+/// layers, then `execve`.
+fn become_target(
+    m: &sandy_policy::LaunchManifest,
+    plan: &plan::EnforcementPlan,
+    program: &CString,
+    argv: &[CString],
+    envp: &[CString],
+) -> Result<Infallible, ExecFailure> {
+    // A /proc of this PID namespace: the host's processes and their command lines are
+    // not in it, and the Landlock rule for /proc (opened below) applies to it.
+    namespaces_proc()?;
+
     // Signals: the supervisor ignores SIGINT and SIGQUIT while it waits; the target gets
-    // the default action back, and an empty signal mask.
+    // the default action back (unless the caller itself ignored them), SIGPIPE's default
+    // (the Rust runtime of the bootstrap ignores it), and an empty signal mask.
     for sig in &m.restore_default_signals {
         let sig = match sig {
             RestoredSignal::Interrupt => Signal::SIGINT,
@@ -85,22 +247,10 @@ fn launch_inner(
         };
         sys::default_signal(sig).map_err(|source| LinuxError::Signals { source })?;
     }
+    sys::default_signal(Signal::SIGPIPE).map_err(|source| LinuxError::Signals { source })?;
     nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
         .map_err(|source| LinuxError::Signals { source })?;
 
-    // Layer 1: a private user and mount namespace with the protections, masks and
-    // private directories. The working directory is entered afterwards, so that it is
-    // looked up through the new mounts.
-    namespaces::enter(m.network)?;
-    if !m.local_ports.is_empty() {
-        let channel = relay.as_ref().ok_or(LinuxError::Relay {
-            step: "local ports are granted but no relay channel was passed",
-            source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
-        })?;
-        relay::hand_over_listeners(channel, &m.local_ports)?;
-    }
-    drop(relay);
-    namespaces::apply(&plan.mounts)?;
     chdir(m.working_directory.as_path()).map_err(|source| LinuxError::Chdir {
         path: m.working_directory.as_path().to_path_buf(),
         source,
@@ -119,13 +269,34 @@ fn launch_inner(
     // Layer 5: nothing but stdin, stdout and stderr crosses into the target.
     sys::close_range_cloexec(3).map_err(|source| LinuxError::CloseDescriptors { source })?;
 
-    match execve(&program, &argv, &envp) {
+    match execve(program, argv, envp) {
         Ok(never) => match never {},
         Err(errno) => Err(ExecFailure::Exec {
             program: m.program.as_path().to_path_buf(),
             errno,
         }),
     }
+}
+
+/// Mounts a fresh procfs at `/proc` (from inside the new PID namespace). The flags the
+/// host's /proc carries and a user namespace may not clear (nosuid, nodev, noexec) are
+/// set, as the kernel requires.
+fn namespaces_proc() -> Result<(), LinuxError> {
+    let target = std::path::Path::new("/proc");
+    nix::mount::mount(
+        Some("proc"),
+        target,
+        Some("proc"),
+        nix::mount::MsFlags::MS_NOSUID
+            | nix::mount::MsFlags::MS_NODEV
+            | nix::mount::MsFlags::MS_NOEXEC,
+        None::<&str>,
+    )
+    .map_err(|source| LinuxError::Mount {
+        step: "cannot mount the sandbox's own /proc on",
+        path: target.to_path_buf(),
+        source,
+    })
 }
 
 fn check_single_threaded() -> Result<(), LinuxError> {

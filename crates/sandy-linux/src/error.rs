@@ -84,6 +84,13 @@ pub enum LinuxError {
         step: &'static str,
         source: std::io::Error,
     },
+    #[error("cannot create the sandbox's PID namespace: {}", source.desc())]
+    PidNamespace { source: nix::errno::Errno },
+    #[error("{step}: {}", source.desc())]
+    Init {
+        step: &'static str,
+        source: nix::errno::Errno,
+    },
     #[error("cannot create a private network namespace for --block-net: {}", source.desc())]
     NetworkNamespace { source: nix::errno::Errno },
     #[error("cannot bring up loopback in the private network namespace: {}", source.desc())]

@@ -32,7 +32,7 @@ pub mod seccomp;
 #[allow(unsafe_code)]
 pub mod sys;
 
-pub use apply::{launch, ExecFailure};
+pub use apply::{launch, ExecFailure, INIT_NAME};
 pub use error::{LinuxError, PlanError};
 pub use plan::{check_support, plan, EnforcementPlan};
 pub use probe::{

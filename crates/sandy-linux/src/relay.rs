@@ -2,6 +2,8 @@
 //! listening sockets on `127.0.0.1:PORT` inside the sandbox's network namespace and hands
 //! them to the supervisor, which relays each connection to the host's `127.0.0.1:PORT`.
 //! Nothing else on the host, and no remote host, becomes reachable.
+//!
+//! The same channel then carries the pid of the target the bootstrap started.
 
 use std::io::{IoSlice, IoSliceMut};
 use std::net::{Ipv4Addr, Shutdown, SocketAddrV4, TcpListener, TcpStream};
@@ -78,6 +80,38 @@ pub fn receive_listeners(
             .map(|(p, fd)| (p, TcpListener::from(fd)))
             .collect(),
     ))
+}
+
+/// In the bootstrap: tells the supervisor the pid (in the supervisor's PID namespace) of
+/// the target it has started, the supervisor's own child.
+pub fn send_target_pid(channel: &OwnedFd, pid: i32) -> Result<(), LinuxError> {
+    let data = pid.to_le_bytes();
+    nix::sys::socket::send(channel.as_raw_fd(), &data, MsgFlags::empty()).map_err(|e| {
+        LinuxError::Relay {
+            step: "cannot tell the supervisor the target's pid",
+            source: e.into(),
+        }
+    })?;
+    Ok(())
+}
+
+/// In the supervisor: the target's pid. `Ok(None)` when the bootstrap ended without
+/// starting a target (it failed, and reports why itself).
+pub fn receive_target_pid(channel: &OwnedFd) -> Result<Option<i32>, std::io::Error> {
+    let mut data = [0u8; 4];
+    let n = loop {
+        match nix::sys::socket::recv(channel.as_raw_fd(), &mut data, MsgFlags::empty()) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            other => break other?,
+        }
+    };
+    match n {
+        0 => Ok(None),
+        4 => Ok(Some(i32::from_le_bytes(data))),
+        _ => Err(std::io::Error::other(
+            "malformed target pid from the bootstrap",
+        )),
+    }
 }
 
 /// Stack size of relay threads: they only shuttle bytes through a small buffer.

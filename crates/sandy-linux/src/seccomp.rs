@@ -36,6 +36,8 @@ pub struct Deny {
     pub name: &'static str,
     pub nr: i64,
     pub when: Vec<ArgCheck>,
+    /// The errno the call fails with.
+    pub errno: i32,
 }
 
 /// Socket families a target may create.
@@ -44,6 +46,19 @@ pub const ALLOWED_FAMILIES: [u32; 4] = [
     libc::AF_INET as u32,
     libc::AF_INET6 as u32,
     libc::AF_NETLINK as u32,
+];
+
+/// Netlink protocols a target may open: routing (interfaces and addresses: `getifaddrs`,
+/// `getaddrinfo` with `AI_ADDRCONFIG`, `ip`), generic netlink (nl80211, ethtool,
+/// taskstats, limited to the sandbox's own PID namespace) and kernel uevents (udev
+/// monitors). Every other protocol is refused, first of all `NETLINK_SOCK_DIAG`, which
+/// lists every socket of the network namespace (the host's, unless the network is
+/// blocked), Unix socket paths and abstract names included; also audit, the process
+/// connector, xfrm, netfilter and the rest, which ordinary programs do not need.
+pub const ALLOWED_NETLINK_PROTOCOLS: [u32; 3] = [
+    libc::NETLINK_ROUTE as u32,
+    libc::NETLINK_GENERIC as u32,
+    libc::NETLINK_KOBJECT_UEVENT as u32,
 ];
 
 const SOCK_TYPE_MASK: u32 = 0xf;
@@ -56,7 +71,7 @@ const TIOCLINUX: u32 = libc::TIOCLINUX as u32;
 
 macro_rules! always {
     ($($name:ident),* $(,)?) => {
-        vec![$(Deny { name: stringify!($name), nr: paste_nr!($name), when: vec![] }),*]
+        vec![$(Deny { name: stringify!($name), nr: paste_nr!($name), when: vec![], errno: libc::EPERM }),*]
     };
 }
 macro_rules! paste_nr {
@@ -192,6 +207,7 @@ pub fn floor(network: Network) -> Vec<Deny> {
         Deny {
             name: "ioctl",
             nr: libc::SYS_ioctl,
+            errno: libc::EPERM,
             when: vec![ArgCheck::Eq32 {
                 index: 1,
                 value: TIOCSTI,
@@ -200,6 +216,7 @@ pub fn floor(network: Network) -> Vec<Deny> {
         Deny {
             name: "ioctl",
             nr: libc::SYS_ioctl,
+            errno: libc::EPERM,
             when: vec![ArgCheck::Eq32 {
                 index: 1,
                 value: TIOCLINUX,
@@ -209,6 +226,7 @@ pub fn floor(network: Network) -> Vec<Deny> {
         Deny {
             name: "clone",
             nr: libc::SYS_clone,
+            errno: libc::EPERM,
             when: vec![ArgCheck::Masked32 {
                 index: CLONE_FLAGS_ARG,
                 mask: newuser,
@@ -218,6 +236,7 @@ pub fn floor(network: Network) -> Vec<Deny> {
         Deny {
             name: "unshare",
             nr: libc::SYS_unshare,
+            errno: libc::EPERM,
             when: vec![ArgCheck::Masked32 {
                 index: 0,
                 mask: newuser,
@@ -228,14 +247,33 @@ pub fn floor(network: Network) -> Vec<Deny> {
         Deny {
             name: "socket",
             nr: libc::SYS_socket,
+            errno: libc::EPERM,
             when: ALLOWED_FAMILIES
                 .iter()
                 .map(|&f| ArgCheck::Ne32 { index: 0, value: f })
                 .collect(),
         },
+        // Only the netlink protocols programs need. The others fail as on a kernel built
+        // without them, which programs handle (libaudit's users carry on without audit).
+        Deny {
+            name: "socket",
+            nr: libc::SYS_socket,
+            errno: libc::EPROTONOSUPPORT,
+            when: std::iter::once(ArgCheck::Eq32 {
+                index: 0,
+                value: libc::AF_NETLINK as u32,
+            })
+            .chain(
+                ALLOWED_NETLINK_PROTOCOLS
+                    .iter()
+                    .map(|&p| ArgCheck::Ne32 { index: 2, value: p }),
+            )
+            .collect(),
+        },
         Deny {
             name: "socketpair",
             nr: libc::SYS_socketpair,
+            errno: libc::EPERM,
             when: vec![ArgCheck::Ne32 {
                 index: 0,
                 value: libc::AF_UNIX as u32,
@@ -248,6 +286,7 @@ pub fn floor(network: Network) -> Vec<Deny> {
             denies.push(Deny {
                 name: "socket",
                 nr: libc::SYS_socket,
+                errno: libc::EPERM,
                 when: vec![
                     ArgCheck::Eq32 {
                         index: 0,
@@ -268,6 +307,7 @@ pub fn floor(network: Network) -> Vec<Deny> {
         denies.push(Deny {
             name: "socket",
             nr: libc::SYS_socket,
+            errno: libc::EPERM,
             when: vec![ArgCheck::Eq32 {
                 index: 2,
                 value: IPPROTO_MPTCP,
@@ -424,7 +464,9 @@ fn search(a: &mut Asm, targets: &[(u32, usize)]) {
 /// 1. a foreign architecture kills the process; x32 numbers are denied;
 /// 2. a binary search over the syscall numbers the floor names: `clone3` answers `ENOSYS`
 ///    (libc then falls back to `clone`, whose flags the program can inspect), the others
-///    go straight to `EPERM` or, when only some arguments are denied, to their checks;
+///    go straight to their errno (`EPERM`) or, when only some arguments are denied, to
+///    their checks, each denial with its own errno (`EPROTONOSUPPORT` for the refused
+///    netlink protocols);
 /// 3. everything else is allowed.
 pub fn compile(network: Network) -> Result<BpfProgram, PlanError> {
     let errno = |e: i32| libc::SECCOMP_RET_ERRNO | (e as u32 & libc::SECCOMP_RET_DATA);
@@ -433,15 +475,28 @@ pub fn compile(network: Network) -> Result<BpfProgram, PlanError> {
             reason: e.to_string(),
         })
     };
-    // Per syscall number, its denials (any one suffices); an empty check list is an
-    // unconditional denial.
-    let mut by_nr: BTreeMap<u32, Vec<Vec<ArgCheck>>> = BTreeMap::new();
+    // Per syscall number, its denials in the floor's order (the first that holds
+    // decides); an empty check list is an unconditional denial.
+    let mut by_nr: BTreeMap<u32, Vec<(Vec<ArgCheck>, i32)>> = BTreeMap::new();
     for deny in floor(network) {
-        by_nr.entry(nr(deny.nr)?).or_default().push(deny.when);
+        by_nr
+            .entry(nr(deny.nr)?)
+            .or_default()
+            .push((deny.when, deny.errno));
     }
 
     let mut a = Asm::default();
-    let deny = a.label();
+    // One return per errno the floor uses; EPERM first (x32 numbers go there).
+    let mut replies: Vec<(i32, usize)> = vec![(libc::EPERM, a.label())];
+    let mut reply = |a: &mut Asm, e: i32| match replies.iter().find(|(r, _)| *r == e) {
+        Some(&(_, label)) => label,
+        None => {
+            let label = a.label();
+            replies.push((e, label));
+            label
+        }
+    };
+    let deny = reply(&mut a, libc::EPERM);
     let enosys = a.label();
     let foreign = a.label();
     a.stmt(BPF_LD_W_ABS, SECCOMP_DATA_ARCH);
@@ -453,8 +508,8 @@ pub fn compile(network: Network) -> Result<BpfProgram, PlanError> {
     let mut targets = vec![(nr(libc::SYS_clone3)?, enosys)];
     let mut checked = Vec::new();
     for (&number, denials) in &by_nr {
-        if denials.iter().any(Vec::is_empty) {
-            targets.push((number, deny));
+        if let Some((_, e)) = denials.iter().find(|(when, _)| when.is_empty()) {
+            targets.push((number, reply(&mut a, *e)));
         } else {
             let block = a.label();
             targets.push((number, block));
@@ -468,33 +523,47 @@ pub fn compile(network: Network) -> Result<BpfProgram, PlanError> {
     // denial of the same syscall, and when none matched the call is allowed.
     for (block, denials) in checked {
         a.place(block);
-        for checks in denials {
+        for (checks, e) in denials {
             let next = a.label();
+            // The argument word the accumulator holds unchanged, within this denial's
+            // straight line of checks (a label may be reached with anything in it).
+            let mut held = None;
+            let load = |a: &mut Asm, held: &mut Option<u8>, index: u8| {
+                if *held != Some(index) {
+                    a.stmt(BPF_LD_W_ABS, low_word(index));
+                    *held = Some(index);
+                }
+            };
             for check in checks {
                 match *check {
                     ArgCheck::Eq32 { index, value } => {
-                        a.stmt(BPF_LD_W_ABS, low_word(index));
+                        load(&mut a, &mut held, index);
                         a.jump(BPF_JMP_JEQ_K, value, To::Next, To::Label(next));
                     }
                     ArgCheck::Ne32 { index, value } => {
-                        a.stmt(BPF_LD_W_ABS, low_word(index));
+                        load(&mut a, &mut held, index);
                         a.jump(BPF_JMP_JEQ_K, value, To::Label(next), To::Next);
                     }
                     ArgCheck::Masked32 { index, mask, value } => {
-                        a.stmt(BPF_LD_W_ABS, low_word(index));
+                        load(&mut a, &mut held, index);
                         a.stmt(BPF_ALU_AND_K, mask);
+                        // The accumulator no longer holds the plain word.
+                        held = None;
                         a.jump(BPF_JMP_JEQ_K, value, To::Next, To::Label(next));
                     }
                 }
             }
-            a.goto(deny);
+            let label = reply(&mut a, *e);
+            a.goto(label);
             a.place(next);
         }
         a.ret(libc::SECCOMP_RET_ALLOW);
     }
 
-    a.place(deny);
-    a.ret(errno(libc::EPERM));
+    for (e, label) in replies {
+        a.place(label);
+        a.ret(errno(e));
+    }
     a.place(enosys);
     a.ret(errno(libc::ENOSYS));
     a.place(foreign);
@@ -519,6 +588,7 @@ mod tests {
         assert!(floor.contains(&Deny {
             name: "ioctl",
             nr: libc::SYS_ioctl,
+            errno: libc::EPERM,
             when: vec![ArgCheck::Eq32 {
                 index: 1,
                 value: 0x5412
@@ -546,6 +616,7 @@ mod tests {
         let mptcp = Deny {
             name: "socket",
             nr: libc::SYS_socket,
+            errno: libc::EPERM,
             when: vec![ArgCheck::Eq32 {
                 index: 2,
                 value: 262,
@@ -557,6 +628,67 @@ mod tests {
 
     /// Installs the compiled filter on a fresh thread (seccomp without TSYNC binds only the
     /// calling thread) and checks what it denies and what it allows.
+    #[test]
+    fn netlink_is_limited_to_route_generic_and_uevent() {
+        let denied = |protocol: i32| {
+            let args = [
+                libc::AF_NETLINK as u64,
+                libc::SOCK_RAW as u64,
+                protocol as u64,
+            ];
+            floor(Network::AllowAll).iter().any(|d| {
+                d.nr == libc::SYS_socket
+                    && d.when.iter().all(|c| match *c {
+                        ArgCheck::Eq32 { index, value } => args[usize::from(index)] as u32 == value,
+                        ArgCheck::Ne32 { index, value } => args[usize::from(index)] as u32 != value,
+                        ArgCheck::Masked32 { index, mask, value } => {
+                            args[usize::from(index)] as u32 & mask == value
+                        }
+                    })
+            })
+        };
+        for allowed in [
+            libc::NETLINK_ROUTE,
+            libc::NETLINK_GENERIC,
+            libc::NETLINK_KOBJECT_UEVENT,
+        ] {
+            assert!(!denied(allowed), "protocol {allowed}");
+        }
+        for refused in [
+            libc::NETLINK_SOCK_DIAG,
+            libc::NETLINK_AUDIT,
+            libc::NETLINK_CONNECTOR,
+            libc::NETLINK_XFRM,
+            libc::NETLINK_NETFILTER,
+            libc::NETLINK_SELINUX,
+            21,
+            255,
+        ] {
+            assert!(denied(refused), "protocol {refused}");
+        }
+        // In the compiled program too.
+        let program = compile(Network::AllowAll).unwrap();
+        let call = |protocol: u64| {
+            run(
+                &program,
+                libc::SYS_socket as u32,
+                [
+                    libc::AF_NETLINK as u64,
+                    libc::SOCK_RAW as u64,
+                    protocol,
+                    0,
+                    0,
+                    0,
+                ],
+            )
+        };
+        assert_eq!(call(libc::NETLINK_ROUTE as u64), libc::SECCOMP_RET_ALLOW);
+        assert_eq!(
+            call(libc::NETLINK_SOCK_DIAG as u64),
+            libc::SECCOMP_RET_ERRNO | libc::EPROTONOSUPPORT as u32
+        );
+    }
+
     #[test]
     fn compiled_filter_denies_the_floor_and_allows_the_rest() {
         let program = compile(Network::AllowAll).unwrap();
@@ -744,13 +876,15 @@ mod tests {
                 ArgCheck::Masked32 { index, mask, value } => low(index) & mask == value,
             }
         };
-        let denied = floor(network)
+        let floor = floor(network);
+        let same: Vec<&Deny> = floor.iter().filter(|d| d.nr == i64::from(nr)).collect();
+        let decided = same
             .iter()
-            .any(|d| d.nr == i64::from(nr) && d.when.iter().all(holds));
-        if denied {
-            eperm
-        } else {
-            libc::SECCOMP_RET_ALLOW
+            .find(|d| d.when.is_empty())
+            .or_else(|| same.iter().find(|d| d.when.iter().all(holds)));
+        match decided {
+            Some(d) => libc::SECCOMP_RET_ERRNO | d.errno as u32,
+            None => libc::SECCOMP_RET_ALLOW,
         }
     }
 
@@ -764,7 +898,10 @@ mod tests {
             1,
             2,
             3,
+            4,
+            9,
             10,
+            15,
             16,
             262,
             u64::from(TIOCSTI),

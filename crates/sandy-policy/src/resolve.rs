@@ -863,7 +863,11 @@ fn visible_program(
     })
 }
 
-/// The target's environment: the caller's, minus escape hatches, with a private TMPDIR.
+/// Set to `1` in every target's environment.
+const SANDY_VAR: &str = "SANDY";
+
+/// The target's environment: the caller's, minus escape hatches, with a private TMPDIR and
+/// `SANDY=1`.
 fn environment(
     host: &HostContext,
     private_tmp: &Path,
@@ -877,6 +881,8 @@ fn environment(
             || REMOVED_ENV_PREFIXES.iter().any(|p| name.starts_with(p));
         if drop {
             removed.push(name.into_owned());
+        } else if name == SANDY_VAR {
+            // Set below, whatever the caller's value.
         } else if TMP_VARS.iter().any(|t| name == *t) {
             set.push(name.into_owned());
             env.push((key.clone(), private_tmp.as_os_str().to_os_string()));
@@ -891,6 +897,10 @@ fn environment(
             private_tmp.as_os_str().to_os_string(),
         ));
     }
+    // Tells programs (and people) that they run inside Sandy. Only a hint: Sandy itself
+    // recognises a sandbox by its init, which nothing inside can change.
+    set.push(SANDY_VAR.to_owned());
+    env.push((OsString::from(SANDY_VAR), OsString::from("1")));
     removed.sort();
     removed.dedup();
     set.sort();

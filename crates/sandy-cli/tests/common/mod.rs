@@ -486,6 +486,24 @@ pub fn process_gone(pid: i32) -> bool {
     matches!(proc_state(pid), None | Some('Z') | Some('X'))
 }
 
+/// Host pids of the processes with `arg` among their arguments (from `/proc/*/cmdline`).
+/// Inside the sandbox's PID namespace a process has another pid; a unique argument finds
+/// it from the host.
+pub fn host_pids_with_arg(arg: &str) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|&b| b == 0).any(|a| a == arg.as_bytes()))
+        })
+        .filter(|pid| !process_gone(*pid))
+        .collect()
+}
+
 pub fn unique(tag: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -186,9 +186,10 @@ fn plain_run_resolves_to_the_default_policy() {
             ("HOME".into(), "/home/u".into()),
             ("TMPDIR".into(), "/tmp".into()),
             ("LANG".into(), "C.UTF-8".into()),
+            ("SANDY".into(), "1".into()),
         ],
         removed_env: vec!["LD_PRELOAD".into(), "SSH_AUTH_SOCK".into()],
-        set_env: vec!["TMPDIR".into()],
+        set_env: vec!["SANDY".into(), "TMPDIR".into()],
         grants: vec![
             g("/usr", Access::ReadExec, Scope::Subtree, Origin::Baseline),
             g("/etc", Access::Read, Scope::Subtree, Origin::Baseline),
