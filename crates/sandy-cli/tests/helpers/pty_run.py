@@ -149,6 +149,10 @@ def main():
             marker, data = sends.pop(0)
             # Later markers must appear after this point.
             seen = seen[seen.index(marker) + len(marker):]
+            # A marker is printed just before the program starts reading (a shell's
+            # prompt, before readline sets the terminal up): give it that moment, so a
+            # loaded machine does not lose the first typed byte.
+            time.sleep(0.05)
             os.write(master, data)
             last_send = time.monotonic()
 
