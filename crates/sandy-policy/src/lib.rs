@@ -34,6 +34,7 @@ mod profile;
 mod protect;
 mod resolve;
 mod sensitive;
+pub mod statemerge;
 
 pub use dryrun::{DryRunDocument, DRY_RUN_SCHEMA_VERSION};
 pub use error::{ManifestError, ResolveError};

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::policy::{Access, ProtectionKind};
+use crate::policy::{Access, Placeholder, ProtectionKind};
 
 /// The only profile schema this build reads.
 pub const PROFILE_SCHEMA_VERSION: u32 = 1;
@@ -32,6 +32,11 @@ pub struct ProfileGrant {
     pub access: Access,
     #[serde(default)]
     pub required: bool,
+    /// A state directory of the agent's own: when it is absent, the supervisor creates it
+    /// (empty, mode 0700) before launch, as the agent would at its first start (design
+    /// promise 5). Only `read_write` directory grants may say so.
+    #[serde(default)]
+    pub create: bool,
     /// Why the agent needs it (documentation, shown nowhere at run time).
     pub why: String,
 }
@@ -42,6 +47,32 @@ pub struct ProfileGrant {
 pub struct ProfileProtection {
     pub path: String,
     pub kind: ProtectionKind,
+    /// What Sandy creates when the path is absent at launch, so that it can carry its
+    /// read-only mount. Only allowed below a state directory the profile creates.
+    #[serde(default)]
+    pub placeholder: Option<Placeholder>,
+    pub why: String,
+}
+
+/// The format of an agent's state file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StateFormat {
+    /// A JSON document whose top level is an object.
+    Json,
+}
+
+/// An agent state file that mixes ordinary state with launch configuration
+/// (`~/.claude.json`). Inside, the agent writes a private copy; after the run only the
+/// values at `persist` paths go back to the host file (design §4.2).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileStateFile {
+    pub path: String,
+    pub format: StateFormat,
+    /// The known-safe key paths, dot-separated; `*` stands for any one key (a project
+    /// path). Everything else in the file never changes on the host.
+    pub persist: Vec<String>,
     pub why: String,
 }
 
@@ -82,6 +113,8 @@ pub struct Profile {
     #[serde(default)]
     pub protections: Vec<ProfileProtection>,
     #[serde(default)]
+    pub state_files: Vec<ProfileStateFile>,
+    #[serde(default)]
     pub environment: ProfileEnvironment,
     #[serde(default)]
     pub notice: Option<ProfileNotice>,
@@ -114,11 +147,49 @@ pub fn parse(name: &str, text: &str) -> Result<Profile, ProfileError> {
     if profile.name != name {
         return Err(invalid(format!("it is named '{}'", profile.name)));
     }
+    for grant in profile.grants.iter().filter(|g| g.create) {
+        if grant.access != Access::ReadWrite {
+            return Err(invalid(format!(
+                "grant {} creates a directory the agent could not write",
+                grant.path
+            )));
+        }
+    }
+    for p in profile
+        .protections
+        .iter()
+        .filter(|p| p.placeholder.is_some())
+    {
+        let below_created = profile.grants.iter().any(|g| {
+            g.create
+                && p.path
+                    .strip_prefix(g.path.as_str())
+                    .is_some_and(|rest| rest.starts_with('/'))
+        });
+        if !below_created {
+            return Err(invalid(format!(
+                "protection {} has a placeholder outside the state directories the profile \
+                 creates",
+                p.path
+            )));
+        }
+    }
+    for file in &profile.state_files {
+        if let Some(bad) = file.persist.iter().find(|k| {
+            k.is_empty() || k.split('.').any(|s| s.is_empty()) || k.split('.').last() == Some("*")
+        }) {
+            return Err(invalid(format!(
+                "state file {} persists the malformed key path '{bad}'",
+                file.path
+            )));
+        }
+    }
     let paths = profile
         .grants
         .iter()
         .map(|g| &g.path)
-        .chain(profile.protections.iter().map(|p| &p.path));
+        .chain(profile.protections.iter().map(|p| &p.path))
+        .chain(profile.state_files.iter().map(|f| &f.path));
     for path in paths {
         if let Some(root) = path.strip_prefix('{').and_then(|r| r.split('}').next()) {
             if root != "project" && !profile.roots.contains_key(root) {
