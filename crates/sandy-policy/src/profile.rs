@@ -104,7 +104,8 @@ pub struct Profile {
     /// Command basenames that select this profile.
     pub detect: Vec<String>,
     /// Named roots: candidates in order; `$VAR` or `$VAR/suffix` use an environment
-    /// variable when it is set (and must then be an absolute, existing directory),
+    /// variable when it is set (and must then be an absolute path: a directory, or an absent
+    /// path the agent will create),
     /// `~/...` is relative to home.
     #[serde(default)]
     pub roots: BTreeMap<String, Vec<String>>,

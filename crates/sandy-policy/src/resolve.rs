@@ -313,7 +313,7 @@ pub fn resolve(
         })
         .map(|n| n.message.clone())
         .collect();
-    notices.extend(applied.notices);
+    notices.extend(applied.notices.iter().cloned());
 
     // Protections: masks for every existing sensitive path, and the project's git hooks
     // and configuration, read-only wherever a writable grant would reach them.
@@ -338,19 +338,28 @@ pub fn resolve(
             }
         }
     }
-    protections.extend(git.into_iter().chain(applied.protections).filter(|p| {
-        grants.iter().any(|g| {
-            g.access == Access::ReadWrite
-                && g.scope == Scope::Subtree
-                && p.path.starts_with(&g.path)
-        })
-    }));
+    protections.extend(
+        git.into_iter()
+            .chain(applied.protections.iter().cloned())
+            .filter(|p| {
+                // A name below a symlink is protected when the name or where it leads is writable.
+                let location = ctx.location(&p.path);
+                grants.iter().any(|g| {
+                    g.access == Access::ReadWrite
+                        && g.scope == Scope::Subtree
+                        && (p.path.starts_with(&g.path)
+                            || location.as_ref().is_some_and(|l| l.starts_with(&g.path)))
+                })
+            }),
+    );
 
     // Views: files the sandbox sees as a prepared copy instead of the host file.
     let mut views: Vec<FileView> = Vec::new();
     if let Some(home) = ctx.home {
         views.extend(views::shell_startup_views(home, host, fs));
     }
+    // The agent's state files: a private copy, merged back after the run.
+    views.extend(applied.views.iter().cloned());
     let mut grants = grants;
     let views = views::finish_views(views, &mut grants, &mut protections);
 
@@ -377,6 +386,8 @@ pub fn resolve(
         runtime_dir,
         notices,
         views,
+        created_at_launch: applied.created,
+        state_files: applied.state_files,
     })
 }
 

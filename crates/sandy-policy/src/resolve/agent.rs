@@ -1,5 +1,6 @@
-//! The agent profile's part of resolution: its roots, state-directory grants and
-//! protections.
+//! The agent profile's part of resolution: its roots, state-directory grants (and what
+//! to create at a first launch), protections (as names, with placeholders) and state
+//! files.
 
 use std::path::{Path, PathBuf};
 
@@ -7,13 +8,21 @@ use super::{Ctx, GrantSet};
 use crate::error::ResolveError;
 use crate::host::HostContext;
 use crate::inspect::FileKind;
-use crate::policy::{Access, Origin, Protection, Scope};
+use crate::policy::{
+    Access, FileView, LaunchCreation, Origin, Placeholder, Protection, Scope, StateFile, ViewKind,
+};
 use crate::profile::Profile;
 
 /// What a profile contributes besides grants.
 pub(super) struct AppliedProfile {
     pub(super) protections: Vec<Protection>,
     pub(super) notices: Vec<String>,
+    /// Absent state directories and files the supervisor creates before launch.
+    pub(super) created: Vec<LaunchCreation>,
+    /// State files: a private copy inside, merged back after the run.
+    pub(super) state_files: Vec<StateFile>,
+    /// The private copies of the state files.
+    pub(super) views: Vec<FileView>,
 }
 
 impl Ctx<'_> {
@@ -48,21 +57,38 @@ impl Ctx<'_> {
             Some(PathBuf::from(path))
         };
         let mut missing = Vec::new();
+        let mut created = Vec::new();
         for grant in &profile.grants {
             let Some(path) = expand(&grant.path) else {
                 continue;
             };
-            let Ok(canonical) = self.fs.canonicalize(&path) else {
-                if grant.required {
-                    return Err(ResolveError::ProfileMissing {
-                        profile: profile.name.clone(),
-                        path,
+            let canonical = match self.fs.canonicalize(&path) {
+                Ok(canonical) => canonical,
+                // A state directory of the agent's own, absent: created before launch, so
+                // it is granted where it will be (a dangling symlink is left alone).
+                Err(_) if grant.create && self.fs.read_link(&path).is_none() => {
+                    let Some(location) = self.location(&path) else {
+                        missing.push(path);
+                        continue;
+                    };
+                    created.push(LaunchCreation {
+                        path: location.clone(),
+                        kind: Placeholder::Directory,
                     });
+                    location
                 }
-                if grant.access == Access::ReadWrite {
-                    missing.push(path);
+                Err(_) => {
+                    if grant.required {
+                        return Err(ResolveError::ProfileMissing {
+                            profile: profile.name.clone(),
+                            path,
+                        });
+                    }
+                    if grant.access == Access::ReadWrite {
+                        missing.push(path);
+                    }
+                    continue;
                 }
-                continue;
             };
             let refuse = |reason| ResolveError::ProfileGrant {
                 profile: profile.name.clone(),
@@ -81,51 +107,111 @@ impl Ctx<'_> {
             {
                 return Err(refuse("it would make a sensitive path writable"));
             }
-            let scope = if self.fs.kind(&canonical) == Some(FileKind::Directory) {
-                Scope::Subtree
-            } else {
-                Scope::Exact
-            };
+            let will_be_directory = created.last().is_some_and(|c| c.path == canonical);
+            let scope =
+                if will_be_directory || self.fs.kind(&canonical) == Some(FileKind::Directory) {
+                    Scope::Subtree
+                } else {
+                    Scope::Exact
+                };
             grants.push(canonical, grant.access, scope, Origin::Profile);
         }
+        // Names, not targets: the mount layer pins the name and protects what it points to.
         let protections = profile
             .protections
             .iter()
             .filter_map(|p| {
                 let path = expand(&p.path)?;
-                let exists = self.fs.kind(&path).is_some();
-                let path = if exists {
-                    self.fs.canonicalize(&path).unwrap_or(path)
-                } else {
-                    path
-                };
+                let exists = self.fs.kind(&path).is_some() || self.fs.read_link(&path).is_some();
                 Some(Protection {
                     path,
                     kind: p.kind,
                     origin: Origin::Profile,
                     exists,
-                    placeholder: None,
+                    placeholder: p.placeholder,
                 })
             })
             .collect();
-        // Sandy creates nothing in the home directory; a state directory that does not
-        // exist yet cannot be created from inside (home is read-only there), so say so.
+        let mut state_files = Vec::new();
+        let mut views = Vec::new();
+        for file in &profile.state_files {
+            let Some(path) = expand(&file.path) else {
+                continue;
+            };
+            match self.fs.kind(&path) {
+                Some(FileKind::File { .. }) => {}
+                None if self.fs.read_link(&path).is_none()
+                    && path.parent().is_some_and(|d| {
+                        self.fs.kind(d) == Some(FileKind::Directory)
+                            || created.iter().any(|c| c.path == d)
+                    }) =>
+                {
+                    created.push(LaunchCreation {
+                        path: path.clone(),
+                        kind: Placeholder::EmptyJsonObject,
+                    });
+                }
+                // A directory, a FIFO or a dangling symlink: not a state file Sandy can
+                // copy; the agent does not get it.
+                _ => continue,
+            }
+            views.push(FileView {
+                target: path.clone(),
+                kind: ViewKind::PrivateCopy,
+                origin: Origin::Profile,
+                reason: format!(
+                    "{}'s state file: a private copy inside; after the run only known-safe \
+                     keys go back",
+                    profile.summary
+                ),
+            });
+            state_files.push(StateFile {
+                path,
+                persist: file.persist.clone(),
+            });
+        }
+        // A state directory that cannot be created (its name is a dangling symlink, or
+        // no ancestor exists) is not granted; say so.
         let notices = missing
             .iter()
             .map(|p| {
                 format!(
-                    "note: {} does not exist, so {} cannot keep its state there inside the \
-                     sandbox; create it first (mkdir -p {}) to let it",
+                    "note: {} does not exist and Sandy cannot create it, so {} cannot keep \
+                     its state there inside the sandbox",
                     p.display(),
                     profile.summary,
-                    p.display()
                 )
             })
             .collect();
         Ok(AppliedProfile {
             protections,
             notices,
+            created,
+            state_files,
+            views,
         })
+    }
+
+    /// Where a name leads: the path resolved through symlinks when it exists; for an
+    /// absent path, its nearest existing ancestor resolved, joined with the rest of the
+    /// name. `None` when that ancestor is not a directory.
+    pub(super) fn location(&self, path: &Path) -> Option<PathBuf> {
+        let mut rest = Vec::new();
+        let mut cur = path;
+        loop {
+            if let Ok(canonical) = self.fs.canonicalize(cur) {
+                if !rest.is_empty() && self.fs.kind(&canonical) != Some(FileKind::Directory) {
+                    return None;
+                }
+                let mut out = canonical;
+                for part in rest.iter().rev() {
+                    out.push(part);
+                }
+                return Some(out);
+            }
+            rest.push(cur.file_name()?.to_owned());
+            cur = cur.parent()?;
+        }
     }
 
     /// The first applicable candidate of a profile root. A root taken from an environment
@@ -152,11 +238,19 @@ impl Ctx<'_> {
                 if !value.is_absolute() {
                     return Err(refuse("it is not absolute"));
                 }
-                let canonical = self
+                // An absent directory is where the agent will create its state (and so,
+                // at a first launch, Sandy before it).
+                let canonical = match self.fs.canonicalize(value) {
+                    Ok(c) => c,
+                    Err(_) => self
+                        .location(value)
+                        .ok_or_else(|| refuse("neither it nor an ancestor is a directory"))?,
+                };
+                if self
                     .fs
-                    .canonicalize(value)
-                    .map_err(|_| refuse("it does not exist"))?;
-                if self.fs.kind(&canonical) != Some(FileKind::Directory) {
+                    .kind(&canonical)
+                    .is_some_and(|k| k != FileKind::Directory)
+                {
                     return Err(refuse("it is not a directory"));
                 }
                 if canonical.parent().is_none()

@@ -2,6 +2,7 @@ use std::collections::BTreeMap;
 use std::io;
 
 use super::*;
+use crate::policy::{LaunchCreation, Placeholder, ViewKind};
 
 /// An in-memory filesystem: paths map to kinds, symlinks to targets.
 #[derive(Default)]
@@ -250,6 +251,8 @@ fn plain_run_resolves_to_the_default_policy() {
         runtime_dir: None,
         notices: vec![],
         views: vec![],
+        created_at_launch: vec![],
+        state_files: vec![],
     };
     assert_eq!(policy, expected);
 }
@@ -617,11 +620,11 @@ fn the_claude_profile_grants_its_state_and_protects_its_hooks() {
                 Scope::Subtree,
                 Origin::Profile
             ),
-            // Read-only: it registers MCP servers, and Claude Code writes it through a
-            // temporary file in the read-only home anyway.
+            // Writable, but only as a private copy (a view): the host file gets the
+            // allowlisted keys back after the run.
             &g(
                 "/home/u/.claude.json",
-                Access::Read,
+                Access::ReadWrite,
                 Scope::Exact,
                 Origin::Profile
             ),
@@ -647,12 +650,40 @@ fn the_claude_profile_grants_its_state_and_protects_its_hooks() {
             (Path::new("/home/u/.claude/skills"), false),
             (Path::new("/home/u/.claude/commands"), false),
             (Path::new("/home/u/.claude/agents"), false),
+            (Path::new("/home/u/.claude/output-styles"), false),
+            (Path::new("/home/u/.claude/plugins"), false),
             (Path::new("/home/u/proj/.claude/settings.json"), false),
             (Path::new("/home/u/proj/.claude/settings.local.json"), false),
             (Path::new("/home/u/proj/.mcp.json"), false),
         ]
     );
     assert!(policy.notices.is_empty());
+    // The state file is a private copy, merged back after the run; nothing is created.
+    assert_eq!(
+        policy
+            .views
+            .iter()
+            .filter(|v| v.origin == Origin::Profile)
+            .count(),
+        1
+    );
+    assert_eq!(
+        policy.views.last().map(|v| v.kind),
+        Some(ViewKind::PrivateCopy)
+    );
+    assert_eq!(policy.state_files.len(), 1);
+    assert_eq!(
+        policy.state_files[0].path,
+        Path::new("/home/u/.claude.json")
+    );
+    assert!(policy.state_files[0]
+        .persist
+        .contains(&"projects.*.hasTrustDialogAccepted".to_owned()));
+    assert!(!policy.state_files[0]
+        .persist
+        .iter()
+        .any(|k| k.contains("mcp") || k.contains("hooks") || k == "env"));
+    assert!(policy.created_at_launch.is_empty());
 }
 
 #[test]
@@ -668,9 +699,32 @@ fn profile_roots_from_the_environment_are_validated() {
         Scope::Subtree,
         Origin::Profile
     )));
+    // An absent root is where the agent will keep its state: created at launch, and the
+    // state file inside it is the one Claude Code then reads.
+    let mut h = host("/usr/bin");
+    h.env
+        .push(("CLAUDE_CONFIG_DIR".into(), "/srv/claude-state/new".into()));
+    let policy = resolve(&request(&["claude"]), &h, &fs).unwrap();
+    assert_eq!(
+        policy.created_at_launch,
+        vec![
+            LaunchCreation {
+                path: "/srv/claude-state/new".into(),
+                kind: Placeholder::Directory
+            },
+            LaunchCreation {
+                path: "/srv/claude-state/new/.claude.json".into(),
+                kind: Placeholder::EmptyJsonObject
+            },
+        ]
+    );
+    assert_eq!(
+        policy.state_files[0].path,
+        Path::new("/srv/claude-state/new/.claude.json")
+    );
     for bad in [
         "relative/dir",
-        "/srv/missing",
+        "/usr/bin/claude/state",
         "/home/u",
         "/home/u/.ssh",
         "/",
@@ -717,17 +771,61 @@ fn an_explicit_profile_overrides_detection() {
 }
 
 #[test]
-fn a_missing_profile_state_directory_is_explained_not_created() {
+fn a_missing_profile_state_directory_is_created_at_launch() {
     let fs = base_fs().exe("/usr/bin/gemini");
     let policy = resolve(&request(&["gemini"]), &host("/usr/bin"), &fs).unwrap();
-    assert!(!policy.grants.iter().any(|g| g.origin == Origin::Profile));
+    assert!(policy.grants.contains(&g(
+        "/home/u/.gemini",
+        Access::ReadWrite,
+        Scope::Subtree,
+        Origin::Profile
+    )));
     assert_eq!(
-        policy.notices,
-        vec![
-            "note: /home/u/.gemini does not exist, so Gemini CLI cannot keep its state there \
-             inside the sandbox; create it first (mkdir -p /home/u/.gemini) to let it"
-                .to_owned()
-        ]
+        policy.created_at_launch,
+        vec![LaunchCreation {
+            path: "/home/u/.gemini".into(),
+            kind: Placeholder::Directory
+        }]
+    );
+    assert!(policy.notices.is_empty());
+    // Its protections hold from the first launch: placeholders below the new directory.
+    let settings = policy
+        .protections
+        .iter()
+        .find(|p| p.path == Path::new("/home/u/.gemini/settings.json"))
+        .unwrap();
+    assert_eq!(settings.placeholder, Some(Placeholder::EmptyJsonObject));
+    assert!(!settings.exists);
+}
+
+#[test]
+fn protections_are_names_even_below_a_symlinked_state_directory() {
+    // A dotfile manager made ~/.claude a link; the protection keeps the name.
+    let fs = base_fs()
+        .exe("/usr/bin/claude")
+        .dir("/home/u/dotfiles/claude")
+        .file("/home/u/dotfiles/claude/settings.json")
+        .link("/home/u/.claude", "/home/u/dotfiles/claude");
+    let policy = resolve(&request(&["claude"]), &host("/usr/bin"), &fs).unwrap();
+    let settings = policy
+        .protections
+        .iter()
+        .find(|p| p.path == Path::new("/home/u/.claude/settings.json"))
+        .unwrap();
+    assert!(settings.exists);
+    assert!(policy.grants.contains(&g(
+        "/home/u/dotfiles/claude",
+        Access::ReadWrite,
+        Scope::Subtree,
+        Origin::Profile
+    )));
+    // The directory exists (through its link); only the absent state file is created.
+    assert_eq!(
+        policy.created_at_launch,
+        vec![LaunchCreation {
+            path: "/home/u/.claude.json".into(),
+            kind: Placeholder::EmptyJsonObject
+        }]
     );
 }
 
