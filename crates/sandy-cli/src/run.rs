@@ -21,6 +21,7 @@ use sandy_policy::{
     ValidatedManifest,
 };
 
+use crate::agentstate;
 use crate::args::RunArgs;
 use crate::error::{signal_status, SandyError};
 use crate::host;
@@ -99,8 +100,10 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         }
     }
 
+    // A first launch: the agent's own absent state directories and files.
+    let created = agentstate::create_at_launch(&policy)?;
     // Copies the sandbox sees in place of host files (filtered or private).
-    let views = PreparedViews::prepare(&policy.views, &tmp_base)?;
+    let views = PreparedViews::prepare(&policy.views, &policy.state_files, &tmp_base)?;
     let mut launch = LaunchManifest::from_policy(&policy, host.supervisor_pid, restore);
     launch.views = views.manifest_views();
     let manifest = ValidatedManifest::new(launch)?;
@@ -113,7 +116,9 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let started = std::time::SystemTime::now();
     let status = spawn_and_wait(&bytes, &ports, &waited);
     drop(private_tmp);
+    agentstate::merge_after_run(&policy, &views);
     drop(views);
+    agentstate::remove_mount_points(&created);
     audit_absent_protections(&policy);
     audit_nested_repositories(&policy.working_directory, started);
     status

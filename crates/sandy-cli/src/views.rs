@@ -8,7 +8,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use sandy_policy::filter::{filter_credentials, CommentStyle};
-use sandy_policy::{FileView, ManifestView, ViewKind};
+use sandy_policy::{FileView, ManifestView, StateFile, ViewKind};
 
 use crate::error::SandyError;
 
@@ -19,17 +19,26 @@ const MAX_VIEW_BYTES: u64 = 4 * 1024 * 1024;
 pub struct PreparedViews {
     dir: Option<PathBuf>,
     entries: Vec<(FileView, PathBuf)>,
+    /// The host content each private copy started from (the base of a state merge).
+    originals: Vec<(PathBuf, Vec<u8>)>,
 }
 
 impl PreparedViews {
     /// Copies (and filters) every view's host file into a fresh per-run directory under
-    /// `base`. Nothing is created when there are no views.
-    pub fn prepare(views: &[FileView], base: &Path) -> Result<Self, SandyError> {
+    /// `base`. Nothing is created when there are no views. The copy of an agent state
+    /// file comes from the host file even when the agent reads it under another name
+    /// inside, and starts as `{}` when the host file does not exist yet.
+    pub fn prepare(
+        views: &[FileView],
+        state_files: &[StateFile],
+        base: &Path,
+    ) -> Result<Self, SandyError> {
         let io = |step| move |source| SandyError::Io { step, source };
         if views.is_empty() {
             return Ok(PreparedViews {
                 dir: None,
                 entries: Vec::new(),
+                originals: Vec::new(),
             });
         }
         let dir = tempfile::Builder::new()
@@ -41,13 +50,26 @@ impl PreparedViews {
         let mut prepared = PreparedViews {
             dir: Some(dir.clone()),
             entries: Vec::with_capacity(views.len()),
+            originals: Vec::new(),
         };
         for (i, view) in views.iter().enumerate() {
-            let content = read_bounded(&view.target)
-                .map_err(io("cannot read a file the sandbox sees as a copy"))?;
+            let state = state_files.iter().find(|f| f.inside == view.target);
+            let content = match state {
+                Some(f) => match read_bounded(&f.path) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => b"{}\n".to_vec(),
+                    other => other.map_err(io("cannot read an agent's state file"))?,
+                },
+                None => read_bounded(&view.target)
+                    .map_err(io("cannot read a file the sandbox sees as a copy"))?,
+            };
             let (content, mode) = match view.kind {
                 ViewKind::Filtered => (filter_credentials(&content, style_of(&view.target)), 0o400),
-                ViewKind::PrivateCopy => (content, 0o600),
+                ViewKind::PrivateCopy => {
+                    prepared
+                        .originals
+                        .push((view.target.clone(), content.clone()));
+                    (content, 0o600)
+                }
             };
             let source = dir.join(format!("{i}"));
             write_new(&source, &content, mode)
@@ -70,12 +92,19 @@ impl PreparedViews {
     }
 
     /// The private copy the sandbox wrote in place of `target`, after the run.
-    #[allow(dead_code)] // the agent state merge (issue 13) is its first user
     pub fn private_copy(&self, target: &Path) -> Option<&Path> {
         self.entries
             .iter()
             .find(|(v, _)| v.kind == ViewKind::PrivateCopy && v.target == target)
             .map(|(_, source)| source.as_path())
+    }
+
+    /// The host content the private copy of `target` started from.
+    pub fn original(&self, target: &Path) -> Option<&[u8]> {
+        self.originals
+            .iter()
+            .find(|(t, _)| t == target)
+            .map(|(_, content)| content.as_slice())
     }
 }
 
@@ -102,7 +131,7 @@ fn style_of(target: &Path) -> CommentStyle {
 
 /// Reads a regular file (following the user's own symlinks), without blocking on a FIFO
 /// and refusing anything larger than [`MAX_VIEW_BYTES`].
-fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc_nonblock())

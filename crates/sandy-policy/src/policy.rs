@@ -97,7 +97,8 @@ pub struct Protection {
 
 /// Something the supervisor creates on the host before launch because the agent's profile
 /// declares it as the agent's own state and it is absent (a first launch): a state
-/// directory (empty, mode 0700) or a state file (`{}`, mode 0600). Design promise 5.
+/// directory (empty, mode 0700), or an empty file that only carries the bound private copy
+/// of a relocated state file (removed after the run while still empty). Design promise 5.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct LaunchCreation {
     pub path: PathBuf,
@@ -108,8 +109,11 @@ pub struct LaunchCreation {
 /// values at `persist` key paths go back to the host file ([`crate::statemerge`]).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct StateFile {
-    /// The name the agent reads (absolute, not resolved through symlinks).
+    /// The host file (absolute, not resolved through symlinks).
     pub path: PathBuf,
+    /// The name the agent reads inside, where the private copy is bound (`path`, or a
+    /// name in a writable state directory the profile points the agent to).
+    pub inside: PathBuf,
     /// Known-safe key paths, dot-separated, `*` for any one key.
     pub persist: Vec<String>,
 }

@@ -68,7 +68,17 @@ pub enum StateFormat {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProfileStateFile {
+    /// The host file.
     pub path: String,
+    /// Where the agent finds the copy inside, when not at `path`: a name in a writable
+    /// state directory, so that the agent's write-to-a-temporary-file-then-rename can
+    /// create its temporary file (the rename onto the bound copy then fails with EBUSY and
+    /// the agent rewrites the copy in place). Needs `environment` to point the agent there.
+    #[serde(default)]
+    pub inside: Option<String>,
+    /// Variables set inside so that the agent reads `inside` (values may use `{root}`).
+    #[serde(default)]
+    pub environment: BTreeMap<String, String>,
     pub format: StateFormat,
     /// The known-safe key paths, dot-separated; `*` stands for any one key (a project
     /// path). Everything else in the file never changes on the host.
@@ -190,7 +200,8 @@ pub fn parse(name: &str, text: &str) -> Result<Profile, ProfileError> {
         .iter()
         .map(|g| &g.path)
         .chain(profile.protections.iter().map(|p| &p.path))
-        .chain(profile.state_files.iter().map(|f| &f.path));
+        .chain(profile.state_files.iter().map(|f| &f.path))
+        .chain(profile.state_files.iter().filter_map(|f| f.inside.as_ref()));
     for path in paths {
         if let Some(root) = path.strip_prefix('{').and_then(|r| r.split('}').next()) {
             if root != "project" && !profile.roots.contains_key(root) {

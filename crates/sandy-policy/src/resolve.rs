@@ -293,7 +293,8 @@ pub fn resolve(
             removed_env.push(name.clone());
         }
     }
-    for (name, value) in &profile.environment.set {
+    let state_env = applied.environment.iter().map(|(k, v)| (k, v));
+    for (name, value) in profile.environment.set.iter().chain(state_env) {
         environment.retain(|(k, _)| k != name.as_str());
         environment.push((name.into(), value.into()));
         set_env.push(name.clone());

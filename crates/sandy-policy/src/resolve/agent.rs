@@ -23,6 +23,8 @@ pub(super) struct AppliedProfile {
     pub(super) state_files: Vec<StateFile>,
     /// The private copies of the state files.
     pub(super) views: Vec<FileView>,
+    /// Variables set inside (a relocated state file's directory).
+    pub(super) environment: Vec<(String, String)>,
 }
 
 impl Ctx<'_> {
@@ -134,39 +136,61 @@ impl Ctx<'_> {
             .collect();
         let mut state_files = Vec::new();
         let mut views = Vec::new();
+        let mut environment = Vec::new();
         for file in &profile.state_files {
             let Some(path) = expand(&file.path) else {
                 continue;
             };
-            match self.fs.kind(&path) {
+            let Some(inside) = file.inside.as_deref().map_or(Some(path.clone()), expand) else {
+                continue;
+            };
+            // The host file must be a regular file or absent (the copy then starts as
+            // `{}`); a directory, a FIFO or a dangling symlink is not a state file Sandy
+            // copies, and the agent does not get it.
+            let usable = match self.fs.kind(&path) {
+                Some(FileKind::File { .. }) => true,
+                None => self.fs.read_link(&path).is_none(),
+                Some(_) => false,
+            };
+            if !usable {
+                continue;
+            }
+            // The copy is bound over `inside`: an empty mount point when absent (removed
+            // after the run unless the merge wrote the state there).
+            match self.fs.kind(&inside) {
                 Some(FileKind::File { .. }) => {}
-                None if self.fs.read_link(&path).is_none()
-                    && path.parent().is_some_and(|d| {
+                None if self.fs.read_link(&inside).is_none()
+                    && inside.parent().is_some_and(|d| {
                         self.fs.kind(d) == Some(FileKind::Directory)
                             || created.iter().any(|c| c.path == d)
                     }) =>
                 {
                     created.push(LaunchCreation {
-                        path: path.clone(),
-                        kind: Placeholder::EmptyJsonObject,
+                        path: inside.clone(),
+                        kind: Placeholder::EmptyFile,
                     });
                 }
-                // A directory, a FIFO or a dangling symlink: not a state file Sandy can
-                // copy; the agent does not get it.
                 _ => continue,
             }
+            for (name, value) in &file.environment {
+                if let Some(value) = expand(value) {
+                    environment.push((name.clone(), value.to_string_lossy().into_owned()));
+                }
+            }
             views.push(FileView {
-                target: path.clone(),
+                target: inside.clone(),
                 kind: ViewKind::PrivateCopy,
                 origin: Origin::Profile,
                 reason: format!(
-                    "{}'s state file: a private copy inside; after the run only known-safe \
-                     keys go back",
-                    profile.summary
+                    "{}'s state file {}: a private copy inside; after the run only \
+                     known-safe keys go back",
+                    profile.summary,
+                    path.display()
                 ),
             });
             state_files.push(StateFile {
                 path,
+                inside,
                 persist: file.persist.clone(),
             });
         }
@@ -189,6 +213,7 @@ impl Ctx<'_> {
             created,
             state_files,
             views,
+            environment,
         })
     }
 

@@ -620,10 +620,11 @@ fn the_claude_profile_grants_its_state_and_protects_its_hooks() {
                 Scope::Subtree,
                 Origin::Profile
             ),
-            // Writable, but only as a private copy (a view): the host file gets the
+            // ~/.claude.json itself is not granted: Claude Code reads a private copy of
+            // it at {config}/.claude.json (CLAUDE_CONFIG_DIR), and the host file gets the
             // allowlisted keys back after the run.
             &g(
-                "/home/u/.claude.json",
+                "/home/u/.claude/.claude.json",
                 Access::ReadWrite,
                 Scope::Exact,
                 Origin::Profile
@@ -644,14 +645,23 @@ fn the_claude_profile_grants_its_state_and_protects_its_hooks() {
             (Path::new("/home/u/.claude/settings.json"), true),
             (Path::new("/home/u/.claude/settings.local.json"), false),
             (Path::new("/home/u/.claude/hooks"), false),
-            (Path::new("/home/u/.claude/.claude.json"), false),
+            // /home/u/.claude/.claude.json is the private copy's view now.
             (Path::new("/home/u/.claude/.config.json"), false),
             (Path::new("/home/u/.claude/CLAUDE.md"), false),
             (Path::new("/home/u/.claude/skills"), false),
             (Path::new("/home/u/.claude/commands"), false),
             (Path::new("/home/u/.claude/agents"), false),
             (Path::new("/home/u/.claude/output-styles"), false),
-            (Path::new("/home/u/.claude/plugins"), false),
+            (Path::new("/home/u/.claude/plugins/cache"), false),
+            (Path::new("/home/u/.claude/plugins/marketplaces"), false),
+            (
+                Path::new("/home/u/.claude/plugins/installed_plugins.json"),
+                false
+            ),
+            (
+                Path::new("/home/u/.claude/plugins/known_marketplaces.json"),
+                false
+            ),
             (Path::new("/home/u/proj/.claude/settings.json"), false),
             (Path::new("/home/u/proj/.claude/settings.local.json"), false),
             (Path::new("/home/u/proj/.mcp.json"), false),
@@ -683,7 +693,13 @@ fn the_claude_profile_grants_its_state_and_protects_its_hooks() {
         .persist
         .iter()
         .any(|k| k.contains("mcp") || k.contains("hooks") || k == "env"));
-    assert!(policy.created_at_launch.is_empty());
+    assert_eq!(
+        policy.created_at_launch,
+        vec![LaunchCreation {
+            path: "/home/u/.claude/.claude.json".into(),
+            kind: Placeholder::EmptyFile
+        }]
+    );
 }
 
 #[test]
@@ -712,9 +728,10 @@ fn profile_roots_from_the_environment_are_validated() {
                 path: "/srv/claude-state/new".into(),
                 kind: Placeholder::Directory
             },
+            // The mount point of the state file's private copy.
             LaunchCreation {
                 path: "/srv/claude-state/new/.claude.json".into(),
-                kind: Placeholder::EmptyJsonObject
+                kind: Placeholder::EmptyFile
             },
         ]
     );
@@ -819,12 +836,13 @@ fn protections_are_names_even_below_a_symlinked_state_directory() {
         Scope::Subtree,
         Origin::Profile
     )));
-    // The directory exists (through its link); only the absent state file is created.
+    // The directory exists (through its link); only the mount point of the state file's
+    // copy (which Claude Code reads there, told by CLAUDE_CONFIG_DIR) is created.
     assert_eq!(
         policy.created_at_launch,
         vec![LaunchCreation {
-            path: "/home/u/.claude.json".into(),
-            kind: Placeholder::EmptyJsonObject
+            path: "/home/u/.claude/.claude.json".into(),
+            kind: Placeholder::EmptyFile
         }]
     );
 }
