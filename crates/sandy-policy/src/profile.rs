@@ -96,11 +96,15 @@ pub struct ProfileEnvironment {
     pub unset: Vec<String>,
 }
 
-/// A message printed at launch unless one of the arguments is present.
+/// A message printed at launch unless one of the arguments is present, or the first
+/// argument is one of `unless_first_arg` (a subcommand that does not do what the notice is
+/// about).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProfileNotice {
     pub unless_args: Vec<String>,
+    #[serde(default)]
+    pub unless_first_arg: Vec<String>,
     pub message: String,
 }
 
@@ -125,6 +129,12 @@ pub struct Profile {
     pub protections: Vec<ProfileProtection>,
     #[serde(default)]
     pub state_files: Vec<ProfileStateFile>,
+    /// The agent is an npm package that starts a platform package, one of its
+    /// `optionalDependencies` installed beside it (`@openai/codex` starts
+    /// `@openai/codex-linux-x64`): those found beside the program's package are granted
+    /// read and execute.
+    #[serde(default)]
+    pub optional_dependencies: bool,
     #[serde(default)]
     pub environment: ProfileEnvironment,
     #[serde(default)]

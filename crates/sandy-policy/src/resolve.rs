@@ -251,6 +251,9 @@ pub fn resolve(
     // The agent profile: its state directories, and its hook registrations protected.
     let (profile, detected) = select_profile(request.profile.as_deref(), argv0)?;
     let applied = ctx.apply_profile(&profile, host, &project, &mut grants)?;
+    if profile.optional_dependencies {
+        ctx.grant_optional_dependencies(&program, &mut grants);
+    }
 
     // Explicit flags, checked strictly: they must exist and must not expose secrets.
     for (flag, paths, access) in [
@@ -307,10 +310,12 @@ pub fn resolve(
         .notice
         .iter()
         .filter(|n| {
-            !request.command.iter().skip(1).any(|arg| {
-                let arg = arg.to_string_lossy();
-                n.unless_args.iter().any(|u| *u == arg)
-            })
+            let first = request.command.get(1).map(|a| a.to_string_lossy());
+            !first.is_some_and(|f| n.unless_first_arg.iter().any(|u| *u == f))
+                && !request.command.iter().skip(1).any(|arg| {
+                    let arg = arg.to_string_lossy();
+                    n.unless_args.iter().any(|u| *u == arg)
+                })
         })
         .map(|n| n.message.clone())
         .collect();

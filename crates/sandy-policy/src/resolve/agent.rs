@@ -302,4 +302,89 @@ impl Ctx<'_> {
         }
         Ok(None)
     }
+
+    /// Grants the installed `optionalDependencies` of the npm package `program` belongs
+    /// to: its platform packages, installed as siblings in the same `node_modules`. Found
+    /// from the layout: the nearest ancestor of the program (resolved) holding a
+    /// `package.json` directly below `node_modules` (or `node_modules/@scope`); each
+    /// dependency name must be a plain package name, and is granted only when it is a
+    /// directory there whose own `package.json` carries that name.
+    pub(super) fn grant_optional_dependencies(&self, program: &Path, grants: &mut GrantSet) {
+        let Ok(resolved) = self.fs.canonicalize(program) else {
+            return;
+        };
+        let Some((root, node_modules)) = resolved.ancestors().skip(1).find_map(|dir| {
+            let parent = dir.parent()?;
+            let node_modules = if parent.file_name()? == "node_modules" {
+                parent
+            } else if parent.file_name()?.to_string_lossy().starts_with('@')
+                && parent.parent()?.file_name()? == "node_modules"
+            {
+                parent.parent()?
+            } else {
+                return None;
+            };
+            matches!(
+                self.fs.kind(&dir.join("package.json")),
+                Some(FileKind::File { .. })
+            )
+            .then(|| (dir.to_path_buf(), node_modules.to_path_buf()))
+        }) else {
+            return;
+        };
+        let Some(manifest) = self.package_json(&root) else {
+            return;
+        };
+        let Some(deps) = manifest
+            .get("optionalDependencies")
+            .and_then(|d| d.as_object())
+        else {
+            return;
+        };
+        for (name, spec) in deps.iter().filter(|(n, _)| npm_name(n)) {
+            let dir = node_modules.join(name);
+            if self.fs.kind(&dir) != Some(FileKind::Directory) {
+                continue;
+            }
+            // An npm alias (`"npm:@openai/codex@0.1.0-linux-x64"`) installs another name.
+            let expected = spec.as_str().and_then(|s| s.strip_prefix("npm:")).map_or(
+                name.as_str(),
+                |aliased| {
+                    let at = aliased.char_indices().skip(1).find(|(_, c)| *c == '@');
+                    at.map_or(aliased, |(i, _)| &aliased[..i])
+                },
+            );
+            let named = self
+                .package_json(&dir)
+                .is_some_and(|m| m.get("name").and_then(|n| n.as_str()) == Some(expected));
+            if !named {
+                continue;
+            }
+            if let Ok(canonical) = self.fs.canonicalize(&dir) {
+                if self.sensitive_overlap(&canonical).is_none() {
+                    grants.push(canonical, Access::ReadExec, Scope::Subtree, Origin::Profile);
+                }
+            }
+        }
+    }
+
+    fn package_json(&self, dir: &Path) -> Option<serde_json::Value> {
+        let bytes = self.fs.read_head(&dir.join("package.json"), 256 * 1024)?;
+        serde_json::from_slice(&bytes).ok()
+    }
+}
+
+/// A plain npm package name: `name` or `@scope/name`, without path tricks.
+fn npm_name(name: &str) -> bool {
+    let plain = |s: &str| {
+        !s.is_empty()
+            && !s.starts_with('.')
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    match name.strip_prefix('@').map(|rest| rest.split_once('/')) {
+        Some(Some((scope, pkg))) => plain(scope) && plain(pkg),
+        Some(None) => false,
+        None => plain(name),
+    }
 }

@@ -770,6 +770,79 @@ fn the_codex_profile_explains_its_nested_sandbox_unless_disabled() {
     )
     .unwrap();
     assert!(quiet.notices.is_empty());
+    // Nor when Codex would not start its sandbox at all.
+    for args in [
+        &["codex", "--version"][..],
+        &["codex", "exec", "--help"],
+        &["codex", "login"],
+        &[
+            "codex",
+            "exec",
+            "-c",
+            "sandbox_mode=\"danger-full-access\"",
+            "hi",
+        ],
+    ] {
+        let p = resolve(&request(args), &h, &fs).unwrap();
+        assert!(p.notices.is_empty(), "{args:?}");
+    }
+    let exec = resolve(&request(&["codex", "exec", "hi"]), &h, &fs).unwrap();
+    assert_eq!(exec.notices.len(), 1);
+}
+
+#[test]
+fn an_npm_agent_gets_its_platform_package_from_the_layout() {
+    let nm = "/home/u/.local/lib/node_modules";
+    let fs = base_fs()
+        .dir("/home/u/.codex")
+        .dir(nm)
+        .dir(&format!("{nm}/@openai"))
+        .dir(&format!("{nm}/@openai/codex"))
+        .dir(&format!("{nm}/@openai/codex/bin"))
+        .exe(&format!("{nm}/@openai/codex/bin/codex.js"))
+        .script(
+            &format!("{nm}/@openai/codex/package.json"),
+            r#"{"name": "@openai/codex", "optionalDependencies": {
+                "@openai/codex-linux-x64": "npm:@openai/codex@0.1.0-linux-x64",
+                "@openai/codex-darwin-x64": "npm:@openai/codex@0.1.0-darwin-x64",
+                "../../secrets": "1.0.0",
+                "@openai/impostor": "1.0.0"}}"#,
+        )
+        .dir(&format!("{nm}/@openai/codex-linux-x64"))
+        .script(
+            &format!("{nm}/@openai/codex-linux-x64/package.json"),
+            r#"{"name": "@openai/codex"}"#,
+        )
+        // Installed there, but not the package the dependency names.
+        .dir(&format!("{nm}/@openai/impostor"))
+        .script(
+            &format!("{nm}/@openai/impostor/package.json"),
+            r#"{"name": "something-else"}"#,
+        )
+        .dir("/home/u/.local/bin")
+        .link(
+            "/home/u/.local/bin/codex",
+            "../lib/node_modules/@openai/codex/bin/codex.js",
+        );
+    let policy = resolve(
+        &request(&["codex", "--version"]),
+        &host("/home/u/.local/bin:/usr/bin"),
+        &fs,
+    )
+    .unwrap();
+    let granted: Vec<&Path> = policy
+        .grants
+        .iter()
+        .filter(|g| g.path.starts_with(nm))
+        .map(|g| g.path.as_path())
+        .collect();
+    assert!(
+        granted.contains(&Path::new(&format!("{nm}/@openai/codex-linux-x64"))),
+        "{granted:?}"
+    );
+    assert!(!granted
+        .iter()
+        .any(|p| p.ends_with("impostor") || p.ends_with("secrets")));
 }
 
 #[test]
