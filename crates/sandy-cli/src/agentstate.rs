@@ -81,17 +81,14 @@ pub fn create_at_launch(policy: &ResolvedPolicy) -> Result<Created, SandyError> 
             }
         }
     }
-    if !created.is_empty() {
-        let names: Vec<String> = created
-            .iter()
-            .map(|p| {
-                if mount_points.contains(p) {
-                    format!("{} (only while it runs)", p.display())
-                } else {
-                    p.display().to_string()
-                }
-            })
-            .collect();
+    // The mount points are not the agent's state (they exist only while it runs, and the
+    // dry run lists them): the line names what stays.
+    let names: Vec<String> = created
+        .iter()
+        .filter(|p| !mount_points.contains(p))
+        .map(|p| p.display().to_string())
+        .collect();
+    if !names.is_empty() {
         eprintln!(
             "sandy: first launch of the '{}' profile: created {} (empty, yours only)",
             policy.profile.name,
