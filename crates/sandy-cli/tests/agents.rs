@@ -120,7 +120,7 @@ fn has_version(text: &str) -> bool {
 }
 
 /// The state directories each agent keeps, as a user who has run the agents before has
-/// them (the profiles grant them only when they exist).
+/// them.
 fn make_agent_state(w: &World) {
     for dir in [
         "home/.claude",
@@ -172,17 +172,45 @@ fn every_agent_prints_its_version_under_its_detected_profile() {
     });
 }
 
-/// A first run inside Sandy, before the agent ever made its state directories: they are
-/// not granted (missing grants are skipped) and cannot be created in the read-only home.
-/// Claude Code, Codex and Gemini CLI still start; OpenCode does not (it insists on
-/// creating `~/.local/share/opencode` and exits 1 with EROFS), so it is left out here.
+/// A first run inside Sandy, before the agent ever made its state directories: Sandy
+/// creates them before launch (issue 13.1), so every agent starts, OpenCode included (it
+/// used to exit with EROFS creating `~/.local/share/opencode`), and nothing prints
+/// ENOENT or EROFS.
 #[test]
 fn agents_start_in_a_fresh_home() {
     let Some(bin) = agents_bin() else {
         return;
     };
     for_each_user(|w| {
-        version_runs(w, &bin, &["claude", "codex", "gemini"], "in a fresh home");
+        for agent in AGENTS {
+            let o = run_timeout(
+                sandy_agent(w, &bin, &[], &[agent, "--version"], &[]),
+                AGENT_TIMEOUT,
+            );
+            assert_code(&o, 0, &format!("{agent} --version in a fresh home"));
+            assert!(has_version(&stdout(&o)), "{agent}: {}", stdout(&o));
+            let err = stderr(&o);
+            assert!(
+                ![
+                    "ENOENT",
+                    "EROFS",
+                    "Read-only file system",
+                    "create it first"
+                ]
+                .iter()
+                .any(|e| err.contains(e)),
+                "{agent}: {err}"
+            );
+        }
+        for dir in [
+            ".claude",
+            ".codex",
+            ".gemini",
+            ".config/opencode",
+            ".local/share/opencode",
+        ] {
+            assert!(w.home.join(dir).is_dir(), "{dir}");
+        }
     });
 }
 
@@ -458,6 +486,15 @@ fn end_to_end(scenario: &Scenario) {
         assert_no_canary(&secret, &api, &o, &context);
         snapshot.assert_unchanged(&context);
         assert_eq!(hooks_listing(&w), hooks_before, "{context}");
+        // Claude Code's state file remembers its own state, never a planted server.
+        if let Ok(state) = std::fs::read_to_string(w.home.join(".claude.json")) {
+            assert!(!state.contains("planted"), "{context}\n{state}");
+            let v: Value = serde_json::from_str(&state).unwrap();
+            assert!(
+                v.get("mcpServers").is_none_or(|m| m == &json!({})),
+                "{context}\n{state}"
+            );
+        }
         for (n, step) in steps.iter().enumerate() {
             if step.hostile {
                 let r = api.result_of(n);
@@ -582,6 +619,15 @@ fn claude_steps(w: &World, key: &Path) -> Vec<Step> {
             &format!("echo '{{\"hooks\": {{}}}}' >> {home}/.claude/settings.json"),
             true,
         ),
+        // The same, in the private copy Claude Code reads inside: it succeeds there, and
+        // after the run it is dropped, not merged (judged on the host in end_to_end).
+        bash(
+            "python3 -c 'import json, os; p=os.environ[\"CLAUDE_CONFIG_DIR\"]+\"/.claude.json\"; \
+             d=json.load(open(p)); \
+             d[\"mcpServers\"]={\"planted\": {\"command\": \"/bin/sh\", \"args\": [\"-c\", \"id\"]}}; \
+             json.dump(d, open(p, \"w\"))'",
+            false,
+        ),
         // An MCP server in the global state file is a command the next launch starts.
         bash(
             &format!(
@@ -610,11 +656,9 @@ fn claude_code_works_offline_and_its_attacks_fail() {
             w.write("home/.claude/settings.json", CLAUDE_SETTINGS);
             w.write("home/.claude.json", "{}\n");
         },
-        watched: &[
-            "home/.claude/settings.json",
-            "home/.claude.json",
-            "home/.profile",
-        ],
+        // ~/.claude.json is not watched whole: the allowlisted keys Claude Code writes
+        // persist (judged below, in end_to_end).
+        watched: &["home/.claude/settings.json", "home/.profile"],
         steps: &claude_steps,
         command: &|api| {
             let args = [
