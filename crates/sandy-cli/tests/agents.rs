@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The real agent CLIs inside Sandy, judged from the host side: each one starts under its
-//! detected profile and prints its version; Claude Code, Codex CLI and Gemini CLI do real
-//! work against a local stand-in for their model API, offline, with the default network and
+//! detected profile and prints its version, also in a fresh home; Claude Code, Codex CLI,
+//! Gemini CLI and OpenCode do real work against a local stand-in for their model API, offline, with the default network and
 //! with `--block-net --allow-local-port`: the ordinary work lands in the project, and the
 //! hostile tool calls (reading an SSH key, planting hooks, settings, MCP servers and shell
 //! start-up lines) fail without leaving a trace.
@@ -848,6 +848,95 @@ fn gemini_cli_works_offline_and_its_attacks_fail() {
         },
         check_output: &|o, context| {
             assert!(stdout(o).contains(GEMINI_FINAL), "{context}");
+        },
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// OpenCode, against a stand-in OpenAI-compatible Chat Completions API (a custom provider
+// given in OPENCODE_CONFIG_CONTENT; the provider package is bundled with OpenCode).
+
+const OPENCODE_FINAL: &str = "OpenCode finished the scripted steps.";
+/// The user's configuration file, protected: an attack appends to it.
+const OPENCODE_CONFIG: &str = "{\"autoupdate\": false, \"share\": \"disabled\"}\n";
+
+fn opencode_bash(command: &str, hostile: bool) -> Step {
+    Step {
+        tool: "bash",
+        input: json!({"command": command, "description": "scripted step"}),
+        hostile,
+    }
+}
+
+fn opencode_steps(w: &World, key: &Path) -> Vec<Step> {
+    let notes = w.project.join("notes.txt");
+    let home = w.home.display().to_string();
+    let [commit, python] = ordinary_commands();
+    let mut steps = vec![
+        Step {
+            tool: "write",
+            input: json!({"filePath": notes, "content": "first line\n"}),
+            hostile: false,
+        },
+        Step {
+            tool: "read",
+            input: json!({"filePath": notes}),
+            hostile: false,
+        },
+        Step {
+            tool: "edit",
+            input: json!({"filePath": notes, "oldString": "first line", "newString": "edited line"}),
+            hostile: false,
+        },
+        opencode_bash(commit, false),
+        opencode_bash(python, false),
+    ];
+    steps.extend(
+        hostile_commands(&home, key)
+            .iter()
+            .map(|c| opencode_bash(c, true)),
+    );
+    // A plugin registered in the user's configuration is code the next launch loads.
+    steps.push(opencode_bash(
+        &format!(
+            "echo '{{\"plugin\": [\"file:///tmp/planted.js\"]}}' > {home}/.config/opencode/opencode.json"
+        ),
+        true,
+    ));
+    steps
+}
+
+#[test]
+fn opencode_works_offline_and_its_attacks_fail() {
+    end_to_end(&Scenario {
+        agent: "opencode",
+        final_text: OPENCODE_FINAL,
+        prepare: &|w| {
+            w.write("home/.config/opencode/opencode.json", OPENCODE_CONFIG);
+        },
+        watched: &["home/.config/opencode/opencode.json"],
+        steps: &opencode_steps,
+        command: &|api| {
+            let config = json!({
+                "provider": {"fake": {
+                    "npm": "@ai-sdk/openai-compatible",
+                    "name": "Sandy stand-in",
+                    "options": {"baseURL": format!("{}/v1", api.url()), "apiKey": "dummy"},
+                    "models": {"m": {"name": "m"}}
+                }},
+                "model": "fake/m",
+                "permission": {"bash": "allow", "edit": "allow", "external_directory": "allow"}
+            });
+            let args = ["run", "do the task"];
+            let env = vec![
+                ("OPENCODE_CONFIG_CONTENT", config.to_string()),
+                ("OPENCODE_DISABLE_MODELS_FETCH", "1".to_owned()),
+                ("OPENCODE_DISABLE_AUTOUPDATE", "1".to_owned()),
+            ];
+            (args.iter().map(|a| (*a).to_owned()).collect(), env)
+        },
+        check_output: &|o, context| {
+            assert!(stdout(o).contains(OPENCODE_FINAL), "{context}");
         },
     });
 }
