@@ -1,8 +1,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The real agent CLIs inside Sandy, judged from the host side: each one starts under its
 //! detected profile and prints its version, also in a fresh home; Claude Code, Codex CLI,
-//! Gemini CLI and OpenCode do real work against a local stand-in for their model API, offline, with the default network and
-//! with `--block-net --allow-local-port`: the ordinary work lands in the project, and the
+//! Gemini CLI and OpenCode do real work against a local stand-in for their model API,
+//! offline, with the default network and with `--block-net --allow-local-port`: the
+//! ordinary work lands in the project, and the
 //! hostile tool calls (reading an SSH key, planting hooks, settings, MCP servers and shell
 //! start-up lines) fail without leaving a trace.
 //!

@@ -197,7 +197,9 @@ pub fn parse(name: &str, text: &str) -> Result<Profile, ProfileError> {
     }
     for file in &profile.state_files {
         if let Some(bad) = file.persist.iter().find(|k| {
-            k.is_empty() || k.split('.').any(|s| s.is_empty()) || k.split('.').last() == Some("*")
+            k.is_empty()
+                || k.split('.').any(|s| s.is_empty())
+                || k.split('.').next_back() == Some("*")
         }) {
             return Err(invalid(format!(
                 "state file {} persists the malformed key path '{bad}'",
@@ -331,6 +333,47 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("named 'x'"));
+    }
+
+    #[test]
+    fn state_declarations_are_checked() {
+        let base = "schema_version = 1\nname = \"x\"\nsummary = \"s\"\ndetect = []\n\
+                    [roots]\nhome = [\"~/.x\"]\n";
+        let created = format!(
+            "{base}[[grants]]\npath = \"{{home}}\"\naccess = \"read_write\"\ncreate = true\n\
+             why = \"w\"\n"
+        );
+        assert!(parse("x", &created).is_ok());
+        // Sandy creates only what the agent could write.
+        let read_only = created.replace("read_write", "read");
+        assert!(parse("x", &read_only)
+            .unwrap_err()
+            .to_string()
+            .contains("could not write"));
+        // Placeholders only below a directory the profile creates.
+        let inside = format!(
+            "{created}[[protections]]\npath = \"{{home}}/hooks\"\nkind = \"read_only\"\n\
+             placeholder = \"directory\"\nwhy = \"w\"\n"
+        );
+        assert!(parse("x", &inside).is_ok());
+        let outside = inside.replace("{home}/hooks", "{project}/hooks");
+        assert!(parse("x", &outside)
+            .unwrap_err()
+            .to_string()
+            .contains("placeholder outside"));
+        let not_below = inside.replace("{home}/hooks", "{home}");
+        assert!(parse("x", &not_below).is_err());
+        // A state file's key paths are well formed and never a whole subtree by wildcard.
+        let state = |key: &str| {
+            format!(
+                "{created}[[state_files]]\npath = \"~/.x.json\"\nformat = \"json\"\n\
+                 persist = [\"{key}\"]\nwhy = \"w\"\n"
+            )
+        };
+        assert!(parse("x", &state("projects.*.trusted")).is_ok());
+        for bad in ["", "a..b", "projects.*", ".a"] {
+            assert!(parse("x", &state(bad)).is_err(), "{bad}");
+        }
     }
 
     #[test]
