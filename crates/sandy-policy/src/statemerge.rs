@@ -37,6 +37,21 @@ pub struct MergeOutcome {
     /// Changed key paths that did not (not on the allowlist, or in conflict with the
     /// host file's shape).
     pub dropped: Vec<KeyPath>,
+    /// Keys not on the allowlist that the run only added with an empty value (`[]`,
+    /// `{}`, `false`, `""`, `null`: the defaults an agent writes for every project):
+    /// dropped too, but not worth a report.
+    pub dropped_defaults: Vec<KeyPath>,
+}
+
+/// An empty default: what an agent writes for a key it has nothing for.
+fn empty(v: Option<&Value>) -> bool {
+    match v {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => true,
+        Some(Value::Array(a)) => a.is_empty(),
+        Some(Value::Object(o)) => o.is_empty(),
+        Some(Value::String(s)) => s.is_empty(),
+        Some(Value::Number(_)) | Some(Value::Bool(true)) => false,
+    }
 }
 
 /// Parses an allowlist entry (`projects.*.hasTrustDialogAccepted`) into segments.
@@ -93,8 +108,11 @@ pub fn merge_json(
     diff(&mut Vec::new(), Some(&before), Some(&after), &mut changed);
     let mut outcome = MergeOutcome::default();
     for path in changed {
-        if allowed(&path, &patterns) && set(&mut current, &path, lookup(&after, &path)) {
+        let new = lookup(&after, &path);
+        if allowed(&path, &patterns) && set(&mut current, &path, new) {
             outcome.applied.push(path);
+        } else if lookup(&before, &path).is_none() && empty(new) {
+            outcome.dropped_defaults.push(path);
         } else {
             outcome.dropped.push(path);
         }
@@ -200,7 +218,7 @@ mod tests {
             "numStartups": 2,
             "theme": "dark",
             "mcpServers": {"evil": {"command": "/tmp/x"}},
-            "hooks": {"Stop": []},
+            "hooks": {"Stop": [{"command": "x"}]},
             "projects": {
                 "/p": {"allowedTools": ["Bash"], "hasTrustDialogAccepted": true},
                 "/q.v2": {"hasTrustDialogAccepted": true, "mcpServers": {"e": {"command": "sh"}}}
@@ -297,6 +315,26 @@ mod tests {
         let out = merge_json("{}", &after.to_string(), Some("{}"), &persist()).unwrap();
         assert_eq!(out.merged, None);
         assert_eq!(out.dropped.len(), 3);
+    }
+
+    #[test]
+    fn empty_defaults_are_dropped_quietly_but_clearing_a_value_is_reported() {
+        let before = json!({"projects": {"/p": {"allowedTools": ["Read"]}}});
+        let after = json!({"projects": {
+            "/p": {"allowedTools": [], "mcpContextUris": [], "hasClaudeMdExternalIncludesApproved": false},
+            "/q": {"enabledMcpjsonServers": [], "mcpServers": {}}
+        }});
+        let out = merge_json(&before.to_string(), &after.to_string(), None, &persist()).unwrap();
+        assert_eq!(out.merged, None);
+        assert_eq!(keys(&out.dropped), vec!["projects.\"/p\".allowedTools"]);
+        assert_eq!(
+            keys(&out.dropped_defaults),
+            vec![
+                "projects.\"/p\".hasClaudeMdExternalIncludesApproved",
+                "projects.\"/p\".mcpContextUris",
+                "projects.\"/q\".enabledMcpjsonServers",
+            ]
+        );
     }
 
     #[test]
