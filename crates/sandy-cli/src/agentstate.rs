@@ -112,7 +112,7 @@ pub fn remove_mount_points(created: &Created) {
 /// reported, never fatal: the target's own status stands.
 pub fn merge_after_run(policy: &ResolvedPolicy, views: &PreparedViews) {
     for file in &policy.state_files {
-        if let Err(reason) = merge_one(file, views) {
+        if let Err(reason) = merge_one(policy, file, views) {
             eprintln!(
                 "sandy: warning: none of the run's changes to {} were kept: {reason}",
                 file.path.display()
@@ -121,7 +121,11 @@ pub fn merge_after_run(policy: &ResolvedPolicy, views: &PreparedViews) {
     }
 }
 
-fn merge_one(file: &StateFile, views: &PreparedViews) -> Result<(), String> {
+fn merge_one(
+    policy: &ResolvedPolicy,
+    file: &StateFile,
+    views: &PreparedViews,
+) -> Result<(), String> {
     let (Some(copy), Some(before)) = (
         views.private_copy(&file.inside),
         views.original(&file.inside),
@@ -145,7 +149,8 @@ fn merge_one(file: &StateFile, views: &PreparedViews) -> Result<(), String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(format!("cannot read the host's state file: {e}")),
     };
-    let outcome = merge_json(&before, &after, current.as_deref(), &file.persist)
+    let project = policy.working_directory.to_string_lossy();
+    let outcome = merge_json(&before, &after, current.as_deref(), &file.persist, &project)
         .map_err(|e| e.to_string())?;
     if let Some(merged) = &outcome.merged {
         let mut json = serde_json::to_string_pretty(merged)

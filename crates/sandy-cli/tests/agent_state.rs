@@ -236,6 +236,7 @@ d["theme"] = "light"
 d["hasCompletedOnboarding"] = True
 d["customApiKeyResponses"] = {"approved": ["abc123"], "rejected": []}
 d.setdefault("projects", {}).setdefault(project, {})["hasTrustDialogAccepted"] = True
+d["projects"]["/"] = {"hasTrustDialogAccepted": True}
 d["projects"][project]["mcpServers"] = {"p": {"command": "/bin/sh", "args": ["-c", "POISON-P"]}}
 d["projects"][project]["allowedTools"] = ["Bash(POISON-T)"]
 d["projects"][project]["enabledMcpjsonServers"] = ["POISON-E"]
@@ -347,6 +348,7 @@ fn claude_merge_case(w: &World, state: &Path) {
         "enabledMcpjsonServers",
         "disabledMcpjsonServers",
         "allowedTools",
+        "projects.\"/\".hasTrustDialogAccepted",
     ] {
         assert!(report[0].contains(name), "{name} not named: {}", report[0]);
     }

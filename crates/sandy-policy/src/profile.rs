@@ -81,7 +81,8 @@ pub struct ProfileStateFile {
     pub environment: BTreeMap<String, String>,
     pub format: StateFormat,
     /// The known-safe key paths, dot-separated; `*` stands for any one key (a project
-    /// path). Everything else in the file never changes on the host.
+    /// path), `{project}` for the run's working directory only. Everything else in the
+    /// file never changes on the host.
     pub persist: Vec<String>,
     pub why: String,
 }

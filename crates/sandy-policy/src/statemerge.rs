@@ -59,13 +59,15 @@ pub fn pattern(entry: &str) -> Vec<String> {
     entry.split('.').map(str::to_owned).collect()
 }
 
-/// Whether `path` lies at or below a path the pattern names (`*` matches any one key).
-fn allowed(path: &[String], patterns: &[Vec<String>]) -> bool {
+/// Whether `path` lies at or below a path the pattern names: `*` matches any one key,
+/// `{project}` only the run's working directory (trust given inside must not reach other
+/// folders).
+fn allowed(path: &[String], patterns: &[Vec<String>], project: &str) -> bool {
     patterns.iter().any(|p| {
         p.len() <= path.len()
-            && p.iter()
-                .zip(path)
-                .all(|(seg, key)| seg == "*" || seg == key)
+            && p.iter().zip(path).all(|(seg, key)| {
+                seg == "*" || seg == key || (seg == "{project}" && key == project)
+            })
     })
 }
 
@@ -90,6 +92,7 @@ pub fn merge_json(
     after: &str,
     current: Option<&str>,
     persist: &[String],
+    project: &str,
 ) -> Result<MergeOutcome, MergeError> {
     let object = |text: &str, err: MergeError| -> Result<Value, MergeError> {
         match serde_json::from_str::<Value>(text) {
@@ -109,7 +112,7 @@ pub fn merge_json(
     let mut outcome = MergeOutcome::default();
     for path in changed {
         let new = lookup(&after, &path);
-        if allowed(&path, &patterns) && set(&mut current, &path, new) {
+        if allowed(&path, &patterns, project) && set(&mut current, &path, new) {
             outcome.applied.push(path);
         } else if lookup(&before, &path).is_none() && empty(new) {
             outcome.dropped_defaults.push(path);
@@ -202,7 +205,8 @@ mod tests {
     const PERSIST: &[&str] = &[
         "numStartups",
         "theme",
-        "projects.*.hasTrustDialogAccepted",
+        "projects.{project}.hasTrustDialogAccepted",
+        "projects.*.lastCost",
         "customApiKeyResponses",
     ];
 
@@ -221,7 +225,7 @@ mod tests {
             "hooks": {"Stop": [{"command": "x"}]},
             "projects": {
                 "/p": {"allowedTools": ["Bash"], "hasTrustDialogAccepted": true},
-                "/q.v2": {"hasTrustDialogAccepted": true, "mcpServers": {"e": {"command": "sh"}}}
+                "/q.v2": {"lastCost": 1, "mcpServers": {"e": {"command": "sh"}}}
             },
             "unknownKey": 1
         });
@@ -230,6 +234,7 @@ mod tests {
             &after.to_string(),
             Some(&before.to_string()),
             &persist(),
+            "/p",
         )
         .unwrap();
         let merged = out.merged.unwrap();
@@ -241,7 +246,7 @@ mod tests {
                 "mcpServers": {},
                 "projects": {
                     "/p": {"allowedTools": [], "hasTrustDialogAccepted": true},
-                    "/q.v2": {"hasTrustDialogAccepted": true}
+                    "/q.v2": {"lastCost": 1}
                 }
             })
         );
@@ -269,6 +274,7 @@ mod tests {
             &after.to_string(),
             Some(&current.to_string()),
             &persist(),
+            "/p",
         )
         .unwrap();
         assert_eq!(
@@ -282,9 +288,23 @@ mod tests {
     fn removals_of_allowed_keys_apply_and_nothing_changed_writes_nothing() {
         let before = json!({"theme": "dark", "customApiKeyResponses": {"approved": ["k"]}});
         let after = json!({"customApiKeyResponses": {"approved": ["k"]}});
-        let out = merge_json(&before.to_string(), &after.to_string(), None, &persist()).unwrap();
+        let out = merge_json(
+            &before.to_string(),
+            &after.to_string(),
+            None,
+            &persist(),
+            "/p",
+        )
+        .unwrap();
         assert_eq!(out.merged.unwrap(), json!({}));
-        let same = merge_json(&before.to_string(), &before.to_string(), None, &persist()).unwrap();
+        let same = merge_json(
+            &before.to_string(),
+            &before.to_string(),
+            None,
+            &persist(),
+            "/p",
+        )
+        .unwrap();
         assert_eq!(same, MergeOutcome::default());
     }
 
@@ -298,6 +318,7 @@ mod tests {
             &after.to_string(),
             Some(&current.to_string()),
             &persist(),
+            "/p",
         )
         .unwrap();
         assert_eq!(out.merged, None);
@@ -308,11 +329,32 @@ mod tests {
     }
 
     #[test]
+    fn trust_reaches_only_the_runs_own_folder() {
+        let after = json!({"projects": {
+            "/p": {"hasTrustDialogAccepted": true},
+            "/": {"hasTrustDialogAccepted": true},
+            "/other": {"hasTrustDialogAccepted": true}
+        }});
+        let out = merge_json("{}", &after.to_string(), None, &persist(), "/p").unwrap();
+        assert_eq!(
+            out.merged.unwrap(),
+            json!({"projects": {"/p": {"hasTrustDialogAccepted": true}}})
+        );
+        assert_eq!(
+            keys(&out.dropped),
+            vec![
+                "projects.\"/\".hasTrustDialogAccepted",
+                "projects.\"/other\".hasTrustDialogAccepted"
+            ]
+        );
+    }
+
+    #[test]
     fn a_key_that_only_looks_like_an_allowed_one_is_dropped() {
         // `projects.*.hasTrustDialogAccepted` does not allow a top-level key of that name,
         // nor a sibling whose name starts the same way.
         let after = json!({"hasTrustDialogAccepted": true, "themeCommand": "sh", "projects": {"/p": {"hasTrustDialogAcceptedX": 1}}});
-        let out = merge_json("{}", &after.to_string(), Some("{}"), &persist()).unwrap();
+        let out = merge_json("{}", &after.to_string(), Some("{}"), &persist(), "/p").unwrap();
         assert_eq!(out.merged, None);
         assert_eq!(out.dropped.len(), 3);
     }
@@ -324,7 +366,14 @@ mod tests {
             "/p": {"allowedTools": [], "mcpContextUris": [], "hasClaudeMdExternalIncludesApproved": false},
             "/q": {"enabledMcpjsonServers": [], "mcpServers": {}}
         }});
-        let out = merge_json(&before.to_string(), &after.to_string(), None, &persist()).unwrap();
+        let out = merge_json(
+            &before.to_string(),
+            &after.to_string(),
+            None,
+            &persist(),
+            "/p",
+        )
+        .unwrap();
         assert_eq!(out.merged, None);
         assert_eq!(keys(&out.dropped), vec!["projects.\"/p\".allowedTools"]);
         assert_eq!(
@@ -339,10 +388,16 @@ mod tests {
 
     #[test]
     fn documents_that_are_not_objects_are_refused() {
-        assert_eq!(merge_json("[]", "{}", None, &[]), Err(MergeError::Before));
-        assert_eq!(merge_json("{}", "{", None, &[]), Err(MergeError::After));
         assert_eq!(
-            merge_json("{}", "{}", Some("1"), &[]),
+            merge_json("[]", "{}", None, &[], "/p"),
+            Err(MergeError::Before)
+        );
+        assert_eq!(
+            merge_json("{}", "{", None, &[], "/p"),
+            Err(MergeError::After)
+        );
+        assert_eq!(
+            merge_json("{}", "{}", Some("1"), &[], "/p"),
             Err(MergeError::Current)
         );
     }

@@ -688,7 +688,7 @@ fn the_claude_profile_grants_its_state_and_protects_its_hooks() {
     );
     assert!(policy.state_files[0]
         .persist
-        .contains(&"projects.*.hasTrustDialogAccepted".to_owned()));
+        .contains(&"projects.{project}.hasTrustDialogAccepted".to_owned()));
     assert!(!policy.state_files[0]
         .persist
         .iter()
