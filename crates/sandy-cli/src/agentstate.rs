@@ -12,7 +12,7 @@ use sandy_policy::statemerge::{display, merge_json, MergeOutcome};
 use sandy_policy::{Placeholder, ResolvedPolicy, StateFile};
 
 use crate::error::SandyError;
-use crate::views::{read_bounded, PreparedViews};
+use crate::views::{read_bounded, read_bounded_nofollow, PreparedViews};
 
 /// What [`create_at_launch`] created.
 pub struct Created {
@@ -118,6 +118,10 @@ pub fn merge_after_run(policy: &ResolvedPolicy, views: &PreparedViews) {
                 file.path.display()
             );
         }
+        // A copy under a name of Sandy's own is gone once merged.
+        if !file.bound {
+            let _ = std::fs::remove_file(&file.inside);
+        }
     }
 }
 
@@ -132,7 +136,13 @@ fn merge_one(
     ) else {
         return Ok(());
     };
-    let after = read_bounded(copy).map_err(|e| format!("cannot read the sandbox's copy: {e}"))?;
+    // The sandbox could have replaced a copy in its own directory with a link.
+    let after = if file.bound {
+        read_bounded(copy)
+    } else {
+        read_bounded_nofollow(copy)
+    }
+    .map_err(|e| format!("cannot read the sandbox's copy: {e}"))?;
     if after == before {
         return Ok(());
     }

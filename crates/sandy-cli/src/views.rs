@@ -34,12 +34,21 @@ impl PreparedViews {
         base: &Path,
     ) -> Result<Self, SandyError> {
         let io = |step| move |source| SandyError::Io { step, source };
+        let mut unbound = PreparedViews {
+            dir: None,
+            entries: Vec::new(),
+            originals: Vec::new(),
+        };
+        // State files the agent reads under a name of Sandy's own: a plain copy there.
+        for file in state_files.iter().filter(|f| !f.bound) {
+            let content =
+                read_state(&file.path).map_err(io("cannot read an agent's state file"))?;
+            write_private_copy(&file.inside, &content)
+                .map_err(io("cannot write the private copy of an agent's state file"))?;
+            unbound.originals.push((file.inside.clone(), content));
+        }
         if views.is_empty() {
-            return Ok(PreparedViews {
-                dir: None,
-                entries: Vec::new(),
-                originals: Vec::new(),
-            });
+            return Ok(unbound);
         }
         let dir = tempfile::Builder::new()
             .prefix("sandy-views-")
@@ -50,15 +59,12 @@ impl PreparedViews {
         let mut prepared = PreparedViews {
             dir: Some(dir.clone()),
             entries: Vec::with_capacity(views.len()),
-            originals: Vec::new(),
+            originals: std::mem::take(&mut unbound.originals),
         };
         for (i, view) in views.iter().enumerate() {
             let state = state_files.iter().find(|f| f.inside == view.target);
             let content = match state {
-                Some(f) => match read_bounded(&f.path) {
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => b"{}\n".to_vec(),
-                    other => other.map_err(io("cannot read an agent's state file"))?,
-                },
+                Some(f) => read_state(&f.path).map_err(io("cannot read an agent's state file"))?,
                 None => read_bounded(&view.target)
                     .map_err(io("cannot read a file the sandbox sees as a copy"))?,
             };
@@ -91,12 +97,19 @@ impl PreparedViews {
             .collect()
     }
 
-    /// The private copy the sandbox wrote in place of `target`, after the run.
-    pub fn private_copy(&self, target: &Path) -> Option<&Path> {
+    /// The private copy the sandbox wrote in place of `target`, after the run (for a
+    /// state file under a name of Sandy's own, that name itself).
+    pub fn private_copy<'a>(&'a self, target: &'a Path) -> Option<&'a Path> {
         self.entries
             .iter()
             .find(|(v, _)| v.kind == ViewKind::PrivateCopy && v.target == target)
             .map(|(_, source)| source.as_path())
+            .or_else(|| {
+                self.originals
+                    .iter()
+                    .any(|(t, _)| t == target)
+                    .then_some(target)
+            })
     }
 
     /// The host content the private copy of `target` started from.
@@ -132,9 +145,18 @@ fn style_of(target: &Path) -> CommentStyle {
 /// Reads a regular file (following the user's own symlinks), without blocking on a FIFO
 /// and refusing anything larger than [`MAX_VIEW_BYTES`].
 pub(crate) fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+    read_bounded_flags(path, 0)
+}
+
+/// [`read_bounded`] without following a symlink at the name itself.
+pub(crate) fn read_bounded_nofollow(path: &Path) -> std::io::Result<Vec<u8>> {
+    read_bounded_flags(path, nix::fcntl::OFlag::O_NOFOLLOW.bits())
+}
+
+fn read_bounded_flags(path: &Path, flags: i32) -> std::io::Result<Vec<u8>> {
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc_nonblock())
+        .custom_flags(libc_nonblock() | flags)
         .open(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() {
@@ -149,6 +171,32 @@ pub(crate) fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
         return Err(std::io::Error::other("larger than 4 MiB"));
     }
     Ok(out)
+}
+
+/// An agent's state file at launch: its content, or `{}` when it does not exist yet.
+fn read_state(path: &Path) -> std::io::Result<Vec<u8>> {
+    match read_bounded(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(b"{}\n".to_vec()),
+        other => other,
+    }
+}
+
+/// Writes the copy of a state file at a name of Sandy's own inside a writable state
+/// directory (whatever a previous run left there is replaced; missing parents are
+/// created, mode 0700).
+fn write_private_copy(path: &Path, content: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if let Some(dir) = path.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    write_new(path, content, 0o600)
 }
 
 fn libc_nonblock() -> i32 {

@@ -114,8 +114,12 @@ pub struct StateFile {
     /// The name the agent reads inside, where the private copy is bound (`path`, or a
     /// name in a writable state directory the profile points the agent to).
     pub inside: PathBuf,
-    /// Known-safe key paths, dot-separated, `*` for any one key.
+    /// Known-safe key paths, dot-separated, `*` for any one key, `{project}` for the
+    /// run's working directory.
     pub persist: Vec<String>,
+    /// The copy is bound over `inside` (true), or written there as a plain file of
+    /// Sandy's own name and removed after the merge (false).
+    pub bound: bool,
 }
 
 /// How the content of a [`FileView`] is prepared on the host before launch.

@@ -79,6 +79,12 @@ pub struct ProfileStateFile {
     /// Variables set inside so that the agent reads `inside` (values may use `{root}`).
     #[serde(default)]
     pub environment: BTreeMap<String, String>,
+    /// `inside` is a name of Sandy's own that nothing reads outside Sandy (the agent
+    /// reads it only because `environment` says so): the supervisor writes the copy there
+    /// as a plain file, so the agent's write-then-rename works on it, and removes it after
+    /// the merge. Without it, the copy is bound over `inside`.
+    #[serde(default)]
+    pub inside_is_private: bool,
     pub format: StateFormat,
     /// The known-safe key paths, dot-separated; `*` stands for any one key (a project
     /// path), `{project}` for the run's working directory only. Everything else in the
@@ -197,6 +203,12 @@ pub fn parse(name: &str, text: &str) -> Result<Profile, ProfileError> {
         }
     }
     for file in &profile.state_files {
+        if file.inside_is_private && (file.inside.is_none() || file.environment.is_empty()) {
+            return Err(invalid(format!(
+                "state file {} has a private copy the agent is not pointed to",
+                file.path
+            )));
+        }
         if let Some(bad) = file.persist.iter().find(|k| {
             k.is_empty()
                 || k.split('.').any(|s| s.is_empty())

@@ -155,43 +155,52 @@ impl Ctx<'_> {
             if !usable {
                 continue;
             }
-            // The copy is bound over `inside`: an empty mount point when absent (removed
-            // after the run unless the merge wrote the state there).
-            match self.fs.kind(&inside) {
-                Some(FileKind::File { .. }) => {}
-                None if self.fs.read_link(&inside).is_none()
-                    && inside.parent().is_some_and(|d| {
-                        self.fs.kind(d) == Some(FileKind::Directory)
-                            || created.iter().any(|c| c.path == d)
-                    }) =>
-                {
-                    created.push(LaunchCreation {
-                        path: inside.clone(),
-                        kind: Placeholder::EmptyFile,
-                    });
+            if file.inside_is_private {
+                // A plain file in a writable state directory (the supervisor creates
+                // missing parents): nothing to bind.
+                if self.location(&inside).is_none() {
+                    continue;
                 }
-                _ => continue,
+            } else {
+                // The copy is bound over `inside`: an empty mount point when absent
+                // (removed after the run unless the merge wrote the state there).
+                match self.fs.kind(&inside) {
+                    Some(FileKind::File { .. }) => {}
+                    None if self.fs.read_link(&inside).is_none()
+                        && inside.parent().is_some_and(|d| {
+                            self.fs.kind(d) == Some(FileKind::Directory)
+                                || created.iter().any(|c| c.path == d)
+                        }) =>
+                    {
+                        created.push(LaunchCreation {
+                            path: inside.clone(),
+                            kind: Placeholder::EmptyFile,
+                        });
+                    }
+                    _ => continue,
+                }
+                views.push(FileView {
+                    target: inside.clone(),
+                    kind: ViewKind::PrivateCopy,
+                    origin: Origin::Profile,
+                    reason: format!(
+                        "{}'s state file {}: a private copy inside; after the run only \
+                         known-safe keys go back",
+                        profile.summary,
+                        path.display()
+                    ),
+                });
             }
             for (name, value) in &file.environment {
                 if let Some(value) = expand(value) {
                     environment.push((name.clone(), value.to_string_lossy().into_owned()));
                 }
             }
-            views.push(FileView {
-                target: inside.clone(),
-                kind: ViewKind::PrivateCopy,
-                origin: Origin::Profile,
-                reason: format!(
-                    "{}'s state file {}: a private copy inside; after the run only \
-                     known-safe keys go back",
-                    profile.summary,
-                    path.display()
-                ),
-            });
             state_files.push(StateFile {
                 path,
                 inside,
                 persist: file.persist.clone(),
+                bound: !file.inside_is_private,
             });
         }
         // A state directory that cannot be created (its name is a dangling symlink, or
