@@ -4,6 +4,9 @@
 //! the agent asks its first-run questions), a second launch that remembers the answers
 //! (no trust prompt), and a poisoned write that is dropped and reported after the run.
 //!
+//! Codex is not here: it cannot save a folder's trust inside Sandy yet (its `config.toml`
+//! is protected, and it writes it by renaming a temporary file over it).
+//!
 //! Needs tmux and the agent CLIs (`scripts/install-agents.sh`); without them, a reported
 //! skip (a failure in CI).
 
@@ -265,5 +268,94 @@ fn claude_code_remembers_trust_in_a_terminal_and_drops_a_planted_server() {
         t.type_line("/exit");
         let screen = t.expect("SESSION-EXIT=0", 30);
         assert!(!screen.contains("dropped the run's changes"), "{screen}");
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Gemini CLI.
+
+const GEMINI_ANSWER: &str = "gemini says hello from the stand-in";
+const GEMINI_TRUST: &str = "Do you trust the files in this folder?";
+const GEMINI_READY: &str = "Type your message";
+/// API-key authentication, no statistics or updates, and shell commands through a pipe:
+/// Gemini CLI's pty-backed shell (`forkpty`) does not start inside Sandy yet.
+const GEMINI_SETTINGS: &str = "{\"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\"}}, \"privacy\": {\"usageStatisticsEnabled\": false}, \"general\": {\"enableAutoUpdate\": false, \"enableAutoUpdateNotification\": false}, \"tools\": {\"shell\": {\"enableInteractiveShell\": false}}}\n";
+
+/// Gemini CLI, interactively: the first launch creates `~/.gemini` and asks whether to
+/// trust the folder; the answer is remembered (for this folder only), so the second
+/// launch goes straight to the prompt; trust planted for another folder is dropped.
+#[test]
+fn gemini_cli_remembers_trust_in_a_terminal_and_only_for_its_folder() {
+    let Some(bin) = ready() else {
+        return;
+    };
+    if !bin.join("gemini").exists() {
+        skip("Gemini CLI is not installed; run scripts/install-agents.sh");
+        return;
+    }
+    for_each_user(|w| {
+        let api = api(w, GEMINI_ANSWER);
+        let env = [
+            (
+                "GOOGLE_GEMINI_BASE_URL",
+                format!("http://127.0.0.1:{}", api.port),
+            ),
+            ("GEMINI_API_KEY", "dummy".to_owned()),
+        ];
+        let script = launcher(w, &bin, "gemini", &env);
+        let trusted = w.home.join(".gemini/trustedFolders.json");
+        let project = w.project.display().to_string();
+
+        // First launch: the state directory is created; the settings (API-key
+        // authentication) are the user's, written between two launches.
+        let t = Tmux::start(&script);
+        t.expect(GEMINI_TRUST, 60);
+        t.keys(&["Escape"]);
+        let screen = t.expect("SESSION-EXIT=", 30);
+        assert!(screen.contains("sandy: first launch"), "{screen}");
+        drop(t);
+        w.write("home/.gemini/settings.json", GEMINI_SETTINGS);
+        w.write(
+            "home/.gemini/trustedFolders.json",
+            "{\"/elsewhere\": \"TRUST_FOLDER\"}\n",
+        );
+
+        let t = Tmux::start(&script);
+        t.expect(GEMINI_TRUST, 60);
+        t.keys(&["Enter"]);
+        t.expect(GEMINI_READY, 30);
+        // A shell command (Gemini's `!` mode) trusts the whole disk in the copy.
+        t.keys(&["!"]);
+        t.type_line(
+            "python3 -c 'import json,os; p=os.environ[\"GEMINI_CLI_TRUSTED_FOLDERS_PATH\"]; d=json.load(open(p)); d[\"/\"]=\"TRUST_FOLDER\"; json.dump(d,open(p,\"w\"))' && echo POISON-WRITTEN",
+        );
+        t.expect("POISON-WRITTEN", 30);
+        t.keys(&["Escape"]);
+        t.type_line("/quit");
+        let screen = t.expect("SESSION-EXIT=0", 30);
+        drop(t);
+        let state = host_json(&trusted);
+        assert_eq!(
+            state,
+            json!({"/elsewhere": "TRUST_FOLDER", project.clone(): "TRUST_FOLDER"}),
+            "{screen}"
+        );
+        assert!(
+            screen.contains("dropped the run's changes to \"/\""),
+            "{screen}"
+        );
+        assert!(!w
+            .home
+            .join(".gemini/tmp/sandy-trusted-folders.json")
+            .exists());
+
+        // Second launch: trusted, no question.
+        let t = Tmux::start(&script);
+        let screen = t.expect(GEMINI_READY, 60);
+        assert!(!screen.contains(GEMINI_TRUST), "{screen}");
+        t.type_line("hi");
+        t.expect(GEMINI_ANSWER, 30);
+        t.type_line("/quit");
+        t.expect("SESSION-EXIT=0", 30);
     });
 }
