@@ -346,7 +346,7 @@ fn gemini_cli_remembers_trust_in_a_terminal_and_only_for_its_folder() {
         );
         assert!(!w
             .home
-            .join(".gemini/tmp/sandy-trusted-folders.json")
+            .join(".gemini/sandy-trusted-folders.json")
             .exists());
 
         // Second launch: trusted, no question.
