@@ -344,10 +344,7 @@ fn gemini_cli_remembers_trust_in_a_terminal_and_only_for_its_folder() {
             screen.contains("dropped the run's changes to \"/\""),
             "{screen}"
         );
-        assert!(!w
-            .home
-            .join(".gemini/sandy-trusted-folders.json")
-            .exists());
+        assert!(!w.home.join(".gemini/sandy-trusted-folders.json").exists());
 
         // Second launch: trusted, no question.
         let t = Tmux::start(&script);

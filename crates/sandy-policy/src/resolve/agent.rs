@@ -352,7 +352,14 @@ impl Ctx<'_> {
         };
         for (name, spec) in deps.iter().filter(|(n, _)| npm_name(n)) {
             let dir = node_modules.join(name);
-            if self.fs.kind(&dir) != Some(FileKind::Directory) {
+            // A real directory there, not a link that could lead anywhere (the package's
+            // own directory may be writable by an earlier run).
+            if self.fs.kind(&dir) != Some(FileKind::Directory)
+                || dir
+                    .ancestors()
+                    .take(2)
+                    .any(|d| self.fs.read_link(d).is_some())
+            {
                 continue;
             }
             // An npm alias (`"npm:@openai/codex@0.1.0-linux-x64"`) installs another name.

@@ -806,7 +806,8 @@ fn an_npm_agent_gets_its_platform_package_from_the_layout() {
                 "@openai/codex-linux-x64": "npm:@openai/codex@0.1.0-linux-x64",
                 "@openai/codex-darwin-x64": "npm:@openai/codex@0.1.0-darwin-x64",
                 "../../secrets": "1.0.0",
-                "@openai/impostor": "1.0.0"}}"#,
+                "@openai/impostor": "1.0.0",
+                "@openai/linked": "1.0.0"}}"#,
         )
         .dir(&format!("{nm}/@openai/codex-linux-x64"))
         .script(
@@ -819,6 +820,13 @@ fn an_npm_agent_gets_its_platform_package_from_the_layout() {
             &format!("{nm}/@openai/impostor/package.json"),
             r#"{"name": "something-else"}"#,
         )
+        // Named, but a link to a directory elsewhere that happens to carry the name.
+        .dir("/home/u/other")
+        .script(
+            "/home/u/other/package.json",
+            r#"{"name": "@openai/linked"}"#,
+        )
+        .link(&format!("{nm}/@openai/linked"), "/home/u/other")
         .dir("/home/u/.local/bin")
         .link(
             "/home/u/.local/bin/codex",
