@@ -562,6 +562,47 @@ fn every_protected_agent_file_is_unchanged_after_a_run_that_tried() {
     }
 }
 
+/// The status line script and a hook script the settings name (by `~/` and by
+/// `$CLAUDE_PROJECT_DIR`) cannot be rewritten; a script the settings do not name, in the
+/// same directory, can (the positive side).
+#[test]
+fn scripts_the_claude_settings_name_are_protected() {
+    for_each_user(|w| {
+        let original = "#!/bin/sh\necho status\n";
+        w.write(
+            "home/.claude/settings.json",
+            "{\"statusLine\": {\"type\": \"command\", \"command\": \"sh ~/.claude/statusline.sh\"}, \
+             \"hooks\": {\"Stop\": [{\"hooks\": [{\"type\": \"command\", \
+             \"command\": \"\\\"$CLAUDE_PROJECT_DIR\\\"/tools/stop.sh\"}]}]}}\n",
+        );
+        let status = w.write("home/.claude/statusline.sh", original);
+        let hook = w.write("home/project/tools/stop.sh", original);
+        let other = w.write("home/.claude/other.sh", original);
+        for (path, protected) in [(&status, true), (&hook, true), (&other, false)] {
+            let o = run(
+                w,
+                &[
+                    "--profile",
+                    "claude",
+                    "--",
+                    "/bin/sh",
+                    "-c",
+                    &format!("echo 'echo planted' > '{}'", path.display()),
+                ],
+                &[],
+            );
+            let after = std::fs::read_to_string(path).unwrap();
+            if protected {
+                assert_ne!(o.status.code(), Some(0), "{}", path.display());
+                assert_eq!(after, original, "{}", path.display());
+            } else {
+                assert_code(&o, 0, "an unnamed script");
+                assert_eq!(after, "echo planted\n");
+            }
+        }
+    });
+}
+
 /// Finding B: a dotfile manager's link. The name stays a link to the same file, and the
 /// file it points to is unchanged. The profile emits the name; pinning a symlinked name is
 /// the mount layer's part (issue 11, A2), not yet on this branch.

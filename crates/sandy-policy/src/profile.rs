@@ -54,6 +54,19 @@ pub struct ProfileProtection {
     pub why: String,
 }
 
+/// Commands a JSON settings file names (a status line, hooks): every path in them is
+/// protected read-only like the settings themselves, so the run cannot rewrite the script
+/// the next launch runs.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileNamedCommands {
+    /// The settings file.
+    pub file: String,
+    /// Key paths of command strings, dot-separated; `*` is any key or array element.
+    pub commands: Vec<String>,
+    pub why: String,
+}
+
 /// The format of an agent's state file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -136,6 +149,8 @@ pub struct Profile {
     pub protections: Vec<ProfileProtection>,
     #[serde(default)]
     pub state_files: Vec<ProfileStateFile>,
+    #[serde(default)]
+    pub named_commands: Vec<ProfileNamedCommands>,
     /// The agent is an npm package that starts a platform package, one of its
     /// `optionalDependencies` installed beside it (`@openai/codex` starts
     /// `@openai/codex-linux-x64`): those found beside the program's package are granted
@@ -226,6 +241,7 @@ pub fn parse(name: &str, text: &str) -> Result<Profile, ProfileError> {
         .map(|g| &g.path)
         .chain(profile.protections.iter().map(|p| &p.path))
         .chain(profile.state_files.iter().map(|f| &f.path))
+        .chain(profile.named_commands.iter().map(|c| &c.file))
         .chain(profile.state_files.iter().filter_map(|f| f.inside.as_ref()));
     for path in paths {
         if let Some(root) = path.strip_prefix('{').and_then(|r| r.split('}').next()) {

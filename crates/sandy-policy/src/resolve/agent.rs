@@ -134,6 +134,26 @@ impl Ctx<'_> {
                 })
             })
             .collect();
+        let mut protections: Vec<Protection> = protections;
+        // The scripts that settings name as commands (a status line, hooks).
+        for named in &profile.named_commands {
+            let Some(file) = expand(&named.file) else {
+                continue;
+            };
+            for path in self.commands_named_in(&file, &named.commands, project) {
+                if !protections.iter().any(|p| p.path == path) {
+                    let exists =
+                        self.fs.kind(&path).is_some() || self.fs.read_link(&path).is_some();
+                    protections.push(Protection {
+                        path,
+                        kind: crate::policy::ProtectionKind::ReadOnly,
+                        origin: Origin::Profile,
+                        exists,
+                        placeholder: None,
+                    });
+                }
+            }
+        }
         let mut state_files = Vec::new();
         let mut views = Vec::new();
         let mut environment = Vec::new();
@@ -384,9 +404,77 @@ impl Ctx<'_> {
         }
     }
 
+    /// The paths in the command strings at `keys` of the JSON settings `file`: every word
+    /// that names a file by an absolute path, `~/`, `$HOME/` or `$CLAUDE_PROJECT_DIR/`.
+    fn commands_named_in(&self, file: &Path, keys: &[String], project: &Path) -> Vec<PathBuf> {
+        let Some(bytes) = self.fs.read_head(file, 1024 * 1024) else {
+            return Vec::new();
+        };
+        let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+            return Vec::new();
+        };
+        let mut commands = Vec::new();
+        for key in keys {
+            let pattern: Vec<&str> = key.split('.').collect();
+            collect_strings(&doc, &pattern, &mut commands);
+        }
+        let mut out = Vec::new();
+        for command in commands {
+            for word in
+                command.split(|c: char| c.is_whitespace() || c == ';' || c == '&' || c == '|')
+            {
+                // Quotes only group; `"$CLAUDE_PROJECT_DIR"/x` names `$CLAUDE_PROJECT_DIR/x`.
+                let word = word.replace(['"', '\''], "");
+                let word = word.as_str();
+                let path = if let Some(rest) = word.strip_prefix("~/") {
+                    self.home.map(|h| h.join(rest))
+                } else if let Some(rest) = word
+                    .strip_prefix("$HOME/")
+                    .or_else(|| word.strip_prefix("${HOME}/"))
+                {
+                    self.home.map(|h| h.join(rest))
+                } else if let Some(rest) = word
+                    .strip_prefix("$CLAUDE_PROJECT_DIR/")
+                    .or_else(|| word.strip_prefix("${CLAUDE_PROJECT_DIR}/"))
+                {
+                    Some(project.join(rest))
+                } else if word.starts_with('/') {
+                    Some(PathBuf::from(word))
+                } else {
+                    None
+                };
+                if let Some(path) = path.map(|p| crate::resolve::normalize(&p)) {
+                    if !out.contains(&path) {
+                        out.push(path);
+                    }
+                }
+            }
+        }
+        out
+    }
+
     fn package_json(&self, dir: &Path) -> Option<serde_json::Value> {
         let bytes = self.fs.read_head(&dir.join("package.json"), 256 * 1024)?;
         serde_json::from_slice(&bytes).ok()
+    }
+}
+
+/// The strings at a key path (`*`: any key or array element).
+fn collect_strings(v: &serde_json::Value, pattern: &[&str], out: &mut Vec<String>) {
+    let Some((first, rest)) = pattern.split_first() else {
+        if let Some(s) = v.as_str() {
+            out.push(s.to_owned());
+        }
+        return;
+    };
+    let children: Vec<&serde_json::Value> = match (v, *first) {
+        (serde_json::Value::Object(m), "*") => m.values().collect(),
+        (serde_json::Value::Array(a), "*") => a.iter().collect(),
+        (serde_json::Value::Object(m), key) => m.get(key).into_iter().collect(),
+        _ => Vec::new(),
+    };
+    for child in children {
+        collect_strings(child, rest, out);
     }
 }
 

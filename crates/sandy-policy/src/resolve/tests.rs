@@ -791,6 +791,40 @@ fn the_codex_profile_explains_its_nested_sandbox_unless_disabled() {
 }
 
 #[test]
+fn scripts_the_claude_settings_name_are_protected() {
+    let fs = base_fs()
+        .exe("/usr/bin/claude")
+        .dir("/home/u/.claude")
+        .script(
+            "/home/u/.claude/settings.json",
+            r#"{"statusLine": {"type": "command", "command": "bash ~/.claude/statusline.sh --short"},
+                "hooks": {"Stop": [{"matcher": "", "hooks": [
+                    {"type": "command", "command": "python3 \"$CLAUDE_PROJECT_DIR\"/tools/../hooks/stop.py"},
+                    {"type": "command", "command": "/usr/bin/true && $HOME/bin/notify"}]}]}}"#,
+        )
+        .file("/home/u/.claude/statusline.sh");
+    let policy = resolve(&request(&["claude"]), &host("/usr/bin"), &fs).unwrap();
+    let protected: Vec<&Path> = policy
+        .protections
+        .iter()
+        .map(|p| p.path.as_path())
+        .collect();
+    // Inside writable grants: protected (names, normalized); elsewhere they are not
+    // writable anyway and are left out.
+    for want in [
+        "/home/u/.claude/statusline.sh",
+        "/home/u/proj/hooks/stop.py",
+    ] {
+        assert!(
+            protected.contains(&Path::new(want)),
+            "{want}: {protected:?}"
+        );
+    }
+    assert!(!protected.contains(&Path::new("/usr/bin/true")));
+    assert!(!protected.contains(&Path::new("/home/u/bin/notify")));
+}
+
+#[test]
 fn an_npm_agent_gets_its_platform_package_from_the_layout() {
     let nm = "/home/u/.local/lib/node_modules";
     let fs = base_fs()
