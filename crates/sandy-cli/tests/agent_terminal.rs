@@ -337,7 +337,7 @@ fn gemini_cli_remembers_trust_in_a_terminal_and_only_for_its_folder() {
         let state = host_json(&trusted);
         assert_eq!(
             state,
-            json!({"/elsewhere": "TRUST_FOLDER", project.clone(): "TRUST_FOLDER"}),
+            json!({"/elsewhere": "TRUST_FOLDER", project: "TRUST_FOLDER"}),
             "{screen}"
         );
         assert!(
