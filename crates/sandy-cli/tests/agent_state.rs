@@ -198,6 +198,37 @@ fn a_first_launch_honours_the_environment_overrides() {
     });
 }
 
+/// The agents' own working state, written inside from a first launch on, is on the host
+/// afterwards: Claude Code's login, Codex's PATH aliases, Gemini CLI's temporary files and
+/// checkpoints, OpenCode's data and cache.
+#[test]
+fn the_agents_working_state_persists_from_the_first_launch() {
+    let cases = [
+        ("claude", ".claude/.credentials.json"),
+        ("codex", ".codex/tmp/arg0/apply_patch"),
+        ("gemini", ".gemini/tmp/project/checkpoint-1.json"),
+        ("opencode", ".local/share/opencode/storage/session.json"),
+        ("opencode", ".cache/opencode/models.json"),
+    ];
+    for_each_user(|w| {
+        for (profile, rel) in cases {
+            let path = w.home.join(rel);
+            let script = format!(
+                "mkdir -p '{}' && echo state > '{}'",
+                path.parent().unwrap().display(),
+                path.display()
+            );
+            let o = run(
+                w,
+                &["--profile", profile, "--", "/bin/sh", "-c", &script],
+                &[],
+            );
+            assert_code(&o, 0, rel);
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), "state\n", "{rel}");
+        }
+    });
+}
+
 #[test]
 fn the_dry_run_lists_what_a_first_launch_creates_and_creates_nothing() {
     for_each_user(|w| {
