@@ -5,6 +5,7 @@
 //! place errors become exit codes ([`error`]).
 #![forbid(unsafe_code)]
 
+mod agentstate;
 mod args;
 mod bootstrap;
 mod doctor;

@@ -19,6 +19,7 @@ use sandy_policy::{
     resolve, DryRunDocument, LaunchManifest, RealFs, RestoredSignal, RunRequest, ValidatedManifest,
 };
 
+use crate::agentstate;
 use crate::args::{DryRunFormat, RunArgs};
 use crate::error::{signal_status, SandyError};
 use crate::host;
@@ -85,6 +86,9 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     request.private_tmp = private_tmp.path.clone();
     let mut policy = resolve(&request, &host, &RealFs)?;
     announce(&policy);
+    // A first launch: the agent's own absent state directories and files (placeholders
+    // inside them need them).
+    let created = agentstate::create_at_launch(&policy)?;
     // The state of everything protected, before anything runs (placeholders included
     // as absent: they are gone again after the run).
     let snapshot = verify::before(&policy, &host);
@@ -116,7 +120,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     }
 
     // Copies the sandbox sees in place of host files (filtered or private).
-    let views = PreparedViews::prepare(&policy.views, &tmp_base)?;
+    let views = PreparedViews::prepare(&policy.views, &policy.state_files, &tmp_base)?;
     let mut launch = LaunchManifest::from_policy(&policy, host.supervisor_pid, restore);
     launch.views = views.manifest_views();
     // Fail before spawning anything if this kernel cannot carry the policy. The rules
@@ -132,8 +136,10 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let ports: Vec<u16> = policy.local_ports.iter().map(|p| p.port).collect();
     let status = spawn_and_wait(&bytes, &ports, &waited);
     drop(private_tmp);
+    agentstate::merge_after_run(&policy, &views);
     drop(views);
     drop(placeholders);
+    agentstate::remove_mount_points(&created);
     verify::after(snapshot);
     status
 }

@@ -8,7 +8,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use sandy_policy::filter::{filter_credentials, CommentStyle};
-use sandy_policy::{FileView, ManifestView, ViewKind};
+use sandy_policy::{FileView, ManifestView, StateFile, ViewKind};
 
 use crate::error::SandyError;
 use crate::run::PrivateTmp;
@@ -21,18 +21,36 @@ pub struct PreparedViews {
     /// The per-run directory holding the copies; removed when dropped.
     _dir: Option<PrivateTmp>,
     entries: Vec<(FileView, PathBuf)>,
+    /// The host content each private copy started from (the base of a state merge).
+    originals: Vec<(PathBuf, Vec<u8>)>,
 }
 
 impl PreparedViews {
     /// Copies (and filters) every view's host file into a fresh per-run directory under
-    /// `base`. Nothing is created when there are no views.
-    pub fn prepare(views: &[FileView], base: &Path) -> Result<Self, SandyError> {
+    /// `base`. Nothing is created when there are no views. The copy of an agent state
+    /// file comes from the host file even when the agent reads it under another name
+    /// inside, and starts as `{}` when the host file does not exist yet.
+    pub fn prepare(
+        views: &[FileView],
+        state_files: &[StateFile],
+        base: &Path,
+    ) -> Result<Self, SandyError> {
         let io = |step| move |source| SandyError::Io { step, source };
+        let mut unbound = PreparedViews {
+            _dir: None,
+            entries: Vec::new(),
+            originals: Vec::new(),
+        };
+        // State files the agent reads under a name of Sandy's own: a plain copy there.
+        for file in state_files.iter().filter(|f| !f.bound) {
+            let content =
+                read_state(&file.path).map_err(io("cannot read an agent's state file"))?;
+            write_private_copy(&file.inside, &content)
+                .map_err(io("cannot write the private copy of an agent's state file"))?;
+            unbound.originals.push((file.inside.clone(), content));
+        }
         if views.is_empty() {
-            return Ok(PreparedViews {
-                _dir: None,
-                entries: Vec::new(),
-            });
+            return Ok(unbound);
         }
         // A locked per-run directory (`sandy-views-XXXXXX`): removed with this value, or
         // by the next run if this supervisor is killed.
@@ -41,13 +59,23 @@ impl PreparedViews {
         let mut prepared = PreparedViews {
             _dir: Some(run_dir),
             entries: Vec::with_capacity(views.len()),
+            originals: std::mem::take(&mut unbound.originals),
         };
         for (i, view) in views.iter().enumerate() {
-            let content = read_bounded(&view.target)
-                .map_err(io("cannot read a file the sandbox sees as a copy"))?;
+            let state = state_files.iter().find(|f| f.inside == view.target);
+            let content = match state {
+                Some(f) => read_state(&f.path).map_err(io("cannot read an agent's state file"))?,
+                None => read_bounded(&view.target)
+                    .map_err(io("cannot read a file the sandbox sees as a copy"))?,
+            };
             let (content, mode) = match view.kind {
                 ViewKind::Filtered => (filter_credentials(&content, style_of(&view.target)), 0o400),
-                ViewKind::PrivateCopy => (content, 0o600),
+                ViewKind::PrivateCopy => {
+                    prepared
+                        .originals
+                        .push((view.target.clone(), content.clone()));
+                    (content, 0o600)
+                }
             };
             let source = dir.join(format!("{i}"));
             write_new(&source, &content, mode)
@@ -69,13 +97,27 @@ impl PreparedViews {
             .collect()
     }
 
-    /// The private copy the sandbox wrote in place of `target`, after the run.
-    #[allow(dead_code)] // the agent state merge (issue 13) is its first user
-    pub fn private_copy(&self, target: &Path) -> Option<&Path> {
+    /// The private copy the sandbox wrote in place of `target`, after the run (for a
+    /// state file under a name of Sandy's own, that name itself).
+    pub fn private_copy<'a>(&'a self, target: &'a Path) -> Option<&'a Path> {
         self.entries
             .iter()
             .find(|(v, _)| v.kind == ViewKind::PrivateCopy && v.target == target)
             .map(|(_, source)| source.as_path())
+            .or_else(|| {
+                self.originals
+                    .iter()
+                    .any(|(t, _)| t == target)
+                    .then_some(target)
+            })
+    }
+
+    /// The host content the private copy of `target` started from.
+    pub fn original(&self, target: &Path) -> Option<&[u8]> {
+        self.originals
+            .iter()
+            .find(|(t, _)| t == target)
+            .map(|(_, content)| content.as_slice())
     }
 }
 
@@ -89,10 +131,19 @@ fn style_of(target: &Path) -> CommentStyle {
 
 /// Reads a regular file (following the user's own symlinks), without blocking on a FIFO
 /// and refusing anything larger than [`MAX_VIEW_BYTES`].
-fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+    read_bounded_flags(path, 0)
+}
+
+/// [`read_bounded`] without following a symlink at the name itself.
+pub(crate) fn read_bounded_nofollow(path: &Path) -> std::io::Result<Vec<u8>> {
+    read_bounded_flags(path, nix::fcntl::OFlag::O_NOFOLLOW.bits())
+}
+
+fn read_bounded_flags(path: &Path, flags: i32) -> std::io::Result<Vec<u8>> {
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc_nonblock())
+        .custom_flags(libc_nonblock() | flags)
         .open(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() {
@@ -107,6 +158,32 @@ fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
         return Err(std::io::Error::other("larger than 4 MiB"));
     }
     Ok(out)
+}
+
+/// An agent's state file at launch: its content, or `{}` when it does not exist yet.
+fn read_state(path: &Path) -> std::io::Result<Vec<u8>> {
+    match read_bounded(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(b"{}\n".to_vec()),
+        other => other,
+    }
+}
+
+/// Writes the copy of a state file at a name of Sandy's own inside a writable state
+/// directory (whatever a previous run left there is replaced; missing parents are
+/// created, mode 0700).
+fn write_private_copy(path: &Path, content: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if let Some(dir) = path.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    write_new(path, content, 0o600)
 }
 
 fn libc_nonblock() -> i32 {

@@ -373,6 +373,8 @@ mod inside {
                     reason: v.reason.clone(),
                 })
                 .collect(),
+            created_at_launch: Vec::new(),
+            state_files: Vec::new(),
         };
         let question = if args.write {
             Question::Write

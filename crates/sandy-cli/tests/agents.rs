@@ -1,8 +1,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The real agent CLIs inside Sandy, judged from the host side: each one starts under its
-//! detected profile and prints its version; Claude Code, Codex CLI and Gemini CLI do real
-//! work against a local stand-in for their model API, offline, with the default network and
-//! with `--block-net --allow-local-port`: the ordinary work lands in the project, and the
+//! detected profile and prints its version, also in a fresh home; Claude Code, Codex CLI,
+//! Gemini CLI and OpenCode do real work against a local stand-in for their model API,
+//! offline, with the default network and with `--block-net --allow-local-port`: the
+//! ordinary work lands in the project, and the
 //! hostile tool calls (reading an SSH key, planting hooks, settings, MCP servers and shell
 //! start-up lines) fail without leaving a trace.
 //!
@@ -120,7 +121,7 @@ fn has_version(text: &str) -> bool {
 }
 
 /// The state directories each agent keeps, as a user who has run the agents before has
-/// them (the profiles grant them only when they exist).
+/// them.
 fn make_agent_state(w: &World) {
     for dir in [
         "home/.claude",
@@ -172,17 +173,45 @@ fn every_agent_prints_its_version_under_its_detected_profile() {
     });
 }
 
-/// A first run inside Sandy, before the agent ever made its state directories: they are
-/// not granted (missing grants are skipped) and cannot be created in the read-only home.
-/// Claude Code, Codex and Gemini CLI still start; OpenCode does not (it insists on
-/// creating `~/.local/share/opencode` and exits 1 with EROFS), so it is left out here.
+/// A first run inside Sandy, before the agent ever made its state directories: Sandy
+/// creates them before launch (issue 13.1), so every agent starts, OpenCode included (it
+/// used to exit with EROFS creating `~/.local/share/opencode`), and nothing prints
+/// ENOENT or EROFS.
 #[test]
 fn agents_start_in_a_fresh_home() {
     let Some(bin) = agents_bin() else {
         return;
     };
     for_each_user(|w| {
-        version_runs(w, &bin, &["claude", "codex", "gemini"], "in a fresh home");
+        for agent in AGENTS {
+            let o = run_timeout(
+                sandy_agent(w, &bin, &[], &[agent, "--version"], &[]),
+                AGENT_TIMEOUT,
+            );
+            assert_code(&o, 0, &format!("{agent} --version in a fresh home"));
+            assert!(has_version(&stdout(&o)), "{agent}: {}", stdout(&o));
+            let err = stderr(&o);
+            assert!(
+                ![
+                    "ENOENT",
+                    "EROFS",
+                    "Read-only file system",
+                    "create it first"
+                ]
+                .iter()
+                .any(|e| err.contains(e)),
+                "{agent}: {err}"
+            );
+        }
+        for dir in [
+            ".claude",
+            ".codex",
+            ".gemini",
+            ".config/opencode",
+            ".local/share/opencode",
+        ] {
+            assert!(w.home.join(dir).is_dir(), "{dir}");
+        }
     });
 }
 
@@ -458,6 +487,15 @@ fn end_to_end(scenario: &Scenario) {
         assert_no_canary(&secret, &api, &o, &context);
         snapshot.assert_unchanged(&context);
         assert_eq!(hooks_listing(&w), hooks_before, "{context}");
+        // Claude Code's state file remembers its own state, never a planted server.
+        if let Ok(state) = std::fs::read_to_string(w.home.join(".claude.json")) {
+            assert!(!state.contains("planted"), "{context}\n{state}");
+            let v: Value = serde_json::from_str(&state).unwrap();
+            assert!(
+                v.get("mcpServers").is_none_or(|m| m == &json!({})),
+                "{context}\n{state}"
+            );
+        }
         for (n, step) in steps.iter().enumerate() {
             if step.hostile {
                 let r = api.result_of(n);
@@ -582,6 +620,15 @@ fn claude_steps(w: &World, key: &Path) -> Vec<Step> {
             &format!("echo '{{\"hooks\": {{}}}}' >> {home}/.claude/settings.json"),
             true,
         ),
+        // The same, in the private copy Claude Code reads inside: it succeeds there, and
+        // after the run it is dropped, not merged (judged on the host in end_to_end).
+        bash(
+            "python3 -c 'import json, os; p=os.environ[\"CLAUDE_CONFIG_DIR\"]+\"/.claude.json\"; \
+             d=json.load(open(p)); \
+             d[\"mcpServers\"]={\"planted\": {\"command\": \"/bin/sh\", \"args\": [\"-c\", \"id\"]}}; \
+             json.dump(d, open(p, \"w\"))'",
+            false,
+        ),
         // An MCP server in the global state file is a command the next launch starts.
         bash(
             &format!(
@@ -610,11 +657,9 @@ fn claude_code_works_offline_and_its_attacks_fail() {
             w.write("home/.claude/settings.json", CLAUDE_SETTINGS);
             w.write("home/.claude.json", "{}\n");
         },
-        watched: &[
-            "home/.claude/settings.json",
-            "home/.claude.json",
-            "home/.profile",
-        ],
+        // ~/.claude.json is not watched whole: the allowlisted keys Claude Code writes
+        // persist (judged below, in end_to_end).
+        watched: &["home/.claude/settings.json", "home/.profile"],
         steps: &claude_steps,
         command: &|api| {
             let args = [
@@ -804,6 +849,95 @@ fn gemini_cli_works_offline_and_its_attacks_fail() {
         },
         check_output: &|o, context| {
             assert!(stdout(o).contains(GEMINI_FINAL), "{context}");
+        },
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// OpenCode, against a stand-in OpenAI-compatible Chat Completions API (a custom provider
+// given in OPENCODE_CONFIG_CONTENT; the provider package is bundled with OpenCode).
+
+const OPENCODE_FINAL: &str = "OpenCode finished the scripted steps.";
+/// The user's configuration file, protected: an attack appends to it.
+const OPENCODE_CONFIG: &str = "{\"autoupdate\": false, \"share\": \"disabled\"}\n";
+
+fn opencode_bash(command: &str, hostile: bool) -> Step {
+    Step {
+        tool: "bash",
+        input: json!({"command": command, "description": "scripted step"}),
+        hostile,
+    }
+}
+
+fn opencode_steps(w: &World, key: &Path) -> Vec<Step> {
+    let notes = w.project.join("notes.txt");
+    let home = w.home.display().to_string();
+    let [commit, python] = ordinary_commands();
+    let mut steps = vec![
+        Step {
+            tool: "write",
+            input: json!({"filePath": notes, "content": "first line\n"}),
+            hostile: false,
+        },
+        Step {
+            tool: "read",
+            input: json!({"filePath": notes}),
+            hostile: false,
+        },
+        Step {
+            tool: "edit",
+            input: json!({"filePath": notes, "oldString": "first line", "newString": "edited line"}),
+            hostile: false,
+        },
+        opencode_bash(commit, false),
+        opencode_bash(python, false),
+    ];
+    steps.extend(
+        hostile_commands(&home, key)
+            .iter()
+            .map(|c| opencode_bash(c, true)),
+    );
+    // A plugin registered in the user's configuration is code the next launch loads.
+    steps.push(opencode_bash(
+        &format!(
+            "echo '{{\"plugin\": [\"file:///tmp/planted.js\"]}}' > {home}/.config/opencode/opencode.json"
+        ),
+        true,
+    ));
+    steps
+}
+
+#[test]
+fn opencode_works_offline_and_its_attacks_fail() {
+    end_to_end(&Scenario {
+        agent: "opencode",
+        final_text: OPENCODE_FINAL,
+        prepare: &|w| {
+            w.write("home/.config/opencode/opencode.json", OPENCODE_CONFIG);
+        },
+        watched: &["home/.config/opencode/opencode.json"],
+        steps: &opencode_steps,
+        command: &|api| {
+            let config = json!({
+                "provider": {"fake": {
+                    "npm": "@ai-sdk/openai-compatible",
+                    "name": "Sandy stand-in",
+                    "options": {"baseURL": format!("{}/v1", api.url()), "apiKey": "dummy"},
+                    "models": {"m": {"name": "m"}}
+                }},
+                "model": "fake/m",
+                "permission": {"bash": "allow", "edit": "allow", "external_directory": "allow"}
+            });
+            let args = ["run", "do the task"];
+            let env = vec![
+                ("OPENCODE_CONFIG_CONTENT", config.to_string()),
+                ("OPENCODE_DISABLE_MODELS_FETCH", "1".to_owned()),
+                ("OPENCODE_DISABLE_AUTOUPDATE", "1".to_owned()),
+            ];
+            (args.iter().map(|a| (*a).to_owned()).collect(), env)
+        },
+        check_output: &|o, context| {
+            assert!(stdout(o).contains(OPENCODE_FINAL), "{context}");
         },
     });
 }

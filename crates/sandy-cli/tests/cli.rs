@@ -715,6 +715,7 @@ fn dry_run_prints_the_documented_document() {
                 "file_grants",
                 "protections",
                 "views",
+                "created_at_launch",
                 "environment",
                 "runtime_controls",
                 "enforcement",

@@ -137,6 +137,10 @@ fn reference_document() -> Value {
                 "reason": "shell start-up file, without credential assignments"
             }
         ],
+        "created_at_launch": [
+            { "path": "/home/u/.claude", "kind": "directory" },
+            { "path": "/home/u/.claude/.claude.json", "kind": "empty_file" }
+        ],
         "environment": { "removed": ["LD_PRELOAD", "SSH_AUTH_SOCK"], "set": ["TMP", "TMPDIR"] },
         "runtime_controls": [
             { "service": "Kontext", "enabled": false, "version": null },

@@ -39,6 +39,12 @@ pub struct DryRunView {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DryRunCreation {
+    pub path: String,
+    pub kind: Placeholder,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DryRunEnvironment {
     /// Names removed from the caller's environment.
     pub removed: Vec<String>,
@@ -77,6 +83,8 @@ pub struct DryRunDocument {
     pub protections: Vec<DryRunProtection>,
     /// Host files the sandbox sees as a prepared copy.
     pub views: Vec<DryRunView>,
+    /// The agent's absent state directories and files, created before launch.
+    pub created_at_launch: Vec<DryRunCreation>,
     pub environment: DryRunEnvironment,
     pub runtime_controls: Vec<RuntimeControl>,
     pub enforcement: Enforcement,
@@ -141,6 +149,14 @@ impl DryRunDocument {
                     kind: v.kind,
                     origin: v.origin,
                     reason: v.reason.clone(),
+                })
+                .collect(),
+            created_at_launch: policy
+                .created_at_launch
+                .iter()
+                .map(|c| DryRunCreation {
+                    path: lossy(c.path.as_os_str()),
+                    kind: c.kind,
                 })
                 .collect(),
             environment: DryRunEnvironment {

@@ -35,6 +35,7 @@ mod profile;
 mod protect;
 mod resolve;
 mod sensitive;
+pub mod statemerge;
 pub mod summary;
 pub mod why;
 
@@ -50,8 +51,8 @@ pub use manifest::{
 };
 pub use osbytes::OsBytes;
 pub use policy::{
-    Access, FileView, Grant, LocalPort, Network, Origin, Placeholder, PortOrigin, ProfileInfo,
-    Protection, ProtectionKind, ResolvedPolicy, Scope, ViewKind,
+    Access, FileView, Grant, LaunchCreation, LocalPort, Network, Origin, Placeholder, PortOrigin,
+    ProfileInfo, Protection, ProtectionKind, ResolvedPolicy, Scope, StateFile, ViewKind,
 };
 pub use profile::{
     builtin_names, builtin_profiles, parse as parse_profile, select as select_profile, Profile,

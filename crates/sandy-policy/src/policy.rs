@@ -95,6 +95,33 @@ pub struct Protection {
     pub placeholder: Option<Placeholder>,
 }
 
+/// Something the supervisor creates on the host before launch because the agent's profile
+/// declares it as the agent's own state and it is absent (a first launch): a state
+/// directory (empty, mode 0700), or an empty file that only carries the bound private copy
+/// of a relocated state file (removed after the run while still empty). Design promise 5.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct LaunchCreation {
+    pub path: PathBuf,
+    pub kind: Placeholder,
+}
+
+/// An agent state file the sandbox writes as a private copy; after the run only the
+/// values at `persist` key paths go back to the host file ([`crate::statemerge`]).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct StateFile {
+    /// The host file (absolute, not resolved through symlinks).
+    pub path: PathBuf,
+    /// The name the agent reads inside, where the private copy is bound (`path`, or a
+    /// name in a writable state directory the profile points the agent to).
+    pub inside: PathBuf,
+    /// Known-safe key paths, dot-separated, `*` for any one key, `{project}` for the
+    /// run's working directory.
+    pub persist: Vec<String>,
+    /// The copy is bound over `inside` (true), or written there as a plain file of
+    /// Sandy's own name and removed after the merge (false).
+    pub bound: bool,
+}
+
 /// How the content of a [`FileView`] is prepared on the host before launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -182,4 +209,8 @@ pub struct ResolvedPolicy {
     pub notices: Vec<String>,
     /// Files replaced inside by a filtered or private copy prepared before launch.
     pub views: Vec<FileView>,
+    /// The agent's absent state directories and files, created before launch.
+    pub created_at_launch: Vec<LaunchCreation>,
+    /// The agent's state files, merged back after the run.
+    pub state_files: Vec<StateFile>,
 }

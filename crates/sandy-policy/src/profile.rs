@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::policy::{Access, ProtectionKind};
+use crate::policy::{Access, Placeholder, ProtectionKind};
 
 /// The only profile schema this build reads.
 pub const PROFILE_SCHEMA_VERSION: u32 = 1;
@@ -32,6 +32,11 @@ pub struct ProfileGrant {
     pub access: Access,
     #[serde(default)]
     pub required: bool,
+    /// A state directory of the agent's own: when it is absent, the supervisor creates it
+    /// (empty, mode 0700) before launch, as the agent would at its first start (design
+    /// promise 5). Only `read_write` directory grants may say so.
+    #[serde(default)]
+    pub create: bool,
     /// Why the agent needs it (documentation, shown nowhere at run time).
     pub why: String,
 }
@@ -42,6 +47,62 @@ pub struct ProfileGrant {
 pub struct ProfileProtection {
     pub path: String,
     pub kind: ProtectionKind,
+    /// What Sandy creates when the path is absent at launch, so that it can carry its
+    /// read-only mount. Only allowed below a state directory the profile creates.
+    #[serde(default)]
+    pub placeholder: Option<Placeholder>,
+    pub why: String,
+}
+
+/// Commands a JSON settings file names (a status line, hooks): every path in them is
+/// protected read-only like the settings themselves, so the run cannot rewrite the script
+/// the next launch runs.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileNamedCommands {
+    /// The settings file.
+    pub file: String,
+    /// Key paths of command strings, dot-separated; `*` is any key or array element.
+    pub commands: Vec<String>,
+    pub why: String,
+}
+
+/// The format of an agent's state file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StateFormat {
+    /// A JSON document whose top level is an object.
+    Json,
+}
+
+/// An agent state file that mixes ordinary state with launch configuration
+/// (`~/.claude.json`). Inside, the agent writes a private copy; after the run only the
+/// values at `persist` paths go back to the host file (design §4.2).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileStateFile {
+    /// The host file.
+    pub path: String,
+    /// Where the agent finds the copy inside, when not at `path`: a name in a writable
+    /// state directory, so that the agent's write-to-a-temporary-file-then-rename can
+    /// create its temporary file (the rename onto the bound copy then fails with EBUSY and
+    /// the agent rewrites the copy in place). Needs `environment` to point the agent there.
+    #[serde(default)]
+    pub inside: Option<String>,
+    /// Variables set inside so that the agent reads `inside` (values may use `{root}`).
+    #[serde(default)]
+    pub environment: BTreeMap<String, String>,
+    /// `inside` is a name of Sandy's own that nothing reads outside Sandy (the agent
+    /// reads it only because `environment` says so): the supervisor writes the copy there
+    /// as a plain file, so the agent's write-then-rename works on it, and removes it after
+    /// the merge. Without it, the copy is bound over `inside`.
+    #[serde(default)]
+    pub inside_is_private: bool,
+    pub format: StateFormat,
+    /// The known-safe key paths, dot-separated; `*` stands for any one key (a project
+    /// path), `{project}` for the run's working directory only. Everything else in the
+    /// file never changes on the host.
+    pub persist: Vec<String>,
     pub why: String,
 }
 
@@ -55,11 +116,15 @@ pub struct ProfileEnvironment {
     pub unset: Vec<String>,
 }
 
-/// A message printed at launch unless one of the arguments is present.
+/// A message printed at launch unless one of the arguments is present, or the first
+/// argument is one of `unless_first_arg` (a subcommand that does not do what the notice is
+/// about).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProfileNotice {
     pub unless_args: Vec<String>,
+    #[serde(default)]
+    pub unless_first_arg: Vec<String>,
     pub message: String,
 }
 
@@ -73,7 +138,8 @@ pub struct Profile {
     /// Command basenames that select this profile.
     pub detect: Vec<String>,
     /// Named roots: candidates in order; `$VAR` or `$VAR/suffix` use an environment
-    /// variable when it is set (and must then be an absolute, existing directory),
+    /// variable when it is set (and must then be an absolute path: a directory, or an absent
+    /// path the agent will create),
     /// `~/...` is relative to home.
     #[serde(default)]
     pub roots: BTreeMap<String, Vec<String>>,
@@ -81,6 +147,16 @@ pub struct Profile {
     pub grants: Vec<ProfileGrant>,
     #[serde(default)]
     pub protections: Vec<ProfileProtection>,
+    #[serde(default)]
+    pub state_files: Vec<ProfileStateFile>,
+    #[serde(default)]
+    pub named_commands: Vec<ProfileNamedCommands>,
+    /// The agent is an npm package that starts a platform package, one of its
+    /// `optionalDependencies` installed beside it (`@openai/codex` starts
+    /// `@openai/codex-linux-x64`): those found beside the program's package are granted
+    /// read and execute.
+    #[serde(default)]
+    pub optional_dependencies: bool,
     #[serde(default)]
     pub environment: ProfileEnvironment,
     #[serde(default)]
@@ -114,11 +190,59 @@ pub fn parse(name: &str, text: &str) -> Result<Profile, ProfileError> {
     if profile.name != name {
         return Err(invalid(format!("it is named '{}'", profile.name)));
     }
+    for grant in profile.grants.iter().filter(|g| g.create) {
+        if grant.access != Access::ReadWrite {
+            return Err(invalid(format!(
+                "grant {} creates a directory the agent could not write",
+                grant.path
+            )));
+        }
+    }
+    for p in profile
+        .protections
+        .iter()
+        .filter(|p| p.placeholder.is_some())
+    {
+        let below_created = profile.grants.iter().any(|g| {
+            g.create
+                && p.path
+                    .strip_prefix(g.path.as_str())
+                    .is_some_and(|rest| rest.starts_with('/'))
+        });
+        if !below_created {
+            return Err(invalid(format!(
+                "protection {} has a placeholder outside the state directories the profile \
+                 creates",
+                p.path
+            )));
+        }
+    }
+    for file in &profile.state_files {
+        if file.inside_is_private && (file.inside.is_none() || file.environment.is_empty()) {
+            return Err(invalid(format!(
+                "state file {} has a private copy the agent is not pointed to",
+                file.path
+            )));
+        }
+        if let Some(bad) = file.persist.iter().find(|k| {
+            k.is_empty()
+                || k.split('.').any(|s| s.is_empty())
+                || k.split('.').next_back() == Some("*")
+        }) {
+            return Err(invalid(format!(
+                "state file {} persists the malformed key path '{bad}'",
+                file.path
+            )));
+        }
+    }
     let paths = profile
         .grants
         .iter()
         .map(|g| &g.path)
-        .chain(profile.protections.iter().map(|p| &p.path));
+        .chain(profile.protections.iter().map(|p| &p.path))
+        .chain(profile.state_files.iter().map(|f| &f.path))
+        .chain(profile.named_commands.iter().map(|c| &c.file))
+        .chain(profile.state_files.iter().filter_map(|f| f.inside.as_ref()));
     for path in paths {
         if let Some(root) = path.strip_prefix('{').and_then(|r| r.split('}').next()) {
             if root != "project" && !profile.roots.contains_key(root) {
@@ -238,6 +362,47 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("named 'x'"));
+    }
+
+    #[test]
+    fn state_declarations_are_checked() {
+        let base = "schema_version = 1\nname = \"x\"\nsummary = \"s\"\ndetect = []\n\
+                    [roots]\nhome = [\"~/.x\"]\n";
+        let created = format!(
+            "{base}[[grants]]\npath = \"{{home}}\"\naccess = \"read_write\"\ncreate = true\n\
+             why = \"w\"\n"
+        );
+        assert!(parse("x", &created).is_ok());
+        // Sandy creates only what the agent could write.
+        let read_only = created.replace("read_write", "read");
+        assert!(parse("x", &read_only)
+            .unwrap_err()
+            .to_string()
+            .contains("could not write"));
+        // Placeholders only below a directory the profile creates.
+        let inside = format!(
+            "{created}[[protections]]\npath = \"{{home}}/hooks\"\nkind = \"read_only\"\n\
+             placeholder = \"directory\"\nwhy = \"w\"\n"
+        );
+        assert!(parse("x", &inside).is_ok());
+        let outside = inside.replace("{home}/hooks", "{project}/hooks");
+        assert!(parse("x", &outside)
+            .unwrap_err()
+            .to_string()
+            .contains("placeholder outside"));
+        let not_below = inside.replace("{home}/hooks", "{home}");
+        assert!(parse("x", &not_below).is_err());
+        // A state file's key paths are well formed and never a whole subtree by wildcard.
+        let state = |key: &str| {
+            format!(
+                "{created}[[state_files]]\npath = \"~/.x.json\"\nformat = \"json\"\n\
+                 persist = [\"{key}\"]\nwhy = \"w\"\n"
+            )
+        };
+        assert!(parse("x", &state("projects.*.trusted")).is_ok());
+        for bad in ["", "a..b", "projects.*", ".a"] {
+            assert!(parse("x", &state(bad)).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -259,6 +259,9 @@ pub fn resolve(
     // The agent profile: its state directories, and its hook registrations protected.
     let (profile, detected) = select_profile(request.profile.as_deref(), argv0)?;
     let applied = ctx.apply_profile(&profile, host, &project, &mut grants)?;
+    if profile.optional_dependencies {
+        ctx.grant_optional_dependencies(&program, &mut grants);
+    }
 
     // Explicit flags, checked strictly: they must exist and must not expose secrets.
     for (flag, paths, access) in [
@@ -306,7 +309,8 @@ pub fn resolve(
             removed_env.push(name.clone());
         }
     }
-    for (name, value) in &profile.environment.set {
+    let state_env = applied.environment.iter().map(|(k, v)| (k, v));
+    for (name, value) in profile.environment.set.iter().chain(state_env) {
         environment.retain(|(k, _)| k != name.as_str());
         environment.push((name.into(), value.into()));
         set_env.push(name.clone());
@@ -319,14 +323,16 @@ pub fn resolve(
         .notice
         .iter()
         .filter(|n| {
-            !request.command.iter().skip(1).any(|arg| {
-                let arg = arg.to_string_lossy();
-                n.unless_args.iter().any(|u| *u == arg)
-            })
+            let first = request.command.get(1).map(|a| a.to_string_lossy());
+            !first.is_some_and(|f| n.unless_first_arg.iter().any(|u| *u == f))
+                && !request.command.iter().skip(1).any(|arg| {
+                    let arg = arg.to_string_lossy();
+                    n.unless_args.iter().any(|u| *u == arg)
+                })
         })
         .map(|n| n.message.clone())
         .collect();
-    notices.extend(applied.notices);
+    notices.extend(applied.notices.iter().cloned());
 
     // Protections: masks for every existing sensitive path, and the project's git hooks
     // and configuration, read-only wherever a writable grant would reach them.
@@ -346,19 +352,29 @@ pub fn resolve(
     let repositories: Vec<PathBuf> = repositories.collect();
     let git = git_protections(&host.git, &repositories, fs);
     notices.extend(host.git.notes.iter().cloned());
-    protections.extend(git.into_iter().chain(applied.protections).filter(|p| {
-        grants.iter().any(|g| {
-            g.access == Access::ReadWrite
-                && g.scope == Scope::Subtree
-                && p.path.starts_with(&g.path)
-        })
-    }));
+    protections.extend(
+        git.into_iter()
+            .chain(applied.protections.iter().cloned())
+            .filter(|p| {
+                // A name below a symlink is protected when the name or where it leads is
+                // writable.
+                let location = ctx.location(&p.path);
+                grants.iter().any(|g| {
+                    g.access == Access::ReadWrite
+                        && g.scope == Scope::Subtree
+                        && (p.path.starts_with(&g.path)
+                            || location.as_ref().is_some_and(|l| l.starts_with(&g.path)))
+                })
+            }),
+    );
 
     // Views: files the sandbox sees as a prepared copy instead of the host file.
     let mut views: Vec<FileView> = Vec::new();
     if let Some(home) = ctx.home {
         views.extend(views::shell_startup_views(home, host, fs));
     }
+    // The agent's state files: a private copy, merged back after the run.
+    views.extend(applied.views.iter().cloned());
     let mut grants = grants;
     let views = views::finish_views(views, &mut grants, &mut protections);
 
@@ -385,6 +401,8 @@ pub fn resolve(
         runtime_dir,
         notices,
         views,
+        created_at_launch: applied.created,
+        state_files: applied.state_files,
     })
 }
 

@@ -16,6 +16,8 @@ APIs:
     POST /v1/messages                 Anthropic Messages, streaming (SSE) or not
     POST /v1/messages/count_tokens    {"input_tokens": ...}
     POST /v1/responses                OpenAI Responses, streaming (SSE) or not
+    POST /v1/chat/completions         OpenAI-compatible Chat Completions (OpenCode's custom
+                                      providers), streaming (SSE) or not
     POST /v1beta/models/M:streamGenerateContent (SSE), :generateContent, :countTokens
                                       Gemini API (function calls get ids
                                       toolu_sandy_step_NN; a function response without
@@ -288,6 +290,80 @@ def responses_stream(body, output):
     return b"".join(out)
 
 
+# --- OpenAI-compatible Chat Completions -------------------------------------------------------
+
+
+def chat_results(body):
+    found = []
+    for message in body.get("messages", []) or []:
+        if isinstance(message, dict) and message.get("role") == "tool":
+            found.append((message.get("tool_call_id", "?"), text_of(message.get("content", ""))))
+    return found
+
+
+def chat_reply(body):
+    """Returns (assistant message, finish reason, step index or None, main-loop flag)."""
+    tools = []
+    for t in body.get("tools", []) or []:
+        if isinstance(t, dict):
+            tools.append((t.get("function") or {}).get("name"))
+    found = chat_results(body)
+    record_results(found)
+    if not tools:
+        return ({"role": "assistant", "content": "Sandy test."}, "stop", None, False)
+    done = len([i for i, _ in found if i.startswith("toolu_sandy_step_")])
+    kind, what = next_step(done)
+    if kind == "final":
+        return ({"role": "assistant", "content": what}, "stop", done, True)
+    if what["tool"] not in tools:
+        append("errors.log", "tool %s not offered; offered: %s" % (what["tool"], tools))
+    call = {
+        "id": call_id(done),
+        "type": "function",
+        "function": {"name": what["tool"], "arguments": json.dumps(what["input"])},
+    }
+    return ({"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls", done, True)
+
+
+def chat_object(body, message, finish):
+    return {
+        "id": "chatcmpl-" + uuid.uuid4().hex[:24],
+        "object": "chat.completion",
+        "created": 0,
+        "model": body.get("model", "sandy-test"),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+    }
+
+
+def chat_stream(body, message, finish):
+    ident = "chatcmpl-" + uuid.uuid4().hex[:24]
+
+    def chunk(delta, finish_reason=None, usage=None):
+        data = {
+            "id": ident,
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": body.get("model", "sandy-test"),
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+        }
+        if usage is not None:
+            data["usage"] = usage
+        return ("data: %s\n\n" % json.dumps(data)).encode()
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    if message.get("content"):
+        out.append(chunk({"content": message["content"]}))
+    for index, call in enumerate(message.get("tool_calls") or []):
+        delta = dict(call)
+        delta["index"] = index
+        out.append(chunk({"tool_calls": [delta]}))
+    usage = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+    out.append(chunk({}, finish, usage))
+    out.append(b"data: [DONE]\n\n")
+    return b"".join(out)
+
+
 # --- Gemini API ------------------------------------------------------------------------------
 
 
@@ -452,6 +528,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.send(200, anthropic_stream(body, content, stop), "text/event-stream")
             else:
                 self.send(200, anthropic_message(body, content, stop))
+            return
+        if path.endswith("/chat/completions"):
+            message, finish, step, main = chat_reply(body)
+            stream = bool(body.get("stream"))
+            self.log_request_line(
+                {"answer": "chat", "main": main, "step": step, "stream": stream, "model": body.get("model")}
+            )
+            if stream:
+                self.send(200, chat_stream(body, message, finish), "text/event-stream")
+            else:
+                self.send(200, chat_object(body, message, finish))
             return
         if path.endswith("/responses"):
             output, step, main = responses_reply(body)

@@ -1,5 +1,6 @@
-//! The agent profile's part of resolution: its roots, state-directory grants and
-//! protections.
+//! The agent profile's part of resolution: its roots, state-directory grants (and what
+//! to create at a first launch), protections (as names, with placeholders) and state
+//! files.
 
 use std::path::{Path, PathBuf};
 
@@ -7,13 +8,23 @@ use super::{Ctx, GrantSet};
 use crate::error::ResolveError;
 use crate::host::HostContext;
 use crate::inspect::FileKind;
-use crate::policy::{Access, Origin, Protection, Scope};
+use crate::policy::{
+    Access, FileView, LaunchCreation, Origin, Placeholder, Protection, Scope, StateFile, ViewKind,
+};
 use crate::profile::Profile;
 
 /// What a profile contributes besides grants.
 pub(super) struct AppliedProfile {
     pub(super) protections: Vec<Protection>,
     pub(super) notices: Vec<String>,
+    /// Absent state directories and files the supervisor creates before launch.
+    pub(super) created: Vec<LaunchCreation>,
+    /// State files: a private copy inside, merged back after the run.
+    pub(super) state_files: Vec<StateFile>,
+    /// The private copies of the state files.
+    pub(super) views: Vec<FileView>,
+    /// Variables set inside (a relocated state file's directory).
+    pub(super) environment: Vec<(String, String)>,
 }
 
 impl Ctx<'_> {
@@ -48,21 +59,38 @@ impl Ctx<'_> {
             Some(PathBuf::from(path))
         };
         let mut missing = Vec::new();
+        let mut created = Vec::new();
         for grant in &profile.grants {
             let Some(path) = expand(&grant.path) else {
                 continue;
             };
-            let Ok(canonical) = self.fs.canonicalize(&path) else {
-                if grant.required {
-                    return Err(ResolveError::ProfileMissing {
-                        profile: profile.name.clone(),
-                        path,
+            let canonical = match self.fs.canonicalize(&path) {
+                Ok(canonical) => canonical,
+                // A state directory of the agent's own, absent: created before launch, so
+                // it is granted where it will be (a dangling symlink is left alone).
+                Err(_) if grant.create && self.fs.read_link(&path).is_none() => {
+                    let Some(location) = self.location(&path) else {
+                        missing.push(path);
+                        continue;
+                    };
+                    created.push(LaunchCreation {
+                        path: location.clone(),
+                        kind: Placeholder::Directory,
                     });
+                    location
                 }
-                if grant.access == Access::ReadWrite {
-                    missing.push(path);
+                Err(_) => {
+                    if grant.required {
+                        return Err(ResolveError::ProfileMissing {
+                            profile: profile.name.clone(),
+                            path,
+                        });
+                    }
+                    if grant.access == Access::ReadWrite {
+                        missing.push(path);
+                    }
+                    continue;
                 }
-                continue;
             };
             let refuse = |reason| ResolveError::ProfileGrant {
                 profile: profile.name.clone(),
@@ -81,13 +109,16 @@ impl Ctx<'_> {
             {
                 return Err(refuse("it would make a sensitive path writable"));
             }
-            let scope = if self.fs.kind(&canonical) == Some(FileKind::Directory) {
-                Scope::Subtree
-            } else {
-                Scope::Exact
-            };
+            let will_be_directory = created.last().is_some_and(|c| c.path == canonical);
+            let scope =
+                if will_be_directory || self.fs.kind(&canonical) == Some(FileKind::Directory) {
+                    Scope::Subtree
+                } else {
+                    Scope::Exact
+                };
             grants.push(canonical, grant.access, scope, Origin::Profile);
         }
+        // Names, not targets: the mount layer pins the name and protects what it points to.
         let protections = profile
             .protections
             .iter()
@@ -95,34 +126,148 @@ impl Ctx<'_> {
                 let path = expand(&p.path)?;
                 // The name, not its symlink target: the mount layer pins the name and
                 // protects what it points to.
-                let exists = self.fs.kind(&path).is_some();
+                let exists = self.fs.kind(&path).is_some() || self.fs.read_link(&path).is_some();
                 Some(Protection {
                     path,
                     kind: p.kind,
                     origin: Origin::Profile,
                     exists,
-                    placeholder: None,
+                    placeholder: p.placeholder,
                 })
             })
             .collect();
-        // Sandy creates nothing in the home directory; a state directory that does not
-        // exist yet cannot be created from inside (home is read-only there), so say so.
+        let mut protections: Vec<Protection> = protections;
+        // The scripts that settings name as commands (a status line, hooks).
+        for named in &profile.named_commands {
+            let Some(file) = expand(&named.file) else {
+                continue;
+            };
+            for path in self.commands_named_in(&file, &named.commands, project) {
+                if !protections.iter().any(|p| p.path == path) {
+                    let exists =
+                        self.fs.kind(&path).is_some() || self.fs.read_link(&path).is_some();
+                    protections.push(Protection {
+                        path,
+                        kind: crate::policy::ProtectionKind::ReadOnly,
+                        origin: Origin::Profile,
+                        exists,
+                        placeholder: None,
+                    });
+                }
+            }
+        }
+        let mut state_files = Vec::new();
+        let mut views = Vec::new();
+        let mut environment = Vec::new();
+        for file in &profile.state_files {
+            let Some(path) = expand(&file.path) else {
+                continue;
+            };
+            let Some(inside) = file.inside.as_deref().map_or(Some(path.clone()), expand) else {
+                continue;
+            };
+            // The host file must be a regular file or absent (the copy then starts as
+            // `{}`); a directory, a FIFO or a dangling symlink is not a state file Sandy
+            // copies, and the agent does not get it.
+            let usable = match self.fs.kind(&path) {
+                Some(FileKind::File { .. }) => true,
+                None => self.fs.read_link(&path).is_none(),
+                Some(_) => false,
+            };
+            if !usable {
+                continue;
+            }
+            if file.inside_is_private {
+                // A plain file in a writable state directory (the supervisor creates
+                // missing parents): nothing to bind.
+                if self.location(&inside).is_none() {
+                    continue;
+                }
+            } else {
+                // The copy is bound over `inside`: an empty mount point when absent
+                // (removed after the run unless the merge wrote the state there).
+                match self.fs.kind(&inside) {
+                    Some(FileKind::File { .. }) => {}
+                    None if self.fs.read_link(&inside).is_none()
+                        && inside.parent().is_some_and(|d| {
+                            self.fs.kind(d) == Some(FileKind::Directory)
+                                || created.iter().any(|c| c.path == d)
+                        }) =>
+                    {
+                        created.push(LaunchCreation {
+                            path: inside.clone(),
+                            kind: Placeholder::EmptyFile,
+                        });
+                    }
+                    _ => continue,
+                }
+                views.push(FileView {
+                    target: inside.clone(),
+                    kind: ViewKind::PrivateCopy,
+                    origin: Origin::Profile,
+                    reason: format!(
+                        "{}'s state file {}: a private copy inside; after the run only \
+                         known-safe keys go back",
+                        profile.summary,
+                        path.display()
+                    ),
+                });
+            }
+            for (name, value) in &file.environment {
+                if let Some(value) = expand(value) {
+                    environment.push((name.clone(), value.to_string_lossy().into_owned()));
+                }
+            }
+            state_files.push(StateFile {
+                path,
+                inside,
+                persist: file.persist.clone(),
+                bound: !file.inside_is_private,
+            });
+        }
+        // A state directory that cannot be created (its name is a dangling symlink, or
+        // no ancestor exists) is not granted; say so.
         let notices = missing
             .iter()
             .map(|p| {
                 format!(
-                    "note: {} does not exist, so {} cannot keep its state there inside the \
-                     sandbox; create it first (mkdir -p {}) to let it",
+                    "note: {} does not exist and Sandy cannot create it, so {} cannot keep \
+                     its state there inside the sandbox",
                     p.display(),
                     profile.summary,
-                    p.display()
                 )
             })
             .collect();
         Ok(AppliedProfile {
             protections,
             notices,
+            created,
+            state_files,
+            views,
+            environment,
         })
+    }
+
+    /// Where a name leads: the path resolved through symlinks when it exists; for an
+    /// absent path, its nearest existing ancestor resolved, joined with the rest of the
+    /// name. `None` when that ancestor is not a directory.
+    pub(super) fn location(&self, path: &Path) -> Option<PathBuf> {
+        let mut rest = Vec::new();
+        let mut cur = path;
+        loop {
+            if let Ok(canonical) = self.fs.canonicalize(cur) {
+                if !rest.is_empty() && self.fs.kind(&canonical) != Some(FileKind::Directory) {
+                    return None;
+                }
+                let mut out = canonical;
+                for part in rest.iter().rev() {
+                    out.push(part);
+                }
+                return Some(out);
+            }
+            rest.push(cur.file_name()?.to_owned());
+            cur = cur.parent()?;
+        }
     }
 
     /// The first applicable candidate of a profile root. A root taken from an environment
@@ -149,11 +294,19 @@ impl Ctx<'_> {
                 if !value.is_absolute() {
                     return Err(refuse("it is not absolute"));
                 }
-                let canonical = self
+                // An absent directory is where the agent will create its state (and so,
+                // at a first launch, Sandy before it).
+                let canonical = match self.fs.canonicalize(value) {
+                    Ok(c) => c,
+                    Err(_) => self
+                        .location(value)
+                        .ok_or_else(|| refuse("neither it nor an ancestor is a directory"))?,
+                };
+                if self
                     .fs
-                    .canonicalize(value)
-                    .map_err(|_| refuse("it does not exist"))?;
-                if self.fs.kind(&canonical) != Some(FileKind::Directory) {
+                    .kind(&canonical)
+                    .is_some_and(|k| k != FileKind::Directory)
+                {
                     return Err(refuse("it is not a directory"));
                 }
                 if canonical.parent().is_none()
@@ -179,5 +332,165 @@ impl Ctx<'_> {
             return Ok(Some(PathBuf::from(candidate)));
         }
         Ok(None)
+    }
+
+    /// Grants the installed `optionalDependencies` of the npm package `program` belongs
+    /// to: its platform packages, installed as siblings in the same `node_modules`. Found
+    /// from the layout: the nearest ancestor of the program (resolved) holding a
+    /// `package.json` directly below `node_modules` (or `node_modules/@scope`); each
+    /// dependency name must be a plain package name, and is granted only when it is a
+    /// directory there whose own `package.json` carries that name.
+    pub(super) fn grant_optional_dependencies(&self, program: &Path, grants: &mut GrantSet) {
+        let Ok(resolved) = self.fs.canonicalize(program) else {
+            return;
+        };
+        let Some((root, node_modules)) = resolved.ancestors().skip(1).find_map(|dir| {
+            let parent = dir.parent()?;
+            let node_modules = if parent.file_name()? == "node_modules" {
+                parent
+            } else if parent.file_name()?.to_string_lossy().starts_with('@')
+                && parent.parent()?.file_name()? == "node_modules"
+            {
+                parent.parent()?
+            } else {
+                return None;
+            };
+            matches!(
+                self.fs.kind(&dir.join("package.json")),
+                Some(FileKind::File { .. })
+            )
+            .then(|| (dir.to_path_buf(), node_modules.to_path_buf()))
+        }) else {
+            return;
+        };
+        let Some(manifest) = self.package_json(&root) else {
+            return;
+        };
+        let Some(deps) = manifest
+            .get("optionalDependencies")
+            .and_then(|d| d.as_object())
+        else {
+            return;
+        };
+        for (name, spec) in deps.iter().filter(|(n, _)| npm_name(n)) {
+            let dir = node_modules.join(name);
+            // A real directory there, not a link that could lead anywhere (the package's
+            // own directory may be writable by an earlier run).
+            if self.fs.kind(&dir) != Some(FileKind::Directory)
+                || dir
+                    .ancestors()
+                    .take(2)
+                    .any(|d| self.fs.read_link(d).is_some())
+            {
+                continue;
+            }
+            // An npm alias (`"npm:@openai/codex@0.1.0-linux-x64"`) installs another name.
+            let expected = spec.as_str().and_then(|s| s.strip_prefix("npm:")).map_or(
+                name.as_str(),
+                |aliased| {
+                    let at = aliased.char_indices().skip(1).find(|(_, c)| *c == '@');
+                    at.map_or(aliased, |(i, _)| &aliased[..i])
+                },
+            );
+            let named = self
+                .package_json(&dir)
+                .is_some_and(|m| m.get("name").and_then(|n| n.as_str()) == Some(expected));
+            if !named {
+                continue;
+            }
+            if let Ok(canonical) = self.fs.canonicalize(&dir) {
+                if self.sensitive_overlap(&canonical).is_none() {
+                    grants.push(canonical, Access::ReadExec, Scope::Subtree, Origin::Profile);
+                }
+            }
+        }
+    }
+
+    /// The paths in the command strings at `keys` of the JSON settings `file`: every word
+    /// that names a file by an absolute path, `~/`, `$HOME/` or `$CLAUDE_PROJECT_DIR/`.
+    fn commands_named_in(&self, file: &Path, keys: &[String], project: &Path) -> Vec<PathBuf> {
+        let Some(bytes) = self.fs.read_head(file, 1024 * 1024) else {
+            return Vec::new();
+        };
+        let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+            return Vec::new();
+        };
+        let mut commands = Vec::new();
+        for key in keys {
+            let pattern: Vec<&str> = key.split('.').collect();
+            collect_strings(&doc, &pattern, &mut commands);
+        }
+        let mut out = Vec::new();
+        for command in commands {
+            for word in
+                command.split(|c: char| c.is_whitespace() || c == ';' || c == '&' || c == '|')
+            {
+                // Quotes only group; `"$CLAUDE_PROJECT_DIR"/x` names `$CLAUDE_PROJECT_DIR/x`.
+                let word = word.replace(['"', '\''], "");
+                let word = word.as_str();
+                let path = if let Some(rest) = word.strip_prefix("~/") {
+                    self.home.map(|h| h.join(rest))
+                } else if let Some(rest) = word
+                    .strip_prefix("$HOME/")
+                    .or_else(|| word.strip_prefix("${HOME}/"))
+                {
+                    self.home.map(|h| h.join(rest))
+                } else if let Some(rest) = word
+                    .strip_prefix("$CLAUDE_PROJECT_DIR/")
+                    .or_else(|| word.strip_prefix("${CLAUDE_PROJECT_DIR}/"))
+                {
+                    Some(project.join(rest))
+                } else if word.starts_with('/') {
+                    Some(PathBuf::from(word))
+                } else {
+                    None
+                };
+                if let Some(path) = path.map(|p| crate::resolve::normalize(&p)) {
+                    if !out.contains(&path) {
+                        out.push(path);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn package_json(&self, dir: &Path) -> Option<serde_json::Value> {
+        let bytes = self.fs.read_head(&dir.join("package.json"), 256 * 1024)?;
+        serde_json::from_slice(&bytes).ok()
+    }
+}
+
+/// The strings at a key path (`*`: any key or array element).
+fn collect_strings(v: &serde_json::Value, pattern: &[&str], out: &mut Vec<String>) {
+    let Some((first, rest)) = pattern.split_first() else {
+        if let Some(s) = v.as_str() {
+            out.push(s.to_owned());
+        }
+        return;
+    };
+    let children: Vec<&serde_json::Value> = match (v, *first) {
+        (serde_json::Value::Object(m), "*") => m.values().collect(),
+        (serde_json::Value::Array(a), "*") => a.iter().collect(),
+        (serde_json::Value::Object(m), key) => m.get(key).into_iter().collect(),
+        _ => Vec::new(),
+    };
+    for child in children {
+        collect_strings(child, rest, out);
+    }
+}
+
+/// A plain npm package name: `name` or `@scope/name`, without path tricks.
+fn npm_name(name: &str) -> bool {
+    let plain = |s: &str| {
+        !s.is_empty()
+            && !s.starts_with('.')
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    match name.strip_prefix('@').map(|rest| rest.split_once('/')) {
+        Some(Some((scope, pkg))) => plain(scope) && plain(pkg),
+        Some(None) => false,
+        None => plain(name),
     }
 }

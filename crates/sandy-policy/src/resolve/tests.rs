@@ -3,6 +3,7 @@ use std::io;
 
 use super::*;
 use crate::gitfacts::{GitDir, GitDirKind, GitFacts};
+use crate::policy::{LaunchCreation, Placeholder, ViewKind};
 
 /// An in-memory filesystem: paths map to kinds, symlinks to targets.
 #[derive(Default)]
@@ -254,6 +255,8 @@ fn plain_run_resolves_to_the_default_policy() {
         runtime_dir: None,
         notices: vec![],
         views: vec![],
+        created_at_launch: vec![],
+        state_files: vec![],
     };
     assert_eq!(policy, expected);
 }
@@ -725,11 +728,12 @@ fn the_claude_profile_grants_its_state_and_protects_its_hooks() {
                 Scope::Subtree,
                 Origin::Profile
             ),
-            // Read-only: it registers MCP servers, and Claude Code writes it through a
-            // temporary file in the read-only home anyway.
+            // ~/.claude.json itself is not granted: Claude Code reads a private copy of
+            // it at {config}/.claude.json (CLAUDE_CONFIG_DIR), and the host file gets the
+            // allowlisted keys back after the run.
             &g(
-                "/home/u/.claude.json",
-                Access::Read,
+                "/home/u/.claude/.claude.json",
+                Access::ReadWrite,
                 Scope::Exact,
                 Origin::Profile
             ),
@@ -749,18 +753,61 @@ fn the_claude_profile_grants_its_state_and_protects_its_hooks() {
             (Path::new("/home/u/.claude/settings.json"), true),
             (Path::new("/home/u/.claude/settings.local.json"), false),
             (Path::new("/home/u/.claude/hooks"), false),
-            (Path::new("/home/u/.claude/.claude.json"), false),
+            // /home/u/.claude/.claude.json is the private copy's view now.
             (Path::new("/home/u/.claude/.config.json"), false),
             (Path::new("/home/u/.claude/CLAUDE.md"), false),
             (Path::new("/home/u/.claude/skills"), false),
             (Path::new("/home/u/.claude/commands"), false),
             (Path::new("/home/u/.claude/agents"), false),
+            (Path::new("/home/u/.claude/output-styles"), false),
+            (Path::new("/home/u/.claude/plugins/cache"), false),
+            (Path::new("/home/u/.claude/plugins/marketplaces"), false),
+            (
+                Path::new("/home/u/.claude/plugins/installed_plugins.json"),
+                false
+            ),
+            (
+                Path::new("/home/u/.claude/plugins/known_marketplaces.json"),
+                false
+            ),
             (Path::new("/home/u/proj/.claude/settings.json"), false),
             (Path::new("/home/u/proj/.claude/settings.local.json"), false),
             (Path::new("/home/u/proj/.mcp.json"), false),
         ]
     );
     assert!(policy.notices.is_empty());
+    // The state file is a private copy, merged back after the run; nothing is created.
+    assert_eq!(
+        policy
+            .views
+            .iter()
+            .filter(|v| v.origin == Origin::Profile)
+            .count(),
+        1
+    );
+    assert_eq!(
+        policy.views.last().map(|v| v.kind),
+        Some(ViewKind::PrivateCopy)
+    );
+    assert_eq!(policy.state_files.len(), 1);
+    assert_eq!(
+        policy.state_files[0].path,
+        Path::new("/home/u/.claude.json")
+    );
+    assert!(policy.state_files[0]
+        .persist
+        .contains(&"projects.{project}.hasTrustDialogAccepted".to_owned()));
+    assert!(!policy.state_files[0]
+        .persist
+        .iter()
+        .any(|k| k.contains("mcp") || k.contains("hooks") || k == "env"));
+    assert_eq!(
+        policy.created_at_launch,
+        vec![LaunchCreation {
+            path: "/home/u/.claude/.claude.json".into(),
+            kind: Placeholder::EmptyFile
+        }]
+    );
 }
 
 #[test]
@@ -776,9 +823,33 @@ fn profile_roots_from_the_environment_are_validated() {
         Scope::Subtree,
         Origin::Profile
     )));
+    // An absent root is where the agent will keep its state: created at launch, and the
+    // state file inside it is the one Claude Code then reads.
+    let mut h = host("/usr/bin");
+    h.env
+        .push(("CLAUDE_CONFIG_DIR".into(), "/srv/claude-state/new".into()));
+    let policy = resolve(&request(&["claude"]), &h, &fs).unwrap();
+    assert_eq!(
+        policy.created_at_launch,
+        vec![
+            LaunchCreation {
+                path: "/srv/claude-state/new".into(),
+                kind: Placeholder::Directory
+            },
+            // The mount point of the state file's private copy.
+            LaunchCreation {
+                path: "/srv/claude-state/new/.claude.json".into(),
+                kind: Placeholder::EmptyFile
+            },
+        ]
+    );
+    assert_eq!(
+        policy.state_files[0].path,
+        Path::new("/srv/claude-state/new/.claude.json")
+    );
     for bad in [
         "relative/dir",
-        "/srv/missing",
+        "/usr/bin/claude/state",
         "/home/u",
         "/home/u/.ssh",
         "/",
@@ -807,6 +878,121 @@ fn the_codex_profile_explains_its_nested_sandbox_unless_disabled() {
     )
     .unwrap();
     assert!(quiet.notices.is_empty());
+    // Nor when Codex would not start its sandbox at all.
+    for args in [
+        &["codex", "--version"][..],
+        &["codex", "exec", "--help"],
+        &["codex", "login"],
+        &[
+            "codex",
+            "exec",
+            "-c",
+            "sandbox_mode=\"danger-full-access\"",
+            "hi",
+        ],
+    ] {
+        let p = resolve(&request(args), &h, &fs).unwrap();
+        assert!(p.notices.is_empty(), "{args:?}");
+    }
+    let exec = resolve(&request(&["codex", "exec", "hi"]), &h, &fs).unwrap();
+    assert_eq!(exec.notices.len(), 1);
+}
+
+#[test]
+fn scripts_the_claude_settings_name_are_protected() {
+    let fs = base_fs()
+        .exe("/usr/bin/claude")
+        .dir("/home/u/.claude")
+        .script(
+            "/home/u/.claude/settings.json",
+            r#"{"statusLine": {"type": "command", "command": "bash ~/.claude/statusline.sh --short"},
+                "hooks": {"Stop": [{"matcher": "", "hooks": [
+                    {"type": "command", "command": "python3 \"$CLAUDE_PROJECT_DIR\"/tools/../hooks/stop.py"},
+                    {"type": "command", "command": "/usr/bin/true && $HOME/bin/notify"}]}]}}"#,
+        )
+        .file("/home/u/.claude/statusline.sh");
+    let policy = resolve(&request(&["claude"]), &host("/usr/bin"), &fs).unwrap();
+    let protected: Vec<&Path> = policy
+        .protections
+        .iter()
+        .map(|p| p.path.as_path())
+        .collect();
+    // Inside writable grants: protected (names, normalized); elsewhere they are not
+    // writable anyway and are left out.
+    for want in [
+        "/home/u/.claude/statusline.sh",
+        "/home/u/proj/hooks/stop.py",
+    ] {
+        assert!(
+            protected.contains(&Path::new(want)),
+            "{want}: {protected:?}"
+        );
+    }
+    assert!(!protected.contains(&Path::new("/usr/bin/true")));
+    assert!(!protected.contains(&Path::new("/home/u/bin/notify")));
+}
+
+#[test]
+fn an_npm_agent_gets_its_platform_package_from_the_layout() {
+    let nm = "/home/u/.local/lib/node_modules";
+    let fs = base_fs()
+        .dir("/home/u/.codex")
+        .dir(nm)
+        .dir(&format!("{nm}/@openai"))
+        .dir(&format!("{nm}/@openai/codex"))
+        .dir(&format!("{nm}/@openai/codex/bin"))
+        .exe(&format!("{nm}/@openai/codex/bin/codex.js"))
+        .script(
+            &format!("{nm}/@openai/codex/package.json"),
+            r#"{"name": "@openai/codex", "optionalDependencies": {
+                "@openai/codex-linux-x64": "npm:@openai/codex@0.1.0-linux-x64",
+                "@openai/codex-darwin-x64": "npm:@openai/codex@0.1.0-darwin-x64",
+                "../../secrets": "1.0.0",
+                "@openai/impostor": "1.0.0",
+                "@openai/linked": "1.0.0"}}"#,
+        )
+        .dir(&format!("{nm}/@openai/codex-linux-x64"))
+        .script(
+            &format!("{nm}/@openai/codex-linux-x64/package.json"),
+            r#"{"name": "@openai/codex"}"#,
+        )
+        // Installed there, but not the package the dependency names.
+        .dir(&format!("{nm}/@openai/impostor"))
+        .script(
+            &format!("{nm}/@openai/impostor/package.json"),
+            r#"{"name": "something-else"}"#,
+        )
+        // Named, but a link to a directory elsewhere that happens to carry the name.
+        .dir("/home/u/other")
+        .script(
+            "/home/u/other/package.json",
+            r#"{"name": "@openai/linked"}"#,
+        )
+        .link(&format!("{nm}/@openai/linked"), "/home/u/other")
+        .dir("/home/u/.local/bin")
+        .link(
+            "/home/u/.local/bin/codex",
+            "../lib/node_modules/@openai/codex/bin/codex.js",
+        );
+    let policy = resolve(
+        &request(&["codex", "--version"]),
+        &host("/home/u/.local/bin:/usr/bin"),
+        &fs,
+    )
+    .unwrap();
+    let granted: Vec<&Path> = policy
+        .grants
+        .iter()
+        .filter(|g| g.path.starts_with(nm))
+        .map(|g| g.path.as_path())
+        .collect();
+    assert!(
+        granted.contains(&Path::new(&format!("{nm}/@openai/codex-linux-x64"))),
+        "{granted:?}"
+    );
+    assert!(!granted
+        .iter()
+        .any(|p| p.ends_with("impostor") || p.ends_with("secrets")));
 }
 
 #[test]
@@ -825,17 +1011,62 @@ fn an_explicit_profile_overrides_detection() {
 }
 
 #[test]
-fn a_missing_profile_state_directory_is_explained_not_created() {
+fn a_missing_profile_state_directory_is_created_at_launch() {
     let fs = base_fs().exe("/usr/bin/gemini");
     let policy = resolve(&request(&["gemini"]), &host("/usr/bin"), &fs).unwrap();
-    assert!(!policy.grants.iter().any(|g| g.origin == Origin::Profile));
+    assert!(policy.grants.contains(&g(
+        "/home/u/.gemini",
+        Access::ReadWrite,
+        Scope::Subtree,
+        Origin::Profile
+    )));
     assert_eq!(
-        policy.notices,
-        vec![
-            "note: /home/u/.gemini does not exist, so Gemini CLI cannot keep its state there \
-             inside the sandbox; create it first (mkdir -p /home/u/.gemini) to let it"
-                .to_owned()
-        ]
+        policy.created_at_launch,
+        vec![LaunchCreation {
+            path: "/home/u/.gemini".into(),
+            kind: Placeholder::Directory
+        }]
+    );
+    assert!(policy.notices.is_empty());
+    // Its protections hold from the first launch: placeholders below the new directory.
+    let settings = policy
+        .protections
+        .iter()
+        .find(|p| p.path == Path::new("/home/u/.gemini/settings.json"))
+        .unwrap();
+    assert_eq!(settings.placeholder, Some(Placeholder::EmptyJsonObject));
+    assert!(!settings.exists);
+}
+
+#[test]
+fn protections_are_names_even_below_a_symlinked_state_directory() {
+    // A dotfile manager made ~/.claude a link; the protection keeps the name.
+    let fs = base_fs()
+        .exe("/usr/bin/claude")
+        .dir("/home/u/dotfiles/claude")
+        .file("/home/u/dotfiles/claude/settings.json")
+        .link("/home/u/.claude", "/home/u/dotfiles/claude");
+    let policy = resolve(&request(&["claude"]), &host("/usr/bin"), &fs).unwrap();
+    let settings = policy
+        .protections
+        .iter()
+        .find(|p| p.path == Path::new("/home/u/.claude/settings.json"))
+        .unwrap();
+    assert!(settings.exists);
+    assert!(policy.grants.contains(&g(
+        "/home/u/dotfiles/claude",
+        Access::ReadWrite,
+        Scope::Subtree,
+        Origin::Profile
+    )));
+    // The directory exists (through its link); only the mount point of the state file's
+    // copy (which Claude Code reads there, told by CLAUDE_CONFIG_DIR) is created.
+    assert_eq!(
+        policy.created_at_launch,
+        vec![LaunchCreation {
+            path: "/home/u/.claude/.claude.json".into(),
+            kind: Placeholder::EmptyFile
+        }]
     );
 }
 

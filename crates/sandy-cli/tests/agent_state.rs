@@ -1,0 +1,732 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! An agent's own state through the real `sandy` binary, judged from the host: the state
+//! directories a first launch creates (and nothing else), the dry run that lists them,
+//! Claude Code's state file remembered for its allowlisted keys and never armed, every
+//! file a profile protects unchanged after a run that tried to change it, and Codex
+//! installed from npm in the home directory (its platform package beside it).
+//!
+//! Most tests play the agent with a script under `--profile NAME`, so they need no agent
+//! CLI; the ones that run the real CLIs need `scripts/install-agents.sh` (otherwise a
+//! reported skip, a failure in CI).
+
+mod common;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::*;
+use serde_json::{json, Value};
+
+const AGENTS_PREFIX: &str = "/opt/sandy-test-agents";
+
+/// `sandy run ARGS...` as the test user, with extra environment.
+fn run(w: &World, args: &[&str], env: &[(&str, String)]) -> Output {
+    let mut all = vec!["run"];
+    all.extend_from_slice(args);
+    let mut cmd = w.sandy(all);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    run_timeout(cmd, 120)
+}
+
+/// Every path below `dir` (relative), except the project, sorted.
+fn listing(dir: &Path, skip: &Path) -> Vec<String> {
+    fn walk(base: &Path, p: &Path, skip: &Path, out: &mut Vec<String>) {
+        let Ok(entries) = std::fs::read_dir(p) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            if path == skip {
+                continue;
+            }
+            out.push(path.strip_prefix(base).unwrap().display().to_string());
+            if e.file_type().unwrap().is_dir() {
+                walk(base, &path, skip, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, skip, &mut out);
+    out.sort();
+    out
+}
+
+fn first_launch_lines(o: &Output) -> Vec<String> {
+    stderr(o)
+        .lines()
+        .filter(|l| l.contains("first launch"))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[track_caller]
+fn assert_private_dir(w: &World, path: &Path) {
+    let meta = std::fs::symlink_metadata(path)
+        .unwrap_or_else(|e| panic!("{} was not created: {e}", path.display()));
+    assert!(meta.is_dir(), "{}", path.display());
+    assert_eq!(meta.mode() & 0o7777, 0o700, "{}", path.display());
+    assert_eq!(meta.uid(), w.user.uid, "{}", path.display());
+}
+
+// ---------------------------------------------------------------------------------------
+// First launch.
+
+/// Each profile's state directories are created before launch: mode 0700, the user's,
+/// one stderr line for all of them, and nothing else appears in the home directory.
+#[test]
+fn a_first_launch_creates_the_state_directories_and_nothing_else() {
+    let cases: [(&str, &[&str]); 4] = [
+        ("claude", &[".claude"]),
+        ("codex", &[".codex"]),
+        ("gemini", &[".gemini"]),
+        (
+            "opencode",
+            &[
+                ".cache",
+                ".cache/opencode",
+                ".config",
+                ".config/opencode",
+                ".local",
+                ".local/share",
+                ".local/share/opencode",
+                ".local/state",
+                ".local/state/opencode",
+            ],
+        ),
+    ];
+    for_each_user(|w| {
+        for (profile, expected) in cases {
+            let before = listing(&w.home, &w.project);
+            assert!(before.is_empty(), "{before:?}");
+            // The agent itself writes nothing here: what is left is what Sandy made.
+            let o = run(w, &["--profile", profile, "--", "/bin/true"], &[]);
+            assert_code(&o, 0, profile);
+            let after = listing(&w.home, &w.project);
+            assert_eq!(after, expected.to_vec(), "{profile}: {}", stderr(&o));
+            for dir in expected {
+                assert_private_dir(w, &w.home.join(dir));
+            }
+            let lines = first_launch_lines(&o);
+            assert_eq!(lines.len(), 1, "{profile}: {}", stderr(&o));
+            for dir in expected {
+                assert!(
+                    lines[0].contains(&w.home.join(dir).display().to_string()),
+                    "{profile}: {}",
+                    lines[0]
+                );
+            }
+            // The second launch creates nothing and says nothing about it.
+            let again = run(w, &["--profile", profile, "--", "/bin/true"], &[]);
+            assert_code(&again, 0, profile);
+            assert!(first_launch_lines(&again).is_empty(), "{}", stderr(&again));
+            assert_eq!(listing(&w.home, &w.project), expected.to_vec());
+            for dir in expected.iter().rev() {
+                std::fs::remove_dir(w.home.join(dir)).unwrap();
+            }
+        }
+    });
+}
+
+/// The environment overrides decide where the state goes, and that is where it is
+/// created (absent directories below a directory the user named).
+#[test]
+fn a_first_launch_honours_the_environment_overrides() {
+    for_each_user(|w| {
+        let xdg = w.home.join("xdg");
+        std::fs::create_dir(&xdg).unwrap();
+        w.chown_all();
+        let env = vec![
+            ("XDG_DATA_HOME", xdg.join("data").display().to_string()),
+            ("XDG_STATE_HOME", xdg.join("state").display().to_string()),
+            ("XDG_CACHE_HOME", xdg.join("cache").display().to_string()),
+            (
+                "OPENCODE_CONFIG_DIR",
+                xdg.join("oc-config").display().to_string(),
+            ),
+            ("CODEX_HOME", xdg.join("codex-home").display().to_string()),
+            (
+                "CLAUDE_CONFIG_DIR",
+                xdg.join("claude-config").display().to_string(),
+            ),
+        ];
+        for profile in ["opencode", "codex", "claude"] {
+            let o = run(w, &["--profile", profile, "--", "/bin/true"], &env);
+            assert_code(&o, 0, profile);
+        }
+        for dir in [
+            "data/opencode",
+            "state/opencode",
+            "cache/opencode",
+            "oc-config",
+            "codex-home",
+            "claude-config",
+        ] {
+            assert_private_dir(w, &xdg.join(dir));
+        }
+        // Nothing in the default places.
+        for absent in [
+            ".config",
+            ".local",
+            ".cache",
+            ".codex",
+            ".claude",
+            ".claude.json",
+        ] {
+            assert!(!w.home.join(absent).exists(), "{absent}");
+        }
+        // The agent's state is writable there inside.
+        let o = run(
+            w,
+            &[
+                "--profile",
+                "opencode",
+                "--",
+                "/bin/sh",
+                "-c",
+                "echo s > \"$XDG_DATA_HOME/opencode/session\"",
+            ],
+            &env,
+        );
+        assert_code(&o, 0, "opencode writes its data");
+        assert_eq!(
+            std::fs::read_to_string(xdg.join("data/opencode/session")).unwrap(),
+            "s\n"
+        );
+    });
+}
+
+/// The agents' own working state, written inside from a first launch on, is on the host
+/// afterwards: Claude Code's login, Codex's PATH aliases, Gemini CLI's temporary files and
+/// checkpoints, OpenCode's data and cache.
+#[test]
+fn the_agents_working_state_persists_from_the_first_launch() {
+    let cases = [
+        ("claude", ".claude/.credentials.json"),
+        ("codex", ".codex/tmp/arg0/apply_patch"),
+        ("gemini", ".gemini/tmp/project/checkpoint-1.json"),
+        ("opencode", ".local/share/opencode/storage/session.json"),
+        ("opencode", ".cache/opencode/models.json"),
+    ];
+    for_each_user(|w| {
+        for (profile, rel) in cases {
+            let path = w.home.join(rel);
+            let script = format!(
+                "mkdir -p '{}' && echo state > '{}'",
+                path.parent().unwrap().display(),
+                path.display()
+            );
+            let o = run(
+                w,
+                &["--profile", profile, "--", "/bin/sh", "-c", &script],
+                &[],
+            );
+            assert_code(&o, 0, rel);
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), "state\n", "{rel}");
+        }
+    });
+}
+
+#[test]
+fn the_dry_run_lists_what_a_first_launch_creates_and_creates_nothing() {
+    for_each_user(|w| {
+        let o = run(
+            w,
+            &["--dry-run", "--profile", "claude", "--", "/bin/true"],
+            &[],
+        );
+        assert_code(&o, 0, "dry run");
+        let doc = parse_dry_run(&o.stdout, "claude dry run");
+        let home = w.home.display().to_string();
+        assert_eq!(
+            doc["created_at_launch"],
+            json!([
+                {"path": format!("{home}/.claude"), "kind": "directory"},
+                {"path": format!("{home}/.claude/.claude.json"), "kind": "empty_file"},
+            ])
+        );
+        assert!(listing(&w.home, &w.project).is_empty());
+        assert!(first_launch_lines(&o).is_empty());
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Claude Code's ~/.claude.json: remembered, never armed.
+
+/// What a session inside writes into its copy: ordinary state Claude Code keeps, and
+/// every kind of entry that would make a later launch run code.
+const CLAUDE_WRITER: &str = r#"
+import json, os, sys, time
+path = os.path.join(os.environ["CLAUDE_CONFIG_DIR"], ".claude.json")
+d = json.load(open(path))
+project = sys.argv[1]
+d["numStartups"] = d.get("numStartups", 0) + 1
+d["theme"] = "light"
+d["hasCompletedOnboarding"] = True
+d["customApiKeyResponses"] = {"approved": ["abc123"], "rejected": []}
+d.setdefault("projects", {}).setdefault(project, {})["hasTrustDialogAccepted"] = True
+d["projects"]["/"] = {"hasTrustDialogAccepted": True}
+d["projects"][project]["mcpServers"] = {"p": {"command": "/bin/sh", "args": ["-c", "POISON-P"]}}
+d["projects"][project]["allowedTools"] = ["Bash(POISON-T)"]
+d["projects"][project]["enabledMcpjsonServers"] = ["POISON-E"]
+d["mcpServers"] = {"evil": {"command": "/bin/sh", "args": ["-c", "POISON-M"]}}
+d["enabledMcpjsonServers"] = ["POISON-E"]
+d["disabledMcpjsonServers"] = ["mine"]
+d["hooks"] = {"Stop": [{"hooks": [{"type": "command", "command": "POISON-H"}]}]}
+d["env"] = {"NODE_OPTIONS": "--require POISON-N"}
+d["apiKeyHelper"] = "POISON-K"
+d["someFutureKey"] = "POISON-U"
+open(path, "w").write(json.dumps(d))
+# Outside, another session edits the host file meanwhile.
+go = sys.argv[2]
+for _ in range(200):
+    if os.path.exists(go):
+        break
+    time.sleep(0.05)
+"#;
+
+fn claude_merge_case(w: &World, state: &Path) {
+    let project = w.project.display().to_string();
+    let script = w.write("home/project/writer.py", CLAUDE_WRITER);
+    let go = w.project.join("go");
+    let mut cmd = w.sandy([
+        "run",
+        "--profile",
+        "claude",
+        "--",
+        PYTHON,
+        script.to_str().unwrap(),
+        &project,
+        go.to_str().unwrap(),
+    ]);
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let collector = Collector::start(&mut child);
+    // While it runs: the user's own edit outside (another Claude Code session).
+    assert!(
+        wait_for(30, || std::fs::read_to_string(state)
+            .map(|t| !t.is_empty())
+            .unwrap_or(false)
+            && std::fs::read_dir(w.home.join(".claude"))
+                .map(|mut d| d.any(|e| e.unwrap().file_name() == ".claude.json"))
+                .unwrap_or(false)),
+        "the run did not start"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut outside: Value =
+        serde_json::from_str(&std::fs::read_to_string(state).unwrap()).unwrap();
+    outside["mcpServers"]["mine"] = json!({"command": "/usr/bin/true"});
+    outside["verbose"] = json!(true);
+    std::fs::write(state, serde_json::to_string_pretty(&outside).unwrap()).unwrap();
+    std::fs::write(&go, "").unwrap();
+    let status = wait_timeout(&mut child, 60, "the state writer");
+    let o = collector.finish(status);
+    assert_code(&o, 0, "the state writer");
+
+    let after: Value = serde_json::from_str(&std::fs::read_to_string(state).unwrap()).unwrap();
+    // Remembered: the allowlisted keys.
+    assert_eq!(after["numStartups"], json!(4), "{after}");
+    assert_eq!(after["theme"], json!("light"));
+    assert_eq!(after["hasCompletedOnboarding"], json!(true));
+    assert_eq!(
+        after["customApiKeyResponses"]["approved"],
+        json!(["abc123"])
+    );
+    assert_eq!(
+        after["projects"][&project]["hasTrustDialogAccepted"],
+        json!(true)
+    );
+    // The edit made outside during the run survives.
+    assert_eq!(after["verbose"], json!(true));
+    assert_eq!(
+        after["mcpServers"],
+        json!({"mine": {"command": "/usr/bin/true"}})
+    );
+    // Never armed: nothing that runs code, nothing unknown.
+    let text = after.to_string();
+    assert!(!text.contains("POISON"), "{text}");
+    for key in [
+        "enabledMcpjsonServers",
+        "disabledMcpjsonServers",
+        "hooks",
+        "env",
+        "apiKeyHelper",
+        "someFutureKey",
+    ] {
+        assert!(after.get(key).is_none(), "{key} reached the host: {text}");
+    }
+    for key in ["mcpServers", "allowedTools", "enabledMcpjsonServers"] {
+        assert!(
+            after["projects"][&project].get(key).is_none(),
+            "{key}: {text}"
+        );
+    }
+    // Reported by name, never by value.
+    let err = stderr(&o);
+    let report: Vec<&str> = err.lines().filter(|l| l.contains("dropped")).collect();
+    assert_eq!(report.len(), 1, "{err}");
+    for name in [
+        "mcpServers.evil",
+        "hooks.Stop",
+        "env.NODE_OPTIONS",
+        "apiKeyHelper",
+        "someFutureKey",
+        "enabledMcpjsonServers",
+        "disabledMcpjsonServers",
+        "allowedTools",
+        "projects.\"/\".hasTrustDialogAccepted",
+    ] {
+        assert!(report[0].contains(name), "{name} not named: {}", report[0]);
+    }
+    assert!(!err.contains("POISON") && !err.contains("abc123"), "{err}");
+    // The mount point of the copy is gone; the file keeps its mode and owner.
+    assert!(!w.home.join(".claude/.claude.json").exists());
+    let meta = std::fs::metadata(state).unwrap();
+    assert_eq!(meta.mode() & 0o777, 0o640);
+    assert_eq!(meta.uid(), w.user.uid);
+}
+
+#[test]
+fn claude_state_keeps_allowed_keys_and_drops_what_could_run_code() {
+    for_each_user(|w| {
+        let state = w.write(
+            "home/.claude.json",
+            "{\"numStartups\": 3, \"mcpServers\": {}, \"projects\": {}}\n",
+        );
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o640)).unwrap();
+        std::fs::create_dir(w.home.join(".claude")).unwrap();
+        w.chown_all();
+        claude_merge_case(w, &state);
+        assert!(!state.is_symlink());
+    });
+}
+
+/// A dotfile manager made ~/.claude.json a link: the link stays, its target is merged.
+#[test]
+fn claude_state_behind_a_symlink_is_merged_into_its_target() {
+    for_each_user(|w| {
+        let target = w.write(
+            "home/dotfiles/claude.json",
+            "{\"numStartups\": 3, \"mcpServers\": {}, \"projects\": {}}\n",
+        );
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o640)).unwrap();
+        std::fs::create_dir(w.home.join(".claude")).unwrap();
+        let link = w.home.join(".claude.json");
+        std::os::unix::fs::symlink("dotfiles/claude.json", &link).unwrap();
+        w.chown_all();
+        claude_merge_case(w, &link);
+        assert_eq!(
+            std::fs::read_link(&link).unwrap(),
+            PathBuf::from("dotfiles/claude.json")
+        );
+    });
+}
+
+/// A run that changes nothing allowed writes nothing: the host file keeps its bytes.
+#[test]
+fn claude_state_is_not_rewritten_when_only_forbidden_keys_changed() {
+    for_each_user(|w| {
+        let original = "{\n  \"mcpServers\": {},\n  \"numStartups\": 3\n}\n";
+        let state = w.write("home/.claude.json", original);
+        std::fs::create_dir(w.home.join(".claude")).unwrap();
+        w.chown_all();
+        let o = run(
+            w,
+            &[
+                "--profile",
+                "claude",
+                "--",
+                PYTHON,
+                "-c",
+                "import json,os; p=os.environ['CLAUDE_CONFIG_DIR']+'/.claude.json'; \
+                 d=json.load(open(p)); d['mcpServers']['x']={'command':'sh'}; \
+                 open(p,'w').write(json.dumps(d))",
+            ],
+            &[],
+        );
+        assert_code(&o, 0, "writer");
+        assert_eq!(std::fs::read_to_string(&state).unwrap(), original);
+        assert!(stderr(&o).contains("mcpServers.x"), "{}", stderr(&o));
+        // And the host file itself was never visible for writing inside.
+        let direct = run(
+            w,
+            &[
+                "--profile",
+                "claude",
+                "--",
+                "/bin/sh",
+                "-c",
+                &format!("echo '{{}}' > {}", state.display()),
+            ],
+            &[],
+        );
+        assert_ne!(direct.status.code(), Some(0));
+        assert_eq!(std::fs::read_to_string(&state).unwrap(), original);
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Protected agent files: one row per item, judged from the host.
+
+/// (profile, path below home, is a directory). Each exists at launch.
+const PROTECTED: &[(&str, &str, bool)] = &[
+    ("claude", ".claude/settings.json", false),
+    ("claude", ".claude/settings.local.json", false),
+    ("claude", ".claude/hooks", true),
+    ("claude", ".claude/CLAUDE.md", false),
+    ("claude", ".claude/skills", true),
+    ("claude", ".claude/commands", true),
+    ("claude", ".claude/agents", true),
+    ("claude", ".claude/output-styles", true),
+    ("claude", ".claude/plugins/cache", true),
+    ("claude", ".claude/plugins/marketplaces", true),
+    ("claude", ".claude/plugins/installed_plugins.json", false),
+    ("claude", ".claude/plugins/known_marketplaces.json", false),
+    ("claude", ".claude/.config.json", false),
+    ("claude", "project/.claude/settings.json", false),
+    ("claude", "project/.mcp.json", false),
+    ("codex", ".codex/config.toml", false),
+    ("codex", ".codex/hooks.json", false),
+    ("codex", ".codex/AGENTS.md", false),
+    ("codex", ".codex/AGENTS.override.md", false),
+    ("codex", ".codex/prompts", true),
+    ("codex", ".codex/rules", true),
+    ("codex", ".codex/skills", true),
+    ("codex", "project/.codex", true),
+    ("gemini", ".gemini/settings.json", false),
+    ("gemini", ".gemini/extensions", true),
+    ("gemini", ".gemini/GEMINI.md", false),
+    ("gemini", ".gemini/commands", true),
+    ("gemini", ".gemini/policies", true),
+    ("gemini", ".gemini/trustedFolders.json", false),
+    ("gemini", ".gemini/.env", false),
+    ("gemini", "project/.gemini/settings.json", false),
+    ("opencode", ".config/opencode/opencode.json", false),
+    ("opencode", ".config/opencode/opencode.jsonc", false),
+    ("opencode", ".config/opencode/plugins", true),
+    ("opencode", ".config/opencode/plugin", true),
+    ("opencode", ".config/opencode/tool", true),
+    ("opencode", ".config/opencode/tools", true),
+    ("opencode", ".config/opencode/agent", true),
+    ("opencode", ".config/opencode/agents", true),
+    ("opencode", ".config/opencode/command", true),
+    ("opencode", ".config/opencode/commands", true),
+    ("opencode", ".config/opencode/mode", true),
+    ("opencode", ".config/opencode/AGENTS.md", false),
+    ("opencode", "project/opencode.json", false),
+    ("opencode", "project/.opencode", true),
+];
+
+/// Every way the sandbox might try to change `path`, each allowed to fail.
+fn attacks(path: &Path, dir: bool) -> String {
+    let p = path.display();
+    if dir {
+        format!(
+            "touch '{p}/planted'; mkdir '{p}/sub'; rm -rf '{p}'; mv '{p}' '{p}.moved'; \
+             mkdir -p '{p}' && echo planted > '{p}/planted'; true"
+        )
+    } else {
+        format!(
+            "echo planted >> '{p}'; rm -f '{p}'; mv '{p}' '{p}.moved'; \
+             echo planted > '{p}'; ln -sf /etc/hostname '{p}'; true"
+        )
+    }
+}
+
+fn protected_case(profile: &str, rel: &str, dir: bool) {
+    for_each_user(|w| {
+        let path = w.home.join(rel);
+        let original = "{\"original\": true}\n";
+        if dir {
+            std::fs::create_dir_all(&path).unwrap();
+            std::fs::write(path.join("kept.md"), original).unwrap();
+        } else {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, original).unwrap();
+        }
+        w.chown_all();
+        let o = run(
+            w,
+            &[
+                "--profile",
+                profile,
+                "--",
+                "/bin/sh",
+                "-c",
+                &attacks(&path, dir),
+            ],
+            &[],
+        );
+        assert_code(&o, 0, rel);
+        let what = format!("{profile}: {rel}\nstderr: {}", stderr(&o));
+        let meta = std::fs::symlink_metadata(&path).unwrap_or_else(|e| panic!("{what}: {e}"));
+        if dir {
+            assert!(meta.is_dir(), "{what}");
+            assert_eq!(
+                listing(&path, Path::new("/nonexistent")),
+                vec!["kept.md".to_owned()],
+                "{what}"
+            );
+            assert_eq!(
+                std::fs::read_to_string(path.join("kept.md")).unwrap(),
+                original,
+                "{what}"
+            );
+        } else {
+            assert!(meta.is_file(), "{what}");
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), original, "{what}");
+        }
+        assert!(!w.home.join(format!("{rel}.moved")).exists(), "{what}");
+    });
+}
+
+#[test]
+fn every_protected_agent_file_is_unchanged_after_a_run_that_tried() {
+    for (profile, rel, dir) in PROTECTED {
+        eprintln!("== {profile}: {rel}");
+        protected_case(profile, rel, *dir);
+    }
+}
+
+/// The status line script and a hook script the settings name (by `~/` and by
+/// `$CLAUDE_PROJECT_DIR`) cannot be rewritten; a script the settings do not name, in the
+/// same directory, can (the positive side).
+#[test]
+fn scripts_the_claude_settings_name_are_protected() {
+    for_each_user(|w| {
+        let original = "#!/bin/sh\necho status\n";
+        w.write(
+            "home/.claude/settings.json",
+            "{\"statusLine\": {\"type\": \"command\", \"command\": \"sh ~/.claude/statusline.sh\"}, \
+             \"hooks\": {\"Stop\": [{\"hooks\": [{\"type\": \"command\", \
+             \"command\": \"\\\"$CLAUDE_PROJECT_DIR\\\"/tools/stop.sh\"}]}]}}\n",
+        );
+        let status = w.write("home/.claude/statusline.sh", original);
+        let hook = w.write("home/project/tools/stop.sh", original);
+        let other = w.write("home/.claude/other.sh", original);
+        for (path, protected) in [(&status, true), (&hook, true), (&other, false)] {
+            let o = run(
+                w,
+                &[
+                    "--profile",
+                    "claude",
+                    "--",
+                    "/bin/sh",
+                    "-c",
+                    &format!("echo 'echo planted' > '{}'", path.display()),
+                ],
+                &[],
+            );
+            let after = std::fs::read_to_string(path).unwrap();
+            if protected {
+                assert_ne!(o.status.code(), Some(0), "{}", path.display());
+                assert_eq!(after, original, "{}", path.display());
+            } else {
+                assert_code(&o, 0, "an unnamed script");
+                assert_eq!(after, "echo planted\n");
+            }
+        }
+    });
+}
+
+/// Finding B: a dotfile manager's link. The name stays a link to the same file, and the
+/// file it points to is unchanged. The profile emits the name; pinning a symlinked name is
+/// the mount layer's part (issue 11, A2), not yet on this branch.
+#[test]
+#[ignore = "needs the mount layer's pinning of symlinked names (issue 11, A2)"]
+fn a_protected_agent_file_behind_a_symlink_keeps_its_name_and_its_content() {
+    for_each_user(|w| {
+        let original = "{\"hooks\": {}}\n";
+        let target = w.write("home/dotfiles/claude-settings.json", original);
+        std::fs::create_dir(w.home.join(".claude")).unwrap();
+        let link = w.home.join(".claude/settings.json");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        w.chown_all();
+        let o = run(
+            w,
+            &[
+                "--profile",
+                "claude",
+                "--",
+                "/bin/sh",
+                "-c",
+                &attacks(&link, false),
+            ],
+            &[],
+        );
+        assert_code(&o, 0, "attacks");
+        assert_eq!(std::fs::read_link(&link).unwrap(), target, "{}", stderr(&o));
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), original);
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Codex installed from npm in the home directory.
+
+/// `npm install -g --prefix ~/.local @openai/codex`'s layout: `~/.local/bin/codex` links
+/// into `~/.local/lib/node_modules/@openai/codex`, whose platform package
+/// `@openai/codex-linux-x64` is a sibling. (Hard links of the installed copy: the layout
+/// is what matters.)
+#[test]
+fn codex_from_an_npm_prefix_in_home_finds_its_platform_package() {
+    let modules = Path::new(AGENTS_PREFIX).join("node_modules/@openai");
+    if !modules.join("codex-linux-x64").is_dir() {
+        skip("Codex is not installed; run scripts/install-agents.sh");
+        return;
+    }
+    for_each_user(|w| {
+        let prefix = w.home.join(".local");
+        let scope = prefix.join("lib/node_modules/@openai");
+        std::fs::create_dir_all(&scope).unwrap();
+        std::fs::create_dir_all(prefix.join("bin")).unwrap();
+        w.chown_all();
+        for pkg in ["codex", "codex-linux-x64"] {
+            let st = Command::new("cp")
+                .arg("-al")
+                .arg(modules.join(pkg))
+                .arg(&scope)
+                .status()
+                .unwrap();
+            assert!(st.success());
+        }
+        std::os::unix::fs::symlink(
+            "../lib/node_modules/@openai/codex/bin/codex.js",
+            prefix.join("bin/codex"),
+        )
+        .unwrap();
+        let path = format!(
+            "{}:/usr/local/bin:/usr/bin:/bin",
+            prefix.join("bin").display()
+        );
+        let o = run(w, &["--", "codex", "--version"], &[("PATH", path.clone())]);
+        assert_code(&o, 0, "codex --version");
+        assert!(stdout(&o).contains("codex-cli"), "{}", stdout(&o));
+        // No notice about Codex's own sandbox: --version starts none.
+        assert!(!stderr(&o).contains("own sandbox"), "{}", stderr(&o));
+        let exec = run(
+            w,
+            &["--dry-run", "--", "codex", "exec", "hi"],
+            &[("PATH", path)],
+        );
+        assert!(stderr(&exec).contains("own sandbox"), "{}", stderr(&exec));
+        let doc = parse_dry_run(&exec.stdout, "codex dry run");
+        let platform = scope.join("codex-linux-x64").display().to_string();
+        assert!(
+            doc["file_grants"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|g| g["path"] == json!(platform) && g["access"] == json!("read_exec")),
+            "{}",
+            doc["file_grants"]
+        );
+        // The copies are hard links of the installed files: removed before the world is,
+        // never handed to the test user.
+        std::fs::remove_dir_all(prefix.join("lib")).unwrap();
+    });
+}

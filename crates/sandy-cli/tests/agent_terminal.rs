@@ -1,0 +1,358 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Interactive agent sessions in a real terminal (tmux), against the local model API
+//! stand-in, judged from the host: the first launch (Sandy creates the state directory,
+//! the agent asks its first-run questions), a second launch that remembers the answers
+//! (no trust prompt), and a poisoned write that is dropped and reported after the run.
+//!
+//! Codex is not here: it cannot save a folder's trust inside Sandy yet (its `config.toml`
+//! is protected, and it writes it by renaming a temporary file over it).
+//!
+//! Needs tmux and the agent CLIs (`scripts/install-agents.sh`); without them, a reported
+//! skip (a failure in CI).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{json, Value};
+
+const AGENTS_BIN: &str = "/opt/sandy-test-agents/node_modules/.bin";
+
+fn ready() -> Option<PathBuf> {
+    let bin = std::env::var_os("SANDY_TEST_AGENTS")
+        .filter(|p| !p.is_empty())
+        .map_or_else(
+            || PathBuf::from(AGENTS_BIN),
+            |p| PathBuf::from(p).join("node_modules/.bin"),
+        );
+    if !bin.join("claude").exists() || !bin.join("codex").exists() {
+        skip("the agent CLIs are not installed; run scripts/install-agents.sh");
+        return None;
+    }
+    if Command::new("tmux").arg("-V").output().is_err() {
+        skip("tmux is not installed");
+        return None;
+    }
+    Some(bin)
+}
+
+/// One tmux session running a script; killed when dropped.
+struct Tmux {
+    name: String,
+}
+
+impl Tmux {
+    fn start(script: &Path) -> Tmux {
+        let name = unique("sandy-tmux");
+        let st = Command::new("tmux")
+            .args(["new-session", "-d", "-s", &name, "-x", "160", "-y", "50"])
+            .arg(format!(
+                "{}; echo SESSION-EXIT=$?; sleep 600",
+                script.display()
+            ))
+            .status()
+            .unwrap();
+        assert!(st.success());
+        Tmux { name }
+    }
+
+    /// The whole scroll-back, wrapped lines joined.
+    fn screen(&self) -> String {
+        let o = Command::new("tmux")
+            .args(["capture-pane", "-p", "-J", "-S", "-1000", "-t", &self.name])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        for k in keys {
+            let st = Command::new("tmux")
+                .args(["send-keys", "-t", &self.name, k])
+                .status()
+                .unwrap();
+            assert!(st.success());
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+
+    fn type_line(&self, text: &str) {
+        let st = Command::new("tmux")
+            .args(["send-keys", "-t", &self.name, "-l", text])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        std::thread::sleep(Duration::from_millis(400));
+        self.keys(&["Enter"]);
+    }
+
+    /// Waits until the screen shows `text`; panics with the screen after `secs`.
+    #[track_caller]
+    fn expect(&self, text: &str, secs: u64) -> String {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let screen = self.screen();
+            if screen.contains(text) {
+                // Let the screen that shows it start reading keys.
+                std::thread::sleep(Duration::from_millis(1000));
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "waited {secs}s for {text:?}; screen:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.name])
+            .status();
+    }
+}
+
+/// A script that runs `sandy run -- ARGS` in the project as the test user, with a clean
+/// environment plus `env`.
+fn launcher(w: &World, bin: &Path, args: &str, env: &[(&str, String)]) -> PathBuf {
+    let mut vars: Vec<String> = vec![
+        "TERM=xterm-256color".into(),
+        format!("PATH={}:/usr/local/bin:/usr/bin:/bin", bin.display()),
+        format!("HOME={}", w.home.display()),
+        format!("TMPDIR={}", w.tmp.display()),
+        "LANG=C.UTF-8".into(),
+    ];
+    vars.extend(env.iter().map(|(k, v)| format!("{k}='{v}'")));
+    let drop_privileges = if w.user.uid == nix::unistd::getuid().as_raw() {
+        String::new()
+    } else {
+        format!(
+            "setpriv --reuid {} --regid {} --clear-groups ",
+            w.user.uid, w.user.gid
+        )
+    };
+    let script = format!(
+        "#!/bin/sh\ncd '{}' || exit 99\nexec {drop_privileges}env -i {} '{}' run -- {args}\n",
+        w.project.display(),
+        vars.join(" "),
+        sandy_bin().display()
+    );
+    let path = w.root.join(format!("{}.sh", unique("launch")));
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    path
+}
+
+/// The stand-in model API, run on the host as the test user; killed when dropped.
+struct Api {
+    _child: Reaped,
+    port: u16,
+}
+
+fn api(w: &World, final_text: &str) -> Api {
+    let dir = w.root.join(unique("api"));
+    std::fs::create_dir(&dir).unwrap();
+    let helper = dir.join("fake_model_api.py");
+    std::fs::write(&helper, helper_text("fake_model_api.py")).unwrap();
+    let script = dir.join("script.json");
+    std::fs::write(
+        &script,
+        json!({"steps": [], "final": final_text}).to_string(),
+    )
+    .unwrap();
+    w.chown_all();
+    let mut cmd = w.host(PYTHON);
+    cmd.arg(&helper).arg(&dir).arg(&script);
+    let (child, info) = start_announcing(cmd, "the fake model API");
+    Api {
+        _child: child,
+        port: u16::try_from(info["port"].as_u64().unwrap()).unwrap(),
+    }
+}
+
+fn host_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+// ---------------------------------------------------------------------------------------
+// Claude Code.
+
+const CLAUDE_ANSWER: &str = "hello from the stand-in";
+const CLAUDE_TRUST: &str = "Yes, I trust this folder";
+const CLAUDE_KEY: &str = "Do you want to use this API key?";
+const CLAUDE_API_KEY: &str = "sk-ant-sandy-test-0123456789";
+/// A bash command typed in Claude Code's `!` mode: a server planted in the state file the
+/// session reads.
+const CLAUDE_POISON: &str = "python3 -c 'import json,os; p=os.environ[\"CLAUDE_CONFIG_DIR\"]+\"/.claude.json\"; d=json.load(open(p)); d[\"mcpServers\"]={\"planted\":{\"command\":\"/bin/sh\"}}; json.dump(d,open(p,\"w\"))' && echo POISON-WRITTEN";
+
+/// Claude Code, interactively: the first launch asks whether to trust the folder and
+/// whether to use the API key, the second asks neither, and a server planted in the state
+/// file is dropped and reported. (Onboarding itself checks connectivity to Anthropic's
+/// servers, which fails offline with or without Sandy, so the account has finished it.)
+#[test]
+fn claude_code_remembers_trust_in_a_terminal_and_drops_a_planted_server() {
+    let Some(bin) = ready() else {
+        return;
+    };
+    for_each_user(|w| {
+        w.write(
+            "home/.claude.json",
+            "{\"hasCompletedOnboarding\": true, \"lastOnboardingVersion\": \"2.1.332\"}\n",
+        );
+        let api = api(w, CLAUDE_ANSWER);
+        let env = [
+            (
+                "ANTHROPIC_BASE_URL",
+                format!("http://127.0.0.1:{}", api.port),
+            ),
+            (
+                "ANTHROPIC_API_KEY",
+                "sk-ant-sandy-test-0123456789".to_owned(),
+            ),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_owned()),
+            ("DISABLE_AUTOUPDATER", "1".to_owned()),
+        ];
+        let script = launcher(w, &bin, "claude", &env);
+        let project = w.project.display().to_string();
+
+        // First launch.
+        let t = Tmux::start(&script);
+        let screen = t.expect(CLAUDE_TRUST, 60);
+        assert!(screen.contains("sandy: first launch"), "{screen}");
+        t.keys(&["Down", "Enter"]);
+        t.expect(CLAUDE_KEY, 30);
+        t.keys(&["Up", "Enter"]);
+        t.expect("auto mode", 30);
+        t.type_line("hi");
+        t.expect(CLAUDE_ANSWER, 30);
+        t.keys(&["!"]);
+        t.type_line(CLAUDE_POISON);
+        t.expect("POISON-WRITTEN", 30);
+        t.type_line("/exit");
+        let screen = t.expect("SESSION-EXIT=0", 30);
+        drop(t);
+        let state = host_json(&w.home.join(".claude.json"));
+        assert_eq!(
+            state["projects"][&project]["hasTrustDialogAccepted"],
+            json!(true),
+            "{state}\n{screen}"
+        );
+        // Claude Code remembers an approved key by its last 20 characters.
+        assert_eq!(
+            state["customApiKeyResponses"]["approved"],
+            json!([&CLAUDE_API_KEY[CLAUDE_API_KEY.len() - 20..]]),
+            "{state}"
+        );
+        assert!(state.get("mcpServers").is_none(), "{state}");
+        assert!(!state.to_string().contains("planted"), "{state}");
+        let report = screen
+            .lines()
+            .find(|l| l.contains("dropped the run's changes"))
+            .unwrap_or_else(|| panic!("no report:\n{screen}"));
+        assert!(report.contains("mcpServers.planted"), "{report}");
+        assert!(!report.contains("/bin/sh"), "{report}");
+
+        // Second launch: no question, straight to the prompt.
+        let t = Tmux::start(&script);
+        let screen = t.expect("auto mode", 60);
+        assert!(!screen.contains("trust this folder"), "{screen}");
+        assert!(!screen.contains(CLAUDE_KEY), "{screen}");
+        assert!(!screen.contains("sandy: first launch"), "{screen}");
+        t.type_line("hi");
+        t.expect(CLAUDE_ANSWER, 30);
+        t.type_line("/exit");
+        let screen = t.expect("SESSION-EXIT=0", 30);
+        assert!(!screen.contains("dropped the run's changes"), "{screen}");
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Gemini CLI.
+
+const GEMINI_ANSWER: &str = "gemini says hello from the stand-in";
+const GEMINI_TRUST: &str = "Do you trust the files in this folder?";
+const GEMINI_READY: &str = "Type your message";
+/// API-key authentication, no statistics or updates, and shell commands through a pipe:
+/// Gemini CLI's pty-backed shell (`forkpty`) does not start inside Sandy yet.
+const GEMINI_SETTINGS: &str = "{\"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\"}}, \"privacy\": {\"usageStatisticsEnabled\": false}, \"general\": {\"enableAutoUpdate\": false, \"enableAutoUpdateNotification\": false}, \"tools\": {\"shell\": {\"enableInteractiveShell\": false}}}\n";
+
+/// Gemini CLI, interactively: the first launch creates `~/.gemini` and asks whether to
+/// trust the folder; the answer is remembered (for this folder only), so the second
+/// launch goes straight to the prompt; trust planted for another folder is dropped.
+#[test]
+fn gemini_cli_remembers_trust_in_a_terminal_and_only_for_its_folder() {
+    let Some(bin) = ready() else {
+        return;
+    };
+    if !bin.join("gemini").exists() {
+        skip("Gemini CLI is not installed; run scripts/install-agents.sh");
+        return;
+    }
+    for_each_user(|w| {
+        let api = api(w, GEMINI_ANSWER);
+        let env = [
+            (
+                "GOOGLE_GEMINI_BASE_URL",
+                format!("http://127.0.0.1:{}", api.port),
+            ),
+            ("GEMINI_API_KEY", "dummy".to_owned()),
+        ];
+        let script = launcher(w, &bin, "gemini", &env);
+        let trusted = w.home.join(".gemini/trustedFolders.json");
+        let project = w.project.display().to_string();
+
+        // First launch: the state directory is created; the settings (API-key
+        // authentication) are the user's, written between two launches.
+        let t = Tmux::start(&script);
+        t.expect(GEMINI_TRUST, 60);
+        t.keys(&["Escape"]);
+        let screen = t.expect("SESSION-EXIT=", 30);
+        assert!(screen.contains("sandy: first launch"), "{screen}");
+        drop(t);
+        w.write("home/.gemini/settings.json", GEMINI_SETTINGS);
+        w.write(
+            "home/.gemini/trustedFolders.json",
+            "{\"/elsewhere\": \"TRUST_FOLDER\"}\n",
+        );
+
+        let t = Tmux::start(&script);
+        t.expect(GEMINI_TRUST, 60);
+        t.keys(&["Enter"]);
+        t.expect(GEMINI_READY, 30);
+        // A shell command (Gemini's `!` mode) trusts the whole disk in the copy.
+        t.keys(&["!"]);
+        t.type_line(
+            "python3 -c 'import json,os; p=os.environ[\"GEMINI_CLI_TRUSTED_FOLDERS_PATH\"]; d=json.load(open(p)); d[\"/\"]=\"TRUST_FOLDER\"; json.dump(d,open(p,\"w\"))' && echo POISON-WRITTEN",
+        );
+        t.expect("POISON-WRITTEN", 30);
+        t.keys(&["Escape"]);
+        t.type_line("/quit");
+        let screen = t.expect("SESSION-EXIT=0", 30);
+        drop(t);
+        let state = host_json(&trusted);
+        assert_eq!(
+            state,
+            json!({"/elsewhere": "TRUST_FOLDER", project: "TRUST_FOLDER"}),
+            "{screen}"
+        );
+        assert!(
+            screen.contains("dropped the run's changes to \"/\""),
+            "{screen}"
+        );
+        assert!(!w.home.join(".gemini/sandy-trusted-folders.json").exists());
+
+        // Second launch: trusted, no question.
+        let t = Tmux::start(&script);
+        let screen = t.expect(GEMINI_READY, 60);
+        assert!(!screen.contains(GEMINI_TRUST), "{screen}");
+        t.type_line("hi");
+        t.expect(GEMINI_ANSWER, 30);
+        t.type_line("/quit");
+        t.expect("SESSION-EXIT=0", 30);
+    });
+}
