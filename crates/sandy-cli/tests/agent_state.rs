@@ -638,7 +638,6 @@ fn scripts_the_claude_settings_name_are_protected() {
 /// file it points to is unchanged. The profile emits the name; pinning a symlinked name is
 /// the mount layer's part (issue 11, A2), not yet on this branch.
 #[test]
-#[ignore = "needs the mount layer's pinning of symlinked names (issue 11, A2)"]
 fn a_protected_agent_file_behind_a_symlink_keeps_its_name_and_its_content() {
     for_each_user(|w| {
         let original = "{\"hooks\": {}}\n";
