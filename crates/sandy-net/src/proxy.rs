@@ -1,0 +1,719 @@
+//! The egress proxy: one listener (inside the sandbox's network namespace, served from the
+//! supervisor outside it) that speaks HTTP CONNECT, plain HTTP forwarding (absolute-form
+//! requests) and SOCKS5 (names resolved by Sandy, or literal addresses under the same
+//! rules). Every destination is decided before any lookup; a refusal is answered at once
+//! with the reason and the flag that would allow it. Names are resolved on the host and
+//! each address is checked again, so an allowed name that resolves to a refused address
+//! reaches nothing.
+//!
+//! Plain HTTP requests are forwarded with `Connection: close`; what the client sends after
+//! the request head is passed to the same upstream unparsed, so a connection can never
+//! reach a second host.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::addr::canonical;
+use crate::host::{parse_host, Host, NameError};
+use crate::rules::{Decision, Denial, EgressPolicy};
+
+/// Largest request head accepted (request line and headers).
+const MAX_HEAD: usize = 64 * 1024;
+/// How long a client may take to send its request.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long one connection attempt upstream may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Copy buffer per direction.
+const COPY_BUFFER: usize = 64 * 1024;
+/// Most header lines parsed in a request head.
+const MAX_HEADERS: usize = 128;
+
+/// What the proxy enforces, and where it logs.
+pub struct ProxyConfig {
+    pub policy: EgressPolicy,
+    /// `--net-log`: one JSON line per decision.
+    pub log: Option<std::fs::File>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct Tally {
+    allowed: u64,
+    denied: u64,
+    hint: Option<String>,
+    reason: Option<String>,
+}
+
+struct Shared {
+    policy: EgressPolicy,
+    log: Option<Mutex<std::fs::File>>,
+    tally: Mutex<BTreeMap<String, Tally>>,
+    active: Mutex<usize>,
+    idle: Condvar,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The running proxy, owned by the supervisor; its thread ends with the process.
+pub struct ProxyHandle {
+    shared: Arc<Shared>,
+}
+
+/// Starts serving `listener` (the listener the bootstrap created inside the sandbox and
+/// handed over) on a thread of its own.
+pub fn spawn(listener: std::net::TcpListener, config: ProxyConfig) -> std::io::Result<ProxyHandle> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .max_blocking_threads(16)
+        .thread_stack_size(256 * 1024)
+        .thread_name("sandy-resolve")
+        .build()?;
+    listener.set_nonblocking(true)?;
+    let shared = Arc::new(Shared {
+        policy: config.policy,
+        log: config.log.map(Mutex::new),
+        tally: Mutex::new(BTreeMap::new()),
+        active: Mutex::new(0),
+        idle: Condvar::new(),
+    });
+    let listener = {
+        let _guard = runtime.enter();
+        tokio::net::TcpListener::from_std(listener)?
+    };
+    let serving = Arc::clone(&shared);
+    std::thread::Builder::new()
+        .name("sandy-proxy".into())
+        .stack_size(512 * 1024)
+        .spawn(move || {
+            runtime.block_on(async move {
+                loop {
+                    let Ok((stream, _)) = listener.accept().await else {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    };
+                    let shared = Arc::clone(&serving);
+                    let guard = Active::start(&shared);
+                    tokio::spawn(async move {
+                        serve(stream, &shared).await;
+                        drop(guard);
+                    });
+                }
+            });
+        })?;
+    Ok(ProxyHandle { shared })
+}
+
+/// Counts a connection from accept until its log line is written.
+struct Active(Arc<Shared>);
+
+impl Active {
+    fn start(shared: &Arc<Shared>) -> Active {
+        *lock(&shared.active) += 1;
+        Active(Arc::clone(shared))
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        let mut n = lock(&self.0.active);
+        *n = n.saturating_sub(1);
+        self.0.idle.notify_all();
+    }
+}
+
+impl ProxyHandle {
+    /// After the target's exit (its sockets closed): waits, at most `limit`, until every
+    /// connection has ended and been logged.
+    pub fn finish(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        let mut n = lock(&self.shared.active);
+        while *n > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            n = self
+                .shared
+                .idle
+                .wait_timeout(n, left)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+        }
+        true
+    }
+
+    /// The run's summary, one line each: allowed destinations with counts, refused ones
+    /// with the flag that would allow each. Empty when nothing was requested.
+    pub fn summary(&self) -> Vec<String> {
+        let tally = lock(&self.shared.tally);
+        let allowed: Vec<String> = tally
+            .iter()
+            .filter(|(_, t)| t.allowed > 0)
+            .map(|(target, t)| format!("{target} ({})", t.allowed))
+            .collect();
+        let mut lines = Vec::new();
+        if !allowed.is_empty() {
+            lines.push(format!("network: allowed {}", allowed.join(", ")));
+        }
+        for (target, t) in tally.iter().filter(|(_, t)| t.denied > 0) {
+            let times = if t.denied == 1 {
+                "once".to_owned()
+            } else {
+                format!("{} times", t.denied)
+            };
+            let how = match (&t.hint, &t.reason) {
+                (Some(h), _) => format!("; allow with {h}"),
+                (None, Some(r)) => format!(": {r}"),
+                (None, None) => String::new(),
+            };
+            lines.push(format!("network: refused {target} {times}{how}"));
+        }
+        lines
+    }
+}
+
+/// What happened to one request, for the log and the summary.
+struct Outcome<'a> {
+    protocol: &'static str,
+    target: String,
+    host: String,
+    port: u16,
+    decision: Result<usize, (&'a Denial, String)>,
+    address: Option<IpAddr>,
+    up: u64,
+    down: u64,
+}
+
+impl Shared {
+    fn record(&self, o: Outcome<'_>) {
+        {
+            let mut tally = lock(&self.tally);
+            let t = tally.entry(o.target.clone()).or_default();
+            match &o.decision {
+                Ok(_) => t.allowed += 1,
+                Err((denial, reason)) => {
+                    t.denied += 1;
+                    t.hint = self.policy.hint(denial, &o.host, o.port);
+                    t.reason = Some(reason.clone());
+                }
+            }
+        }
+        let Some(log) = &self.log else { return };
+        let rule = match &o.decision {
+            Ok(i) => self.policy.rules.get(*i).map(ToString::to_string),
+            Err((Denial::DeniedByRule(i), _)) => self.policy.rules.get(*i).map(ToString::to_string),
+            Err((Denial::Blocked, _)) => Some("--block-net".to_owned()),
+            Err(_) => None,
+        };
+        let line = serde_json::json!({
+            "time": humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            "protocol": o.protocol,
+            "host": o.host,
+            "port": o.port,
+            "decision": if o.decision.is_ok() { "allow" } else { "deny" },
+            "rule": rule,
+            "reason": o.decision.as_ref().err().map(|(_, r)| r.clone()),
+            "address": o.address.map(|a| a.to_string()),
+            "bytes_up": o.up,
+            "bytes_down": o.down,
+        });
+        let mut file = lock(log);
+        let _ = writeln!(file, "{line}");
+    }
+}
+
+/// Why a request that passed the rules still failed.
+enum Failure {
+    Denied(Denial),
+    Resolve(std::io::Error),
+    Connect(std::io::Error),
+}
+
+async fn serve(client: TcpStream, shared: &Shared) {
+    let _ = client.set_nodelay(true);
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(HEAD_TIMEOUT, client.peek(&mut first)).await {
+        Ok(Ok(1)) => {}
+        _ => return,
+    }
+    if first[0] == 5 {
+        socks5(client, shared).await;
+    } else {
+        http(client, shared).await;
+    }
+}
+
+/// Decides, resolves on the host, checks each address, connects to the first admitted
+/// one that answers.
+async fn open(
+    policy: &EgressPolicy,
+    host: &Host,
+    port: u16,
+) -> Result<(usize, TcpStream, IpAddr), Failure> {
+    let rule = match policy.decide(host, port) {
+        Decision::Allow(i) => i,
+        Decision::Deny(d) => return Err(Failure::Denied(d)),
+    };
+    let addresses: Vec<IpAddr> = match host {
+        Host::Ip(a) => vec![canonical(*a)],
+        Host::Name(n) => tokio::net::lookup_host((n.as_str(), port))
+            .await
+            .map_err(Failure::Resolve)?
+            .map(|s| canonical(s.ip()))
+            .collect(),
+    };
+    let mut refusal = None;
+    let mut last_error = None;
+    for ip in addresses {
+        if let Err(d) = policy.admit_address(ip, port) {
+            refusal.get_or_insert(d);
+            continue;
+        }
+        match tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            TcpStream::connect(SocketAddr::new(ip, port)),
+        )
+        .await
+        {
+            Ok(Ok(stream)) => {
+                let _ = stream.set_nodelay(true);
+                return Ok((rule, stream, ip));
+            }
+            Ok(Err(e)) => last_error = Some(e),
+            Err(_) => last_error = Some(std::io::ErrorKind::TimedOut.into()),
+        }
+    }
+    match (last_error, refusal) {
+        (Some(e), _) => Err(Failure::Connect(e)),
+        (None, Some(d)) => Err(Failure::Denied(d)),
+        (None, None) => Err(Failure::Resolve(std::io::Error::other("no address"))),
+    }
+}
+
+/// Splits `host:port` or `[v6]:port` (a CONNECT authority).
+fn authority(text: &str) -> Result<(Host, u16), NameError> {
+    let invalid = || NameError::Invalid(printable(text));
+    let (host, port) = text.rsplit_once(':').ok_or_else(invalid)?;
+    let port: u16 = port.parse().ok().filter(|p| *p > 0).ok_or_else(invalid)?;
+    if host.contains(':') && !host.starts_with('[') {
+        return Err(invalid());
+    }
+    Ok((parse_host(host)?, port))
+}
+
+/// A client-supplied string made safe for a header, a message or the log.
+fn printable(s: &str) -> String {
+    s.chars()
+        .filter(|c| c.is_ascii_graphic())
+        .take(100)
+        .collect()
+}
+
+/// Reads the request head; returns it and whatever followed it.
+async fn read_head(client: &mut TcpStream) -> Option<(Vec<u8>, Vec<u8>)> {
+    let mut buf = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 4096];
+    let read = async {
+        loop {
+            let n = client.read(&mut chunk).await.ok()?;
+            if n == 0 {
+                return None;
+            }
+            let from = buf.len().saturating_sub(3);
+            buf.extend_from_slice(&chunk[..n]);
+            if let Some(end) = buf[from..].windows(4).position(|w| w == b"\r\n\r\n") {
+                let end = from + end + 4;
+                let rest = buf.split_off(end);
+                return Some((buf, rest));
+            }
+            if buf.len() > MAX_HEAD {
+                return None;
+            }
+        }
+    };
+    tokio::time::timeout(HEAD_TIMEOUT, read)
+        .await
+        .ok()
+        .flatten()
+}
+
+fn response(status: &str, denied: Option<&str>, body: &str) -> Vec<u8> {
+    let mut head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\n\
+         Content-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    if let Some(d) = denied {
+        head.push_str(&format!("X-Sandy-Denied: {d}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut bytes = head.into_bytes();
+    bytes.extend_from_slice(body.as_bytes());
+    bytes
+}
+
+async fn http(mut client: TcpStream, shared: &Shared) {
+    let Some((head, rest)) = read_head(&mut client).await else {
+        return;
+    };
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    let parsed = matches!(req.parse(&head), Ok(httparse::Status::Complete(_)));
+    let (Some(method), Some(path), Some(version)) = (req.method, req.path, req.version) else {
+        let _ = client
+            .write_all(&response(
+                "400 Bad Request",
+                None,
+                "sandy: malformed proxy request\n",
+            ))
+            .await;
+        return;
+    };
+    if !parsed {
+        return;
+    }
+    let connect = method.eq_ignore_ascii_case("CONNECT");
+    let target: Result<(Host, u16, Option<String>), NameError> = if connect {
+        authority(path).map(|(h, p)| (h, p, None))
+    } else {
+        absolute_target(path)
+    };
+    let protocol = if connect { "connect" } else { "http" };
+    let (host, port, origin_form) = match target {
+        Ok(t) => t,
+        Err(e) => {
+            let body = match e {
+                NameError::Invalid(_) if !connect && !path.contains("://") => {
+                    "sandy: this is Sandy's egress proxy; send requests through it as a proxy \
+                     (an absolute http:// URL, CONNECT or SOCKS5)\n"
+                        .to_owned()
+                }
+                e => format!("sandy: refused: {e}\n"),
+            };
+            let _ = client
+                .write_all(&response("400 Bad Request", Some(&printable(path)), &body))
+                .await;
+            return;
+        }
+    };
+    let host_text = host.to_string();
+    let target_text = format!("{host_text}:{port}");
+    match open(&shared.policy, &host, port).await {
+        Err(failure) => {
+            let (status, reason, denial) = describe(shared, &failure, &host_text, port);
+            let header = match denial
+                .as_ref()
+                .and_then(|d| shared.policy.hint(d, &host_text, port))
+            {
+                Some(h) => format!("{target_text}; allow with {h}"),
+                None => format!("{target_text}; {reason}"),
+            };
+            let _ = client
+                .write_all(&response(
+                    status,
+                    Some(&header),
+                    &format!("sandy: {reason}\n"),
+                ))
+                .await;
+            let refused = denial.unwrap_or(Denial::NotAllowed);
+            shared.record(Outcome {
+                protocol,
+                target: target_text,
+                host: host_text,
+                port,
+                decision: Err((&refused, reason)),
+                address: None,
+                up: 0,
+                down: 0,
+            });
+        }
+        Ok((rule, mut upstream, ip)) => {
+            let mut up = 0u64;
+            if connect {
+                if client
+                    .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            } else {
+                let head = forwarded_head(
+                    &req,
+                    method,
+                    origin_form.as_deref().unwrap_or("/"),
+                    version,
+                    &host_text,
+                    port,
+                );
+                if upstream.write_all(&head).await.is_err() {
+                    return;
+                }
+                up += head.len() as u64;
+            }
+            if !rest.is_empty() {
+                if upstream.write_all(&rest).await.is_err() {
+                    return;
+                }
+                up += rest.len() as u64;
+            }
+            let (u, d) = tokio::io::copy_bidirectional_with_sizes(
+                &mut client,
+                &mut upstream,
+                COPY_BUFFER,
+                COPY_BUFFER,
+            )
+            .await
+            .unwrap_or((0, 0));
+            shared.record(Outcome {
+                protocol,
+                target: target_text,
+                host: host_text,
+                port,
+                decision: Ok(rule),
+                address: Some(ip),
+                up: up + u,
+                down: d,
+            });
+        }
+    }
+}
+
+/// The status, the reason, and the policy's refusal (if it was one) of a failure.
+fn describe(
+    shared: &Shared,
+    failure: &Failure,
+    host: &str,
+    port: u16,
+) -> (&'static str, String, Option<Denial>) {
+    match failure {
+        Failure::Denied(d) => (
+            "403 Forbidden",
+            shared.policy.explain(d, host, port),
+            Some(d.clone()),
+        ),
+        Failure::Resolve(e) => (
+            "502 Bad Gateway",
+            format!("cannot resolve {host}: {e}"),
+            None,
+        ),
+        Failure::Connect(e) => (
+            "502 Bad Gateway",
+            format!("cannot connect to {host}:{port}: {e}"),
+            None,
+        ),
+    }
+}
+
+/// The destination of an absolute-form request (`http://host[:port]/path`) and its
+/// origin-form path.
+fn absolute_target(path: &str) -> Result<(Host, u16, Option<String>), NameError> {
+    let invalid = || NameError::Invalid(printable(path));
+    if !path
+        .get(..7)
+        .is_some_and(|s| s.eq_ignore_ascii_case("http://"))
+    {
+        return Err(invalid());
+    }
+    let url = url::Url::parse(path).map_err(|_| invalid())?;
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(NameError::UserInfo);
+    }
+    let host = match url.host() {
+        Some(url::Host::Domain(d)) => parse_host(d)?,
+        Some(url::Host::Ipv4(a)) => Host::Ip(IpAddr::V4(a)),
+        Some(url::Host::Ipv6(a)) => Host::Ip(IpAddr::V6(a)),
+        None => return Err(invalid()),
+    };
+    let port = url.port_or_known_default().ok_or_else(invalid)?;
+    let mut origin = url.path().to_owned();
+    if let Some(q) = url.query() {
+        origin.push('?');
+        origin.push_str(q);
+    }
+    Ok((host, port, Some(origin)))
+}
+
+/// The request head sent upstream: origin-form, hop-by-hop and proxy headers removed,
+/// `Connection: close`.
+fn forwarded_head(
+    req: &httparse::Request<'_, '_>,
+    method: &str,
+    origin_form: &str,
+    version: u8,
+    host: &str,
+    port: u16,
+) -> Vec<u8> {
+    let mut out = format!("{method} {origin_form} HTTP/1.{version}\r\n").into_bytes();
+    let mut has_host = false;
+    for h in req.headers.iter() {
+        let name = h.name.to_ascii_lowercase();
+        if matches!(
+            name.as_str(),
+            "proxy-connection" | "proxy-authorization" | "connection" | "keep-alive"
+        ) {
+            continue;
+        }
+        has_host |= name == "host";
+        out.extend_from_slice(h.name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(h.value);
+        out.extend_from_slice(b"\r\n");
+    }
+    if !has_host {
+        let host = if port == 80 {
+            host.to_owned()
+        } else {
+            format!("{host}:{port}")
+        };
+        out.extend_from_slice(format!("Host: {host}\r\n").as_bytes());
+    }
+    out.extend_from_slice(b"Connection: close\r\n\r\n");
+    out
+}
+
+/// SOCKS5 reply codes (RFC 1928).
+mod reply {
+    pub const SUCCEEDED: u8 = 0;
+    pub const GENERAL_FAILURE: u8 = 1;
+    pub const NOT_ALLOWED: u8 = 2;
+    pub const HOST_UNREACHABLE: u8 = 4;
+    pub const CONNECTION_REFUSED: u8 = 5;
+    pub const COMMAND_NOT_SUPPORTED: u8 = 7;
+    pub const ADDRESS_TYPE_NOT_SUPPORTED: u8 = 8;
+}
+
+async fn socks_reply(client: &mut TcpStream, code: u8) -> std::io::Result<()> {
+    client.write_all(&[5, code, 0, 1, 0, 0, 0, 0, 0, 0]).await
+}
+
+async fn socks5(mut client: TcpStream, shared: &Shared) {
+    let request = async {
+        let mut greeting = [0u8; 2];
+        client.read_exact(&mut greeting).await.ok()?;
+        let mut methods = vec![0u8; usize::from(greeting[1])];
+        client.read_exact(&mut methods).await.ok()?;
+        if !methods.contains(&0) {
+            let _ = client.write_all(&[5, 0xff]).await;
+            return None;
+        }
+        client.write_all(&[5, 0]).await.ok()?;
+        let mut fixed = [0u8; 4];
+        client.read_exact(&mut fixed).await.ok()?;
+        let host: Result<Host, NameError> = match fixed[3] {
+            1 => {
+                let mut a = [0u8; 4];
+                client.read_exact(&mut a).await.ok()?;
+                Ok(Host::Ip(IpAddr::from(a)))
+            }
+            4 => {
+                let mut a = [0u8; 16];
+                client.read_exact(&mut a).await.ok()?;
+                Ok(Host::Ip(IpAddr::from(a)))
+            }
+            3 => {
+                let mut len = [0u8; 1];
+                client.read_exact(&mut len).await.ok()?;
+                let mut name = vec![0u8; usize::from(len[0])];
+                client.read_exact(&mut name).await.ok()?;
+                match std::str::from_utf8(&name) {
+                    Ok(n) => parse_host(n),
+                    Err(_) => Err(NameError::Invalid(
+                        String::from_utf8_lossy(&name).into_owned(),
+                    )),
+                }
+            }
+            _ => {
+                let _ = socks_reply(&mut client, reply::ADDRESS_TYPE_NOT_SUPPORTED).await;
+                return None;
+            }
+        };
+        let mut port = [0u8; 2];
+        client.read_exact(&mut port).await.ok()?;
+        Some((fixed[1], host, u16::from_be_bytes(port)))
+    };
+    let Ok(Some((command, host, port))) = tokio::time::timeout(HEAD_TIMEOUT, request).await else {
+        return;
+    };
+    if command != 1 {
+        let _ = socks_reply(&mut client, reply::COMMAND_NOT_SUPPORTED).await;
+        return;
+    }
+    let host = match host {
+        Ok(h) => h,
+        Err(e) => {
+            let _ = socks_reply(&mut client, reply::NOT_ALLOWED).await;
+            let denial = Denial::Invalid(e);
+            let reason = shared.policy.explain(&denial, "", port);
+            shared.record(Outcome {
+                protocol: "socks5",
+                target: format!("(invalid):{port}"),
+                host: String::new(),
+                port,
+                decision: Err((&denial, reason)),
+                address: None,
+                up: 0,
+                down: 0,
+            });
+            return;
+        }
+    };
+    let host_text = host.to_string();
+    let target_text = format!("{host_text}:{port}");
+    match open(&shared.policy, &host, port).await {
+        Err(failure) => {
+            let code = match &failure {
+                Failure::Denied(_) => reply::NOT_ALLOWED,
+                Failure::Resolve(_) => reply::HOST_UNREACHABLE,
+                Failure::Connect(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    reply::CONNECTION_REFUSED
+                }
+                Failure::Connect(_) => reply::GENERAL_FAILURE,
+            };
+            let _ = socks_reply(&mut client, code).await;
+            let (_, reason, denial) = describe(shared, &failure, &host_text, port);
+            let refused = denial.unwrap_or(Denial::NotAllowed);
+            shared.record(Outcome {
+                protocol: "socks5",
+                target: target_text,
+                host: host_text,
+                port,
+                decision: Err((&refused, reason)),
+                address: None,
+                up: 0,
+                down: 0,
+            });
+        }
+        Ok((rule, mut upstream, ip)) => {
+            if socks_reply(&mut client, reply::SUCCEEDED).await.is_err() {
+                return;
+            }
+            let (up, down) = tokio::io::copy_bidirectional_with_sizes(
+                &mut client,
+                &mut upstream,
+                COPY_BUFFER,
+                COPY_BUFFER,
+            )
+            .await
+            .unwrap_or((0, 0));
+            shared.record(Outcome {
+                protocol: "socks5",
+                target: target_text,
+                host: host_text,
+                port,
+                decision: Ok(rule),
+                address: Some(ip),
+                up,
+                down,
+            });
+        }
+    }
+}
