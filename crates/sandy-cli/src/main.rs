@@ -8,6 +8,7 @@
 mod args;
 mod bootstrap;
 mod doctor;
+mod egress;
 mod error;
 mod host;
 mod run;

@@ -51,6 +51,11 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         block_net: args.block_net,
         allow_local_ports: args.allow_local_port,
         numbat_collector: args.numbat_collector,
+        egress: sandy_policy::EgressRequest {
+            allow: args.allow_domain,
+            deny: args.deny_domain,
+            agent: args.net == Some(crate::args::NetMode::Agent),
+        },
         profile: args.profile,
     };
 
@@ -110,8 +115,10 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let bytes = manifest.encode()?;
 
     let ports: Vec<u16> = policy.local_ports.iter().map(|p| p.port).collect();
+    let mut proxy = crate::egress::Proxy::prepare(policy.egress.as_ref(), args.net_log.as_deref())?;
     let started = std::time::SystemTime::now();
-    let status = spawn_and_wait(&bytes, &ports, &waited);
+    let status = spawn_and_wait(&bytes, &ports, &mut proxy, &waited);
+    proxy.report();
     drop(private_tmp);
     drop(views);
     audit_absent_protections(&policy);
@@ -220,7 +227,12 @@ fn audit_absent_protections(policy: &sandy_policy::ResolvedPolicy) {
 
 /// Writes the manifest into a sealed memfd, spawns the bootstrap with it as an inherited
 /// descriptor, and waits for the target.
-fn spawn_and_wait(manifest: &[u8], ports: &[u16], waited: &SigSet) -> Result<u8, SandyError> {
+fn spawn_and_wait(
+    manifest: &[u8],
+    ports: &[u16],
+    proxy: &mut crate::egress::Proxy,
+    waited: &SigSet,
+) -> Result<u8, SandyError> {
     let sys = |step| move |source| SandyError::Sys { step, source };
     let io = |step| move |source| SandyError::Io { step, source };
 
@@ -260,7 +272,8 @@ fn spawn_and_wait(manifest: &[u8], ports: &[u16], waited: &SigSet) -> Result<u8,
         .env_clear();
     // Local-port grants: a socket pair over which the bootstrap hands back the listeners
     // it creates inside the sandbox's network namespace.
-    let relay = if ports.is_empty() {
+    let handed: Vec<u16> = ports.iter().copied().chain(proxy.port()).collect();
+    let relay = if handed.is_empty() {
         None
     } else {
         let (ours, theirs) = socketpair(
@@ -284,10 +297,14 @@ fn spawn_and_wait(manifest: &[u8], ports: &[u16], waited: &SigSet) -> Result<u8,
     drop(file);
     if let Some((ours, theirs)) = relay {
         drop(theirs);
-        if let Some(listeners) = receive_listeners(&ours, ports.len())
+        if let Some(listeners) = receive_listeners(&ours, handed.len())
             .map_err(io("cannot receive the local-port listeners"))?
         {
             for (port, listener) in listeners {
+                if Some(port) == proxy.port() {
+                    proxy.start(listener)?;
+                    continue;
+                }
                 spawn_relay(port, listener).map_err(io("cannot start the local-port relay"))?;
             }
         }

@@ -22,6 +22,7 @@
 #![forbid(unsafe_code)]
 
 mod dryrun;
+mod egress;
 mod error;
 pub mod filter;
 mod gitindex;
@@ -36,6 +37,7 @@ mod resolve;
 mod sensitive;
 
 pub use dryrun::{DryRunDocument, DRY_RUN_SCHEMA_VERSION};
+pub use egress::{base_url_pattern, Egress, EgressRequest, DEFAULT_PROXY_PORT};
 pub use error::{ManifestError, ResolveError};
 pub use gitindex::{gitlinks, IndexError};
 pub use host::HostContext;
@@ -51,7 +53,7 @@ pub use policy::{
 };
 pub use profile::{
     builtin_names, builtin_profiles, parse as parse_profile, select as select_profile, Profile,
-    ProfileError, GENERIC, PROFILE_SCHEMA_VERSION,
+    ProfileEndpoint, ProfileError, ProfileNetwork, GENERIC, PROFILE_SCHEMA_VERSION,
 };
 pub use resolve::{
     resolve, RunRequest, PRIVATE_SHM, PRIVATE_TMP, PRIVATE_VAR_TMP, REMOVED_ENV_EXACT,

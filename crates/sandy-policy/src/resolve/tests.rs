@@ -154,6 +154,7 @@ fn request(cmd: &[&str]) -> RunRequest {
         block_net: false,
         allow_local_ports: vec![],
         numbat_collector: None,
+        egress: Default::default(),
         profile: None,
     }
 }
