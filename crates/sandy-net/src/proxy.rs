@@ -45,6 +45,7 @@ pub struct ProxyConfig {
 struct Tally {
     allowed: u64,
     denied: u64,
+    failed: u64,
     hint: Option<String>,
     reason: Option<String>,
 }
@@ -163,6 +164,14 @@ impl ProxyHandle {
         if !allowed.is_empty() {
             lines.push(format!("network: allowed {}", allowed.join(", ")));
         }
+        for (target, t) in tally.iter().filter(|(_, t)| t.failed > 0 && t.denied == 0) {
+            if let Some(r) = &t.reason {
+                lines.push(format!(
+                    "network: allowed {target} but it failed ({}x): {r}",
+                    t.failed
+                ));
+            }
+        }
         for (target, t) in tally.iter().filter(|(_, t)| t.denied > 0) {
             let times = if t.denied == 1 {
                 "once".to_owned()
@@ -180,13 +189,23 @@ impl ProxyHandle {
     }
 }
 
+/// The decision about one request as logged.
+enum Verdict<'a> {
+    /// Allowed by the rule at this index, and connected.
+    Allow(usize),
+    /// Refused by the policy, with the reason.
+    Deny(&'a Denial, String),
+    /// Allowed by the rule at this index, but it could not be resolved or connected.
+    Failed(usize, String),
+}
+
 /// What happened to one request, for the log and the summary.
 struct Outcome<'a> {
     protocol: &'static str,
     target: String,
     host: String,
     port: u16,
-    decision: Result<usize, (&'a Denial, String)>,
+    decision: Verdict<'a>,
     address: Option<IpAddr>,
     up: u64,
     down: u64,
@@ -198,29 +217,41 @@ impl Shared {
             let mut tally = lock(&self.tally);
             let t = tally.entry(o.target.clone()).or_default();
             match &o.decision {
-                Ok(_) => t.allowed += 1,
-                Err((denial, reason)) => {
+                Verdict::Allow(_) => t.allowed += 1,
+                Verdict::Deny(denial, reason) => {
                     t.denied += 1;
                     t.hint = self.policy.hint(denial, &o.host, o.port);
+                    t.reason = Some(reason.clone());
+                }
+                Verdict::Failed(_, reason) => {
+                    t.failed += 1;
                     t.reason = Some(reason.clone());
                 }
             }
         }
         let Some(log) = &self.log else { return };
         let rule = match &o.decision {
-            Ok(i) => self.policy.rules.get(*i).map(ToString::to_string),
-            Err((Denial::DeniedByRule(i), _)) => self.policy.rules.get(*i).map(ToString::to_string),
-            Err((Denial::Blocked, _)) => Some("--block-net".to_owned()),
-            Err(_) => None,
+            Verdict::Allow(i)
+            | Verdict::Failed(i, _)
+            | Verdict::Deny(Denial::DeniedByRule(i), _) => {
+                self.policy.rules.get(*i).map(ToString::to_string)
+            }
+            Verdict::Deny(Denial::Blocked, _) => Some("--block-net".to_owned()),
+            Verdict::Deny(..) => None,
+        };
+        let (decision, reason) = match &o.decision {
+            Verdict::Allow(_) => ("allow", None),
+            Verdict::Deny(_, r) => ("deny", Some(r.clone())),
+            Verdict::Failed(_, r) => ("error", Some(r.clone())),
         };
         let line = serde_json::json!({
             "time": humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
             "protocol": o.protocol,
             "host": o.host,
             "port": o.port,
-            "decision": if o.decision.is_ok() { "allow" } else { "deny" },
+            "decision": decision,
             "rule": rule,
-            "reason": o.decision.as_ref().err().map(|(_, r)| r.clone()),
+            "reason": reason,
             "address": o.address.map(|a| a.to_string()),
             "bytes_up": o.up,
             "bytes_down": o.down,
@@ -230,11 +261,12 @@ impl Shared {
     }
 }
 
-/// Why a request that passed the rules still failed.
+/// Why a request was not connected: refused by the policy, or allowed by a rule (its
+/// index) but unreachable.
 enum Failure {
     Denied(Denial),
-    Resolve(std::io::Error),
-    Connect(std::io::Error),
+    Resolve(usize, std::io::Error),
+    Connect(usize, std::io::Error),
 }
 
 async fn serve(client: TcpStream, shared: &Shared) {
@@ -266,7 +298,7 @@ async fn open(
         Host::Ip(a) => vec![canonical(*a)],
         Host::Name(n) => tokio::net::lookup_host((n.as_str(), port))
             .await
-            .map_err(Failure::Resolve)?
+            .map_err(|e| Failure::Resolve(rule, e))?
             .map(|s| canonical(s.ip()))
             .collect(),
     };
@@ -292,9 +324,9 @@ async fn open(
         }
     }
     match (last_error, refusal) {
-        (Some(e), _) => Err(Failure::Connect(e)),
+        (Some(e), _) => Err(Failure::Connect(rule, e)),
         (None, Some(d)) => Err(Failure::Denied(d)),
-        (None, None) => Err(Failure::Resolve(std::io::Error::other("no address"))),
+        (None, None) => Err(Failure::Resolve(rule, std::io::Error::other("no address"))),
     }
 }
 
@@ -429,7 +461,7 @@ async fn http(mut client: TcpStream, shared: &Shared) {
                 target: target_text,
                 host: host_text,
                 port,
-                decision: Err((&refused, reason)),
+                decision: verdict(&failure, &refused, reason),
                 address: None,
                 up: 0,
                 down: 0,
@@ -478,12 +510,19 @@ async fn http(mut client: TcpStream, shared: &Shared) {
                 target: target_text,
                 host: host_text,
                 port,
-                decision: Ok(rule),
+                decision: Verdict::Allow(rule),
                 address: Some(ip),
                 up: up + u,
                 down: d,
             });
         }
+    }
+}
+
+fn verdict<'a>(failure: &Failure, refused: &'a Denial, reason: String) -> Verdict<'a> {
+    match failure {
+        Failure::Denied(_) => Verdict::Deny(refused, reason),
+        Failure::Resolve(rule, _) | Failure::Connect(rule, _) => Verdict::Failed(*rule, reason),
     }
 }
 
@@ -500,12 +539,12 @@ fn describe(
             shared.policy.explain(d, host, port),
             Some(d.clone()),
         ),
-        Failure::Resolve(e) => (
+        Failure::Resolve(_, e) => (
             "502 Bad Gateway",
             format!("cannot resolve {host}: {e}"),
             None,
         ),
-        Failure::Connect(e) => (
+        Failure::Connect(_, e) => (
             "502 Bad Gateway",
             format!("cannot connect to {host}:{port}: {e}"),
             None,
@@ -658,7 +697,7 @@ async fn socks5(mut client: TcpStream, shared: &Shared) {
                 target: format!("(invalid):{port}"),
                 host: String::new(),
                 port,
-                decision: Err((&denial, reason)),
+                decision: Verdict::Deny(&denial, reason),
                 address: None,
                 up: 0,
                 down: 0,
@@ -672,11 +711,11 @@ async fn socks5(mut client: TcpStream, shared: &Shared) {
         Err(failure) => {
             let code = match &failure {
                 Failure::Denied(_) => reply::NOT_ALLOWED,
-                Failure::Resolve(_) => reply::HOST_UNREACHABLE,
-                Failure::Connect(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                Failure::Resolve(..) => reply::HOST_UNREACHABLE,
+                Failure::Connect(_, e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
                     reply::CONNECTION_REFUSED
                 }
-                Failure::Connect(_) => reply::GENERAL_FAILURE,
+                Failure::Connect(..) => reply::GENERAL_FAILURE,
             };
             let _ = socks_reply(&mut client, code).await;
             let (_, reason, denial) = describe(shared, &failure, &host_text, port);
@@ -686,7 +725,7 @@ async fn socks5(mut client: TcpStream, shared: &Shared) {
                 target: target_text,
                 host: host_text,
                 port,
-                decision: Err((&refused, reason)),
+                decision: verdict(&failure, &refused, reason),
                 address: None,
                 up: 0,
                 down: 0,
@@ -709,7 +748,7 @@ async fn socks5(mut client: TcpStream, shared: &Shared) {
                 target: target_text,
                 host: host_text,
                 port,
-                decision: Ok(rule),
+                decision: Verdict::Allow(rule),
                 address: Some(ip),
                 up,
                 down,
