@@ -315,17 +315,17 @@ impl EgressPolicy {
         if self.mode == Mode::Blocked {
             return Decision::Deny(Denial::Blocked);
         }
-        let (name_match, ip): (Box<dyn Fn(&Pattern) -> bool>, Option<IpAddr>) = match host {
-            Host::Name(n) => (Box::new(move |p| p.matches_name(n, port)), None),
-            Host::Ip(a) => (Box::new(move |p| p.matches_address(*a, port)), Some(*a)),
+        let names = |p: &Pattern| match host {
+            Host::Name(n) => p.matches_name(n, port),
+            Host::Ip(a) => p.matches_address(*a, port),
         };
-        if let Some(i) = self.find(Action::Deny, &name_match) {
+        if let Some(i) = self.find(Action::Deny, &names) {
             return Decision::Deny(Denial::DeniedByRule(i));
         }
-        match (self.find(Action::Allow, &name_match), ip) {
+        match (self.find(Action::Allow, &names), host) {
             (Some(i), _) => Decision::Allow(i),
-            (None, Some(a)) => Decision::Deny(Denial::UnnamedAddress(canonical(a))),
-            (None, None) => Decision::Deny(Denial::NotAllowed),
+            (None, Host::Ip(a)) => Decision::Deny(Denial::UnnamedAddress(canonical(*a))),
+            (None, Host::Name(_)) => Decision::Deny(Denial::NotAllowed),
         }
     }
 
@@ -339,10 +339,7 @@ impl EgressPolicy {
         }
         match classify(ip) {
             AddressClass::Public => Ok(()),
-            class if self.find(Action::Allow, &m).is_some() => {
-                let _ = class;
-                Ok(())
-            }
+            _ if self.find(Action::Allow, &m).is_some() => Ok(()),
             class => Err(Denial::RefusedAddress(canonical(ip), class)),
         }
     }

@@ -324,6 +324,7 @@ mod tests {
             runtime_dir: None,
             network: Network::AllowAll,
             local_ports: vec![],
+            proxy_port: None,
             restore_default_signals: vec![RestoredSignal::Interrupt, RestoredSignal::Quit],
             views: vec![],
         }

@@ -243,6 +243,7 @@ fn plain_run_resolves_to_the_default_policy() {
         ],
         network: Network::AllowAll,
         local_ports: vec![],
+        egress: None,
         profile: ProfileInfo {
             name: "generic".into(),
             detected: false,
