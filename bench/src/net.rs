@@ -123,16 +123,26 @@ pub fn rows_child(sandy: &Path, scratch: &Path) -> Res<()> {
     std::fs::copy(std::env::current_exe()?, &client)?;
     let sandboxed = |args: &[&str]| -> Command {
         let mut cmd = Command::new(sandy);
-        cmd.args(["run", "--allow-domain", NAME, "--", "./client"])
-            .args(args)
-            .current_dir(&project)
-            .stdin(Stdio::null())
-            .stderr(Stdio::null());
+        cmd.args([
+            "run",
+            "--allow-domain",
+            NAME,
+            "--",
+            "./client",
+            "__net-client",
+        ])
+        .args(args)
+        .current_dir(&project)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null());
         cmd
     };
     let bare = |args: &[&str]| -> Command {
         let mut cmd = Command::new(&client);
-        cmd.args(args).current_dir(&project).stdin(Stdio::null());
+        cmd.arg("__net-client")
+            .args(args)
+            .current_dir(&project)
+            .stdin(Stdio::null());
         cmd
     };
     let samples = |mut cmd: Command| -> Res<Vec<f64>> {

@@ -640,3 +640,144 @@ impl Net<'_> {
         )
     }
 }
+
+#[test]
+fn the_dry_run_shows_the_mode_and_every_rule_with_its_origin() {
+    let schema_text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../schemas/dry-run.v2.schema.json"
+    ))
+    .unwrap();
+    let schema: Value = serde_json::from_str(&schema_text).unwrap();
+    let validator = jsonschema::draft202012::new(&schema).unwrap();
+    for_each_user(|w| {
+        let dry = |flags: &[&str], env: &[(&str, &str)]| {
+            let mut args = vec!["run", "--dry-run"];
+            args.extend_from_slice(flags);
+            args.extend_from_slice(&["--", "true"]);
+            let mut cmd = w.sandy(args);
+            for (k, v) in env {
+                cmd.env(k, v);
+            }
+            let o = cmd.output().unwrap();
+            assert_code(&o, 0, "dry run");
+            let doc = parse_dry_run(&o.stdout, "dry run");
+            let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
+            assert!(errors.is_empty(), "{errors:?}\n{doc:#}");
+            doc
+        };
+        // The open network: no proxy, no proxy variables.
+        let open = dry(&[], &[]);
+        assert_eq!(open["network"], "allow_all");
+        assert_eq!(open["egress"], Value::Null);
+        assert!(!open["environment"]["set"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v == "HTTPS_PROXY"));
+        // An allowlist from flags, the profile and a base URL, deny first.
+        let doc = dry(
+            &[
+                "--profile",
+                "claude",
+                "--net",
+                "agent",
+                "--allow-domain",
+                "Registry.NPMJS.org.",
+                "--deny-domain",
+                "*.evil.example:8443",
+            ],
+            &[(
+                "ANTHROPIC_BASE_URL",
+                "https://Gateway.Example.com:8443/anthropic",
+            )],
+        );
+        assert_eq!(doc["network"], "block_all");
+        let egress = &doc["egress"];
+        assert_eq!(egress["mode"], "allowlist");
+        assert_eq!(egress["proxy"], "127.0.0.1:3128");
+        let rules: Vec<(String, String, String)> = egress["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["action"].as_str().unwrap().to_owned(),
+                    r["pattern"].as_str().unwrap().to_owned(),
+                    r["origin"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        let has = |a: &str, p: &str, o: &str| {
+            rules
+                .iter()
+                .any(|r| r == &(a.to_owned(), p.to_owned(), o.to_owned()))
+        };
+        assert_eq!(
+            rules[0],
+            ("deny".into(), "*.evil.example:8443".into(), "flag".into())
+        );
+        assert!(has("allow", "registry.npmjs.org", "flag"), "{rules:?}");
+        assert!(
+            has("allow", "gateway.example.com:8443", "base_url"),
+            "{rules:?}"
+        );
+        assert!(has("allow", "claude.ai", "profile"), "{rules:?}");
+        // The base URL replaced the default API host.
+        assert!(
+            !rules.iter().any(|r| r.1 == "api.anthropic.com"),
+            "{rules:?}"
+        );
+        let set = doc["environment"]["set"].as_array().unwrap();
+        for v in ["HTTP_PROXY", "https_proxy", "ALL_PROXY", "no_proxy"] {
+            assert!(set.iter().any(|s| s == v), "{v} not set: {set:?}");
+        }
+        // --block-net: the same listener, refusing everything; a local port moves the
+        // proxy to the next free port.
+        let blocked = dry(&["--block-net", "--allow-local-port", "3128"], &[]);
+        assert_eq!(blocked["egress"]["mode"], "blocked");
+        assert_eq!(blocked["egress"]["proxy"], "127.0.0.1:3129");
+        assert_eq!(blocked["egress"]["rules"], serde_json::json!([]));
+    });
+}
+
+#[test]
+fn bad_network_flags_are_usage_errors_that_run_nothing() {
+    for_each_user(|w| {
+        let marker = w.project.join("ran");
+        for (flags, says) in [
+            (&["--deny-domain", "x.example"][..], "--allow-domain"),
+            (
+                &["--block-net", "--allow-domain", "x.example"],
+                "cannot be used with",
+            ),
+            (&["--allow-domain", "user@x.example"], "user information"),
+            (&["--allow-domain", "a.*.example"], "wildcard"),
+            (&["--allow-domain", "x.example:0"], "port"),
+            (&["--allow-domain", "10.0.0.0/40"], "CIDR"),
+            (&["--net", "everything"], "invalid value"),
+            (&["--net-log", "/dev/null"], "--block-net"),
+            (&["--allow-local-port", "8080"], "--block-net"),
+        ] {
+            let mut args = vec!["run"];
+            args.extend_from_slice(flags);
+            args.extend_from_slice(&["--", "touch", "ran"]);
+            let o = w.sandy(args).output().unwrap();
+            assert_code(&o, 2, &format!("{flags:?}"));
+            assert!(stderr(&o).contains(says), "{flags:?}: {}", stderr(&o));
+            assert!(!marker.exists(), "{flags:?} ran the command");
+        }
+        // --net agent with a profile that names no endpoints fails before launch.
+        let o = w
+            .sandy(["run", "--net", "agent", "--", "touch", "ran"])
+            .output()
+            .unwrap();
+        assert_code(&o, 125, "--net agent, generic profile");
+        assert!(
+            stderr(&o).contains("names no network endpoints"),
+            "{}",
+            stderr(&o)
+        );
+        assert!(!marker.exists());
+    });
+}
