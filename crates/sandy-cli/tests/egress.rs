@@ -528,33 +528,51 @@ for k in git npm pip; do echo \"$k-says=$(grep -c -e 'blocked by --block-net' -e
     });
 }
 
-#[test]
-fn claude_code_reaches_its_api_by_name_through_the_proxy_and_nothing_else() {
+/// One real agent against the stand-in model API, which listens on the public-looking
+/// address and is named by its base URL variable, so that only the proxy can take the
+/// agent there: `--net agent` must let it finish its task while whatever else it tries
+/// is refused.
+struct AgentRun<'a> {
+    agent: &'a str,
+    /// The base URL variable the profile honours, and the path after host:port.
+    base_var: &'a str,
+    base_path: &'a str,
+    /// Files written into the home before the run (home-relative paths).
+    files: &'a [(&'a str, &'a str)],
+    env: &'a [(&'a str, &'a str)],
+    /// The command inside (the base URL variable is set).
+    inner: &'a str,
+    final_text: &'a str,
+    /// A request path the stand-in must have seen.
+    api_path: &'a str,
+}
+
+fn agent_through_the_proxy(run: &AgentRun<'_>) {
     if !ready() {
         return;
     }
-    if !Path::new(AGENTS_BIN).join("claude").exists() {
-        skip(
-            "Claude Code is not installed in /opt/sandy-test-agents; run scripts/install-agents.sh",
-        );
+    if !Path::new(AGENTS_BIN).join(run.agent).exists() {
+        skip(&format!(
+            "{} is not installed in /opt/sandy-test-agents; run scripts/install-agents.sh",
+            run.agent
+        ));
         return;
     }
     for_each_user(|w| {
         let net = Net::new(w);
         let log = w.root.join("net.jsonl");
-        w.write("home/.claude.json", "{}\n");
-        w.write("home/.claude/settings.json", "{}\n");
+        for (path, text) in run.files {
+            w.write(format!("home/{path}"), text);
+        }
         let api_dir = w.root.join("api");
         std::fs::create_dir_all(&api_dir).unwrap();
         std::fs::write(api_dir.join("fake.py"), helper_text("fake_model_api.py")).unwrap();
         std::fs::write(
             api_dir.join("script.json"),
-            r#"{"steps": [], "final": "hello through the proxy"}"#,
+            serde_json::json!({"steps": [], "final": run.final_text}).to_string(),
         )
         .unwrap();
         let a = api_dir.display();
-        // The stand-in listens on the public-looking address; Claude Code gets its URL by
-        // name, so only the proxy can take it there.
         let setup = format!(
             "FAKE_MODEL_API_BIND=198.51.100.7 /usr/bin/python3 {a}/fake.py {a} {a}/script.json > {a}/port.json 2>/dev/null &
 i=0; while [ ! -s {a}/port.json ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
@@ -562,17 +580,16 @@ PORT=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[
 echo \"api_port=$PORT\" > {a}/env
 "
         );
-        // The base URL must be known before Sandy starts: a wrapper reads it.
-        let inner = "claude -p 'say hello' --output-format json; echo claude_exit=$?\n";
-        let (out, err) = net.run_agent(&setup, &log, inner);
+        let inner = format!("{}; echo agent_exit=$?\n", run.inner);
+        let (out, err) = net.run_agent(run, &setup, &log, &inner);
         let requests = std::fs::read_to_string(api_dir.join("requests.jsonl")).unwrap_or_default();
         let context = format!(
-            "[{}]\nstdout:\n{out}\nstderr:\n{err}\napi:\n{requests}",
-            w.user.label
+            "[{} {}]\nstdout:\n{out}\nstderr:\n{err}\napi:\n{requests}",
+            run.agent, w.user.label
         );
-        assert_eq!(field(&out, "claude_exit"), Some("0"), "{context}");
-        assert!(out.contains("hello through the proxy"), "{context}");
-        assert!(requests.contains("/v1/messages"), "{context}");
+        assert_eq!(field(&out, "agent_exit"), Some("0"), "{context}");
+        assert!(out.contains(run.final_text), "{context}");
+        assert!(requests.contains(run.api_path), "{context}");
         let lines: Vec<Value> = std::fs::read_to_string(&log)
             .unwrap_or_default()
             .lines()
@@ -584,14 +601,15 @@ echo \"api_port=$PORT\" > {a}/env
                 && l["rule"].as_str().unwrap_or("").starts_with("base URL")),
             "{lines:#?}\n{context}"
         );
-        // Whatever else it tried was refused (and is listed for the profile's review).
+        // Whatever else it tried was refused.
         for l in &lines {
             if l["host"] != "api.stand-in.test" {
                 assert_ne!(l["decision"], "allow", "{l}\n{context}");
             }
         }
         eprintln!(
-            "[{}] Claude Code's destinations: {:?}",
+            "[{} {}] destinations: {:?}",
+            run.agent,
             w.user.label,
             lines
                 .iter()
@@ -601,42 +619,94 @@ echo \"api_port=$PORT\" > {a}/env
     });
 }
 
+#[test]
+fn claude_code_reaches_its_api_by_name_through_the_proxy_and_nothing_else() {
+    agent_through_the_proxy(&AgentRun {
+        agent: "claude",
+        base_var: "ANTHROPIC_BASE_URL",
+        base_path: "",
+        files: &[(".claude.json", "{}\n"), (".claude/settings.json", "{}\n")],
+        env: &[("ANTHROPIC_API_KEY", "dummy")],
+        inner: "claude -p 'say hello' --output-format json",
+        final_text: "Claude Code said hello through the proxy",
+        api_path: "/v1/messages",
+    });
+}
+
+#[test]
+fn codex_reaches_its_api_by_name_through_the_proxy_and_nothing_else() {
+    agent_through_the_proxy(&AgentRun {
+        agent: "codex",
+        base_var: "OPENAI_BASE_URL",
+        base_path: "/v1",
+        files: &[(".codex/config.toml", "model = \"gpt-5\"\n")],
+        env: &[("SANDY_FAKE_KEY", "dummy")],
+        inner: r#"codex exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -c 'model_provider="fake"' -c "model_providers.fake={name=\"fake\", base_url=\"$OPENAI_BASE_URL\", wire_api=\"responses\", env_key=\"SANDY_FAKE_KEY\"}" -m gpt-5 'say hello'"#,
+        final_text: "Codex said hello through the proxy",
+        api_path: "/v1/responses",
+    });
+}
+
+#[test]
+fn gemini_cli_reaches_its_api_by_name_through_the_proxy_and_nothing_else() {
+    agent_through_the_proxy(&AgentRun {
+        agent: "gemini",
+        base_var: "GOOGLE_GEMINI_BASE_URL",
+        base_path: "",
+        files: &[(
+            ".gemini/settings.json",
+            r#"{"security": {"auth": {"selectedType": "gemini-api-key"}}, "privacy": {"usageStatisticsEnabled": false}, "general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false}}"#,
+        )],
+        env: &[
+            ("GEMINI_API_KEY", "dummy"),
+            ("GEMINI_CLI_TRUST_WORKSPACE", "true"),
+        ],
+        inner: "gemini -p 'say hello'",
+        final_text: "Gemini CLI said hello through the proxy",
+        api_path: "/v1beta/models/",
+    });
+}
+
 impl Net<'_> {
-    /// Like [`Net::run`] for an agent: `ANTHROPIC_BASE_URL` names the stand-in started by
-    /// `setup` (its port known only then), the agents are on `PATH`, `--net agent`.
-    fn run_agent(&self, setup: &str, log: &Path, inner: &str) -> (String, String) {
+    /// Like [`Net::run`] for an agent: its base URL variable names the stand-in started
+    /// by `setup` (its port known only then, so a wrapper sets it), the agents are on
+    /// `PATH`, `--net agent` with the agent's profile.
+    fn run_agent(
+        &self,
+        run: &AgentRun<'_>,
+        setup: &str,
+        log: &Path,
+        inner: &str,
+    ) -> (String, String) {
+        use std::os::unix::fs::PermissionsExt;
         let a = self.w.root.join("api");
         let wrapper = format!(
-            "#!/bin/sh\n. {a}/env\nexec env ANTHROPIC_BASE_URL=http://api.stand-in.test:$api_port \"$@\"\n",
-            a = a.display()
+            "#!/bin/sh\n. {a}/env\nexec env {var}=http://api.stand-in.test:$api_port{path} \"$@\"\n",
+            a = a.display(),
+            var = run.base_var,
+            path = run.base_path,
         );
         let wrapper_path = a.join("with-api.sh");
         std::fs::write(&wrapper_path, wrapper).unwrap();
-        use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&wrapper_path, std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::set_permissions(&a, std::fs::Permissions::from_mode(0o755)).unwrap();
         let setup = format!("{setup}\nchmod 644 {}/env\n", a.display());
-        // The wrapper goes between `env -i ...` and sandy: prefix the sandy binary.
-        let sandy_prefix = format!("{} ", wrapper_path.display());
+        let path = format!("{AGENTS_BIN}:/usr/local/bin:/usr/bin:/bin");
+        let mut env: Vec<(&str, &str)> = run.env.to_vec();
+        env.push(("PATH", &path));
         self.run_with_prefix(
             &[
                 "--profile",
-                "claude",
+                run.agent,
                 "--net",
                 "agent",
                 "--net-log",
                 log.to_str().unwrap(),
             ],
-            &[
-                ("ANTHROPIC_API_KEY", "dummy"),
-                (
-                    "PATH",
-                    &format!("{AGENTS_BIN}:/usr/local/bin:/usr/bin:/bin"),
-                ),
-            ],
+            &env,
             inner,
             &setup,
-            &sandy_prefix,
+            &format!("{} ", wrapper_path.display()),
         )
     }
 }
