@@ -230,7 +230,6 @@ pub struct Rule {
     pub pattern: Pattern,
     pub origin: RuleOrigin,
     /// What the rule is for (the endpoint's role, the variable that set it).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
 
