@@ -582,7 +582,8 @@ fn absolute_target(path: &str) -> Result<(Host, u16, Option<String>), NameError>
 }
 
 /// The request head sent upstream: origin-form, hop-by-hop and proxy headers removed,
-/// `Connection: close`.
+/// `Host` taken from the decided URL (never the client's own `Host` header, which could
+/// name another site on a shared server), `Connection: close`.
 fn forwarded_head(
     req: &httparse::Request<'_, '_>,
     method: &str,
@@ -592,28 +593,24 @@ fn forwarded_head(
     port: u16,
 ) -> Vec<u8> {
     let mut out = format!("{method} {origin_form} HTTP/1.{version}\r\n").into_bytes();
-    let mut has_host = false;
+    let host = if port == 80 {
+        host.to_owned()
+    } else {
+        format!("{host}:{port}")
+    };
+    out.extend_from_slice(format!("Host: {host}\r\n").as_bytes());
     for h in req.headers.iter() {
         let name = h.name.to_ascii_lowercase();
         if matches!(
             name.as_str(),
-            "proxy-connection" | "proxy-authorization" | "connection" | "keep-alive"
+            "host" | "proxy-connection" | "proxy-authorization" | "connection" | "keep-alive"
         ) {
             continue;
         }
-        has_host |= name == "host";
         out.extend_from_slice(h.name.as_bytes());
         out.extend_from_slice(b": ");
         out.extend_from_slice(h.value);
         out.extend_from_slice(b"\r\n");
-    }
-    if !has_host {
-        let host = if port == 80 {
-            host.to_owned()
-        } else {
-            format!("{host}:{port}")
-        };
-        out.extend_from_slice(format!("Host: {host}\r\n").as_bytes());
     }
     out.extend_from_slice(b"Connection: close\r\n\r\n");
     out
@@ -754,5 +751,165 @@ async fn socks5(mut client: TcpStream, shared: &Shared) {
                 down,
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::{Action, Mode, Rule, RuleOrigin};
+    use std::io::{Read, Write as _};
+
+    /// An upstream on loopback that answers each connection with what it received (the
+    /// request head), then closes.
+    fn upstream() -> u16 {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for s in l.incoming().flatten() {
+                std::thread::spawn(move || {
+                    let mut s = s;
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
+                    let _ = s.write_all(&head);
+                });
+            }
+        });
+        port
+    }
+
+    fn proxy(mode: Mode, rules: &[(Action, &str)]) -> u16 {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let policy = EgressPolicy {
+            mode,
+            rules: rules
+                .iter()
+                .map(|(a, p)| Rule {
+                    action: *a,
+                    pattern: p.parse().unwrap(),
+                    origin: RuleOrigin::Flag,
+                    note: None,
+                })
+                .collect(),
+        };
+        let handle = spawn(l, ProxyConfig { policy, log: None }).unwrap();
+        std::mem::forget(handle);
+        port
+    }
+
+    fn exchange(port: u16, request: &[u8]) -> String {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(request).unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[test]
+    fn plain_http_is_forwarded_in_origin_form_with_the_decided_host() {
+        let up = upstream();
+        let p = proxy(
+            Mode::Allowlist,
+            &[(Action::Allow, &format!("127.0.0.1:{up}"))],
+        );
+        let out = exchange(
+            p,
+            format!(
+                "GET http://127.0.0.1:{up}/x?y=1 HTTP/1.1\r\nHost: other.example\r\n\
+                 Proxy-Authorization: secret\r\nProxy-Connection: keep-alive\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        assert!(out.starts_with("HTTP/1.1 200 OK"), "{out}");
+        assert!(out.contains("GET /x?y=1 HTTP/1.1\r\n"), "{out}");
+        assert!(out.contains(&format!("Host: 127.0.0.1:{up}\r\n")), "{out}");
+        assert!(!out.contains("other.example"), "{out}");
+        assert!(!out.to_ascii_lowercase().contains("proxy-"), "{out}");
+        assert!(out.contains("Connection: close\r\n"), "{out}");
+    }
+
+    #[test]
+    fn connect_and_socks_tunnel_to_an_allowed_address_and_nothing_else() {
+        let up = upstream();
+        let p = proxy(
+            Mode::Allowlist,
+            &[(Action::Allow, &format!("127.0.0.1:{up}"))],
+        );
+        let out = exchange(
+            p,
+            format!("CONNECT 127.0.0.1:{up} HTTP/1.1\r\n\r\nGET /t HTTP/1.1\r\n\r\n").as_bytes(),
+        );
+        assert!(
+            out.starts_with("HTTP/1.1 200 Connection established\r\n\r\nHTTP/1.1 200 OK"),
+            "{out}"
+        );
+        assert!(out.contains("GET /t HTTP/1.1"), "{out}");
+        // The neighbouring port is refused at once, with the flag that would allow it.
+        let other = up.wrapping_add(1).max(1);
+        let out = exchange(
+            p,
+            format!("CONNECT 127.0.0.1:{other} HTTP/1.1\r\n\r\n").as_bytes(),
+        );
+        assert!(out.starts_with("HTTP/1.1 403 Forbidden"), "{out}");
+        assert!(
+            out.contains(&format!(
+                "X-Sandy-Denied: 127.0.0.1:{other}; allow with --allow-domain 127.0.0.1:{other}"
+            )),
+            "{out}"
+        );
+        // SOCKS5 with a literal address: the same rules.
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", p)).unwrap();
+        s.write_all(&[5, 1, 0]).unwrap();
+        let mut r = [0u8; 2];
+        s.read_exact(&mut r).unwrap();
+        assert_eq!(r, [5, 0]);
+        let mut req = vec![5, 1, 0, 1, 127, 0, 0, 1];
+        req.extend_from_slice(&up.to_be_bytes());
+        s.write_all(&req).unwrap();
+        let mut reply = [0u8; 10];
+        s.read_exact(&mut reply).unwrap();
+        assert_eq!(reply[1], 0, "{reply:?}");
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", p)).unwrap();
+        s.write_all(&[5, 1, 0]).unwrap();
+        s.read_exact(&mut r).unwrap();
+        let mut req = vec![5, 1, 0, 1, 127, 0, 0, 1];
+        req.extend_from_slice(&other.to_be_bytes());
+        s.write_all(&req).unwrap();
+        s.read_exact(&mut reply).unwrap();
+        assert_eq!(reply[1], 2, "not allowed by ruleset: {reply:?}");
+    }
+
+    #[test]
+    fn blocked_mode_and_malformed_requests_are_answered_at_once() {
+        let p = proxy(Mode::Blocked, &[]);
+        let out = exchange(p, b"GET http://example.com/ HTTP/1.1\r\n\r\n");
+        assert!(out.starts_with("HTTP/1.1 403 Forbidden"), "{out}");
+        assert!(
+            out.ends_with("sandy: network blocked by --block-net\n"),
+            "{out}"
+        );
+        let p = proxy(Mode::Allowlist, &[(Action::Allow, "example.com")]);
+        let out = exchange(p, b"GET http://user:pw@example.com/ HTTP/1.1\r\n\r\n");
+        assert!(out.starts_with("HTTP/1.1 400"), "{out}");
+        let out = exchange(p, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(
+            out.starts_with("HTTP/1.1 400") && out.contains("egress proxy"),
+            "{out}"
+        );
+        // A name resolving to loopback (localhost, from /etc/hosts) is refused even though
+        // the name is allowed.
+        let p = proxy(Mode::Allowlist, &[(Action::Allow, "localhost:8080")]);
+        let out = exchange(p, b"CONNECT localhost:8080 HTTP/1.1\r\n\r\n");
+        assert!(out.starts_with("HTTP/1.1 403"), "{out}");
+        assert!(out.contains("loopback"), "{out}");
     }
 }
