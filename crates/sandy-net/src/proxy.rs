@@ -758,7 +758,7 @@ async fn socks5(mut client: TcpStream, shared: &Shared) {
 mod tests {
     use super::*;
     use crate::rules::{Action, Mode, Rule, RuleOrigin};
-    use std::io::{Read, Write as _};
+    use std::io::Read;
 
     /// An upstream on loopback that answers each connection with what it received (the
     /// request head), then closes.
