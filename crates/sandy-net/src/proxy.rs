@@ -330,6 +330,100 @@ async fn open(
     }
 }
 
+/// Capacity of the pipe each direction of a relayed connection goes through.
+const PIPE_SIZE: i32 = 1024 * 1024;
+
+/// Copies both directions until each has ended, half-closing each side at the other's
+/// end of file; returns the bytes sent up (client to upstream) and down. The bytes move
+/// through a pipe with `splice(2)`, never through user space; if the pipes cannot be
+/// made (descriptors exhausted), through tokio's copy.
+async fn relay(client: &mut TcpStream, upstream: &mut TcpStream) -> (u64, u64) {
+    let (Ok(up_pipe), Ok(down_pipe)) = (Pipe::new(), Pipe::new()) else {
+        return tokio::io::copy_bidirectional_with_sizes(
+            client,
+            upstream,
+            COPY_BUFFER,
+            COPY_BUFFER,
+        )
+        .await
+        .unwrap_or((0, 0));
+    };
+    let up = std::sync::atomic::AtomicU64::new(0);
+    let down = std::sync::atomic::AtomicU64::new(0);
+    let (c, u) = (&*client, &*upstream);
+    // The first error (a reset) ends both directions, as tokio's copy does.
+    let _ = tokio::try_join!(
+        splice_one_way(c, u, &up_pipe, &up),
+        splice_one_way(u, c, &down_pipe, &down)
+    );
+    (
+        up.load(std::sync::atomic::Ordering::Relaxed),
+        down.load(std::sync::atomic::Ordering::Relaxed),
+    )
+}
+
+/// A pipe for one direction of a relayed connection.
+struct Pipe {
+    read: std::os::fd::OwnedFd,
+    write: std::os::fd::OwnedFd,
+}
+
+impl Pipe {
+    fn new() -> nix::Result<Pipe> {
+        use nix::fcntl::{fcntl, FcntlArg, OFlag};
+        let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)?;
+        // A larger pipe moves more per call; the default (64 KiB) is kept if refused.
+        let _ = fcntl(&write, FcntlArg::F_SETPIPE_SZ(PIPE_SIZE));
+        Ok(Pipe { read, write })
+    }
+}
+
+/// Moves everything `from` sends to `to` through `pipe`, counting into `count`; at the
+/// end of `from`'s data, shuts down `to` for writing.
+async fn splice_one_way(
+    from: &TcpStream,
+    to: &TcpStream,
+    pipe: &Pipe,
+    count: &std::sync::atomic::AtomicU64,
+) -> std::io::Result<()> {
+    use nix::fcntl::{splice, SpliceFFlags};
+    use tokio::io::Interest;
+    let flags = SpliceFFlags::SPLICE_F_NONBLOCK | SpliceFFlags::SPLICE_F_MOVE;
+    let capacity = usize::try_from(PIPE_SIZE).unwrap_or(65536);
+    loop {
+        // The pipe is empty here, so "would block" can only mean the socket has nothing.
+        let n = loop {
+            from.readable().await?;
+            match from.try_io(Interest::READABLE, || {
+                splice(from, None, &pipe.write, None, capacity, flags).map_err(std::io::Error::from)
+            }) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            }
+        };
+        if n == 0 {
+            let _ = nix::sys::socket::shutdown(
+                std::os::fd::AsRawFd::as_raw_fd(to),
+                nix::sys::socket::Shutdown::Write,
+            );
+            return Ok(());
+        }
+        let mut left = n;
+        while left > 0 {
+            to.writable().await?;
+            match to.try_io(Interest::WRITABLE, || {
+                splice(&pipe.read, None, to, None, left, flags).map_err(std::io::Error::from)
+            }) {
+                Ok(m) => left -= m,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        count.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Splits `host:port` or `[v6]:port` (a CONNECT authority).
 fn authority(text: &str) -> Result<(Host, u16), NameError> {
     let invalid = || NameError::Invalid(printable(text));
@@ -497,14 +591,7 @@ async fn http(mut client: TcpStream, shared: &Shared) {
                 }
                 up += rest.len() as u64;
             }
-            let (u, d) = tokio::io::copy_bidirectional_with_sizes(
-                &mut client,
-                &mut upstream,
-                COPY_BUFFER,
-                COPY_BUFFER,
-            )
-            .await
-            .unwrap_or((0, 0));
+            let (u, d) = relay(&mut client, &mut upstream).await;
             shared.record(Outcome {
                 protocol,
                 target: target_text,
@@ -732,14 +819,7 @@ async fn socks5(mut client: TcpStream, shared: &Shared) {
             if socks_reply(&mut client, reply::SUCCEEDED).await.is_err() {
                 return;
             }
-            let (up, down) = tokio::io::copy_bidirectional_with_sizes(
-                &mut client,
-                &mut upstream,
-                COPY_BUFFER,
-                COPY_BUFFER,
-            )
-            .await
-            .unwrap_or((0, 0));
+            let (up, down) = relay(&mut client, &mut upstream).await;
             shared.record(Outcome {
                 protocol: "socks5",
                 target: target_text,
