@@ -39,6 +39,8 @@ const SERVERS: &[&str] = &[
     "10.0.0.5:80",
     "169.254.169.254:80",
     "198.51.100.7:5353/udp",
+    // A service on the (test network's) host loopback, for local-port grants.
+    "127.0.0.1:18080",
 ];
 
 fn ready() -> bool {
@@ -417,6 +419,10 @@ c port -p http://api.stand-in.test:8443/allowed-port
 c port_80 http://api.stand-in.test/denied-port-80
 c denied http://www.allowed.test/denied-by-rule
 c allowed http://xn--bcher-kva.allowed.test/allowed-wildcard
+c local http://127.0.0.1:18080/allowed-local
+c local_direct --noproxy '*' http://127.0.0.1:18080/allowed-local-direct
+c local_other --noproxy '*' http://127.0.0.1:18081/denied-local-other
+c local_proxy --noproxy '' http://127.0.0.1:18080/denied-local-through-proxy
 "
         );
         let (out, err) = net.run(
@@ -429,6 +435,8 @@ c allowed http://xn--bcher-kva.allowed.test/allowed-wildcard
                 "API.stand-in.test:8443",
                 "--deny-domain",
                 "www.allowed.test",
+                "--allow-local-port",
+                "18080",
             ],
             &[],
             &inner,
@@ -467,8 +475,32 @@ c allowed http://xn--bcher-kva.allowed.test/allowed-wildcard
             "200/000",
             "{context}"
         );
+        // A local-port grant works alongside: loopback stays direct (NO_PROXY), through
+        // the supervisor's relay, and only the granted port; the proxy itself does not
+        // reach the host's loopback.
+        assert_eq!(
+            code_and_time(&out, "local", &context).0,
+            "200/000",
+            "{context}"
+        );
+        assert_eq!(
+            code_and_time(&out, "local_direct", &context).0,
+            "200/000",
+            "{context}"
+        );
+        assert_eq!(
+            code_and_time(&out, "local_other", &context).0,
+            "000/000",
+            "{context}"
+        );
+        assert_eq!(
+            code_and_time(&out, "local_proxy", &context).0,
+            "403/000",
+            "{context}"
+        );
         assert!(!requests.contains("denied"), "{context}");
         assert!(requests.contains("/allowed-port"), "{context}");
+        assert!(requests.contains("/allowed-local-direct"), "{context}");
     });
 }
 

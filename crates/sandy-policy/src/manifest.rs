@@ -279,6 +279,12 @@ fn validate(m: &LaunchManifest) -> Result<(), ManifestError> {
                 "the egress proxy's port is 0 or a granted local port",
             ));
         }
+        // Its listener travels with the local-port listeners, at most 64 in one message.
+        if m.local_ports.len() >= 64 {
+            return Err(invalid(
+                "too many local ports granted beside the egress proxy",
+            ));
+        }
     }
     if m.local_ports.contains(&0) || m.local_ports.len() > 64 {
         return Err(invalid("local ports must be 1-65535, at most 64"));
