@@ -505,6 +505,49 @@ c local_proxy --noproxy '' http://127.0.0.1:18080/denied-local-through-proxy
 }
 
 #[test]
+fn package_tools_reach_an_allowed_registry_and_are_refused_elsewhere_at_once() {
+    if !ready() {
+        return;
+    }
+    for_each_user(|w| {
+        let net = Net::new(w);
+        // The stand-in answers every path with a short text, so the tools fail after the
+        // request; what matters is which requests reach a server, and how fast a refusal
+        // comes back.
+        let inner = "t() { k=$1; shift; t0=$(date +%s%N); \"$@\" >out.$k 2>&1; r=$?; t1=$(date +%s%N); echo \"$k=$r $(( (t1 - t0) / 1000000 ))\"; }
+for h in api.stand-in.test other.test; do
+  case $h in api.*) tag=allowed;; *) tag=denied;; esac
+  t git-$tag git ls-remote http://$h/$tag-git.git
+  t npm-$tag npm view --registry http://$h/$tag-npm/ left-pad
+  t pip-$tag /usr/bin/python3 -m pip download --no-cache-dir --trusted-host $h --index-url http://$h/$tag-pip/simple -d pipdl left-pad
+done
+for k in git npm; do echo \"$k-says=$(grep -c -e 'allow-domain other.test' -e 403 out.$k-denied)\"; done
+";
+        let (out, err) = net.run(&["--allow-domain", "api.stand-in.test"], &[], inner, "", "");
+        let requests = net.requests();
+        let context = format!("[{}]\n{out}\n{err}\n{requests}", w.user.label);
+        for tool in ["git", "npm", "pip"] {
+            assert!(
+                requests.contains(&format!("/allowed-{tool}")),
+                "{tool}'s request did not reach the allowed host\n{context}"
+            );
+            let v = field(&out, &format!("{tool}-denied")).unwrap_or_else(|| panic!("{context}"));
+            let ms: u64 = v.split_whitespace().nth(1).unwrap().parse().unwrap();
+            assert!(ms < 10_000, "{tool} took {ms} ms to be refused\n{context}");
+        }
+        for tool in ["git", "npm"] {
+            assert_ne!(
+                field(&out, &format!("{tool}-says")),
+                Some("0"),
+                "{tool}\n{context}"
+            );
+        }
+        assert!(!requests.contains("denied"), "{context}");
+        assert!(err.contains("refused other.test:80"), "{context}");
+    });
+}
+
+#[test]
 fn block_net_answers_every_request_at_once_and_tools_say_why() {
     if !ready() {
         return;
