@@ -15,6 +15,10 @@
 //! Everything it generates lives in one temporary directory (under `/var/tmp` unless told
 //! otherwise), removed at the end.
 //!
+//! With root it also measures the egress proxy (`net.rs`: a large download, connection
+//! latency, 200 concurrent connections, the supervisor's RSS meanwhile) in a network
+//! namespace of its own; `--no-net` skips that, `--net-only` measures only that.
+//!
 //! Options: `--sandy PATH` (default: `sandy` beside this executable, i.e.
 //! `target/<host triple>/release/sandy`; or `$SANDY_BIN`), `--dir DIR` (where the
 //! scratch directory goes; or `$SANDY_BENCH_DIR`; default `/var/tmp`), `--quick` (few
@@ -28,6 +32,8 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod net;
 
 type Res<T> = Result<T, Box<dyn Error>>;
 
@@ -75,6 +81,19 @@ const QUICK: Counts = Counts {
 
 fn main() -> Res<()> {
     let started = Instant::now();
+    // The network rows' helpers: the measurement inside its own network namespace, and
+    // the client it runs bare and sandboxed.
+    let argv: Vec<String> = std::env::args().collect();
+    match argv.get(1).map(String::as_str) {
+        Some("__net-rows") => {
+            let (Some(sandy), Some(dir)) = (argv.get(2), argv.get(3)) else {
+                return Err("usage: __net-rows SANDY DIR".into());
+            };
+            return net::rows_child(Path::new(sandy), Path::new(dir));
+        }
+        Some("__net-client") => return net::client(&argv[2..]),
+        _ => {}
+    }
     let opts = Options::parse()?;
     let counts = if opts.quick { &QUICK } else { &FULL };
     let sandy = opts.sandy.clone();
@@ -108,7 +127,19 @@ fn main() -> Res<()> {
 
     let mut rows = Vec::new();
     let mut details = Vec::new();
-    let mut notes = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    if opts.net_only {
+        progress("egress proxy");
+        match net::rows(&sandy, &root) {
+            Ok(raw) => rows.extend(
+                raw.into_iter()
+                    .map(|(workload, cells)| Row { workload, cells }),
+            ),
+            Err(why) => rows.push(Row::missing("egress proxy", &why)),
+        }
+        println!("{}", render_table(&rows));
+        return Ok(());
+    }
 
     // 1. Start-up.
     progress("start-up");
@@ -279,6 +310,18 @@ fn main() -> Res<()> {
         ));
     }
 
+    // 5. The egress proxy.
+    if opts.net {
+        progress("egress proxy");
+        match net::rows(&sandy, &root) {
+            Ok(raw) => rows.extend(
+                raw.into_iter()
+                    .map(|(workload, cells)| Row { workload, cells }),
+            ),
+            Err(why) => rows.push(Row::missing("egress proxy", &why)),
+        }
+    }
+
     println!("{}", render_table(&rows));
     println!("{}", render_details(&details));
     notes.push(format!(
@@ -300,6 +343,10 @@ fn main() -> Res<()> {
 struct Options {
     sandy: PathBuf,
     quick: bool,
+    /// Only the egress proxy's rows are wanted with `--net-only`; `net` is false with
+    /// `--no-net`.
+    net: bool,
+    net_only: bool,
     /// Where the scratch directory (and so every project) goes.
     dir: PathBuf,
 }
@@ -308,11 +355,15 @@ impl Options {
     fn parse() -> Res<Options> {
         let mut sandy = std::env::var_os("SANDY_BIN").map(PathBuf::from);
         let mut quick = false;
+        let mut net = true;
+        let mut net_only = false;
         let mut dir = std::env::var_os("SANDY_BENCH_DIR").map(PathBuf::from);
         let mut args = std::env::args_os().skip(1);
         while let Some(arg) = args.next() {
             match arg.to_str() {
                 Some("--quick") => quick = true,
+                Some("--no-net") => net = false,
+                Some("--net-only") => net_only = true,
                 Some("--sandy") => {
                     sandy = Some(PathBuf::from(args.next().ok_or("--sandy needs a path")?));
                 }
@@ -322,7 +373,7 @@ impl Options {
                 Some("-h" | "--help") => {
                     println!(
                         "usage: cargo run --release -p sandy-bench -- \
-                         [--quick] [--sandy PATH] [--dir DIR]\n\
+                         [--quick] [--no-net | --net-only] [--sandy PATH] [--dir DIR]\n\
                          Run `cargo build --release` first; see BENCHMARKS.md."
                     );
                     std::process::exit(0);
@@ -348,6 +399,8 @@ impl Options {
         Ok(Options {
             sandy: std::path::absolute(sandy)?,
             quick,
+            net,
+            net_only,
             dir,
         })
     }
@@ -577,6 +630,7 @@ struct Stats {
     n: usize,
     median: f64,
     p90: f64,
+    p99: f64,
     min: f64,
     max: f64,
 }
@@ -593,10 +647,12 @@ impl Stats {
         };
         // Nearest rank.
         let p90 = at((n * 9).div_ceil(10).saturating_sub(1));
+        let p99 = at((n * 99).div_ceil(100).saturating_sub(1));
         Stats {
             n,
             median,
             p90,
+            p99,
             min: at(0),
             max: at(n.saturating_sub(1)),
         }

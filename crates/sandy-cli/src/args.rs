@@ -62,8 +62,24 @@ pub enum Command {
     Idle,
 }
 
+/// `--net MODE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NetMode {
+    /// The agent profile's own endpoints only.
+    Agent,
+}
+
+fn parse_pattern(text: &str) -> Result<sandy_net::Pattern, String> {
+    text.parse()
+        .map_err(|e: sandy_net::PatternError| e.to_string())
+}
+
 #[derive(Debug, Args)]
 #[command(
+    group = clap::ArgGroup::new("allowlist").args(["allow_domain", "net"]).multiple(true),
+    group = clap::ArgGroup::new("private_network")
+        .args(["block_net", "allow_domain", "net"])
+        .multiple(true),
     after_help = "All options go before `--`; everything after it is the command, passed \
                   through byte for byte.\n\nExit status: the command's own, or 128+N when \
                   signal N killed it; 125 when Sandy itself fails, 126 when the command \
@@ -80,12 +96,48 @@ pub struct RunArgs {
     /// outside the sandbox (not even the host's own loopback services) is reachable.
     #[arg(long)]
     pub block_net: bool,
-    /// With --block-net, relay connections to 127.0.0.1:PORT inside the sandbox to the
-    /// host's 127.0.0.1:PORT (repeatable).
+    /// Allow this destination through Sandy's egress proxy (repeatable): a host
+    /// (`api.example.com`), its subdomains (`*.example.com`), an IP address or CIDR
+    /// network, with an optional `:PORT` (default: 80 and 443). Everything else is
+    /// refused; the sandbox gets a private network with only loopback.
+    #[arg(
+        long = "allow-domain",
+        value_name = "PATTERN",
+        conflicts_with = "block_net",
+        value_parser = parse_pattern
+    )]
+    pub allow_domain: Vec<sandy_net::Pattern>,
+    /// Refuse this destination even when an allow rule names it (repeatable; same
+    /// patterns as --allow-domain; deny wins).
+    #[arg(
+        long = "deny-domain",
+        value_name = "PATTERN",
+        conflicts_with = "block_net",
+        requires = "allowlist",
+        value_parser = parse_pattern
+    )]
+    pub deny_domain: Vec<sandy_net::Pattern>,
+    /// `agent`: allow exactly the agent profile's own endpoints (its model API, or the
+    /// host of a configured base URL such as ANTHROPIC_BASE_URL; login; telemetry), and
+    /// nothing else unless --allow-domain names it.
+    #[arg(
+        long = "net",
+        value_name = "MODE",
+        value_enum,
+        conflicts_with = "block_net"
+    )]
+    pub net: Option<NetMode>,
+    /// Write one JSON line per network decision (time, host, port, decision, rule, bytes
+    /// up and down) to FILE (appended).
+    #[arg(long = "net-log", value_name = "FILE", requires = "private_network")]
+    pub net_log: Option<PathBuf>,
+    /// With a private network (--block-net, --allow-domain, --net agent), relay
+    /// connections to 127.0.0.1:PORT inside the sandbox to the host's 127.0.0.1:PORT
+    /// (repeatable).
     #[arg(
         long = "allow-local-port",
         value_name = "PORT",
-        requires = "block_net",
+        requires = "private_network",
         value_parser = clap::value_parser!(u16).range(1..)
     )]
     pub allow_local_port: Vec<u16>,
@@ -97,7 +149,7 @@ pub struct RunArgs {
         num_args = 0..=1,
         require_equals = true,
         default_missing_value = "4318",
-        requires = "block_net",
+        requires = "private_network",
         value_parser = clap::value_parser!(u16).range(1..)
     )]
     pub numbat_collector: Option<u16>,
@@ -120,10 +172,26 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
-/// `sandy why`: the question (an access to PATH) and the launch it is asked about.
+/// `sandy why`: the question (an access to PATH, or a connection) and the launch it is
+/// asked about.
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("access").args(["write", "exec"])))]
+#[command(group(clap::ArgGroup::new("access").args(["write", "exec", "connect"])))]
 pub struct WhyArgs {
+    /// Ask about a network connection: the target is HOST[:PORT] (port 443 by default).
+    #[arg(long)]
+    pub connect: bool,
+    /// The launch asked about blocks the network (as for `sandy run`).
+    #[arg(long)]
+    pub block_net: bool,
+    /// An `--allow-domain` rule of the launch asked about (as for `sandy run`).
+    #[arg(long = "allow-domain", value_name = "PATTERN", value_parser = parse_pattern)]
+    pub allow_domain: Vec<sandy_net::Pattern>,
+    /// A `--deny-domain` rule of the launch asked about (as for `sandy run`).
+    #[arg(long = "deny-domain", value_name = "PATTERN", value_parser = parse_pattern)]
+    pub deny_domain: Vec<sandy_net::Pattern>,
+    /// `--net agent` of the launch asked about (as for `sandy run`).
+    #[arg(long = "net", value_name = "MODE", value_enum)]
+    pub net: Option<NetMode>,
     /// Ask about writing (create, change, remove) instead of reading.
     #[arg(long)]
     pub write: bool,
@@ -146,7 +214,8 @@ pub struct WhyArgs {
         value_parser = clap::builder::PossibleValuesParser::new(sandy_policy::builtin_names())
     )]
     pub profile: Option<String>,
-    /// The path asked about (relative to the current directory).
+    /// The path asked about (relative to the current directory), or with --connect the
+    /// HOST[:PORT].
     #[arg(value_name = "PATH")]
     pub path: PathBuf,
     /// The command of the launch asked about (it selects the profile); `true` by default.

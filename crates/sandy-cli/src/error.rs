@@ -3,6 +3,8 @@
 use sandy_linux::{ExecFailure, LinuxError, PlanError};
 use sandy_policy::{ManifestError, ResolveError};
 
+/// Exit status for a usage error (as clap's own).
+pub const EXIT_USAGE: u8 = 2;
 /// Exit status when Sandy itself fails (resolution, validation, enforcement).
 pub const EXIT_SANDY_FAILED: u8 = 125;
 /// Exit status when the command exists but cannot be executed.
@@ -38,6 +40,9 @@ pub enum SandyError {
         step: &'static str,
         source: std::io::Error,
     },
+    /// A combination of arguments clap cannot express (exit 2).
+    #[error("{0}")]
+    Usage(&'static str),
     /// Nowhere to create something Sandy needs; `tried` names each place and why not.
     #[error("cannot create {what}; tried: {tried}")]
     NoPlace { what: &'static str, tried: String },
@@ -63,6 +68,7 @@ pub fn exit_code(err: &SandyError) -> u8 {
             nix::errno::Errno::ENOENT => EXIT_NOT_FOUND,
             _ => EXIT_NOT_EXECUTABLE,
         },
+        SandyError::Usage(_) => EXIT_USAGE,
         _ => EXIT_SANDY_FAILED,
     }
 }

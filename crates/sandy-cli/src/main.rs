@@ -9,6 +9,7 @@ mod agentstate;
 mod args;
 mod bootstrap;
 mod doctor;
+mod egress;
 mod error;
 mod gitscan;
 mod host;

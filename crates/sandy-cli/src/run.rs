@@ -54,6 +54,11 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         block_net: args.block_net,
         allow_local_ports: args.allow_local_port,
         numbat_collector: args.numbat_collector,
+        egress: sandy_policy::EgressRequest {
+            allow: args.allow_domain,
+            deny: args.deny_domain,
+            agent: args.net == Some(crate::args::NetMode::Agent),
+        },
         profile: args.profile,
     };
 
@@ -134,7 +139,9 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let bytes = manifest.encode()?;
 
     let ports: Vec<u16> = policy.local_ports.iter().map(|p| p.port).collect();
-    let status = spawn_and_wait(&bytes, &ports, &waited);
+    let mut proxy = crate::egress::Proxy::prepare(policy.egress.as_ref(), args.net_log.as_deref())?;
+    let status = spawn_and_wait(&bytes, &ports, &mut proxy, &waited);
+    proxy.report();
     drop(private_tmp);
     agentstate::merge_after_run(&policy, &views);
     drop(views);
@@ -172,7 +179,12 @@ fn announce(policy: &sandy_policy::ResolvedPolicy) {
 
 /// Writes the manifest into a sealed memfd, spawns the bootstrap with it as an inherited
 /// descriptor, and waits for the target.
-fn spawn_and_wait(manifest: &[u8], ports: &[u16], waited: &SigSet) -> Result<u8, SandyError> {
+fn spawn_and_wait(
+    manifest: &[u8],
+    ports: &[u16],
+    proxy: &mut crate::egress::Proxy,
+    waited: &SigSet,
+) -> Result<u8, SandyError> {
     let sys = |step| move |source| SandyError::Sys { step, source };
     let io = |step| move |source| SandyError::Io { step, source };
 
@@ -211,7 +223,9 @@ fn spawn_and_wait(manifest: &[u8], ports: &[u16], waited: &SigSet) -> Result<u8,
         // environment travels in the manifest.
         .env_clear();
     // The channel on which the bootstrap hands back the listeners for local-port grants
-    // (created inside the sandbox's network namespace), then the target's pid.
+    // and the egress proxy (created inside the sandbox's network namespace), then the
+    // target's pid.
+    let handed: Vec<u16> = ports.iter().copied().chain(proxy.port()).collect();
     let (ours, theirs) = socketpair(
         AddressFamily::Unix,
         SockType::SeqPacket,
@@ -235,11 +249,15 @@ fn spawn_and_wait(manifest: &[u8], ports: &[u16], waited: &SigSet) -> Result<u8,
     drop(theirs_inherited);
     drop(file);
     let bootstrap = Pid::from_raw(i32::try_from(bootstrap.id()).unwrap_or(i32::MAX));
-    if !ports.is_empty() {
-        if let Some(listeners) = receive_listeners(&ours, ports.len())
+    if !handed.is_empty() {
+        if let Some(listeners) = receive_listeners(&ours, handed.len())
             .map_err(io("cannot receive the local-port listeners"))?
         {
             for (port, listener) in listeners {
+                if Some(port) == proxy.port() {
+                    proxy.start(listener)?;
+                    continue;
+                }
                 spawn_relay(port, listener).map_err(io("cannot start the local-port relay"))?;
             }
         }

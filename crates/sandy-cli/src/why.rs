@@ -32,6 +32,11 @@ struct Document<'a> {
 }
 
 pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
+    if args.connect && inside::own_policy().is_some() {
+        return Err(SandyError::Usage(
+            "sandy why --connect inside a sandbox: ask outside, with the run's network flags",
+        ));
+    }
     if let Some(document) = inside::own_policy() {
         return inside::why(&args, &document);
     }
@@ -58,12 +63,20 @@ pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
         read: args.read.clone(),
         read_write: args.read_write.clone(),
         private_tmp: PathBuf::from("/tmp/sandy-why"),
-        block_net: false,
+        block_net: args.block_net,
         allow_local_ports: Vec::new(),
         numbat_collector: None,
         profile: args.profile.clone(),
+        egress: sandy_policy::EgressRequest {
+            allow: args.allow_domain.clone(),
+            deny: args.deny_domain.clone(),
+            agent: args.net == Some(crate::args::NetMode::Agent),
+        },
     };
     let policy = resolve(&request, &host, &RealFs)?;
+    if args.connect {
+        return connect::why(&args, &policy);
+    }
     let decision = decide(&policy, question, &path, &RealFs);
     let mut decision = decision;
     // Below every layer of Sandy's, the host's own permissions still apply.
@@ -375,6 +388,7 @@ mod inside {
                 .collect(),
             created_at_launch: Vec::new(),
             state_files: Vec::new(),
+            egress: None,
         };
         let question = if args.write {
             Question::Write
@@ -406,5 +420,121 @@ mod inside {
             format!("{name} {}", existing.display())
         });
         super::answer(args, question, &path, &policy, decision, flag, true)
+    }
+}
+
+/// `sandy why --connect HOST[:PORT]`: the egress rules of the launch decide, as the proxy
+/// does, before any DNS lookup.
+mod connect {
+    use serde::Serialize;
+
+    use sandy_net::{parse_host, Decision};
+    use sandy_policy::ResolvedPolicy;
+
+    use crate::args::WhyArgs;
+    use crate::error::SandyError;
+
+    #[derive(Serialize)]
+    struct Document {
+        why_schema_version: u32,
+        question: &'static str,
+        target: String,
+        allowed: bool,
+        rule: String,
+        flag: Option<String>,
+    }
+
+    /// Splits `host[:port]` (`[v6]:port` for IPv6), 443 by default.
+    fn split(target: &str) -> Option<(&str, u16)> {
+        if let Some(rest) = target.strip_prefix('[') {
+            let (host, after) = rest.split_once(']')?;
+            let port = match after.strip_prefix(':') {
+                Some(p) => p.parse().ok()?,
+                None if after.is_empty() => 443,
+                None => return None,
+            };
+            return Some((host, port));
+        }
+        match target.rsplit_once(':') {
+            Some((host, port)) if !host.contains(':') => Some((host, port.parse().ok()?)),
+            Some(_) => Some((target, 443)),
+            None => Some((target, 443)),
+        }
+    }
+
+    pub fn why(args: &WhyArgs, policy: &ResolvedPolicy) -> Result<u8, SandyError> {
+        let text = args.path.to_string_lossy().into_owned();
+        let (host_text, port) = split(&text).ok_or(SandyError::Usage(
+            "--connect takes HOST[:PORT] (a port from 1 to 65535)",
+        ))?;
+        let host = parse_host(host_text).map_err(|_| {
+            SandyError::Usage(
+                "--connect takes HOST[:PORT]: the host is not a valid name or address",
+            )
+        })?;
+        let target = format!("{host}:{port}");
+        let (allowed, rule, flag) = match &policy.egress {
+            None => (
+                true,
+                "the network is open (no --block-net, --allow-domain or --net agent): \
+                 every host is reachable"
+                    .to_owned(),
+                None,
+            ),
+            Some(egress) => match egress.policy.decide(&host, port) {
+                Decision::Allow(i) => (
+                    true,
+                    match egress.policy.rules.get(i) {
+                        Some(r) => format!(
+                            "allowed by {r}; decided before any DNS lookup, and every address \
+                             the name resolves to is checked again when connecting"
+                        ),
+                        None => "allowed".to_owned(),
+                    },
+                    None,
+                ),
+                Decision::Deny(denial) => (
+                    false,
+                    egress.policy.explain(&denial, &host.to_string(), port),
+                    egress.policy.hint(&denial, &host.to_string(), port),
+                ),
+            },
+        };
+        let out = if args.json {
+            serde_json::to_string_pretty(&Document {
+                why_schema_version: super::WHY_SCHEMA_VERSION,
+                question: "connect",
+                target,
+                allowed,
+                rule,
+                flag,
+            })
+            .map_err(|e| SandyError::Io {
+                step: "cannot render the answer",
+                source: e.into(),
+            })?
+        } else {
+            let mut out = format!(
+                "connect {target}: {}\n  rule: {rule}",
+                if allowed { "allowed" } else { "refused" }
+            );
+            match (&flag, allowed) {
+                (Some(flag), false) => out.push_str(&format!("\n  {flag} would allow it")),
+                (None, false) => out.push_str("\n  no flag changes this: a deny rule names it"),
+                _ => {}
+            }
+            out
+        };
+        match crate::print_line(&out) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            Err(source) => {
+                return Err(SandyError::Io {
+                    step: "cannot write the answer",
+                    source,
+                })
+            }
+        }
+        Ok(if allowed { 0 } else { super::EXIT_REFUSED })
     }
 }

@@ -712,6 +712,7 @@ fn dry_run_prints_the_documented_document() {
                 "profile",
                 "network",
                 "local_port_grants",
+                "egress",
                 "file_grants",
                 "protections",
                 "views",

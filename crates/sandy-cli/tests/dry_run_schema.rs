@@ -98,6 +98,22 @@ fn reference_document() -> Value {
             { "port": 4318, "origin": "numbat_collector" },
             { "port": 8080, "origin": "flag" }
         ],
+        "egress": {
+            "mode": "allowlist",
+            "proxy": "127.0.0.1:3128",
+            "rules": [
+                { "action": "deny", "pattern": "*.evil.example", "origin": "flag", "note": null },
+                { "action": "allow", "pattern": "registry.npmjs.org", "origin": "flag", "note": null },
+                {
+                    "action": "allow",
+                    "pattern": "gateway.example.com:8443",
+                    "origin": "base_url",
+                    "note": "ANTHROPIC_BASE_URL, in place of api.anthropic.com"
+                },
+                { "action": "allow", "pattern": "claude.ai", "origin": "profile", "note": "login" }
+            ],
+            "refused_address_classes": ["loopback", "private", "cloud_metadata"]
+        },
         "file_grants": [
             { "path": "/usr", "access": "read_exec", "scope": "subtree", "origin": "baseline" },
             { "path": "/etc", "access": "read", "scope": "subtree", "origin": "baseline" },
@@ -221,6 +237,7 @@ fn the_reference_document_matches() {
     let mut allowed = reference_document();
     allowed["network"] = json!("allow_all");
     allowed["local_port_grants"] = json!([]);
+    allowed["egress"] = json!(null);
     allowed["runtime_controls"].as_array_mut().unwrap().pop();
     allowed["enforcement"]["layers"]
         .as_array_mut()
@@ -238,6 +255,15 @@ fn documents_that_break_the_schema_are_rejected() {
     let mutations: &[Mutation] = &[
         ("an extra top-level key", |d| {
             d["seatbelt_profile"] = json!("(version 1)");
+        }),
+        ("an egress rule of unknown origin", |d| {
+            d["egress"]["rules"][0]["origin"] = json!("environment");
+        }),
+        ("an egress proxy off loopback", |d| {
+            d["egress"]["proxy"] = json!("0.0.0.0:3128");
+        }),
+        ("no egress key", |d| {
+            d.as_object_mut().unwrap().remove("egress");
         }),
         ("an extra key in a file grant", |d| {
             d["file_grants"][0]["executable"] = json!(true);

@@ -370,7 +370,9 @@ fn block_net_curl_to_a_host_http_server_fails_fast() {
             None => skip("the host has no non-loopback IPv4 address"),
         }
         let url = |addr: &str, path: &str| format!("http://{}:{port}/{path}", url_host(addr));
-        let curl = ["-sS", "--max-time", "4"];
+        // Direct connections: past the proxy variables, which lead to Sandy's proxy and
+        // its "blocked by --block-net" answer (tests/egress.rs).
+        let curl = ["-sS", "--max-time", "4", "--noproxy", "*"];
 
         for (i, addr) in addrs.iter().enumerate() {
             let u = url(addr, &format!("blocked-{i}"));
@@ -610,7 +612,8 @@ fn allowed_local_port_is_relayed_and_nothing_else() {
         assert_eq!(next, p + 1);
         let (nl4, _) = non_loopback_addrs();
         let curl = |url: String, tag: &str| {
-            format!("{CURL} -sS --max-time 4 '{url}'; echo \"rc-{tag}=$?\"; ")
+            // Direct, past the proxy variables (the proxy is tested in tests/egress.rs).
+            format!("{CURL} -sS --max-time 4 --noproxy '*' '{url}'; echo \"rc-{tag}=$?\"; ")
         };
         let mut script = curl(format!("http://127.0.0.1:{p}/relayed-1"), "r1");
         script += &curl(format!("http://127.0.0.1:{p}/relayed-2"), "r2");

@@ -258,3 +258,58 @@ fn why_inside_answers_for_the_sandbox_itself() {
         assert_eq!(exits, ["exit=1", "exit=1", "exit=0"], "{out}");
     });
 }
+
+/// `sandy why --connect` agrees with the egress proxy of a real run with the same rules:
+/// a refusal there is the proxy's immediate 403 (decided before any DNS lookup), an
+/// allowance is never one.
+#[test]
+fn why_connect_agrees_with_the_proxy() {
+    for_each_user(|w| {
+        let rules = [
+            "--allow-domain",
+            "*.example.com",
+            "--deny-domain",
+            "bad.example.com",
+        ];
+        let table = [
+            ("www.example.com:80", true),
+            ("WWW.Example.COM.:80", true),
+            ("bad.example.com:80", false),
+            ("example.org:80", false),
+            ("www.example.com:8080", false),
+            ("169.254.169.254:80", false),
+            ("10.0.0.5:80", false),
+        ];
+        for (target, expected) in table {
+            let mut why: Vec<&str> = vec!["why", "--connect", "--json"];
+            why.extend(rules);
+            why.push(target);
+            let o = w.sandy(&why).output().unwrap();
+            let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+            assert_eq!(doc["allowed"], expected, "{target}: {doc}");
+            assert_eq!(o.status.code(), Some(if expected { 0 } else { 1 }));
+            if !expected {
+                assert!(
+                    doc["flag"].is_string() || target.starts_with("bad."),
+                    "{doc}"
+                );
+            }
+
+            let mut run: Vec<&str> = vec!["run"];
+            run.extend(rules);
+            let script = format!(
+                "curl -s -m 5 -o /dev/null -w '%{{http_code}}' -x \"$HTTP_PROXY\" \
+                 http://{target}/ || true"
+            );
+            run.extend(["--", "sh", "-c", &script]);
+            let o = w.sandy(&run).output().unwrap();
+            // 403: refused by a rule before any lookup (an allowed name that cannot be
+            // resolved here is a 502).
+            let denied_by_proxy = stdout(&o).trim() == "403";
+            assert_eq!(
+                denied_by_proxy, !expected,
+                "{target}: why said {expected}, the proxy said denied={denied_by_proxy}"
+            );
+        }
+    });
+}

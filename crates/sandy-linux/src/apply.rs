@@ -115,12 +115,14 @@ fn launch_inner(
     // and private directories. The working directory is entered afterwards, so that it is
     // looked up through the new mounts.
     namespaces::enter(m.network)?;
-    if !m.local_ports.is_empty() {
+    // The egress proxy's listener travels with the local-port listeners.
+    let handed: Vec<u16> = m.local_ports.iter().copied().chain(m.proxy_port).collect();
+    if !handed.is_empty() {
         let channel = channel.as_ref().ok_or(LinuxError::Relay {
             step: "local ports are granted but no relay channel was passed",
             source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
         })?;
-        relay::hand_over_listeners(channel, &m.local_ports)?;
+        relay::hand_over_listeners(channel, &handed)?;
     }
     namespaces::apply(&plan.mounts)?;
     unshare(CloneFlags::CLONE_NEWPID).map_err(|source| LinuxError::PidNamespace { source })?;

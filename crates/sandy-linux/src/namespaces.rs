@@ -737,6 +737,7 @@ mod tests {
             runtime_dir: Some("/run/user/1000".into()),
             network: Network::AllowAll,
             local_ports: vec![],
+            proxy_port: None,
             restore_default_signals: vec![],
             views: vec![],
             policy_document: None,

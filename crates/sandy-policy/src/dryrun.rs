@@ -52,6 +52,20 @@ pub struct DryRunEnvironment {
     pub set: Vec<String>,
 }
 
+/// The egress policy: the proxy's mode and address inside, and every rule with its origin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DryRunEgress {
+    /// `allowlist` (only what the rules allow) or `blocked` (`--block-net`: every request
+    /// refused at once).
+    pub mode: sandy_net::Mode,
+    /// Where the proxy listens inside the sandbox.
+    pub proxy: String,
+    /// Deny rules first (they win), then allow rules.
+    pub rules: Vec<sandy_net::Rule>,
+    /// Address classes refused unless a rule names the address.
+    pub refused_address_classes: Vec<&'static str>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RuntimeControl {
     pub service: String,
@@ -79,6 +93,8 @@ pub struct DryRunDocument {
     pub network: Network,
     /// Host loopback TCP ports relayed into a blocked network.
     pub local_port_grants: Vec<LocalPort>,
+    /// The egress proxy; `null` when the network is open.
+    pub egress: Option<DryRunEgress>,
     pub file_grants: Vec<DryRunGrant>,
     pub protections: Vec<DryRunProtection>,
     /// Host files the sandbox sees as a prepared copy.
@@ -120,6 +136,22 @@ impl DryRunDocument {
             profile: policy.profile.clone(),
             network: policy.network,
             local_port_grants: policy.local_ports.clone(),
+            egress: policy.egress.as_ref().map(|e| DryRunEgress {
+                mode: e.policy.mode,
+                proxy: format!("127.0.0.1:{}", e.proxy_port),
+                rules: e.policy.rules.clone(),
+                refused_address_classes: vec![
+                    "loopback",
+                    "private",
+                    "link_local",
+                    "shared_cgnat",
+                    "unique_local",
+                    "multicast",
+                    "unspecified",
+                    "reserved",
+                    "cloud_metadata",
+                ],
+            }),
             file_grants: policy
                 .grants
                 .iter()

@@ -65,8 +65,26 @@ pub enum ResolveError {
     },
     #[error("port must be between 1 and 65535")]
     InvalidPort,
-    #[error("local port {port} can only be granted together with --block-net")]
+    #[error(
+        "local port {port} can only be granted with a private network (--block-net, \
+         --allow-domain or --net agent)"
+    )]
     PortWithoutBlockNet { port: u16 },
+    #[error("--block-net cannot be combined with --allow-domain, --deny-domain or --net")]
+    NetworkConflict,
+    #[error(
+        "--deny-domain needs --allow-domain or --net agent (everything else is already denied)"
+    )]
+    DenyWithoutAllow,
+    #[error(
+        "--net agent: profile '{profile}' names no network endpoints; name the hosts with \
+         --allow-domain"
+    )]
+    NoAgentEndpoints { profile: String },
+    #[error(
+        "{variable} is not an http(s) URL with a host; --net agent cannot tell which host it names"
+    )]
+    BaseUrl { variable: String },
 }
 
 /// Why a launch manifest was rejected. Raised by the supervisor before it hands the

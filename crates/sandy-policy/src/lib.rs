@@ -23,6 +23,7 @@
 
 mod chain;
 mod dryrun;
+mod egress;
 mod error;
 pub mod filter;
 mod gitfacts;
@@ -41,6 +42,7 @@ pub mod why;
 
 pub use chain::{chain, Chain, ChainError, Pin, MAX_SYMLINKS};
 pub use dryrun::{DryRunDocument, DRY_RUN_SCHEMA_VERSION};
+pub use egress::{base_url_pattern, Egress, EgressRequest, DEFAULT_PROXY_PORT};
 pub use error::{ManifestError, ResolveError};
 pub use gitfacts::{GitDir, GitDirKind, GitFacts};
 pub use host::HostContext;
@@ -56,7 +58,7 @@ pub use policy::{
 };
 pub use profile::{
     builtin_names, builtin_profiles, parse as parse_profile, select as select_profile, Profile,
-    ProfileError, GENERIC, PROFILE_SCHEMA_VERSION,
+    ProfileEndpoint, ProfileError, ProfileNetwork, GENERIC, PROFILE_SCHEMA_VERSION,
 };
 pub use resolve::{
     resolve, RunRequest, POLICY_DOCUMENT_DIR, POLICY_DOCUMENT_PATH, PRIVATE_SHM, PRIVATE_TMP,

@@ -81,6 +81,9 @@ pub struct LaunchManifest {
     pub network: Network,
     /// Loopback ports whose listening sockets the bootstrap hands to the supervisor.
     pub local_ports: Vec<u16>,
+    /// The egress proxy's loopback port: the bootstrap hands its listener to the
+    /// supervisor with the local-port listeners.
+    pub proxy_port: Option<u16>,
     pub restore_default_signals: Vec<RestoredSignal>,
     /// Prepared copies bound over host files (filled in by the supervisor once it has
     /// prepared them; empty in a dry run).
@@ -133,6 +136,7 @@ impl LaunchManifest {
             runtime_dir: policy.runtime_dir.as_deref().map(Into::into),
             network: policy.network,
             local_ports: policy.local_ports.iter().map(|p| p.port).collect(),
+            proxy_port: policy.egress.as_ref().map(|e| e.proxy_port),
             restore_default_signals,
             views: Vec::new(),
             policy_document: None,
@@ -270,6 +274,22 @@ fn validate(m: &LaunchManifest) -> Result<(), ManifestError> {
     if !m.local_ports.is_empty() && m.network != Network::BlockAll {
         return Err(invalid("local ports are granted without a blocked network"));
     }
+    if let Some(port) = m.proxy_port {
+        if m.network != Network::BlockAll {
+            return Err(invalid("an egress proxy without a private network"));
+        }
+        if port == 0 || m.local_ports.contains(&port) {
+            return Err(invalid(
+                "the egress proxy's port is 0 or a granted local port",
+            ));
+        }
+        // Its listener travels with the local-port listeners, at most 64 in one message.
+        if m.local_ports.len() >= 64 {
+            return Err(invalid(
+                "too many local ports granted beside the egress proxy",
+            ));
+        }
+    }
     if m.local_ports.contains(&0) || m.local_ports.len() > 64 {
         return Err(invalid("local ports must be 1-65535, at most 64"));
     }
@@ -320,6 +340,7 @@ mod tests {
             runtime_dir: None,
             network: Network::AllowAll,
             local_ports: vec![],
+            proxy_port: None,
             restore_default_signals: vec![RestoredSignal::Interrupt, RestoredSignal::Quit],
             views: vec![],
             policy_document: None,

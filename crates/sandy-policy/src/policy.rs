@@ -146,11 +146,15 @@ pub struct FileView {
     pub reason: String,
 }
 
-/// The network mode.
+/// The network the kernel gives the sandbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Network {
+    /// The host's network, unrestricted.
     AllowAll,
+    /// A private network namespace with only loopback. What leaves it goes through the
+    /// supervisor: local-port grants, and Sandy's egress proxy when the run has a network
+    /// policy ([`ResolvedPolicy::egress`]: an allowlist, or `--block-net`'s refusals).
     BlockAll,
 }
 
@@ -198,6 +202,9 @@ pub struct ResolvedPolicy {
     pub network: Network,
     /// Host loopback ports relayed into a blocked network.
     pub local_ports: Vec<LocalPort>,
+    /// The egress proxy's policy (`--allow-domain`, `--net agent`, or `--block-net`'s
+    /// immediate refusals); `None` when the network is open.
+    pub egress: Option<crate::egress::Egress>,
     pub profile: ProfileInfo,
     /// Paths that override the grants (masks and read-only paths).
     pub protections: Vec<Protection>,

@@ -128,6 +128,27 @@ pub struct ProfileNotice {
     pub message: String,
 }
 
+/// One network endpoint of an agent (its model API, login, telemetry host).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileEndpoint {
+    /// A pattern as `--allow-domain` takes it (`api.example.com`, `*.example.com:8443`).
+    pub host: String,
+    /// What the agent uses it for.
+    pub role: String,
+    /// Variables holding a base URL that replaces this host when set (first set wins).
+    #[serde(default)]
+    pub base_url_env: Vec<String>,
+}
+
+/// The agent's network endpoints, allowed by `--net agent`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileNetwork {
+    #[serde(default)]
+    pub endpoints: Vec<ProfileEndpoint>,
+}
+
 /// One profile document.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -161,6 +182,8 @@ pub struct Profile {
     pub environment: ProfileEnvironment,
     #[serde(default)]
     pub notice: Option<ProfileNotice>,
+    #[serde(default)]
+    pub network: ProfileNetwork,
 }
 
 /// Why a profile could not be loaded or chosen.
@@ -252,6 +275,11 @@ pub fn parse(name: &str, text: &str) -> Result<Profile, ProfileError> {
             return Err(invalid(format!(
                 "path {path} must start with ~/, / or {{root}}"
             )));
+        }
+    }
+    for endpoint in &profile.network.endpoints {
+        if let Err(e) = endpoint.host.parse::<sandy_net::Pattern>() {
+            return Err(invalid(format!("endpoint {}: {e}", endpoint.host)));
         }
     }
     Ok(profile)

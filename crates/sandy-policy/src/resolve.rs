@@ -32,6 +32,8 @@ pub struct RunRequest {
     pub allow_local_ports: Vec<u16>,
     /// `--numbat-collector` port.
     pub numbat_collector: Option<u16>,
+    /// `--allow-domain`, `--deny-domain`, `--net agent`.
+    pub egress: crate::egress::EgressRequest,
     /// `--profile NAME`; detected from the command name when absent.
     pub profile: Option<String>,
 }
@@ -315,6 +317,19 @@ pub fn resolve(
         environment.push((name.into(), value.into()));
         set_env.push(name.clone());
     }
+    let local_ports = local_ports(request)?;
+    let ports: Vec<u16> = local_ports.iter().map(|p| p.port).collect();
+    let egress =
+        crate::egress::resolve_egress(&request.egress, request.block_net, &profile, host, &ports)?;
+    if let Some(e) = &egress {
+        // Every client that honours the usual variables goes through the proxy; the
+        // caller's own proxy settings would lead nowhere inside.
+        for (name, value) in sandy_net::proxy_environment(e.proxy_port) {
+            environment.retain(|(k, _)| k != name.as_str());
+            environment.push((name.clone().into(), value.into()));
+            set_env.push(name);
+        }
+    }
     removed_env.sort();
     removed_env.dedup();
     set_env.sort();
@@ -387,12 +402,13 @@ pub fn resolve(
         set_env,
         grants,
         protections,
-        network: if request.block_net {
+        network: if request.block_net || egress.is_some() {
             Network::BlockAll
         } else {
             Network::AllowAll
         },
-        local_ports: local_ports(request)?,
+        local_ports,
+        egress,
         profile: ProfileInfo {
             name: profile.name.clone(),
             detected,
@@ -425,7 +441,7 @@ fn local_ports(request: &RunRequest) -> Result<Vec<LocalPort>, ResolveError> {
         if p.port == 0 {
             return Err(ResolveError::InvalidPort);
         }
-        if !request.block_net {
+        if !request.block_net && !request.egress.any() {
             return Err(ResolveError::PortWithoutBlockNet { port: p.port });
         }
         if !ports.iter().any(|q| q.port == p.port) {

@@ -576,7 +576,10 @@ def main():
     STATE["dir"] = sys.argv[1]
     with open(sys.argv[2]) as f:
         STATE["script"] = json.load(f)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    # The egress tests run it on a public-looking address inside their own network
+    # namespace, reached by name through Sandy's proxy.
+    bind = os.environ.get("FAKE_MODEL_API_BIND", "127.0.0.1")
+    server = http.server.ThreadingHTTPServer((bind, 0), Handler)
     server.daemon_threads = True
     print(json.dumps({"port": server.server_address[1]}), flush=True)
     server.serve_forever()

@@ -157,6 +157,7 @@ fn request(cmd: &[&str]) -> RunRequest {
         block_net: false,
         allow_local_ports: vec![],
         numbat_collector: None,
+        egress: Default::default(),
         profile: None,
     }
 }
@@ -247,6 +248,7 @@ fn plain_run_resolves_to_the_default_policy() {
         ],
         network: Network::AllowAll,
         local_ports: vec![],
+        egress: None,
         profile: ProfileInfo {
             name: "generic".into(),
             detected: false,

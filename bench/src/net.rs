@@ -1,0 +1,339 @@
+//! The egress proxy's rows: one large download, connection latency (median and p99),
+//! 200 concurrent connections, and the supervisor's peak RSS under that load, each side by
+//! side with a direct connection in the same run.
+//!
+//! It needs its own network: as root, the benchmark re-runs itself under
+//! `unshare -n -m` (`__net-rows`), puts a public-looking address (198.51.100.7) on that
+//! namespace's loopback, names it in a hosts file bind-mounted over `/etc/hosts`, and
+//! serves HTTP there from a thread of its own. Direct means the same client bare in that
+//! namespace; proxied means the client inside `sandy run --allow-domain bench.stand-in.test`.
+//! The client is this executable (`__net-client`), copied into the project.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{vm_hwm_kib, Res, Stats};
+
+pub const ADDRESS: &str = "198.51.100.7";
+pub const NAME: &str = "bench.stand-in.test";
+/// The large download.
+const BIG: usize = 256 * 1024 * 1024;
+const LATENCY_REQUESTS: usize = 1000;
+const CONCURRENT: usize = 200;
+
+/// One row as the parent renders it: workload, then the six cells.
+pub type RawRow = (String, [String; 6]);
+
+/// In the parent: runs the rows in a network namespace of their own. `None` with the
+/// reason when that cannot be done (not root, no `unshare`).
+pub fn rows(sandy: &Path, scratch: &Path) -> Result<Vec<RawRow>, String> {
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    let out = Command::new("unshare")
+        .args(["-n", "-m", "--propagation", "private"])
+        .arg(&me)
+        .arg("__net-rows")
+        .arg(sandy)
+        .arg(scratch)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("unshare: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "the network rows need root (a network namespace of their own): {}",
+            out.status
+        ));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(text
+        .lines()
+        .filter_map(|l| {
+            let mut parts = l.split('\t');
+            let workload = parts.next()?.to_owned();
+            let cells: Vec<String> = parts.map(str::to_owned).collect();
+            Some((workload, cells.try_into().ok()?))
+        })
+        .collect())
+}
+
+fn sh(cmd: &mut Command) -> Res<()> {
+    let status = cmd.status()?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{cmd:?}: {status}").into())
+    }
+}
+
+/// Answers `GET /big` with `BIG` bytes and anything else with a short body.
+fn serve(listener: TcpListener) {
+    for stream in listener.incoming().flatten() {
+        std::thread::spawn(move || {
+            let mut stream = stream;
+            let mut head = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let big = head.windows(5).any(|w| w == b"/big ");
+            let len = if big { BIG } else { 3 };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n"
+            );
+            if big {
+                let chunk = vec![0u8; 256 * 1024];
+                let mut left = BIG;
+                while left > 0 {
+                    let k = left.min(chunk.len());
+                    if stream.write_all(&chunk[..k]).is_err() {
+                        return;
+                    }
+                    left -= k;
+                }
+            } else {
+                let _ = stream.write_all(b"ok\n");
+            }
+        });
+    }
+}
+
+/// In the namespace: sets it up, measures, prints the rows (tab-separated).
+pub fn rows_child(sandy: &Path, scratch: &Path) -> Res<()> {
+    sh(Command::new("ip").args(["link", "set", "lo", "up"]))?;
+    sh(Command::new("ip").args(["addr", "add", &format!("{ADDRESS}/32"), "dev", "lo"]))?;
+    let hosts = scratch.join("hosts");
+    std::fs::write(&hosts, format!("127.0.0.1 localhost\n{ADDRESS} {NAME}\n"))?;
+    sh(Command::new("mount")
+        .arg("--bind")
+        .arg(&hosts)
+        .arg("/etc/hosts"))?;
+    let listener = TcpListener::bind((ADDRESS, 80))?;
+    std::thread::spawn(move || serve(listener));
+
+    let project = scratch.join("net");
+    std::fs::create_dir_all(&project)?;
+    let client = project.join("client");
+    std::fs::copy(std::env::current_exe()?, &client)?;
+    let sandboxed = |args: &[&str]| -> Command {
+        let mut cmd = Command::new(sandy);
+        cmd.args([
+            "run",
+            "--allow-domain",
+            NAME,
+            "--",
+            "./client",
+            "__net-client",
+        ])
+        .args(args)
+        .current_dir(&project)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null());
+        cmd
+    };
+    let bare = |args: &[&str]| -> Command {
+        let mut cmd = Command::new(&client);
+        cmd.arg("__net-client")
+            .args(args)
+            .current_dir(&project)
+            .stdin(Stdio::null());
+        cmd
+    };
+    let samples = |mut cmd: Command| -> Res<Vec<f64>> {
+        let out = cmd.output()?;
+        if !out.status.success() {
+            return Err(format!("{cmd:?}: {}", out.status).into());
+        }
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .filter_map(|s| s.parse().ok())
+            .collect())
+    };
+
+    // 1. One large download, three times each, alternating.
+    let mut direct = Vec::new();
+    let mut proxied = Vec::new();
+    for _ in 0..3 {
+        direct.extend(samples(bare(&["download", "direct"]))?);
+        proxied.extend(samples(sandboxed(&["download", "proxy"]))?);
+    }
+    let (d, p) = (Stats::of(direct), Stats::of(proxied));
+    let mib = BIG as f64 / (1024.0 * 1024.0);
+    let (dr, pr) = (mib / (d.median / 1000.0), mib / (p.median / 1000.0));
+    row(
+        &format!(
+            "egress: one {} MiB download through the proxy vs direct",
+            BIG >> 20
+        ),
+        [
+            format!("{dr:.0} MiB/s"),
+            format!("{pr:.0} MiB/s"),
+            format!("{:+.1}%", 100.0 * (pr - dr) / dr),
+            format!("{:.3}", pr / dr),
+            "throughput ≥ 90% of direct".to_owned(),
+            yes_no(pr >= 0.9 * dr),
+        ],
+    );
+
+    // 2. Connection latency: sequential requests, time to the whole (tiny) response.
+    let d = Stats::of(samples(bare(&["latency", "direct"]))?);
+    let p = Stats::of(samples(sandboxed(&["latency", "proxy"]))?);
+    let (d99, p99) = (d.p99, p.p99);
+    row(
+        &format!("egress: connect + request latency, median of {LATENCY_REQUESTS}"),
+        [
+            format!("{:.3} ms", d.median),
+            format!("{:.3} ms", p.median),
+            format!("{:+.3} ms", p.median - d.median),
+            format!("{:.3}", p.median / d.median),
+            "added ≤ 0.3 ms".to_owned(),
+            yes_no(p.median - d.median <= 0.3),
+        ],
+    );
+    row(
+        &format!("egress: connect + request latency, p99 of {LATENCY_REQUESTS}"),
+        [
+            format!("{d99:.3} ms"),
+            format!("{p99:.3} ms"),
+            format!("{:+.3} ms", p99 - d99),
+            format!("{:.3}", p99 / d99),
+            "— (reference)".to_owned(),
+            "—".to_owned(),
+        ],
+    );
+
+    // 3. and 4. Concurrent connections, and the supervisor's peak RSS meanwhile.
+    let direct_errors = samples(bare(&["concurrent", "direct"]))?;
+    let mut cmd = sandboxed(&["concurrent", "proxy"]);
+    cmd.stdout(Stdio::piped());
+    let child = cmd.spawn()?;
+    let pid = child.id();
+    let mut peak = 0;
+    let watcher = std::thread::spawn(move || child.wait_with_output());
+    while !watcher.is_finished() {
+        if let Some(kib) = vm_hwm_kib(pid) {
+            peak = peak.max(kib);
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let out = watcher.join().map_err(|_| "the watcher panicked")??;
+    let proxied_errors: Vec<f64> = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    let errors = |v: &[f64]| v.first().copied().unwrap_or(f64::NAN);
+    row(
+        &format!("egress: {CONCURRENT} concurrent connections, errors"),
+        [
+            format!("{}", errors(&direct_errors)),
+            format!("{}", errors(&proxied_errors)),
+            "—".to_owned(),
+            "—".to_owned(),
+            "no error".to_owned(),
+            yes_no(errors(&proxied_errors) == 0.0 && out.status.success()),
+        ],
+    );
+    row(
+        &format!("egress: supervisor peak RSS under {CONCURRENT} concurrent connections"),
+        [
+            "—".to_owned(),
+            format!("{:.2} MiB", peak as f64 / 1024.0),
+            "—".to_owned(),
+            "—".to_owned(),
+            "≤ 16 MiB".to_owned(),
+            yes_no(peak > 0 && peak <= 16 * 1024),
+        ],
+    );
+    Ok(())
+}
+
+fn yes_no(b: bool) -> String {
+    if b { "yes" } else { "no" }.to_owned()
+}
+
+fn row(workload: &str, cells: [String; 6]) {
+    println!("{workload}\t{}", cells.join("\t"));
+}
+
+/// Where a client connects, and the request line it sends.
+fn target(mode: &str, path: &str) -> Res<(String, String)> {
+    match mode {
+        "direct" => Ok((format!("{ADDRESS}:80"), format!("GET {path} HTTP/1.1"))),
+        "proxy" => {
+            let proxy = std::env::var("HTTP_PROXY")?;
+            let addr = proxy.trim_start_matches("http://").trim_end_matches('/');
+            Ok((addr.to_owned(), format!("GET http://{NAME}{path} HTTP/1.1")))
+        }
+        _ => Err(format!("unknown mode {mode}").into()),
+    }
+}
+
+/// One request; returns the number of body bytes read.
+fn request(addr: &str, line: &str) -> Res<usize> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_nodelay(true)?;
+    write!(s, "{line}\r\nHost: {NAME}\r\n\r\n")?;
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut total = 0;
+    loop {
+        match s.read(&mut buf)? {
+            0 => break,
+            n => total += n,
+        }
+    }
+    Ok(total)
+}
+
+/// The client, inside or outside the sandbox: prints its samples (ms) or error count.
+pub fn client(args: &[String]) -> Res<()> {
+    let (what, mode) = match args {
+        [w, m] => (w.as_str(), m.as_str()),
+        _ => return Err("usage: __net-client download|latency|concurrent direct|proxy".into()),
+    };
+    match what {
+        "download" => {
+            let (addr, line) = target(mode, "/big")?;
+            let t = Instant::now();
+            let n = request(&addr, &line)?;
+            if n < BIG {
+                return Err(format!("short download: {n} bytes").into());
+            }
+            println!("{}", t.elapsed().as_secs_f64() * 1000.0);
+        }
+        "latency" => {
+            let (addr, line) = target(mode, "/small")?;
+            for _ in 0..LATENCY_REQUESTS {
+                let t = Instant::now();
+                request(&addr, &line)?;
+                println!("{}", t.elapsed().as_secs_f64() * 1000.0);
+            }
+        }
+        "concurrent" => {
+            let (addr, line) = target(mode, "/small")?;
+            let barrier = std::sync::Arc::new(std::sync::Barrier::new(CONCURRENT));
+            let handles: Vec<_> = (0..CONCURRENT)
+                .map(|_| {
+                    let (addr, line, barrier) = (addr.clone(), line.clone(), barrier.clone());
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        request(&addr, &line).map(|n| n > 0).unwrap_or(false)
+                    })
+                })
+                .collect();
+            let failed = handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or(false))
+                .filter(|ok| !ok)
+                .count();
+            println!("{failed}");
+        }
+        _ => return Err(format!("unknown client action {what}").into()),
+    }
+    Ok(())
+}

@@ -1,0 +1,85 @@
+//! The supervisor's side of the egress policy: the `--net-log` file opened before launch,
+//! the proxy started on the listener the bootstrap hands over, and the summary after the
+//! run.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::time::Duration;
+
+use sandy_net::proxy::{ProxyConfig, ProxyHandle};
+use sandy_policy::Egress;
+
+use crate::error::SandyError;
+
+/// How long the proxy may take after the target's exit to end and log its connections.
+const LOG_GRACE: Duration = Duration::from_secs(2);
+
+/// The egress proxy of one run: prepared before launch, started once its listener
+/// arrives, reported after the run.
+pub struct Proxy {
+    pending: Option<(u16, ProxyConfig)>,
+    running: Option<ProxyHandle>,
+}
+
+impl Proxy {
+    /// Opens the log (appending) before anything starts, so a bad path fails the launch.
+    pub fn prepare(egress: Option<&Egress>, log: Option<&Path>) -> Result<Proxy, SandyError> {
+        let Some(egress) = egress else {
+            return Ok(Proxy {
+                pending: None,
+                running: None,
+            });
+        };
+        let log = log
+            .map(|path| {
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .map_err(|source| SandyError::Io {
+                        step: "cannot open the --net-log file",
+                        source,
+                    })
+            })
+            .transpose()?;
+        Ok(Proxy {
+            pending: Some((
+                egress.proxy_port,
+                ProxyConfig {
+                    policy: egress.policy.clone(),
+                    log,
+                },
+            )),
+            running: None,
+        })
+    }
+
+    /// The port whose listener is the proxy's.
+    pub fn port(&self) -> Option<u16> {
+        self.pending.as_ref().map(|(port, _)| *port)
+    }
+
+    /// Serves the listener the bootstrap created inside the sandbox.
+    pub fn start(&mut self, listener: TcpListener) -> Result<(), SandyError> {
+        if let Some((_, config)) = self.pending.take() {
+            let handle =
+                sandy_net::proxy::spawn(listener, config).map_err(|source| SandyError::Io {
+                    step: "cannot start the egress proxy",
+                    source,
+                })?;
+            self.running = Some(handle);
+        }
+        Ok(())
+    }
+
+    /// After the run: waits briefly for the last connections to be logged, then prints
+    /// the summary (allowed destinations with counts, refused ones with the flag that
+    /// would allow each).
+    pub fn report(&self) {
+        let Some(handle) = &self.running else { return };
+        handle.finish(LOG_GRACE);
+        for line in handle.summary() {
+            eprintln!("sandy: {line}");
+        }
+    }
+}

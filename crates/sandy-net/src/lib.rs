@@ -1,0 +1,51 @@
+//! Sandy's egress policy (design 3.6).
+//!
+//! A sandbox with a network policy has a private network namespace with only loopback;
+//! it reaches the outside only through Sandy's proxy, which runs in the supervisor,
+//! outside the sandbox, on a listener that exists only inside the sandbox's namespace.
+//!
+//! - [`host`]: host names and addresses normalised (case, trailing dot, IDNA, every IP
+//!   notation), user information refused.
+//! - [`addr`]: address classes refused unless a rule names them (loopback, private,
+//!   link-local, CGNAT, unique-local, multicast, cloud metadata).
+//! - [`rules`]: patterns, rules and decisions, made before any DNS lookup; resolved
+//!   addresses checked again (rebinding).
+//! - `proxy` (feature `proxy`): HTTP CONNECT, plain HTTP forwarding and SOCKS5, with
+//!   immediate, explained refusals, a JSON-lines log and a summary.
+#![forbid(unsafe_code)]
+
+pub mod addr;
+pub mod host;
+#[cfg(feature = "proxy")]
+pub mod proxy;
+pub mod rules;
+
+pub use addr::{classify, AddressClass};
+pub use host::{parse_host, Host, NameError};
+pub use rules::{
+    Action, Decision, Denial, EgressPolicy, HostPattern, Mode, Pattern, PatternError, PortSpec,
+    Rule, RuleOrigin,
+};
+
+/// The values `NO_PROXY` and `no_proxy` get inside: loopback stays direct (local-port
+/// grants, servers the command starts itself).
+pub const NO_PROXY: &str = "localhost,127.0.0.1,::1";
+
+/// The variables that point a sandboxed process at the proxy on `127.0.0.1:port`, upper
+/// and lower case: `HTTP_PROXY`, `HTTPS_PROXY` (HTTP CONNECT), `ALL_PROXY` (SOCKS5 with
+/// names resolved by the proxy), `NO_PROXY`.
+pub fn proxy_environment(port: u16) -> Vec<(String, String)> {
+    let http = format!("http://127.0.0.1:{port}");
+    let socks = format!("socks5h://127.0.0.1:{port}");
+    let mut vars = Vec::new();
+    for (name, value) in [
+        ("HTTP_PROXY", http.as_str()),
+        ("HTTPS_PROXY", http.as_str()),
+        ("ALL_PROXY", socks.as_str()),
+        ("NO_PROXY", NO_PROXY),
+    ] {
+        vars.push((name.to_owned(), value.to_owned()));
+        vars.push((name.to_ascii_lowercase(), value.to_owned()));
+    }
+    vars
+}

@@ -1,0 +1,995 @@
+//! The egress proxy: one listener (inside the sandbox's network namespace, served from the
+//! supervisor outside it) that speaks HTTP CONNECT, plain HTTP forwarding (absolute-form
+//! requests) and SOCKS5 (names resolved by Sandy, or literal addresses under the same
+//! rules). Every destination is decided before any lookup; a refusal is answered at once
+//! with the reason and the flag that would allow it. Names are resolved on the host and
+//! each address is checked again, so an allowed name that resolves to a refused address
+//! reaches nothing.
+//!
+//! Plain HTTP requests are forwarded with `Connection: close`; what the client sends after
+//! the request head is passed to the same upstream unparsed, so a connection can never
+//! reach a second host.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::addr::canonical;
+use crate::host::{parse_host, Host, NameError};
+use crate::rules::{Decision, Denial, EgressPolicy};
+
+/// Largest request head accepted (request line and headers).
+const MAX_HEAD: usize = 64 * 1024;
+/// How long a client may take to send its request.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long one connection attempt upstream may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Copy buffer per direction.
+const COPY_BUFFER: usize = 64 * 1024;
+/// Most header lines parsed in a request head.
+const MAX_HEADERS: usize = 128;
+
+/// What the proxy enforces, and where it logs.
+pub struct ProxyConfig {
+    pub policy: EgressPolicy,
+    /// `--net-log`: one JSON line per decision.
+    pub log: Option<std::fs::File>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct Tally {
+    allowed: u64,
+    denied: u64,
+    failed: u64,
+    hint: Option<String>,
+    reason: Option<String>,
+}
+
+struct Shared {
+    policy: EgressPolicy,
+    log: Option<Mutex<std::fs::File>>,
+    tally: Mutex<BTreeMap<String, Tally>>,
+    active: Mutex<usize>,
+    idle: Condvar,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The running proxy, owned by the supervisor; its thread ends with the process.
+pub struct ProxyHandle {
+    shared: Arc<Shared>,
+}
+
+/// Starts serving `listener` (the listener the bootstrap created inside the sandbox and
+/// handed over) on a thread of its own.
+pub fn spawn(listener: std::net::TcpListener, config: ProxyConfig) -> std::io::Result<ProxyHandle> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .max_blocking_threads(16)
+        .thread_stack_size(256 * 1024)
+        .thread_name("sandy-resolve")
+        .build()?;
+    listener.set_nonblocking(true)?;
+    let shared = Arc::new(Shared {
+        policy: config.policy,
+        log: config.log.map(Mutex::new),
+        tally: Mutex::new(BTreeMap::new()),
+        active: Mutex::new(0),
+        idle: Condvar::new(),
+    });
+    let listener = {
+        let _guard = runtime.enter();
+        tokio::net::TcpListener::from_std(listener)?
+    };
+    let serving = Arc::clone(&shared);
+    std::thread::Builder::new()
+        .name("sandy-proxy".into())
+        .stack_size(512 * 1024)
+        .spawn(move || {
+            runtime.block_on(async move {
+                loop {
+                    let Ok((stream, _)) = listener.accept().await else {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    };
+                    let shared = Arc::clone(&serving);
+                    let guard = Active::start(&shared);
+                    tokio::spawn(async move {
+                        serve(stream, &shared).await;
+                        drop(guard);
+                    });
+                }
+            });
+        })?;
+    Ok(ProxyHandle { shared })
+}
+
+/// Counts a connection from accept until its log line is written.
+struct Active(Arc<Shared>);
+
+impl Active {
+    fn start(shared: &Arc<Shared>) -> Active {
+        *lock(&shared.active) += 1;
+        Active(Arc::clone(shared))
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        let mut n = lock(&self.0.active);
+        *n = n.saturating_sub(1);
+        self.0.idle.notify_all();
+    }
+}
+
+impl ProxyHandle {
+    /// After the target's exit (its sockets closed): waits, at most `limit`, until every
+    /// connection has ended and been logged.
+    pub fn finish(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        let mut n = lock(&self.shared.active);
+        while *n > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            n = self
+                .shared
+                .idle
+                .wait_timeout(n, left)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+        }
+        true
+    }
+
+    /// The run's summary, one line each: allowed destinations with counts, refused ones
+    /// with the flag that would allow each. Empty when nothing was requested.
+    pub fn summary(&self) -> Vec<String> {
+        let tally = lock(&self.shared.tally);
+        let allowed: Vec<String> = tally
+            .iter()
+            .filter(|(_, t)| t.allowed > 0)
+            .map(|(target, t)| format!("{target} ({})", t.allowed))
+            .collect();
+        let mut lines = Vec::new();
+        if !allowed.is_empty() {
+            lines.push(format!("network: allowed {}", allowed.join(", ")));
+        }
+        for (target, t) in tally.iter().filter(|(_, t)| t.failed > 0 && t.denied == 0) {
+            if let Some(r) = &t.reason {
+                lines.push(format!(
+                    "network: allowed {target} but it failed ({}x): {r}",
+                    t.failed
+                ));
+            }
+        }
+        for (target, t) in tally.iter().filter(|(_, t)| t.denied > 0) {
+            let times = if t.denied == 1 {
+                "once".to_owned()
+            } else {
+                format!("{} times", t.denied)
+            };
+            let how = match (&t.hint, &t.reason) {
+                (Some(h), _) => format!("; allow with {h}"),
+                (None, Some(r)) => format!(": {r}"),
+                (None, None) => String::new(),
+            };
+            lines.push(format!("network: refused {target} {times}{how}"));
+        }
+        lines
+    }
+}
+
+/// The decision about one request as logged.
+enum Verdict<'a> {
+    /// Allowed by the rule at this index, and connected.
+    Allow(usize),
+    /// Refused by the policy, with the reason.
+    Deny(&'a Denial, String),
+    /// Allowed by the rule at this index, but it could not be resolved or connected.
+    Failed(usize, String),
+}
+
+/// What happened to one request, for the log and the summary.
+struct Outcome<'a> {
+    protocol: &'static str,
+    target: String,
+    host: String,
+    port: u16,
+    decision: Verdict<'a>,
+    address: Option<IpAddr>,
+    up: u64,
+    down: u64,
+}
+
+impl Shared {
+    fn record(&self, o: Outcome<'_>) {
+        {
+            let mut tally = lock(&self.tally);
+            let t = tally.entry(o.target.clone()).or_default();
+            match &o.decision {
+                Verdict::Allow(_) => t.allowed += 1,
+                Verdict::Deny(denial, reason) => {
+                    t.denied += 1;
+                    t.hint = self.policy.hint(denial, &o.host, o.port);
+                    t.reason = Some(reason.clone());
+                }
+                Verdict::Failed(_, reason) => {
+                    t.failed += 1;
+                    t.reason = Some(reason.clone());
+                }
+            }
+        }
+        let Some(log) = &self.log else { return };
+        let rule = match &o.decision {
+            Verdict::Allow(i)
+            | Verdict::Failed(i, _)
+            | Verdict::Deny(Denial::DeniedByRule(i), _) => {
+                self.policy.rules.get(*i).map(ToString::to_string)
+            }
+            Verdict::Deny(Denial::Blocked, _) => Some("--block-net".to_owned()),
+            Verdict::Deny(..) => None,
+        };
+        let (decision, reason) = match &o.decision {
+            Verdict::Allow(_) => ("allow", None),
+            Verdict::Deny(_, r) => ("deny", Some(r.clone())),
+            Verdict::Failed(_, r) => ("error", Some(r.clone())),
+        };
+        let line = serde_json::json!({
+            "time": humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            "protocol": o.protocol,
+            "host": o.host,
+            "port": o.port,
+            "decision": decision,
+            "rule": rule,
+            "reason": reason,
+            "address": o.address.map(|a| a.to_string()),
+            "bytes_up": o.up,
+            "bytes_down": o.down,
+        });
+        let mut file = lock(log);
+        let _ = writeln!(file, "{line}");
+    }
+}
+
+/// Why a request was not connected: refused by the policy, or allowed by a rule (its
+/// index) but unreachable.
+enum Failure {
+    Denied(Denial),
+    Resolve(usize, std::io::Error),
+    Connect(usize, std::io::Error),
+}
+
+async fn serve(client: TcpStream, shared: &Shared) {
+    let _ = client.set_nodelay(true);
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(HEAD_TIMEOUT, client.peek(&mut first)).await {
+        Ok(Ok(1)) => {}
+        _ => return,
+    }
+    if first[0] == 5 {
+        socks5(client, shared).await;
+    } else {
+        http(client, shared).await;
+    }
+}
+
+/// Decides, resolves on the host, checks each address, connects to the first admitted
+/// one that answers.
+async fn open(
+    policy: &EgressPolicy,
+    host: &Host,
+    port: u16,
+) -> Result<(usize, TcpStream, IpAddr), Failure> {
+    let rule = match policy.decide(host, port) {
+        Decision::Allow(i) => i,
+        Decision::Deny(d) => return Err(Failure::Denied(d)),
+    };
+    let addresses: Vec<IpAddr> = match host {
+        Host::Ip(a) => vec![canonical(*a)],
+        Host::Name(n) => tokio::net::lookup_host((n.as_str(), port))
+            .await
+            .map_err(|e| Failure::Resolve(rule, e))?
+            .map(|s| canonical(s.ip()))
+            .collect(),
+    };
+    let mut refusal = None;
+    let mut last_error = None;
+    for ip in addresses {
+        if let Err(d) = policy.admit_address(ip, port) {
+            refusal.get_or_insert(d);
+            continue;
+        }
+        match tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            TcpStream::connect(SocketAddr::new(ip, port)),
+        )
+        .await
+        {
+            Ok(Ok(stream)) => {
+                let _ = stream.set_nodelay(true);
+                return Ok((rule, stream, ip));
+            }
+            Ok(Err(e)) => last_error = Some(e),
+            Err(_) => last_error = Some(std::io::ErrorKind::TimedOut.into()),
+        }
+    }
+    match (last_error, refusal) {
+        (Some(e), _) => Err(Failure::Connect(rule, e)),
+        (None, Some(d)) => Err(Failure::Denied(d)),
+        (None, None) => Err(Failure::Resolve(rule, std::io::Error::other("no address"))),
+    }
+}
+
+/// Capacity of the pipe each direction of a relayed connection goes through.
+const PIPE_SIZE: i32 = 1024 * 1024;
+
+/// Copies both directions until each has ended, half-closing each side at the other's
+/// end of file; returns the bytes sent up (client to upstream) and down. The bytes move
+/// through a pipe with `splice(2)`, never through user space; if the pipes cannot be
+/// made (descriptors exhausted), through tokio's copy.
+async fn relay(client: &mut TcpStream, upstream: &mut TcpStream) -> (u64, u64) {
+    let (Ok(up_pipe), Ok(down_pipe)) = (Pipe::new(), Pipe::new()) else {
+        return tokio::io::copy_bidirectional_with_sizes(
+            client,
+            upstream,
+            COPY_BUFFER,
+            COPY_BUFFER,
+        )
+        .await
+        .unwrap_or((0, 0));
+    };
+    let up = std::sync::atomic::AtomicU64::new(0);
+    let down = std::sync::atomic::AtomicU64::new(0);
+    let (c, u) = (&*client, &*upstream);
+    // The first error (a reset) ends both directions, as tokio's copy does.
+    let _ = tokio::try_join!(
+        splice_one_way(c, u, &up_pipe, &up),
+        splice_one_way(u, c, &down_pipe, &down)
+    );
+    (
+        up.load(std::sync::atomic::Ordering::Relaxed),
+        down.load(std::sync::atomic::Ordering::Relaxed),
+    )
+}
+
+/// A pipe for one direction of a relayed connection.
+struct Pipe {
+    read: std::os::fd::OwnedFd,
+    write: std::os::fd::OwnedFd,
+}
+
+impl Pipe {
+    fn new() -> nix::Result<Pipe> {
+        use nix::fcntl::{fcntl, FcntlArg, OFlag};
+        let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)?;
+        // A larger pipe moves more per call; the default (64 KiB) is kept if refused.
+        let _ = fcntl(&write, FcntlArg::F_SETPIPE_SZ(PIPE_SIZE));
+        Ok(Pipe { read, write })
+    }
+}
+
+/// Moves everything `from` sends to `to` through `pipe`, counting into `count`; at the
+/// end of `from`'s data, shuts down `to` for writing.
+async fn splice_one_way(
+    from: &TcpStream,
+    to: &TcpStream,
+    pipe: &Pipe,
+    count: &std::sync::atomic::AtomicU64,
+) -> std::io::Result<()> {
+    use nix::fcntl::{splice, SpliceFFlags};
+    use tokio::io::Interest;
+    let flags = SpliceFFlags::SPLICE_F_NONBLOCK | SpliceFFlags::SPLICE_F_MOVE;
+    let capacity = usize::try_from(PIPE_SIZE).unwrap_or(65536);
+    loop {
+        // The pipe is empty here, so "would block" can only mean the socket has nothing.
+        let n = loop {
+            from.readable().await?;
+            match from.try_io(Interest::READABLE, || {
+                splice(from, None, &pipe.write, None, capacity, flags).map_err(std::io::Error::from)
+            }) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            }
+        };
+        if n == 0 {
+            let _ = nix::sys::socket::shutdown(
+                std::os::fd::AsRawFd::as_raw_fd(to),
+                nix::sys::socket::Shutdown::Write,
+            );
+            return Ok(());
+        }
+        let mut left = n;
+        while left > 0 {
+            to.writable().await?;
+            match to.try_io(Interest::WRITABLE, || {
+                splice(&pipe.read, None, to, None, left, flags).map_err(std::io::Error::from)
+            }) {
+                Ok(m) => left -= m,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        count.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Splits `host:port` or `[v6]:port` (a CONNECT authority).
+fn authority(text: &str) -> Result<(Host, u16), NameError> {
+    let invalid = || NameError::Invalid(printable(text));
+    let (host, port) = text.rsplit_once(':').ok_or_else(invalid)?;
+    let port: u16 = port.parse().ok().filter(|p| *p > 0).ok_or_else(invalid)?;
+    if host.contains(':') && !host.starts_with('[') {
+        return Err(invalid());
+    }
+    Ok((parse_host(host)?, port))
+}
+
+/// A client-supplied string made safe for a header, a message or the log.
+fn printable(s: &str) -> String {
+    s.chars()
+        .filter(|c| c.is_ascii_graphic())
+        .take(100)
+        .collect()
+}
+
+/// Reads the request head; returns it and whatever followed it.
+async fn read_head(client: &mut TcpStream) -> Option<(Vec<u8>, Vec<u8>)> {
+    let mut buf = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 4096];
+    let read = async {
+        loop {
+            let n = client.read(&mut chunk).await.ok()?;
+            if n == 0 {
+                return None;
+            }
+            let from = buf.len().saturating_sub(3);
+            buf.extend_from_slice(&chunk[..n]);
+            if let Some(end) = buf[from..].windows(4).position(|w| w == b"\r\n\r\n") {
+                let end = from + end + 4;
+                let rest = buf.split_off(end);
+                return Some((buf, rest));
+            }
+            if buf.len() > MAX_HEAD {
+                return None;
+            }
+        }
+    };
+    tokio::time::timeout(HEAD_TIMEOUT, read)
+        .await
+        .ok()
+        .flatten()
+}
+
+fn response(status: &str, denied: Option<&str>, body: &str) -> Vec<u8> {
+    let mut head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\n\
+         Content-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    if let Some(d) = denied {
+        head.push_str(&format!("X-Sandy-Denied: {d}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut bytes = head.into_bytes();
+    bytes.extend_from_slice(body.as_bytes());
+    bytes
+}
+
+async fn http(mut client: TcpStream, shared: &Shared) {
+    let Some((head, rest)) = read_head(&mut client).await else {
+        return;
+    };
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    let parsed = matches!(req.parse(&head), Ok(httparse::Status::Complete(_)));
+    let (Some(method), Some(path), Some(version)) = (req.method, req.path, req.version) else {
+        let _ = client
+            .write_all(&response(
+                "400 Bad Request",
+                None,
+                "sandy: malformed proxy request\n",
+            ))
+            .await;
+        return;
+    };
+    if !parsed {
+        return;
+    }
+    let connect = method.eq_ignore_ascii_case("CONNECT");
+    let target: Result<(Host, u16, Option<String>), NameError> = if connect {
+        authority(path).map(|(h, p)| (h, p, None))
+    } else {
+        absolute_target(path)
+    };
+    let protocol = if connect { "connect" } else { "http" };
+    let (host, port, origin_form) = match target {
+        Ok(t) => t,
+        Err(e) => {
+            let body = match e {
+                NameError::Invalid(_) if !connect && !path.contains("://") => {
+                    "sandy: this is Sandy's egress proxy; send requests through it as a proxy \
+                     (an absolute http:// URL, CONNECT or SOCKS5)\n"
+                        .to_owned()
+                }
+                e => format!("sandy: refused: {e}\n"),
+            };
+            let _ = client
+                .write_all(&response("400 Bad Request", Some(&printable(path)), &body))
+                .await;
+            return;
+        }
+    };
+    let host_text = host.to_string();
+    let target_text = format!("{host_text}:{port}");
+    match open(&shared.policy, &host, port).await {
+        Err(failure) => {
+            let (status, reason, denial) = describe(shared, &failure, &host_text, port);
+            let header = match denial
+                .as_ref()
+                .and_then(|d| shared.policy.hint(d, &host_text, port))
+            {
+                Some(h) => format!("{target_text}; allow with {h}"),
+                None => format!("{target_text}; {reason}"),
+            };
+            let _ = client
+                .write_all(&response(
+                    status,
+                    Some(&header),
+                    &format!("sandy: {reason}\n"),
+                ))
+                .await;
+            let refused = denial.unwrap_or(Denial::NotAllowed);
+            shared.record(Outcome {
+                protocol,
+                target: target_text,
+                host: host_text,
+                port,
+                decision: verdict(&failure, &refused, reason),
+                address: None,
+                up: 0,
+                down: 0,
+            });
+        }
+        Ok((rule, mut upstream, ip)) => {
+            let mut up = 0u64;
+            if connect {
+                if client
+                    .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            } else {
+                let head = forwarded_head(
+                    &req,
+                    method,
+                    origin_form.as_deref().unwrap_or("/"),
+                    version,
+                    &host_text,
+                    port,
+                );
+                if upstream.write_all(&head).await.is_err() {
+                    return;
+                }
+                up += head.len() as u64;
+            }
+            if !rest.is_empty() {
+                if upstream.write_all(&rest).await.is_err() {
+                    return;
+                }
+                up += rest.len() as u64;
+            }
+            let (u, d) = relay(&mut client, &mut upstream).await;
+            shared.record(Outcome {
+                protocol,
+                target: target_text,
+                host: host_text,
+                port,
+                decision: Verdict::Allow(rule),
+                address: Some(ip),
+                up: up + u,
+                down: d,
+            });
+        }
+    }
+}
+
+fn verdict<'a>(failure: &Failure, refused: &'a Denial, reason: String) -> Verdict<'a> {
+    match failure {
+        Failure::Denied(_) => Verdict::Deny(refused, reason),
+        Failure::Resolve(rule, _) | Failure::Connect(rule, _) => Verdict::Failed(*rule, reason),
+    }
+}
+
+/// The status, the reason, and the policy's refusal (if it was one) of a failure.
+fn describe(
+    shared: &Shared,
+    failure: &Failure,
+    host: &str,
+    port: u16,
+) -> (&'static str, String, Option<Denial>) {
+    match failure {
+        Failure::Denied(d) => (
+            "403 Forbidden",
+            shared.policy.explain(d, host, port),
+            Some(d.clone()),
+        ),
+        Failure::Resolve(_, e) => (
+            "502 Bad Gateway",
+            format!("cannot resolve {host}: {e}"),
+            None,
+        ),
+        Failure::Connect(_, e) => (
+            "502 Bad Gateway",
+            format!("cannot connect to {host}:{port}: {e}"),
+            None,
+        ),
+    }
+}
+
+/// The destination of an absolute-form request (`http://host[:port]/path`) and its
+/// origin-form path.
+fn absolute_target(path: &str) -> Result<(Host, u16, Option<String>), NameError> {
+    let invalid = || NameError::Invalid(printable(path));
+    if !path
+        .get(..7)
+        .is_some_and(|s| s.eq_ignore_ascii_case("http://"))
+    {
+        return Err(invalid());
+    }
+    let url = url::Url::parse(path).map_err(|_| invalid())?;
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(NameError::UserInfo);
+    }
+    let host = match url.host() {
+        Some(url::Host::Domain(d)) => parse_host(d)?,
+        Some(url::Host::Ipv4(a)) => Host::Ip(IpAddr::V4(a)),
+        Some(url::Host::Ipv6(a)) => Host::Ip(IpAddr::V6(a)),
+        None => return Err(invalid()),
+    };
+    let port = url.port_or_known_default().ok_or_else(invalid)?;
+    let mut origin = url.path().to_owned();
+    if let Some(q) = url.query() {
+        origin.push('?');
+        origin.push_str(q);
+    }
+    Ok((host, port, Some(origin)))
+}
+
+/// The request head sent upstream: origin-form, hop-by-hop and proxy headers removed,
+/// `Host` taken from the decided URL (never the client's own `Host` header, which could
+/// name another site on a shared server), `Connection: close`.
+fn forwarded_head(
+    req: &httparse::Request<'_, '_>,
+    method: &str,
+    origin_form: &str,
+    version: u8,
+    host: &str,
+    port: u16,
+) -> Vec<u8> {
+    let mut out = format!("{method} {origin_form} HTTP/1.{version}\r\n").into_bytes();
+    let host = if port == 80 {
+        host.to_owned()
+    } else {
+        format!("{host}:{port}")
+    };
+    out.extend_from_slice(format!("Host: {host}\r\n").as_bytes());
+    for h in req.headers.iter() {
+        let name = h.name.to_ascii_lowercase();
+        if matches!(
+            name.as_str(),
+            "host" | "proxy-connection" | "proxy-authorization" | "connection" | "keep-alive"
+        ) {
+            continue;
+        }
+        out.extend_from_slice(h.name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(h.value);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"Connection: close\r\n\r\n");
+    out
+}
+
+/// SOCKS5 reply codes (RFC 1928).
+mod reply {
+    pub const SUCCEEDED: u8 = 0;
+    pub const GENERAL_FAILURE: u8 = 1;
+    pub const NOT_ALLOWED: u8 = 2;
+    pub const HOST_UNREACHABLE: u8 = 4;
+    pub const CONNECTION_REFUSED: u8 = 5;
+    pub const COMMAND_NOT_SUPPORTED: u8 = 7;
+    pub const ADDRESS_TYPE_NOT_SUPPORTED: u8 = 8;
+}
+
+async fn socks_reply(client: &mut TcpStream, code: u8) -> std::io::Result<()> {
+    client.write_all(&[5, code, 0, 1, 0, 0, 0, 0, 0, 0]).await
+}
+
+async fn socks5(mut client: TcpStream, shared: &Shared) {
+    let request = async {
+        let mut greeting = [0u8; 2];
+        client.read_exact(&mut greeting).await.ok()?;
+        let mut methods = vec![0u8; usize::from(greeting[1])];
+        client.read_exact(&mut methods).await.ok()?;
+        if !methods.contains(&0) {
+            let _ = client.write_all(&[5, 0xff]).await;
+            return None;
+        }
+        client.write_all(&[5, 0]).await.ok()?;
+        let mut fixed = [0u8; 4];
+        client.read_exact(&mut fixed).await.ok()?;
+        let host: Result<Host, NameError> = match fixed[3] {
+            1 => {
+                let mut a = [0u8; 4];
+                client.read_exact(&mut a).await.ok()?;
+                Ok(Host::Ip(IpAddr::from(a)))
+            }
+            4 => {
+                let mut a = [0u8; 16];
+                client.read_exact(&mut a).await.ok()?;
+                Ok(Host::Ip(IpAddr::from(a)))
+            }
+            3 => {
+                let mut len = [0u8; 1];
+                client.read_exact(&mut len).await.ok()?;
+                let mut name = vec![0u8; usize::from(len[0])];
+                client.read_exact(&mut name).await.ok()?;
+                match std::str::from_utf8(&name) {
+                    Ok(n) => parse_host(n),
+                    Err(_) => Err(NameError::Invalid(
+                        String::from_utf8_lossy(&name).into_owned(),
+                    )),
+                }
+            }
+            _ => {
+                let _ = socks_reply(&mut client, reply::ADDRESS_TYPE_NOT_SUPPORTED).await;
+                return None;
+            }
+        };
+        let mut port = [0u8; 2];
+        client.read_exact(&mut port).await.ok()?;
+        Some((fixed[1], host, u16::from_be_bytes(port)))
+    };
+    let Ok(Some((command, host, port))) = tokio::time::timeout(HEAD_TIMEOUT, request).await else {
+        return;
+    };
+    if command != 1 {
+        let _ = socks_reply(&mut client, reply::COMMAND_NOT_SUPPORTED).await;
+        return;
+    }
+    let host = match host {
+        Ok(h) => h,
+        Err(e) => {
+            let _ = socks_reply(&mut client, reply::NOT_ALLOWED).await;
+            let denial = Denial::Invalid(e);
+            let reason = shared.policy.explain(&denial, "", port);
+            shared.record(Outcome {
+                protocol: "socks5",
+                target: format!("(invalid):{port}"),
+                host: String::new(),
+                port,
+                decision: Verdict::Deny(&denial, reason),
+                address: None,
+                up: 0,
+                down: 0,
+            });
+            return;
+        }
+    };
+    let host_text = host.to_string();
+    let target_text = format!("{host_text}:{port}");
+    match open(&shared.policy, &host, port).await {
+        Err(failure) => {
+            let code = match &failure {
+                Failure::Denied(_) => reply::NOT_ALLOWED,
+                Failure::Resolve(..) => reply::HOST_UNREACHABLE,
+                Failure::Connect(_, e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    reply::CONNECTION_REFUSED
+                }
+                Failure::Connect(..) => reply::GENERAL_FAILURE,
+            };
+            let _ = socks_reply(&mut client, code).await;
+            let (_, reason, denial) = describe(shared, &failure, &host_text, port);
+            let refused = denial.unwrap_or(Denial::NotAllowed);
+            shared.record(Outcome {
+                protocol: "socks5",
+                target: target_text,
+                host: host_text,
+                port,
+                decision: verdict(&failure, &refused, reason),
+                address: None,
+                up: 0,
+                down: 0,
+            });
+        }
+        Ok((rule, mut upstream, ip)) => {
+            if socks_reply(&mut client, reply::SUCCEEDED).await.is_err() {
+                return;
+            }
+            let (up, down) = relay(&mut client, &mut upstream).await;
+            shared.record(Outcome {
+                protocol: "socks5",
+                target: target_text,
+                host: host_text,
+                port,
+                decision: Verdict::Allow(rule),
+                address: Some(ip),
+                up,
+                down,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::{Action, Mode, Rule, RuleOrigin};
+    use std::io::Read;
+
+    /// An upstream on loopback that answers each connection with what it received (the
+    /// request head), then closes.
+    fn upstream() -> u16 {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for s in l.incoming().flatten() {
+                std::thread::spawn(move || {
+                    let mut s = s;
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
+                    let _ = s.write_all(&head);
+                });
+            }
+        });
+        port
+    }
+
+    fn proxy(mode: Mode, rules: &[(Action, &str)]) -> u16 {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let policy = EgressPolicy {
+            mode,
+            rules: rules
+                .iter()
+                .map(|(a, p)| Rule {
+                    action: *a,
+                    pattern: p.parse().unwrap(),
+                    origin: RuleOrigin::Flag,
+                    note: None,
+                })
+                .collect(),
+        };
+        let handle = spawn(l, ProxyConfig { policy, log: None }).unwrap();
+        std::mem::forget(handle);
+        port
+    }
+
+    fn exchange(port: u16, request: &[u8]) -> String {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(request).unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[test]
+    fn plain_http_is_forwarded_in_origin_form_with_the_decided_host() {
+        let up = upstream();
+        let p = proxy(
+            Mode::Allowlist,
+            &[(Action::Allow, &format!("127.0.0.1:{up}"))],
+        );
+        let out = exchange(
+            p,
+            format!(
+                "GET http://127.0.0.1:{up}/x?y=1 HTTP/1.1\r\nHost: other.example\r\n\
+                 Proxy-Authorization: secret\r\nProxy-Connection: keep-alive\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        assert!(out.starts_with("HTTP/1.1 200 OK"), "{out}");
+        assert!(out.contains("GET /x?y=1 HTTP/1.1\r\n"), "{out}");
+        assert!(out.contains(&format!("Host: 127.0.0.1:{up}\r\n")), "{out}");
+        assert!(!out.contains("other.example"), "{out}");
+        assert!(!out.to_ascii_lowercase().contains("proxy-"), "{out}");
+        assert!(out.contains("Connection: close\r\n"), "{out}");
+    }
+
+    #[test]
+    fn connect_and_socks_tunnel_to_an_allowed_address_and_nothing_else() {
+        let up = upstream();
+        let p = proxy(
+            Mode::Allowlist,
+            &[(Action::Allow, &format!("127.0.0.1:{up}"))],
+        );
+        let out = exchange(
+            p,
+            format!("CONNECT 127.0.0.1:{up} HTTP/1.1\r\n\r\nGET /t HTTP/1.1\r\n\r\n").as_bytes(),
+        );
+        assert!(
+            out.starts_with("HTTP/1.1 200 Connection established\r\n\r\nHTTP/1.1 200 OK"),
+            "{out}"
+        );
+        assert!(out.contains("GET /t HTTP/1.1"), "{out}");
+        // The neighbouring port is refused at once, with the flag that would allow it.
+        let other = up.wrapping_add(1).max(1);
+        let out = exchange(
+            p,
+            format!("CONNECT 127.0.0.1:{other} HTTP/1.1\r\n\r\n").as_bytes(),
+        );
+        assert!(out.starts_with("HTTP/1.1 403 Forbidden"), "{out}");
+        assert!(
+            out.contains(&format!(
+                "X-Sandy-Denied: 127.0.0.1:{other}; allow with --allow-domain 127.0.0.1:{other}"
+            )),
+            "{out}"
+        );
+        // SOCKS5 with a literal address: the same rules.
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", p)).unwrap();
+        s.write_all(&[5, 1, 0]).unwrap();
+        let mut r = [0u8; 2];
+        s.read_exact(&mut r).unwrap();
+        assert_eq!(r, [5, 0]);
+        let mut req = vec![5, 1, 0, 1, 127, 0, 0, 1];
+        req.extend_from_slice(&up.to_be_bytes());
+        s.write_all(&req).unwrap();
+        let mut reply = [0u8; 10];
+        s.read_exact(&mut reply).unwrap();
+        assert_eq!(reply[1], 0, "{reply:?}");
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", p)).unwrap();
+        s.write_all(&[5, 1, 0]).unwrap();
+        s.read_exact(&mut r).unwrap();
+        let mut req = vec![5, 1, 0, 1, 127, 0, 0, 1];
+        req.extend_from_slice(&other.to_be_bytes());
+        s.write_all(&req).unwrap();
+        s.read_exact(&mut reply).unwrap();
+        assert_eq!(reply[1], 2, "not allowed by ruleset: {reply:?}");
+    }
+
+    #[test]
+    fn blocked_mode_and_malformed_requests_are_answered_at_once() {
+        let p = proxy(Mode::Blocked, &[]);
+        let out = exchange(p, b"GET http://example.com/ HTTP/1.1\r\n\r\n");
+        assert!(out.starts_with("HTTP/1.1 403 Forbidden"), "{out}");
+        assert!(
+            out.ends_with("sandy: network blocked by --block-net\n"),
+            "{out}"
+        );
+        let p = proxy(Mode::Allowlist, &[(Action::Allow, "example.com")]);
+        let out = exchange(p, b"GET http://user:pw@example.com/ HTTP/1.1\r\n\r\n");
+        assert!(out.starts_with("HTTP/1.1 400"), "{out}");
+        let out = exchange(p, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(
+            out.starts_with("HTTP/1.1 400") && out.contains("egress proxy"),
+            "{out}"
+        );
+        // A name resolving to loopback (localhost, from /etc/hosts) is refused even though
+        // the name is allowed.
+        let p = proxy(Mode::Allowlist, &[(Action::Allow, "localhost:8080")]);
+        let out = exchange(p, b"CONNECT localhost:8080 HTTP/1.1\r\n\r\n");
+        assert!(out.starts_with("HTTP/1.1 403"), "{out}");
+        assert!(out.contains("loopback"), "{out}");
+    }
+}

@@ -1,0 +1,582 @@
+//! Rules and decisions. A pattern is an exact host (`api.example.com`), every subdomain of
+//! a name (`*.example.com`, not the name itself), an IP address or a CIDR network, with an
+//! optional `:PORT`; without one it means ports 80 and 443. Deny rules win over allow
+//! rules. A name is decided before any DNS lookup; the addresses it resolves to are then
+//! checked again ([`EgressPolicy::admit_address`]) so that rebinding reaches nothing new.
+
+use std::fmt;
+use std::net::IpAddr;
+use std::str::FromStr;
+
+use serde::{Serialize, Serializer};
+
+use crate::addr::{canonical, classify, AddressClass};
+use crate::host::{parse_host, Host, NameError};
+
+/// The ports a pattern without `:PORT` means.
+pub const WEB_PORTS: [u16; 2] = [80, 443];
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum HostPattern {
+    /// Exactly this name.
+    Exact(String),
+    /// Every name below this one (`*.example.com` matches `a.example.com` and
+    /// `a.b.example.com`, not `example.com`).
+    Subdomains(String),
+    /// Exactly this address.
+    Address(IpAddr),
+    /// Every address in this network.
+    Network { base: IpAddr, prefix: u8 },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PortSpec {
+    /// 80 and 443.
+    Web,
+    One(u16),
+}
+
+impl PortSpec {
+    pub fn matches(self, port: u16) -> bool {
+        match self {
+            PortSpec::Web => WEB_PORTS.contains(&port),
+            PortSpec::One(p) => p == port,
+        }
+    }
+}
+
+/// A host pattern and its ports, normalised like the hosts it is compared with.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Pattern {
+    pub host: HostPattern,
+    pub port: PortSpec,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PatternError {
+    #[error("{0}")]
+    Host(#[from] NameError),
+    #[error("'{0}' is not a port (1-65535)")]
+    Port(String),
+    #[error("a wildcard is only accepted as the first label ('*.example.com')")]
+    Wildcard,
+    #[error("'{0}' is not a network in CIDR form (address/prefix)")]
+    Network(String),
+}
+
+impl FromStr for Pattern {
+    type Err = PatternError;
+
+    fn from_str(text: &str) -> Result<Self, PatternError> {
+        let (host, port) = split_port(text)?;
+        let port = match port {
+            None => PortSpec::Web,
+            Some(p) => match p.parse::<u16>() {
+                Ok(n) if n > 0 => PortSpec::One(n),
+                _ => return Err(PatternError::Port(p.to_owned())),
+            },
+        };
+        let host = if let Some(rest) = host.strip_prefix("*.") {
+            match parse_host(rest)? {
+                Host::Name(n) if !n.contains('*') => HostPattern::Subdomains(n),
+                _ => return Err(PatternError::Wildcard),
+            }
+        } else if host.contains('*') {
+            return Err(PatternError::Wildcard);
+        } else if let Some((addr, prefix)) = host.split_once('/') {
+            let bad = || PatternError::Network(host.to_owned());
+            let addr = match parse_host(addr).map_err(|_| bad())? {
+                Host::Ip(a) => canonical(a),
+                Host::Name(_) => return Err(bad()),
+            };
+            let prefix: u8 = prefix.parse().map_err(|_| bad())?;
+            let max = if addr.is_ipv4() { 32 } else { 128 };
+            if prefix > max {
+                return Err(bad());
+            }
+            HostPattern::Network {
+                base: mask(addr, prefix),
+                prefix,
+            }
+        } else {
+            match parse_host(host)? {
+                Host::Name(n) => HostPattern::Exact(n),
+                Host::Ip(a) => HostPattern::Address(canonical(a)),
+            }
+        };
+        Ok(Pattern { host, port })
+    }
+}
+
+/// Splits `host[:port]`, `[v6]:port`, `[v6/len]:port`; a bare IPv6 address has no port.
+fn split_port(text: &str) -> Result<(&str, Option<&str>), PatternError> {
+    if let Some(rest) = text.strip_prefix('[') {
+        let (inner, after) = rest
+            .split_once(']')
+            .ok_or_else(|| NameError::Invalid(text.to_owned()))?;
+        return match after {
+            "" => Ok((inner, None)),
+            a => match a.strip_prefix(':') {
+                Some(p) => Ok((inner, Some(p))),
+                None => Err(NameError::Invalid(text.to_owned()).into()),
+            },
+        };
+    }
+    match text.matches(':').count() {
+        0 => Ok((text, None)),
+        1 => Ok(text
+            .split_once(':')
+            .map_or((text, None), |(h, p)| (h, Some(p)))),
+        _ => Ok((text, None)),
+    }
+}
+
+fn mask(addr: IpAddr, prefix: u8) -> IpAddr {
+    match addr {
+        IpAddr::V4(a) => {
+            let m = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
+            IpAddr::V4((u32::from(a) & m).into())
+        }
+        IpAddr::V6(a) => {
+            let m = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
+            IpAddr::V6((u128::from(a) & m).into())
+        }
+    }
+}
+
+impl Pattern {
+    /// Whether this pattern names the host name (names only; addresses never match a
+    /// name pattern).
+    pub fn matches_name(&self, name: &str, port: u16) -> bool {
+        self.port.matches(port)
+            && match &self.host {
+                HostPattern::Exact(n) => n == name,
+                HostPattern::Subdomains(n) => name
+                    .strip_suffix(n.as_str())
+                    .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
+                _ => false,
+            }
+    }
+
+    /// Whether this pattern names the address explicitly (an address or network rule).
+    pub fn matches_address(&self, ip: IpAddr, port: u16) -> bool {
+        let ip = canonical(ip);
+        self.port.matches(port)
+            && match self.host {
+                HostPattern::Address(a) => a == ip,
+                HostPattern::Network { base, prefix } => {
+                    base.is_ipv4() == ip.is_ipv4() && mask(ip, prefix) == base
+                }
+                _ => false,
+            }
+    }
+
+    pub fn is_address(&self) -> bool {
+        matches!(
+            self.host,
+            HostPattern::Address(_) | HostPattern::Network { .. }
+        )
+    }
+}
+
+impl fmt::Display for Pattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let bracket = |ip: &IpAddr| matches!(ip, IpAddr::V6(_)) && self.port != PortSpec::Web;
+        match &self.host {
+            HostPattern::Exact(n) => f.write_str(n)?,
+            HostPattern::Subdomains(n) => write!(f, "*.{n}")?,
+            HostPattern::Address(a) if bracket(a) => write!(f, "[{a}]")?,
+            HostPattern::Address(a) => write!(f, "{a}")?,
+            HostPattern::Network { base, prefix } if bracket(base) => {
+                write!(f, "[{base}/{prefix}]")?
+            }
+            HostPattern::Network { base, prefix } => write!(f, "{base}/{prefix}")?,
+        }
+        match self.port {
+            PortSpec::Web => Ok(()),
+            PortSpec::One(p) => write!(f, ":{p}"),
+        }
+    }
+}
+
+impl Serialize for Pattern {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Allow,
+    Deny,
+}
+
+/// Where a rule comes from, for the dry run and the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleOrigin {
+    /// `--allow-domain` or `--deny-domain`.
+    Flag,
+    /// The agent profile's endpoints (`--net agent`).
+    Profile,
+    /// A base URL variable that replaced a profile endpoint (`ANTHROPIC_BASE_URL`, ...).
+    BaseUrl,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct Rule {
+    pub action: Action,
+    pub pattern: Pattern,
+    pub origin: RuleOrigin,
+    /// What the rule is for (the endpoint's role, the variable that set it).
+    pub note: Option<String>,
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let flag = match self.action {
+            Action::Allow => "allow",
+            Action::Deny => "deny",
+        };
+        match self.origin {
+            RuleOrigin::Flag => write!(f, "--{flag}-domain {}", self.pattern),
+            RuleOrigin::Profile => write!(f, "profile endpoint {}", self.pattern),
+            RuleOrigin::BaseUrl => write!(
+                f,
+                "base URL {} ({})",
+                self.pattern,
+                self.note.as_deref().unwrap_or("a base URL variable")
+            ),
+        }
+    }
+}
+
+/// What the proxy does with requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// `--block-net`: every request is refused at once with that reason.
+    Blocked,
+    /// Only what an allow rule names, minus what a deny rule names.
+    Allowlist,
+}
+
+/// The complete egress policy of one run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EgressPolicy {
+    pub mode: Mode,
+    pub rules: Vec<Rule>,
+}
+
+/// Why a request is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Denial {
+    /// `--block-net`.
+    Blocked,
+    /// A deny rule (its index) names the destination.
+    DeniedByRule(usize),
+    /// No allow rule names this host and port.
+    NotAllowed,
+    /// An IP literal no rule names.
+    UnnamedAddress(IpAddr),
+    /// An allowed name resolved to an address of a refused class no rule names.
+    RefusedAddress(IpAddr, AddressClass),
+    /// The host is not a valid name.
+    Invalid(NameError),
+}
+
+/// A decision about one destination.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Allowed by the rule at this index.
+    Allow(usize),
+    Deny(Denial),
+}
+
+/// How a host and port are written in messages and the log.
+pub fn display_target(host: &Host, port: u16) -> String {
+    format!("{host}:{port}")
+}
+
+/// The smallest pattern naming this destination.
+fn suggest(host: &str, port: u16) -> String {
+    if WEB_PORTS.contains(&port) {
+        host.to_owned()
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+impl EgressPolicy {
+    /// Decides a destination as named, before any lookup.
+    pub fn decide(&self, host: &Host, port: u16) -> Decision {
+        if self.mode == Mode::Blocked {
+            return Decision::Deny(Denial::Blocked);
+        }
+        let names = |p: &Pattern| match host {
+            Host::Name(n) => p.matches_name(n, port),
+            Host::Ip(a) => p.matches_address(*a, port),
+        };
+        if let Some(i) = self.find(Action::Deny, &names) {
+            return Decision::Deny(Denial::DeniedByRule(i));
+        }
+        match (self.find(Action::Allow, &names), host) {
+            (Some(i), _) => Decision::Allow(i),
+            (None, Host::Ip(a)) => Decision::Deny(Denial::UnnamedAddress(canonical(*a))),
+            (None, Host::Name(_)) => Decision::Deny(Denial::NotAllowed),
+        }
+    }
+
+    /// After a lookup: whether an address an allowed name resolved to may be reached.
+    /// Deny rules naming the address win; an address of a refused class needs an allow
+    /// rule that names it.
+    pub fn admit_address(&self, ip: IpAddr, port: u16) -> Result<(), Denial> {
+        let m = |p: &Pattern| p.matches_address(ip, port);
+        if let Some(i) = self.find(Action::Deny, &m) {
+            return Err(Denial::DeniedByRule(i));
+        }
+        match classify(ip) {
+            AddressClass::Public => Ok(()),
+            _ if self.find(Action::Allow, &m).is_some() => Ok(()),
+            class => Err(Denial::RefusedAddress(canonical(ip), class)),
+        }
+    }
+
+    fn find(&self, action: Action, m: &dyn Fn(&Pattern) -> bool) -> Option<usize> {
+        self.rules
+            .iter()
+            .position(|r| r.action == action && m(&r.pattern))
+    }
+
+    /// One sentence for the user: why, and the flag that would allow it.
+    pub fn explain(&self, denial: &Denial, host: &str, port: u16) -> String {
+        match denial {
+            Denial::Blocked => "network blocked by --block-net".to_owned(),
+            Denial::DeniedByRule(i) => match self.rules.get(*i) {
+                Some(r) => format!("{host}:{port} is denied by {r}"),
+                None => format!("{host}:{port} is denied"),
+            },
+            Denial::NotAllowed | Denial::UnnamedAddress(_) => format!(
+                "{host}:{port} is not allowed; allow it with --allow-domain {}",
+                suggest(host, port)
+            ),
+            Denial::RefusedAddress(ip, class) => format!(
+                "{host} resolves to {ip}, a {class} address; allow that address with \
+                 --allow-domain {}",
+                suggest(&Host::Ip(*ip).to_string(), port)
+            ),
+            Denial::Invalid(e) => format!("refused: {e}"),
+        }
+    }
+
+    /// The flag that would allow a refused destination, if one would.
+    pub fn hint(&self, denial: &Denial, host: &str, port: u16) -> Option<String> {
+        match denial {
+            Denial::NotAllowed | Denial::UnnamedAddress(_) => {
+                Some(format!("--allow-domain {}", suggest(host, port)))
+            }
+            Denial::RefusedAddress(ip, _) => Some(format!(
+                "--allow-domain {}",
+                suggest(&Host::Ip(*ip).to_string(), port)
+            )),
+            Denial::Blocked => Some(format!(
+                "--allow-domain {} instead of --block-net",
+                suggest(host, port)
+            )),
+            Denial::DeniedByRule(_) | Denial::Invalid(_) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Pattern {
+        s.parse().unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    fn rule(action: Action, s: &str) -> Rule {
+        Rule {
+            action,
+            pattern: p(s),
+            origin: RuleOrigin::Flag,
+            note: None,
+        }
+    }
+
+    fn policy(rules: &[(Action, &str)]) -> EgressPolicy {
+        EgressPolicy {
+            mode: Mode::Allowlist,
+            rules: rules.iter().map(|(a, s)| rule(*a, s)).collect(),
+        }
+    }
+
+    fn name(s: &str) -> Host {
+        parse_host(s).unwrap()
+    }
+
+    #[test]
+    fn patterns_parse_normalise_and_print_canonically() {
+        for (input, printed) in [
+            ("API.Example.com.", "api.example.com"),
+            ("*.Example.COM", "*.example.com"),
+            ("example.com:8443", "example.com:8443"),
+            ("10.0.0.5:8080", "10.0.0.5:8080"),
+            ("10.1.2.3/8", "10.0.0.0/8"),
+            ("10.0.0.0/8:5432", "10.0.0.0/8:5432"),
+            ("fd00::1", "fd00::1"),
+            ("[fd00::1]:443", "[fd00::1]:443"),
+            ("[fd00::/8]:8080", "[fd00::/8]:8080"),
+            ("fd00::/8", "fd00::/8"),
+            ("bücher.example", "xn--bcher-kva.example"),
+            ("::ffff:10.0.0.5", "10.0.0.5"),
+        ] {
+            assert_eq!(p(input).to_string(), printed, "{input}");
+        }
+        for bad in [
+            "",
+            "example.com:0",
+            "example.com:65536",
+            "example.com:x",
+            "a.*.example.com",
+            "*example.com",
+            "*.10.0.0.1",
+            "10.0.0.0/33",
+            "name/8",
+            "user@example.com",
+            "[::1",
+            "[::1]x",
+        ] {
+            assert!(bad.parse::<Pattern>().is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn names_match_exactly_or_as_subdomains_on_the_named_ports() {
+        let pol = policy(&[
+            (Action::Allow, "api.example.com"),
+            (Action::Allow, "*.cdn.example"),
+            (Action::Allow, "git.example.org:8443"),
+        ]);
+        let allowed = |h: &str, port| matches!(pol.decide(&name(h), port), Decision::Allow(_));
+        assert!(allowed("api.example.com", 443));
+        assert!(allowed("API.EXAMPLE.COM.", 80));
+        assert!(!allowed("api.example.com", 22));
+        assert!(!allowed("xapi.example.com", 443));
+        assert!(!allowed("api.example.com.evil.net", 443));
+        assert!(!allowed("example.com", 443));
+        assert!(allowed("a.cdn.example", 443));
+        assert!(allowed("a.b.cdn.example", 443));
+        assert!(!allowed("cdn.example", 443));
+        assert!(!allowed("evilcdn.example", 443));
+        assert!(allowed("git.example.org", 8443));
+        assert!(!allowed("git.example.org", 443));
+        assert_eq!(
+            pol.decide(&name("other.net"), 443),
+            Decision::Deny(Denial::NotAllowed)
+        );
+    }
+
+    #[test]
+    fn deny_wins_over_allow() {
+        let pol = policy(&[
+            (Action::Allow, "*.example.com"),
+            (Action::Deny, "secret.example.com"),
+        ]);
+        assert_eq!(
+            pol.decide(&name("Secret.Example.com"), 443),
+            Decision::Deny(Denial::DeniedByRule(1))
+        );
+        assert_eq!(
+            pol.decide(&name("www.example.com"), 443),
+            Decision::Allow(0)
+        );
+    }
+
+    #[test]
+    fn ip_literals_need_a_rule_naming_them_and_names_never_match_addresses() {
+        let pol = policy(&[
+            (Action::Allow, "example.com"),
+            (Action::Allow, "10.0.0.5:8080"),
+            (Action::Allow, "192.168.0.0/16:5432"),
+        ]);
+        let ip = |s: &str| Host::Ip(s.parse().unwrap());
+        assert_eq!(
+            pol.decide(&ip("1.2.3.4"), 443),
+            Decision::Deny(Denial::UnnamedAddress("1.2.3.4".parse().unwrap()))
+        );
+        assert_eq!(pol.decide(&ip("10.0.0.5"), 8080), Decision::Allow(1));
+        assert_eq!(pol.decide(&ip("::ffff:10.0.0.5"), 8080), Decision::Allow(1));
+        assert!(matches!(
+            pol.decide(&ip("10.0.0.5"), 443),
+            Decision::Deny(_)
+        ));
+        assert_eq!(pol.decide(&ip("192.168.3.4"), 5432), Decision::Allow(2));
+        assert!(matches!(
+            pol.decide(&ip("192.169.0.1"), 5432),
+            Decision::Deny(_)
+        ));
+    }
+
+    #[test]
+    fn resolved_addresses_of_refused_classes_are_refused_unless_named() {
+        let pol = policy(&[
+            (Action::Allow, "api.example.com"),
+            (Action::Allow, "10.0.0.5"),
+        ]);
+        assert_eq!(pol.admit_address("1.2.3.4".parse().unwrap(), 443), Ok(()));
+        for bad in [
+            "169.254.169.254",
+            "fd00:ec2::254",
+            "127.0.0.1",
+            "::1",
+            "10.0.0.6",
+            "100.64.1.1",
+            "fe80::1",
+            "::ffff:169.254.169.254",
+            "0.0.0.0",
+        ] {
+            assert!(
+                matches!(
+                    pol.admit_address(bad.parse().unwrap(), 443),
+                    Err(Denial::RefusedAddress(..))
+                ),
+                "{bad}"
+            );
+        }
+        assert_eq!(pol.admit_address("10.0.0.5".parse().unwrap(), 443), Ok(()));
+        let deny = policy(&[(Action::Allow, "a.example"), (Action::Deny, "1.2.3.0/24")]);
+        assert_eq!(
+            deny.admit_address("1.2.3.4".parse().unwrap(), 443),
+            Err(Denial::DeniedByRule(1))
+        );
+    }
+
+    #[test]
+    fn blocked_mode_refuses_everything_and_messages_name_the_flag() {
+        let pol = EgressPolicy {
+            mode: Mode::Blocked,
+            rules: vec![],
+        };
+        assert_eq!(
+            pol.decide(&name("example.com"), 443),
+            Decision::Deny(Denial::Blocked)
+        );
+        assert_eq!(
+            pol.explain(&Denial::Blocked, "example.com", 443),
+            "network blocked by --block-net"
+        );
+        let pol = policy(&[]);
+        assert_eq!(
+            pol.hint(&Denial::NotAllowed, "example.com", 8443)
+                .as_deref(),
+            Some("--allow-domain example.com:8443")
+        );
+        assert_eq!(
+            pol.hint(&Denial::NotAllowed, "example.com", 443).as_deref(),
+            Some("--allow-domain example.com")
+        );
+    }
+}
