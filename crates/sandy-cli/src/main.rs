@@ -7,6 +7,7 @@
 
 mod args;
 mod bootstrap;
+mod cache;
 mod doctor;
 mod error;
 mod host;
@@ -47,6 +48,7 @@ fn dispatch(cli: args::Cli) -> Result<u8, error::SandyError> {
         args::Command::Run(run_args) => run::run(run_args),
         args::Command::Bootstrap(b) => Err(bootstrap::bootstrap(b.manifest_fd, b.relay_fd)),
         args::Command::Doctor(d) => doctor::doctor(d),
+        args::Command::Cache(c) => cache::command(c),
         args::Command::Probe(p) => doctor::probe(p.layer),
         args::Command::Escape(e) => selftest::escape(e),
         args::Command::Idle => selftest::idle(),

@@ -101,6 +101,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
 
     // Copies the sandbox sees in place of host files (filtered or private).
     let views = PreparedViews::prepare(&policy.views, &tmp_base)?;
+    crate::cache::prepare_layers(&policy.caches)?;
     let mut launch = LaunchManifest::from_policy(&policy, host.supervisor_pid, restore);
     launch.views = views.manifest_views();
     let manifest = ValidatedManifest::new(launch)?;

@@ -25,6 +25,7 @@ pub mod diagnose;
 mod error;
 pub mod landlock;
 pub mod namespaces;
+pub mod overlay;
 mod plan;
 mod probe;
 pub mod relay;

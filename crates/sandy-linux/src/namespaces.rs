@@ -62,6 +62,8 @@ pub struct MountPlan {
     /// Prepared copies bound over host files: (source, target). A writable one is also a
     /// read-write exact grant, so it is listed in `writable` too.
     pub views: Vec<(PathBuf, PathBuf)>,
+    /// Copy-on-write tool caches ([`crate::overlay`]), mounted before the views.
+    pub overlays: Vec<crate::overlay::CacheOverlay>,
 }
 
 impl MountPlan {
@@ -177,6 +179,7 @@ pub fn mount_plan(manifest: &ValidatedManifest) -> MountPlan {
         read_only,
         masks,
         views,
+        overlays: crate::overlay::overlays(manifest),
     }
 }
 
@@ -397,6 +400,7 @@ pub fn apply(plan: &MountPlan) -> Result<(), LinuxError> {
         bind(&fd_path(fd), path)?;
         own_mounts.push(path);
     }
+    crate::overlay::mount_all(&plan.overlays)?;
     // Prepared copies over host files (each its own mount; a writable one is restored
     // below with the other writable grants).
     for (fd, target) in &view_sources {
@@ -518,6 +522,7 @@ mod tests {
             local_ports: vec![],
             restore_default_signals: vec![],
             views: vec![],
+            overlays: vec![],
         })
         .unwrap();
         assert_eq!(
@@ -548,6 +553,7 @@ mod tests {
                 ],
                 masks: vec!["/home/u/.ssh".into()],
                 views: vec![],
+                overlays: vec![],
             }
         );
     }

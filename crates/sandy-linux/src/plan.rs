@@ -90,6 +90,7 @@ mod tests {
             local_ports: vec![],
             restore_default_signals: vec![],
             views: vec![],
+            overlays: vec![],
         })
         .unwrap()
     }

@@ -21,6 +21,7 @@
 //! It enforces nothing. Enforcement lives in `sandy-linux`; this crate only decides.
 #![forbid(unsafe_code)]
 
+pub mod caches;
 mod dryrun;
 mod error;
 pub mod filter;
@@ -41,8 +42,8 @@ pub use gitindex::{gitlinks, IndexError};
 pub use host::HostContext;
 pub use inspect::{FileKind, PathInspector, RealFs};
 pub use manifest::{
-    EnvEntry, LaunchManifest, ManifestGrant, ManifestProtection, ManifestView, RestoredSignal,
-    ValidatedManifest, MANIFEST_SCHEMA_VERSION, MAX_MANIFEST_BYTES,
+    EnvEntry, LaunchManifest, ManifestGrant, ManifestOverlay, ManifestProtection, ManifestView,
+    RestoredSignal, ValidatedManifest, MANIFEST_SCHEMA_VERSION, MAX_MANIFEST_BYTES,
 };
 pub use osbytes::OsBytes;
 pub use policy::{

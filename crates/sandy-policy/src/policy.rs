@@ -182,4 +182,6 @@ pub struct ResolvedPolicy {
     pub notices: Vec<String>,
     /// Files replaced inside by a filtered or private copy prepared before launch.
     pub views: Vec<FileView>,
+    /// Tool caches seen copy-on-write (an overlay) or redirected into Sandy's cache.
+    pub caches: Vec<crate::caches::ToolCache>,
 }

@@ -353,6 +353,15 @@ pub fn resolve(
     }
     let mut grants = grants;
     let views = views::finish_views(views, &mut grants, &mut protections);
+    let caches = views::add_caches(
+        ctx.home,
+        host,
+        fs,
+        &mut grants,
+        &mut protections,
+        &mut environment,
+        &mut set_env,
+    );
 
     Ok(ResolvedPolicy {
         program,
@@ -377,6 +386,7 @@ pub fn resolve(
         runtime_dir,
         notices,
         views,
+        caches,
     })
 }
 

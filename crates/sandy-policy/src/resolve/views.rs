@@ -3,7 +3,11 @@
 //! view replaces a mask on the same path: the copy carries no credential, or is the
 //! agent's own private state, so it is what the sandbox may see in place of the file.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+
+use crate::caches::{plan_caches, ToolCache};
+use crate::resolve::{PRIVATE_SHM, PRIVATE_TMP, PRIVATE_VAR_TMP};
 
 use crate::host::HostContext;
 use crate::inspect::{FileKind, PathInspector};
@@ -54,6 +58,52 @@ pub(super) fn shell_startup_views(
                 .to_owned(),
         })
         .collect()
+}
+
+/// Tool caches (see [`crate::caches`]): an overlay's mount point becomes a writable
+/// grant (the writes land in Sandy's upper layer, never in the host cache), a redirected
+/// cache's directory in Sandy's cache too, and the tool's variable is set for it. Caches
+/// inside a writable grant of the project or a flag, or under a private directory, are
+/// left as they are.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn add_caches(
+    home: Option<&Path>,
+    host: &HostContext,
+    fs: &dyn PathInspector,
+    grants: &mut Vec<Grant>,
+    protections: &mut Vec<Protection>,
+    environment: &mut Vec<(OsString, OsString)>,
+    set_env: &mut Vec<String>,
+) -> Vec<ToolCache> {
+    let Some(home) = home else {
+        return Vec::new();
+    };
+    let writable: Vec<PathBuf> = grants
+        .iter()
+        .filter(|g| {
+            g.access == Access::ReadWrite
+                && g.scope == Scope::Subtree
+                && matches!(g.origin, Origin::Project | Origin::Flag)
+        })
+        .map(|g| g.path.clone())
+        .collect();
+    let runtime = host.var("XDG_RUNTIME_DIR").map(Path::new);
+    let hidden: Vec<&Path> = [PRIVATE_TMP, PRIVATE_SHM, PRIVATE_VAR_TMP]
+        .iter()
+        .map(Path::new)
+        .chain(runtime)
+        .collect();
+    let plan = plan_caches(home, host, fs, &writable, &hidden);
+    grants.extend(plan.grants);
+    protections.extend(plan.protections);
+    for (name, value) in plan.environment {
+        environment.retain(|(k, _)| *k != name);
+        set_env.push(name.to_string_lossy().into_owned());
+        environment.push((name, value));
+    }
+    set_env.sort();
+    set_env.dedup();
+    plan.caches
 }
 
 /// Adds the grants the views need and drops masks that a view replaces. Views whose target

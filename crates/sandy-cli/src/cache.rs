@@ -1,0 +1,169 @@
+//! The layers of the copy-on-write tool caches (design §3.7): created by the supervisor
+//! before a run, kept between runs, listed and cleared by `sandy cache`.
+//!
+//! They live in `$XDG_CACHE_HOME/sandy/overlays` (`~/.cache/sandy/overlays`), one
+//! directory per cache, named after the tool and a hash of the host path it covers:
+//! `upper` and `work` for an overlay, `data` for a redirected cache, and `origin`, the
+//! covered path, for the listing. Only the user's own sandboxed runs use them; the host's
+//! tools never read them.
+
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use sandy_policy::caches::{sandy_cache_dir, CacheKind, ToolCache, OVERLAYS_DIR};
+
+use crate::args::CacheArgs;
+use crate::error::SandyError;
+
+/// Creates each cache's layer directories (0700) that do not exist yet.
+pub fn prepare_layers(caches: &[ToolCache]) -> Result<(), SandyError> {
+    let io = |step| move |source| SandyError::Io { step, source };
+    for cache in caches {
+        let fresh = match std::fs::create_dir(&cache.layer) {
+            Ok(()) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let parent = cache.layer.parent().unwrap_or(&cache.layer);
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(parent)
+                    .map_err(io("cannot create Sandy's cache directory"))?;
+                std::fs::create_dir(&cache.layer)
+                    .map_err(io("cannot create a cache layer directory"))?;
+                true
+            }
+            Err(e) => return Err(io("cannot create a cache layer directory")(e)),
+        };
+        if fresh {
+            std::fs::set_permissions(&cache.layer, std::fs::Permissions::from_mode(0o700))
+                .map_err(io("cannot restrict a cache layer directory"))?;
+            let mut origin = cache.path.as_os_str().as_encoded_bytes().to_vec();
+            origin.push(b'\n');
+            std::fs::write(cache.layer.join("origin"), origin)
+                .map_err(io("cannot record which cache a layer covers"))?;
+        }
+        let dirs: &[PathBuf] = match cache.kind {
+            CacheKind::Overlay => &[cache.upper(), cache.work()],
+            CacheKind::Redirected => &[cache.data()],
+        };
+        for dir in dirs {
+            match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(io("cannot create a cache layer directory")(e)),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `sandy cache [--clear]`.
+pub fn command(args: CacheArgs) -> Result<u8, SandyError> {
+    let host = crate::host::gather()?;
+    let Some(home) = host.home.as_deref() else {
+        crate::print_line("no home directory: Sandy keeps no cache layers").map_err(out)?;
+        return Ok(0);
+    };
+    let root = sandy_cache_dir(home, &host).join(OVERLAYS_DIR);
+    let mut layers: Vec<PathBuf> = match std::fs::read_dir(&root) {
+        Ok(entries) => entries.flatten().map(|e| e.path()).collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(source) => {
+            return Err(SandyError::Io {
+                step: "cannot list Sandy's cache layers",
+                source,
+            })
+        }
+    };
+    layers.sort();
+    if layers.is_empty() {
+        crate::print_line(&format!("no cache layers in {}", root.display())).map_err(out)?;
+        return Ok(0);
+    }
+    let mut total = 0u64;
+    for layer in &layers {
+        let size = du(layer);
+        total += size;
+        let origin = std::fs::read_to_string(layer.join("origin")).unwrap_or_default();
+        let name = layer.file_name().unwrap_or_default().to_string_lossy();
+        let line = if args.clear {
+            remove_tree(layer).map_err(|source| SandyError::Io {
+                step: "cannot remove a cache layer",
+                source,
+            })?;
+            format!(
+                "removed {name}  {}  (over {})",
+                human(size),
+                origin.trim_end()
+            )
+        } else {
+            format!("{name}  {}  (over {})", human(size), origin.trim_end())
+        };
+        crate::print_line(&line).map_err(out)?;
+    }
+    let summary = if args.clear {
+        format!("cleared {} in {}", human(total), root.display())
+    } else {
+        format!(
+            "{} in {} (sandy cache --clear removes them)",
+            human(total),
+            root.display()
+        )
+    };
+    crate::print_line(&summary).map_err(out)?;
+    Ok(0)
+}
+
+fn out(source: std::io::Error) -> SandyError {
+    SandyError::Io {
+        step: "cannot write the cache listing",
+        source,
+    }
+}
+
+/// Disk usage of a tree, without following symlinks. Unreadable parts count as zero.
+fn du(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
+    let mut size = meta.blocks() * 512;
+    if meta.is_dir() {
+        if let Ok(entries) = std::fs::read_dir(path) {
+            size += entries.flatten().map(|e| du(&e.path())).sum::<u64>();
+        }
+    }
+    size
+}
+
+/// Removes a tree. Overlayfs leaves its work directory with mode 000; directories are
+/// made accessible to their owner before they are entered. Symlinks are removed, never
+/// followed.
+fn remove_tree(path: &Path) -> std::io::Result<()> {
+    let meta = std::fs::symlink_metadata(path)?;
+    if !meta.is_dir() {
+        return std::fs::remove_file(path);
+    }
+    if meta.permissions().mode() & 0o700 != 0o700 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))?;
+    }
+    for entry in std::fs::read_dir(path)? {
+        remove_tree(&entry?.path())?;
+    }
+    std::fs::remove_dir(path)
+}
+
+fn human(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
