@@ -7,7 +7,7 @@ use std::io::Read;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use sandy_policy::filter::{filter_credentials, CommentStyle};
+use sandy_policy::filter::filter_file;
 use sandy_policy::{FileView, ManifestView, ViewKind};
 
 use crate::error::SandyError;
@@ -46,7 +46,7 @@ impl PreparedViews {
             let content = read_bounded(&view.target)
                 .map_err(io("cannot read a file the sandbox sees as a copy"))?;
             let (content, mode) = match view.kind {
-                ViewKind::Filtered => (filter_credentials(&content, style_of(&view.target)), 0o400),
+                ViewKind::Filtered => (filter_file(&view.target, &content), 0o400),
                 ViewKind::PrivateCopy => (content, 0o600),
             };
             let source = dir.join(format!("{i}"));
@@ -89,14 +89,6 @@ impl Drop for PreparedViews {
                 );
             }
         }
-    }
-}
-
-/// `;` for npm's configuration, `#` for everything else Sandy filters.
-fn style_of(target: &Path) -> CommentStyle {
-    match target.file_name().and_then(|n| n.to_str()) {
-        Some(".npmrc" | "npmrc") => CommentStyle::Semicolon,
-        _ => CommentStyle::Hash,
     }
 }
 

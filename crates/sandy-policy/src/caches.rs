@@ -83,6 +83,9 @@ struct Spec {
     tool: &'static str,
     locate: fn(&Paths<'_>) -> Option<PathBuf>,
     redirect: Redirect,
+    /// The tool's commands: an absent cache is redirected only when one of them is on
+    /// `PATH`, so that runs without the tool carry no variable for it.
+    commands: &'static [&'static str],
     /// Paths inside the cache directory kept read-only in the overlay (cargo's installed
     /// binaries and configuration live in `CARGO_HOME` beside its caches).
     read_only: &'static [&'static str],
@@ -127,6 +130,7 @@ const SPECS: &[Spec] = &[
         tool: "cargo",
         locate: |p| Some(p.var("CARGO_HOME").unwrap_or_else(|| p.home.join(".cargo"))),
         redirect: Redirect::Set("CARGO_HOME"),
+        commands: &["cargo"],
         read_only: &["bin", "config", "config.toml", "env"],
     },
     Spec {
@@ -138,6 +142,7 @@ const SPECS: &[Spec] = &[
             )
         },
         redirect: Redirect::Set("npm_config_cache"),
+        commands: &["npm", "npx"],
         read_only: &[],
     },
     Spec {
@@ -149,6 +154,7 @@ const SPECS: &[Spec] = &[
             )
         },
         redirect: Redirect::Set("PIP_CACHE_DIR"),
+        commands: &["pip", "pip3"],
         read_only: &[],
     },
     Spec {
@@ -160,6 +166,7 @@ const SPECS: &[Spec] = &[
             )
         },
         redirect: Redirect::Set("UV_CACHE_DIR"),
+        commands: &["uv"],
         read_only: &[],
     },
     Spec {
@@ -171,6 +178,7 @@ const SPECS: &[Spec] = &[
             )
         },
         redirect: Redirect::Set("GOMODCACHE"),
+        commands: &["go"],
         read_only: &[],
     },
     Spec {
@@ -182,12 +190,14 @@ const SPECS: &[Spec] = &[
             )
         },
         redirect: Redirect::Set("GOCACHE"),
+        commands: &["go"],
         read_only: &[],
     },
     Spec {
         tool: "maven",
         locate: |p| Some(p.home.join(".m2/repository")),
         redirect: Redirect::Append("MAVEN_OPTS", "-Dmaven.repo.local="),
+        commands: &["mvn"],
         read_only: &[],
     },
     Spec {
@@ -199,6 +209,7 @@ const SPECS: &[Spec] = &[
             )
         },
         redirect: Redirect::Set("YARN_CACHE_FOLDER"),
+        commands: &["yarn", "yarnpkg"],
         read_only: &[],
     },
     Spec {
@@ -206,6 +217,7 @@ const SPECS: &[Spec] = &[
         tool: "yarn-berry",
         locate: |p| Some(p.home.join(".yarn/berry")),
         redirect: Redirect::None,
+        commands: &["yarn"],
         read_only: &[],
     },
     Spec {
@@ -218,6 +230,7 @@ const SPECS: &[Spec] = &[
             )
         },
         redirect: Redirect::Set("npm_config_store_dir"),
+        commands: &["pnpm"],
         read_only: &[],
     },
     Spec {
@@ -229,6 +242,7 @@ const SPECS: &[Spec] = &[
             )
         },
         redirect: Redirect::Set("npm_config_cache_dir"),
+        commands: &["pnpm"],
         read_only: &[],
     },
 ];
@@ -257,6 +271,7 @@ pub(crate) fn plan_caches(
     fs: &dyn PathInspector,
     writable: &[PathBuf],
     hidden: &[&Path],
+    path_dirs: &[PathBuf],
 ) -> CachePlan {
     let paths = Paths { home, host };
     let root = sandy_cache_dir(home, host).join(OVERLAYS_DIR);
@@ -310,6 +325,11 @@ pub(crate) fn plan_caches(
                 });
             }
             Some(_) => {}
+            None if !spec.commands.iter().any(|c| {
+                path_dirs
+                    .iter()
+                    .any(|d| matches!(fs.kind(&d.join(c)), Some(FileKind::File { .. })))
+            }) => {}
             None => {
                 let (variable, value) = match spec.redirect {
                     Redirect::None => continue,
@@ -389,6 +409,9 @@ mod tests {
 
     impl PathInspector for Fake {
         fn kind(&self, path: &Path) -> Option<FileKind> {
+            if path.starts_with("/usr/bin") {
+                return Some(FileKind::File { executable: true });
+            }
             self.0
                 .values()
                 .any(|c| c == path)
@@ -441,7 +464,14 @@ mod tests {
             ("PIP_CACHE_DIR", "/h/p/.cache/pip"),
             ("MAVEN_OPTS", "-Xmx1g"),
         ]);
-        let plan = plan_caches(Path::new("/h"), &h, &fs, &["/h/p".into()], &[]);
+        let plan = plan_caches(
+            Path::new("/h"),
+            &h,
+            &fs,
+            &["/h/p".into()],
+            &[],
+            &["/usr/bin".into()],
+        );
         let by_tool = |t: &str| plan.caches.iter().find(|c| c.tool == t).cloned();
         let cargo = by_tool("cargo").unwrap();
         assert_eq!(cargo.kind, CacheKind::Overlay);
@@ -468,6 +498,10 @@ mod tests {
             format!("-Xmx1g -Dmaven.repo.local={}", maven.data().display())
         );
         assert!(by_tool("yarn-berry").is_none());
+        // No tool on PATH: nothing is redirected, no variable is set.
+        let plan = plan_caches(Path::new("/h"), &h, &fs, &[], &[], &[]);
+        assert!(plan.environment.is_empty());
+        assert!(plan.caches.iter().all(|c| c.kind == CacheKind::Overlay));
         assert!(plan
             .protections
             .iter()
@@ -482,7 +516,7 @@ mod tests {
     fn tool_variables_and_xdg_move_the_caches_and_sandy_layers() {
         let fs = Fake(BTreeMap::from([("/c/pip".into(), "/c/pip".into())]));
         let h = host(&[("XDG_CACHE_HOME", "/c"), ("GOPATH", "/g1:/g2")]);
-        let plan = plan_caches(Path::new("/h"), &h, &fs, &[], &[]);
+        let plan = plan_caches(Path::new("/h"), &h, &fs, &[], &[], &["/usr/bin".into()]);
         let pip = plan.caches.iter().find(|c| c.tool == "pip").unwrap();
         assert_eq!(pip.kind, CacheKind::Overlay);
         assert!(pip.layer.starts_with("/c/sandy/overlays"));
@@ -491,7 +525,7 @@ mod tests {
         // A cache that would contain Sandy's own layers is never overlaid.
         let h = host(&[("XDG_CACHE_HOME", "/c"), ("PIP_CACHE_DIR", "/c")]);
         let fs = Fake(BTreeMap::from([("/c".into(), "/c".into())]));
-        let plan = plan_caches(Path::new("/h"), &h, &fs, &[], &[]);
+        let plan = plan_caches(Path::new("/h"), &h, &fs, &[], &[], &["/usr/bin".into()]);
         assert!(plan.caches.iter().all(|c| c.tool != "pip"));
     }
 
@@ -499,7 +533,7 @@ mod tests {
     fn paths_overlayfs_cannot_parse_are_skipped() {
         let fs = Fake(BTreeMap::from([("/h/.n,pm".into(), "/h/.n,pm".into())]));
         let h = host(&[("npm_config_cache", "/h/.n,pm")]);
-        let plan = plan_caches(Path::new("/h"), &h, &fs, &[], &[]);
+        let plan = plan_caches(Path::new("/h"), &h, &fs, &[], &[], &["/usr/bin".into()]);
         assert!(plan.caches.iter().all(|c| c.tool != "npm"));
     }
 }

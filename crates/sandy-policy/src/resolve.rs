@@ -350,6 +350,7 @@ pub fn resolve(
     let mut views: Vec<FileView> = Vec::new();
     if let Some(home) = ctx.home {
         views.extend(views::shell_startup_views(home, host, fs));
+        views.extend(views::package_config_views(home, host, fs));
     }
     let mut grants = grants;
     let views = views::finish_views(views, &mut grants, &mut protections);

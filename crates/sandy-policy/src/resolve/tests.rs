@@ -250,6 +250,7 @@ fn plain_run_resolves_to_the_default_policy() {
         runtime_dir: None,
         notices: vec![],
         views: vec![],
+        caches: vec![],
     };
     assert_eq!(policy, expected);
 }
