@@ -125,8 +125,16 @@ pub fn sandy_bin() -> &'static Path {
         let bins = world_base().join("bin");
         std::fs::create_dir_all(&bins).unwrap();
         std::fs::set_permissions(&bins, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // Earlier builds' copies are removed once they are a day old: a younger one may
+        // belong to another checkout's test run going on at this moment.
         for old in std::fs::read_dir(&bins).unwrap().flatten() {
-            if old.file_name() != key.as_str() {
+            let stale = old
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > Duration::from_secs(24 * 3600));
+            if old.file_name() != key.as_str() && stale {
                 let _ = std::fs::remove_dir_all(old.path());
             }
         }
