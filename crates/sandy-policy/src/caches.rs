@@ -276,7 +276,9 @@ pub(crate) fn plan_caches(
     let paths = Paths { home, host };
     let root = sandy_cache_dir(home, host).join(OVERLAYS_DIR);
     let mut plan = CachePlan::default();
-    if !usable_in_mount_options(&root) {
+    // Layers under a directory the sandbox replaces (an XDG_CACHE_HOME in /tmp) would be
+    // looked up in the private one: no caches then, as before.
+    if !usable_in_mount_options(&root) || hidden.iter().any(|h| root.starts_with(h)) {
         return plan;
     }
     for spec in SPECS {
@@ -527,6 +529,11 @@ mod tests {
         let fs = Fake(BTreeMap::from([("/c".into(), "/c".into())]));
         let plan = plan_caches(Path::new("/h"), &h, &fs, &[], &[], &["/usr/bin".into()]);
         assert!(plan.caches.iter().all(|c| c.tool != "pip"));
+        // Sandy's cache under a private directory: nothing.
+        let h = host(&[("XDG_CACHE_HOME", "/tmp/c")]);
+        let fs = Fake(BTreeMap::from([("/h/.npm".into(), "/h/.npm".into())]));
+        let plan = plan_caches(Path::new("/h"), &h, &fs, &[], &[Path::new("/tmp")], &[]);
+        assert!(plan.caches.is_empty());
     }
 
     #[test]
