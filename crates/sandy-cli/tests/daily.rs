@@ -412,3 +412,69 @@ echo planted"#;
         );
     });
 }
+
+#[test]
+fn maven_reads_its_filtered_settings_and_its_repository_is_copy_on_write() {
+    for_each_user(|w| {
+        if !runnable(w, "mvn", &[]) {
+            skip("Maven is not installed");
+            return;
+        }
+        // Maven Central is not reachable from every machine: an offline build that needs
+        // no plugin (`validate`) still parses settings.xml and resolves the repository.
+        let settings = w.write(
+            "home/.m2/settings.xml",
+            &format!(
+                "<settings>\n  <offline>true</offline>\n  <servers>\n    <server>\n      <id>corp</id>\n\
+                 <username>me</username>\n      <password>{CANARY}</password>\n    </server>\n\
+                 </servers>\n</settings>\n"
+            ),
+        );
+        w.write(
+            "home/project/pom.xml",
+            "<project xmlns=\"http://maven.apache.org/POM/4.0.0\"><modelVersion>4.0.0</modelVersion>\
+             <groupId>x</groupId><artifactId>y</artifactId><version>1</version></project>\n",
+        );
+        let script = "mvn -o -q validate && echo validated";
+        // Java takes the home from the password database (uid 65534's is /nonexistent):
+        // the world's home is given to Maven the documented way, and Sandy appends to it.
+        let user_home = format!("-Duser.home={}", w.home.display());
+        let env = [("MAVEN_OPTS", user_home.clone())];
+        let o = bare(w, &w.project, &env, script);
+        assert_code(&o, 0, "bare mvn validate");
+        let before = tree_hash(&w.home.join(".m2"));
+        let o = inside(
+            w,
+            &w.project,
+            &env,
+            &format!(
+                "{script} && cat ~/.m2/settings.xml && echo \"opts=$MAVEN_OPTS\" && \
+                 touch ~/.m2/repository/planted && echo planted-inside"
+            ),
+        );
+        assert_code(&o, 0, "mvn validate inside");
+        let out = stdout(&o);
+        assert!(out.contains("validated"), "{out}");
+        assert!(out.contains("<username>me</username>"), "{out}");
+        assert!(!out.contains(CANARY), "the password leaked: {out}");
+        assert!(out.contains(&format!("opts={user_home}\n")), "{out}");
+        assert!(out.contains("planted-inside"), "{out}");
+        // The bare run created the repository: it is an overlay inside.
+        let doc = dry_run(w, &env);
+        let maven = cache_entry(&doc, "maven");
+        assert_eq!(maven["kind"], "overlay");
+        assert_eq!(
+            maven["path"],
+            w.home.join(".m2/repository").display().to_string()
+        );
+        assert_eq!(tree_hash(&w.home.join(".m2")), before);
+        assert!(!w.home.join(".m2/repository/planted").exists());
+        assert_eq!(
+            std::fs::read_to_string(&settings)
+                .unwrap()
+                .matches(CANARY)
+                .count(),
+            1
+        );
+    });
+}
