@@ -478,3 +478,56 @@ fn maven_reads_its_filtered_settings_and_its_repository_is_copy_on_write() {
         );
     });
 }
+
+#[test]
+fn uv_from_pypi_installs_into_a_venv_on_a_copy_on_write_cache() {
+    for_each_user(|w| {
+        // uv is installed the way PyPI offers it, into a venv outside the project.
+        let tools = w.root.join("tools");
+        let o = bare(
+            w,
+            &w.root,
+            &[],
+            &format!("{PYTHON} -m venv tools && tools/bin/pip install -q uv"),
+        );
+        if o.status.code() != Some(0) {
+            skip(&format!(
+                "uv cannot be installed from PyPI here: {}",
+                stderr(&o)
+            ));
+            return;
+        }
+        let path = format!(
+            "{}:/usr/local/bin:/usr/bin:/bin",
+            tools.join("bin").display()
+        );
+        // This machine's TLS goes through a proxy that only the system store trusts.
+        let env = [
+            ("PATH", path),
+            ("SSL_CERT_FILE", "/etc/ssl/certs/ca-certificates.crt".to_owned()),
+        ];
+        let uv_cache = w.home.join(".cache/uv");
+        let script = "uv venv -q --python /usr/bin/python3 .venv && \
+                      uv pip install -q --python .venv/bin/python six==1.16.0 && \
+                      .venv/bin/python -c 'import six; print(six.__version__)'";
+        let o = bare(w, &w.root.join("bare"), &env, script);
+        assert_code(&o, 0, "bare uv");
+        assert!(
+            uv_cache.is_dir(),
+            "the bare run did not populate ~/.cache/uv"
+        );
+        let before = tree_hash(&uv_cache);
+        let o = inside(
+            w,
+            &w.project,
+            &env,
+            &format!("{script} && uv cache dir && touch ~/.cache/uv/planted"),
+        );
+        assert_code(&o, 0, "uv inside");
+        let out = stdout(&o);
+        assert!(out.starts_with("1.16.0\n"), "{out}");
+        assert!(out.contains(&format!("{}\n", uv_cache.display())), "{out}");
+        assert_eq!(tree_hash(&uv_cache), before);
+        assert!(!uv_cache.join("planted").exists());
+    });
+}
