@@ -705,6 +705,7 @@ fn dry_run_prints_the_documented_document() {
                 "file_grants",
                 "protections",
                 "views",
+                "caches",
                 "environment",
                 "runtime_controls",
                 "enforcement",
@@ -782,7 +783,7 @@ fn dry_run_prints_the_documented_document() {
         for p in protections {
             assert_eq!(
                 keys(p),
-                sorted(&["path", "kind", "origin", "exists"]),
+                sorted(&["path", "kind", "origin", "exists", "placeholder"]),
                 "{p}"
             );
             assert!(Path::new(p["path"].as_str().unwrap()).is_absolute(), "{p}");

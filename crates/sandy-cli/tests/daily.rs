@@ -504,7 +504,10 @@ fn uv_from_pypi_installs_into_a_venv_on_a_copy_on_write_cache() {
         // This machine's TLS goes through a proxy that only the system store trusts.
         let env = [
             ("PATH", path),
-            ("SSL_CERT_FILE", "/etc/ssl/certs/ca-certificates.crt".to_owned()),
+            (
+                "SSL_CERT_FILE",
+                "/etc/ssl/certs/ca-certificates.crt".to_owned(),
+            ),
         ];
         let uv_cache = w.home.join(".cache/uv");
         let script = "uv venv -q --python /usr/bin/python3 .venv && \

@@ -93,7 +93,8 @@ pub struct LaunchManifest {
     pub local_ports: Vec<u16>,
     pub restore_default_signals: Vec<RestoredSignal>,
     /// Prepared copies bound over host files (filled in by the supervisor once it has
-    /// prepared them; empty in a dry run).
+    /// prepared them; empty in a dry run). Absent means none.
+    #[serde(default)]
     pub views: Vec<ManifestView>,
     /// Tool caches mounted copy-on-write.
     #[serde(default)]
