@@ -3,8 +3,7 @@
 //!
 //! They live in `$XDG_CACHE_HOME/sandy/overlays` (`~/.cache/sandy/overlays`), one
 //! directory per cache, named after the tool and a hash of the host path it covers:
-//! `upper` and `work` for an overlay, `data` for a redirected cache, and `origin`, the
-//! covered path, for the listing. Only the user's own sandboxed runs use them; the host's
+//! `upper` and `work`, and `origin`, the covered path, for the listing. Only the user's own sandboxed runs use them; the host's
 //! tools never read them.
 
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -15,10 +14,12 @@ use sandy_policy::caches::{sandy_cache_dir, CacheKind, ToolCache, OVERLAYS_DIR};
 use crate::args::CacheArgs;
 use crate::error::SandyError;
 
-/// Creates each cache's layer directories (0700) that do not exist yet.
+/// Creates each overlay's layer directories (0700) that do not exist yet, and says so on
+/// stderr when a layer is new. Redirected caches live in the private `/tmp`: nothing to
+/// create here.
 pub fn prepare_layers(caches: &[ToolCache]) -> Result<(), SandyError> {
     let io = |step| move |source| SandyError::Io { step, source };
-    for cache in caches {
+    for cache in caches.iter().filter(|c| c.kind == CacheKind::Overlay) {
         let fresh = match std::fs::create_dir(&cache.layer) {
             Ok(()) => true,
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
@@ -42,13 +43,15 @@ pub fn prepare_layers(caches: &[ToolCache]) -> Result<(), SandyError> {
             origin.push(b'\n');
             std::fs::write(cache.layer.join("origin"), origin)
                 .map_err(io("cannot record which cache a layer covers"))?;
+            eprintln!(
+                "sandy: {} is copy-on-write inside; the sandbox's changes are kept in {} \
+                 (sandy cache --clear removes them)",
+                cache.path.display(),
+                cache.layer.display()
+            );
         }
-        let dirs: &[PathBuf] = match cache.kind {
-            CacheKind::Overlay => &[cache.upper(), cache.work()],
-            CacheKind::Redirected => &[cache.data()],
-        };
-        for dir in dirs {
-            match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        for dir in [cache.upper(), cache.work()] {
+            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
                 Err(e) => return Err(io("cannot create a cache layer directory")(e)),

@@ -200,7 +200,7 @@ fn npm_install_and_npx_work_on_a_copy_on_write_cache() {
 }
 
 #[test]
-fn an_absent_cache_is_redirected_into_sandys_cache_not_created_in_the_home() {
+fn an_absent_cache_is_redirected_into_the_private_tmp_and_nothing_is_created_in_the_home() {
     for_each_user(|w| {
         if !runnable(w, "npm", &[]) {
             skip("npm is not installed");
@@ -210,18 +210,30 @@ fn an_absent_cache_is_redirected_into_sandys_cache_not_created_in_the_home() {
         let npm = cache_entry(&doc, "npm");
         assert_eq!(npm["kind"], "redirected");
         assert_eq!(npm["variable"], "npm_config_cache");
+        assert_eq!(npm["layer"], "/tmp/.sandy-caches/npm");
         let o = inside(
             w,
             &w.project,
             &[],
             "npm install --no-audit --no-fund is-number@7.0.0 >/dev/null && \
-             node -e 'console.log(require(\"is-number\")(5))'",
+             node -e 'console.log(require(\"is-number\")(5))' && \
+             echo \"cache=$npm_config_cache\" && ls \"$npm_config_cache\"",
         );
         assert_code(&o, 0, "npm install without a host cache");
-        assert_eq!(stdout(&o).trim(), "true");
-        assert!(!w.home.join(".npm").exists(), "Sandy created ~/.npm");
-        let data = PathBuf::from(npm["layer"].as_str().unwrap()).join("data");
-        assert!(data.join("_cacache").is_dir(), "the cache went elsewhere");
+        let out = stdout(&o);
+        assert!(
+            out.starts_with("true\ncache=/tmp/.sandy-caches/npm\n"),
+            "{out}"
+        );
+        assert!(out.contains("_cacache"), "the cache went elsewhere: {out}");
+        // Nothing in the home: no ~/.npm, and no layer in Sandy's cache either.
+        let left: Vec<_> = std::fs::read_dir(&w.home)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .filter(|n| n != "project")
+            .collect();
+        assert!(left.is_empty(), "created in the home: {left:?}");
     });
 }
 

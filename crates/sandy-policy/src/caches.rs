@@ -6,8 +6,8 @@
 //! overlay inside: the host directory is the read-only lower layer, and the upper and
 //! work layers live in Sandy's own per-user cache (`$XDG_CACHE_HOME/sandy/overlays`),
 //! kept between sandboxed runs. A cache that does not exist on the host is not created in
-//! the home: the tool's own environment variable is pointed at a directory in Sandy's
-//! cache instead.
+//! the home: when the tool is on `PATH`, its own environment variable is pointed at a
+//! directory in the run's private `/tmp` instead (discarded with it).
 //!
 //! Where a cache is found follows the tool's own rules (its environment variable, then
 //! `XDG_CACHE_HOME`, then its default), so a moved or symlinked cache is covered where the
@@ -22,9 +22,12 @@ use serde::{Deserialize, Serialize};
 use crate::host::HostContext;
 use crate::inspect::{FileKind, PathInspector};
 use crate::policy::{Access, Grant, Origin, Protection, ProtectionKind, Scope};
+use crate::resolve::PRIVATE_TMP;
 
 /// Where Sandy keeps the layers, below its per-user cache directory.
 pub const OVERLAYS_DIR: &str = "overlays";
+/// Where redirected caches go, below the private per-run `/tmp`.
+pub const REDIRECT_DIR: &str = ".sandy-caches";
 
 /// How the sandbox sees one tool cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -33,7 +36,8 @@ pub enum CacheKind {
     /// The host directory is the read-only lower layer of an overlay mounted at the same
     /// place; writes land in `layer/upper` (with `layer/work`).
     Overlay,
-    /// The host has no such cache: the tool's environment variable names `layer/data`.
+    /// The host has no such cache: the tool's environment variable names `layer`, a
+    /// directory in the run's private `/tmp` (nothing is created in the home).
     Redirected,
 }
 
@@ -46,7 +50,8 @@ pub struct ToolCache {
     /// absent default for a redirected one.
     pub path: PathBuf,
     pub kind: CacheKind,
-    /// Sandy's directory for this cache (`$XDG_CACHE_HOME/sandy/overlays/TOOL-HASH`).
+    /// Sandy's directory for this cache: `$XDG_CACHE_HOME/sandy/overlays/TOOL-HASH` for an
+    /// overlay, `/tmp/.sandy-caches/TOOL` (the private per-run `/tmp`) when redirected.
     pub layer: PathBuf,
     /// The environment variable Sandy set (redirected caches only).
     pub variable: Option<String>,
@@ -60,10 +65,6 @@ impl ToolCache {
     /// The overlay's work directory.
     pub fn work(&self) -> PathBuf {
         self.layer.join("work")
-    }
-    /// The directory a redirected cache uses.
-    pub fn data(&self) -> PathBuf {
-        self.layer.join("data")
     }
 }
 
@@ -333,16 +334,19 @@ pub(crate) fn plan_caches(
                     .any(|d| matches!(fs.kind(&d.join(c)), Some(FileKind::File { .. })))
             }) => {}
             None => {
+                // Nothing is created in the home, not even in Sandy's cache: the run gets
+                // a directory in its private /tmp, gone afterwards.
+                let layer = Path::new(PRIVATE_TMP).join(REDIRECT_DIR).join(spec.tool);
                 let (variable, value) = match spec.redirect {
                     Redirect::None => continue,
-                    Redirect::Set(var) => (var, layer.join("data").into_os_string()),
+                    Redirect::Set(var) => (var, layer.clone().into_os_string()),
                     Redirect::Append(var, prefix) => {
                         let mut value = host.var(var).map(OsStr::to_os_string).unwrap_or_default();
                         if !value.is_empty() {
                             value.push(" ");
                         }
                         value.push(prefix);
-                        value.push(layer.join("data"));
+                        value.push(&layer);
                         (var, value)
                     }
                 };
@@ -353,12 +357,6 @@ pub(crate) fn plan_caches(
                     layer,
                     variable: Some(variable.to_owned()),
                 };
-                plan.grants.push(Grant {
-                    path: cache.data(),
-                    access: Access::ReadWrite,
-                    scope: Scope::Subtree,
-                    origin: Origin::Baseline,
-                });
                 plan.environment.push((variable.into(), value));
                 plan.caches.push(cache);
             }
@@ -485,7 +483,8 @@ mod tests {
         assert_eq!(uv.kind, CacheKind::Redirected);
         assert!(plan
             .environment
-            .contains(&("UV_CACHE_DIR".into(), uv.data().into_os_string())));
+            .contains(&("UV_CACHE_DIR".into(), "/tmp/.sandy-caches/uv".into())));
+        assert!(plan.grants.iter().all(|g| !g.path.starts_with("/tmp")));
         let maven = by_tool("maven").unwrap();
         let opts = plan
             .environment
@@ -497,7 +496,7 @@ mod tests {
             .into_owned();
         assert_eq!(
             opts,
-            format!("-Xmx1g -Dmaven.repo.local={}", maven.data().display())
+            format!("-Xmx1g -Dmaven.repo.local={}", maven.layer.display())
         );
         assert!(by_tool("yarn-berry").is_none());
         // No tool on PATH: nothing is redirected, no variable is set.
