@@ -3,13 +3,22 @@
 //!
 //! They live in `$XDG_CACHE_HOME/sandy/overlays` (`~/.cache/sandy/overlays`), one
 //! directory per cache, named after the tool and a hash of the host path it covers:
-//! `upper` and `work`, and `origin`, the covered path, for the listing. Only the user's own sandboxed runs use them; the host's
+//! `upper` (the sandbox's changes), `origin` (the covered path, for the listing) and one
+//! `work-PID` directory per run. Only the user's own sandboxed runs use them; the host's
 //! tools never read them.
+//!
+//! The overlays are mounted `volatile` (no sync of the upper layer's filesystem when the
+//! sandbox's mount namespace goes away, which would otherwise cost every run a `syncfs`
+//! of the home's filesystem). A volatile mount marks its work directory as unusable for a
+//! later mount, so each run gets a fresh work directory, removed after the run. After a
+//! system crash during a run, files the run wrote to a layer may be incomplete:
+//! `sandy cache --clear` discards them.
 
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use sandy_policy::caches::{sandy_cache_dir, CacheKind, ToolCache, OVERLAYS_DIR};
+use sandy_policy::ManifestOverlay;
 
 use crate::args::CacheArgs;
 use crate::error::SandyError;
@@ -17,8 +26,11 @@ use crate::error::SandyError;
 /// Creates each overlay's layer directories (0700) that do not exist yet, and says so on
 /// stderr when a layer is new. Redirected caches live in the private `/tmp`: nothing to
 /// create here.
-pub fn prepare_layers(caches: &[ToolCache]) -> Result<(), SandyError> {
+pub fn prepare_layers(caches: &[ToolCache]) -> Result<PreparedLayers, SandyError> {
     let io = |step| move |source| SandyError::Io { step, source };
+    let mut prepared = PreparedLayers {
+        overlays: Vec::new(),
+    };
     for cache in caches.iter().filter(|c| c.kind == CacheKind::Overlay) {
         let fresh = match std::fs::create_dir(&cache.layer) {
             Ok(()) => true,
@@ -50,15 +62,73 @@ pub fn prepare_layers(caches: &[ToolCache]) -> Result<(), SandyError> {
                 cache.layer.display()
             );
         }
-        for dir in [cache.upper(), cache.work()] {
-            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(io("cannot create a cache layer directory")(e)),
+        match std::fs::DirBuilder::new().mode(0o700).create(cache.upper()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io("cannot create a cache layer directory")(e)),
+        }
+        if !fresh {
+            remove_stale_work_dirs(&cache.layer);
+        }
+        let work = cache.layer.join(format!("work-{}", std::process::id()));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&work)
+            .map_err(io("cannot create a cache layer's work directory"))?;
+        prepared.overlays.push(ManifestOverlay {
+            lower: cache.path.as_path().into(),
+            upper: cache.upper().as_path().into(),
+            work: work.as_path().into(),
+        });
+    }
+    Ok(prepared)
+}
+
+/// This run's overlays, with their per-run work directories (removed on drop, after the
+/// sandbox is gone).
+pub struct PreparedLayers {
+    overlays: Vec<ManifestOverlay>,
+}
+
+impl PreparedLayers {
+    /// What the bootstrap mounts.
+    pub fn manifest_overlays(&self) -> Vec<ManifestOverlay> {
+        self.overlays.clone()
+    }
+}
+
+impl Drop for PreparedLayers {
+    fn drop(&mut self) {
+        for overlay in &self.overlays {
+            let work = overlay.work.as_path();
+            if let Err(e) = remove_tree(work) {
+                eprintln!(
+                    "sandy: cannot remove the cache overlay's work directory {}: {e}",
+                    work.display()
+                );
             }
         }
     }
-    Ok(())
+}
+
+/// Removes the work directories of runs that are gone (a supervisor that was killed).
+fn remove_stale_work_dirs(layer: &Path) {
+    let Ok(entries) = std::fs::read_dir(layer) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("work-"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = remove_tree(&entry.path());
+        }
+    }
 }
 
 /// `sandy cache [--clear]`.

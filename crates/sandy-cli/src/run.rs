@@ -101,9 +101,10 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
 
     // Copies the sandbox sees in place of host files (filtered or private).
     let views = PreparedViews::prepare(&policy.views, &tmp_base)?;
-    crate::cache::prepare_layers(&policy.caches)?;
+    let layers = crate::cache::prepare_layers(&policy.caches)?;
     let mut launch = LaunchManifest::from_policy(&policy, host.supervisor_pid, restore);
     launch.views = views.manifest_views();
+    launch.overlays = layers.manifest_overlays();
     let manifest = ValidatedManifest::new(launch)?;
     // Fail before spawning anything if this kernel cannot carry the policy. The rules
     // themselves are built once, by the bootstrap.
@@ -115,6 +116,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let status = spawn_and_wait(&bytes, &ports, &waited);
     drop(private_tmp);
     drop(views);
+    drop(layers);
     audit_absent_protections(&policy);
     audit_nested_repositories(&policy.working_directory, started);
     status

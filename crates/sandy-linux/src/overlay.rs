@@ -71,7 +71,9 @@ fn options(overlay: &CacheOverlay) -> Result<CString, LinuxError> {
         bytes.extend_from_slice(key.as_bytes());
         bytes.extend_from_slice(Path::new(path).as_os_str().as_bytes());
     }
-    bytes.extend_from_slice(b",userxattr");
+    // `volatile`: no sync of the upper layer's filesystem when the namespace goes away
+    // (the supervisor gives each run a fresh work directory, which volatile requires).
+    bytes.extend_from_slice(b",userxattr,volatile");
     CString::new(bytes).map_err(|_| LinuxError::Nul)
 }
 
@@ -80,7 +82,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn options_name_the_three_layers_and_userxattr() {
+    fn options_name_the_three_layers_userxattr_and_volatile() {
         let o = CacheOverlay {
             lower: "/h/.npm".into(),
             upper: "/h/.cache/sandy/overlays/npm-1/upper".into(),
@@ -89,7 +91,7 @@ mod tests {
         assert_eq!(
             options(&o).unwrap().to_str().unwrap(),
             "lowerdir=/h/.npm,upperdir=/h/.cache/sandy/overlays/npm-1/upper,\
-             workdir=/h/.cache/sandy/overlays/npm-1/work,userxattr"
+             workdir=/h/.cache/sandy/overlays/npm-1/work,userxattr,volatile"
         );
     }
 }

@@ -34,7 +34,7 @@ pub const REDIRECT_DIR: &str = ".sandy-caches";
 #[serde(rename_all = "snake_case")]
 pub enum CacheKind {
     /// The host directory is the read-only lower layer of an overlay mounted at the same
-    /// place; writes land in `layer/upper` (with `layer/work`).
+    /// place; writes land in `layer/upper` (with a per-run work directory beside it).
     Overlay,
     /// The host has no such cache: the tool's environment variable names `layer`, a
     /// directory in the run's private `/tmp` (nothing is created in the home).
@@ -62,7 +62,8 @@ impl ToolCache {
     pub fn upper(&self) -> PathBuf {
         self.layer.join("upper")
     }
-    /// The overlay's work directory.
+    /// The overlay's work directory (the supervisor gives each run its own instead, see
+    /// `sandy cache`; this one stands in for it in a dry run's manifest).
     pub fn work(&self) -> PathBuf {
         self.layer.join("work")
     }
