@@ -100,7 +100,8 @@ fn sourced_startup_files_are_views_and_agent_shells_start_cleanly() {
         let env_sh = w.write(
             "home/.config/sh/env.sh",
             &format!(
-                "export EDITOR=nano\nexport ANTHROPIC_API_KEY={SECRET}\n. ~/.config/sh/deeper.sh\n"
+                "export EDITOR=nano\nif [ -n \"$HOME\" ]; then\n  export ANTHROPIC_API_KEY={SECRET}\nfi\n\
+                 . ~/.config/sh/deeper.sh\n"
             ),
         );
         let deeper = w.write(

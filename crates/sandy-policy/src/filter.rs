@@ -47,19 +47,37 @@ pub enum CommentStyle {
     Hash,
     /// `;` (npm's `.npmrc`, which reads `#` too, but `;` is its documented form).
     Semicolon,
+    /// Shell scripts (start-up files and what they source): the dropped line becomes
+    /// `true # ...`, a command in sh, bash, zsh and fish alike, so that an `if` or a
+    /// function whose only line was dropped still parses.
+    Shell,
 }
 
 /// The filtered copy of the host file `target` holding `text`, by the file's format:
-/// XML for `*.xml`, `;` comments for npm's and pnpm's configuration, `#` otherwise.
+/// XML for `*.xml`, `;` comments for npm's and pnpm's configuration, `#` for the other
+/// configuration formats (TOML, YAML, INI, properties: by extension or known name), and
+/// shell otherwise (start-up files and the scripts they source).
 pub fn filter_file(target: &Path, text: &[u8]) -> Vec<u8> {
     let name = target.file_name().and_then(|n| n.to_str()).unwrap_or("");
     if name.ends_with(".xml") {
         return filter_xml(text);
     }
+    let ext = Path::new(name)
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("");
     let style = match name {
         ".npmrc" | "npmrc" => CommentStyle::Semicolon,
         "rc" if target.parent().is_some_and(|p| p.ends_with("pnpm")) => CommentStyle::Semicolon,
-        _ => CommentStyle::Hash,
+        ".pypirc" | ".yarnrc" | "config" => CommentStyle::Hash,
+        _ if matches!(
+            ext,
+            "toml" | "yml" | "yaml" | "conf" | "cfg" | "ini" | "properties" | "json"
+        ) =>
+        {
+            CommentStyle::Hash
+        }
+        _ => CommentStyle::Shell,
     };
     filter_credentials(text, style)
 }
@@ -70,6 +88,7 @@ pub fn filter_credentials(text: &[u8], style: CommentStyle) -> Vec<u8> {
     let marker: &[u8] = match style {
         CommentStyle::Hash => b"# sandy: credential line removed",
         CommentStyle::Semicolon => b"; sandy: credential line removed",
+        CommentStyle::Shell => b"true # sandy: credential line removed",
     };
     let mut out = Vec::with_capacity(text.len());
     let mut lines = text.split(|&b| b == b'\n').peekable();
@@ -412,5 +431,21 @@ mod tests {
             f("url: https://h.example/x\n"),
             "url: https://h.example/x\n"
         );
+    }
+
+    #[test]
+    fn shell_files_keep_parsing_when_a_line_goes() {
+        let rc = "if true; then\n  export GH_TOKEN=x\nfi\n";
+        let out = String::from_utf8(filter_file(Path::new("/h/.bashrc"), rc.as_bytes())).unwrap();
+        assert_eq!(
+            out,
+            "if true; then\ntrue # sandy: credential line removed\nfi\n"
+        );
+        let toml = String::from_utf8(filter_file(
+            Path::new("/h/.cargo/config.toml"),
+            b"token = 1\n",
+        ))
+        .unwrap();
+        assert_eq!(toml, "# sandy: credential line removed\n");
     }
 }
