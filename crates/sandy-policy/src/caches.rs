@@ -287,9 +287,11 @@ pub(crate) fn plan_caches(
         let Some(name) = (spec.locate)(&paths).map(|p| normalize(&p)) else {
             continue;
         };
-        let existing = fs
-            .canonicalize(&name)
-            .ok()
+        // One stat first: most caches are absent, and resolving a path costs a system
+        // call per component.
+        let existing = (fs.kind(&name) == Some(FileKind::Directory))
+            .then(|| fs.canonicalize(&name).ok())
+            .flatten()
             .filter(|c| fs.kind(c) == Some(FileKind::Directory));
         let place = existing.clone().unwrap_or_else(|| name.clone());
         let overlaps_sandy = place.starts_with(&root) || root.starts_with(&place);
@@ -413,9 +415,8 @@ mod tests {
             if path.starts_with("/usr/bin") {
                 return Some(FileKind::File { executable: true });
             }
-            self.0
-                .values()
-                .any(|c| c == path)
+            // Like stat(2): a name resolves to its (directory) target.
+            (self.0.contains_key(path) || self.0.values().any(|c| c == path))
                 .then_some(FileKind::Directory)
         }
         fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
