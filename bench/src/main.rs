@@ -40,6 +40,10 @@ type Res<T> = Result<T, Box<dyn Error>>;
 /// Goals, from the tracker.
 const GOAL_STARTUP_OVERHEAD_MS: f64 = 1.5;
 const GOAL_RATIO: f64 = 1.03;
+/// Package managers on a warm copy-on-write cache (issue 12).
+const GOAL_CACHE_RATIO: f64 = 1.05;
+/// How much the cache support may add to a start-up where no cache is in play.
+const GOAL_NO_CACHE_GROWTH_MS: f64 = 0.2;
 const GOAL_SUPERVISOR_RSS_KIB: u64 = 4 * 1024;
 
 /// Sizes of the generated workloads.
@@ -299,7 +303,20 @@ fn main() -> Res<()> {
         "git repository: {REPO_FILES} files, {REPO_COMMITS} commits, `git log -p` prints {log_bytes} bytes"
     ));
 
-    // 4. Supervisor memory.
+    // 4. Package managers on a warm copy-on-write cache, and start-up where no cache is
+    // in play.
+    package_managers(
+        &sandy,
+        opts.baseline.as_deref(),
+        &root,
+        &env,
+        counts,
+        &mut rows,
+        &mut notes,
+        &mut details,
+    )?;
+
+    // 5. Supervisor memory.
     progress("supervisor peak RSS");
     let (bare_kib, sandy_kib, target_kib) = measure_rss(&sandy, &empty, &env, counts.rss_runs)?;
     rows.push(Row::rss(bare_kib, sandy_kib));
@@ -340,8 +357,166 @@ fn main() -> Res<()> {
     Ok(())
 }
 
+/// `cargo build` of a small crate with one dependency and `npm install` of one package,
+/// each from a warm cache (the user's own caches, so the sandboxed runs see them through
+/// their overlays), bare and inside; and the start-up of `sandy run -- true` in a home
+/// without any cache and with no package manager on `PATH`, against an earlier build
+/// when `--baseline` names one.
+#[allow(clippy::too_many_arguments)]
+fn package_managers(
+    sandy: &Path,
+    baseline: Option<&Path>,
+    root: &Path,
+    env: &ChildEnv,
+    counts: &Counts,
+    rows: &mut Vec<Row>,
+    notes: &mut Vec<String>,
+    details: &mut Vec<(String, Stats)>,
+) -> Res<()> {
+    let pair_row = |rows: &mut Vec<Row>,
+                    details: &mut Vec<(String, Stats)>,
+                    label: &str,
+                    name: &str,
+                    cwd: &Path,
+                    script: &str|
+     -> Res<()> {
+        let pair = [
+            Variant::bare(name, cwd, ["sh", "-c", script]),
+            Variant::sandy(name, sandy, cwd, ["sh", "-c", script]),
+        ];
+        // Warm the caches (bare and inside) before timing.
+        for v in &pair {
+            run_once(v, env)?;
+        }
+        let s = measure(&pair, env, counts.work_warmup, counts.heavy_runs, true)?;
+        rows.push(Row::new(label, &s[0], &s[1], Goal::Ratio(GOAL_CACHE_RATIO)));
+        details.push((format!("bare {name}"), s[0].clone()));
+        details.push((format!("sandy {name}"), s[1].clone()));
+        Ok(())
+    };
+    if which("cargo").is_some() {
+        progress("cargo build, warm cache");
+        let dir = project_dir(root, "cargo-build")?;
+        std::fs::write(
+            dir.join("Cargo.toml"),
+            "[package]\nname = \"bench-app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+             [dependencies]\ncfg-if = \"1\"\n\n[workspace]\n",
+        )?;
+        std::fs::create_dir(dir.join("src"))?;
+        std::fs::write(
+            dir.join("src/main.rs"),
+            "cfg_if::cfg_if! { if #[cfg(unix)] { fn os() -> &'static str { \"unix\" } } \
+             else { fn os() -> &'static str { \"other\" } } }\nfn main() { println!(\"{}\", os()); }\n",
+        )?;
+        pair_row(
+            rows,
+            details,
+            "cargo: `cargo build` of a crate with one dependency, warm cache",
+            "cargo clean + build",
+            &dir,
+            "cargo clean -q && cargo build -q && ./target/debug/bench-app",
+        )?;
+    } else {
+        rows.push(Row::missing(
+            "cargo: `cargo build`, warm cache",
+            "cargo: not installed",
+        ));
+    }
+    if which("npm").is_some() {
+        progress("npm install, warm cache");
+        let dir = project_dir(root, "npm-install")?;
+        std::fs::write(
+            dir.join("package.json"),
+            "{ \"name\": \"bench-app\", \"version\": \"1.0.0\", \"private\": true,\n  \
+             \"dependencies\": { \"is-number\": \"7.0.0\" } }\n",
+        )?;
+        pair_row(
+            rows,
+            details,
+            "npm: `npm install` of one package, warm cache",
+            "npm install",
+            &dir,
+            "rm -rf node_modules package-lock.json && \
+             npm install --prefer-offline --no-audit --no-fund --silent && \
+             cat node_modules/is-number/package.json | wc -c",
+        )?;
+    } else {
+        rows.push(Row::missing(
+            "npm: `npm install`, warm cache",
+            "npm: not installed",
+        ));
+    }
+
+    // Start-up with no cache in play: an empty home, and a PATH holding only `true`.
+    progress("start-up without caches");
+    let home = project_dir(root, "empty-home")?;
+    let bin = project_dir(root, "only-true")?;
+    let true_bin = which("true").ok_or("`true` is not on PATH")?;
+    std::os::unix::fs::symlink(&true_bin, bin.join("true"))?;
+    let project = home.join("project");
+    std::fs::create_dir(&project)?;
+    let vars: [(&str, &OsStr); 3] = [
+        ("HOME", home.as_os_str()),
+        ("PATH", bin.as_os_str()),
+        ("XDG_CACHE_HOME", home.as_os_str()),
+    ];
+    let mut variants = vec![
+        Variant::bare("true (empty home)", &project, [true_bin.as_os_str()]).with_env(&vars),
+        Variant::sandy("sandy run -- true (empty home)", sandy, &project, ["true"]).with_env(&vars),
+    ];
+    if let Some(base) = baseline {
+        variants.push(
+            Variant::sandy(
+                "baseline sandy run -- true (empty home)",
+                base,
+                &project,
+                ["true"],
+            )
+            .with_env(&vars),
+        );
+    }
+    let s = measure(
+        &variants,
+        env,
+        counts.startup_warmup,
+        counts.startup_runs,
+        false,
+    )?;
+    match baseline {
+        Some(base) => {
+            rows.push(Row::new(
+                "start-up, no cache in play: this build vs the baseline build",
+                &s[2],
+                &s[1],
+                Goal::OverheadMs(GOAL_NO_CACHE_GROWTH_MS),
+            ));
+            notes.push(format!("baseline build: {}", base.display()));
+        }
+        None => rows.push(Row::new(
+            "start-up, no cache in play: `sandy run -- true` vs `true` (no --baseline)",
+            &s[0],
+            &s[1],
+            Goal::Reference,
+        )),
+    }
+    details.extend(
+        variants
+            .iter()
+            .zip(&s)
+            .map(|(v, s)| (v.label.clone(), s.clone())),
+    );
+    notes.push(
+        "the first start-up rows run in the caller's home, where every cache that exists is \
+         mounted as an overlay; the no-cache row runs in an empty home with only `true` on PATH"
+            .to_owned(),
+    );
+    Ok(())
+}
+
 struct Options {
     sandy: PathBuf,
+    /// An earlier `sandy` build, for the start-up row without any cache in play.
+    baseline: Option<PathBuf>,
     quick: bool,
     /// Only the egress proxy's rows are wanted with `--net-only`; `net` is false with
     /// `--no-net`.
@@ -357,6 +532,7 @@ impl Options {
         let mut quick = false;
         let mut net = true;
         let mut net_only = false;
+        let mut baseline = std::env::var_os("SANDY_BASELINE_BIN").map(PathBuf::from);
         let mut dir = std::env::var_os("SANDY_BENCH_DIR").map(PathBuf::from);
         let mut args = std::env::args_os().skip(1);
         while let Some(arg) = args.next() {
@@ -367,13 +543,17 @@ impl Options {
                 Some("--sandy") => {
                     sandy = Some(PathBuf::from(args.next().ok_or("--sandy needs a path")?));
                 }
+                Some("--baseline") => {
+                    baseline = Some(PathBuf::from(args.next().ok_or("--baseline needs a path")?));
+                }
                 Some("--dir") => {
                     dir = Some(PathBuf::from(args.next().ok_or("--dir needs a path")?));
                 }
                 Some("-h" | "--help") => {
                     println!(
                         "usage: cargo run --release -p sandy-bench -- \
-                         [--quick] [--no-net | --net-only] [--sandy PATH] [--dir DIR]\n\
+                         [--quick] [--no-net | --net-only] [--sandy PATH] [--baseline PATH]\n\
+                         [--dir DIR]\n\
                          Run `cargo build --release` first; see BENCHMARKS.md."
                     );
                     std::process::exit(0);
@@ -398,6 +578,7 @@ impl Options {
         };
         Ok(Options {
             sandy: std::path::absolute(sandy)?,
+            baseline: baseline.map(std::path::absolute).transpose()?,
             quick,
             net,
             net_only,
@@ -463,6 +644,8 @@ struct Variant {
     label: String,
     argv: Vec<OsString>,
     cwd: PathBuf,
+    /// Variables set on top of the common environment.
+    env: Vec<(OsString, OsString)>,
 }
 
 impl Variant {
@@ -475,6 +658,7 @@ impl Variant {
             label: format!("bare {label}"),
             argv: argv.into_iter().map(|a| a.as_ref().to_owned()).collect(),
             cwd: cwd.to_owned(),
+            env: Vec::new(),
         }
     }
 
@@ -504,6 +688,7 @@ impl Variant {
             label,
             argv: full,
             cwd: cwd.to_owned(),
+            env: Vec::new(),
         }
     }
 
@@ -558,6 +743,7 @@ impl Variant {
             label: "bwrap true".to_owned(),
             argv: a,
             cwd: project.to_owned(),
+            env: Vec::new(),
         })
     }
 
@@ -570,7 +756,17 @@ impl Variant {
             label: "unshare --user --map-current-user --mount --ipc true".to_owned(),
             argv,
             cwd: cwd.to_owned(),
+            env: Vec::new(),
         }
+    }
+
+    /// The same command line with extra variables.
+    fn with_env(mut self, vars: &[(&str, &OsStr)]) -> Variant {
+        self.env.extend(
+            vars.iter()
+                .map(|(k, v)| (OsString::from(k), v.to_os_string())),
+        );
+        self
     }
 
     fn command(&self, env: &ChildEnv) -> Res<Command> {
@@ -582,6 +778,7 @@ impl Variant {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         env.apply(&mut cmd);
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         Ok(cmd)
     }
 }

@@ -51,6 +51,12 @@ pub enum Command {
                       anything missing, and an overall verdict."
     )]
     Doctor(DoctorArgs),
+    /// Show the copy-on-write layers of the tool caches (cargo, npm, pip, ...) that
+    /// sandboxed runs keep, with their sizes; --clear removes them.
+    #[command(
+        long_about = "Inside the sandbox, each package-manager or toolchain cache of the home                       is an overlay: the host cache is its read-only lower layer, and what the                       sandbox adds lands in a layer in $XDG_CACHE_HOME/sandy/overlays (kept for                       later sandboxed runs; the host copy never changes). This lists each layer                       with its size and the cache it covers; --clear removes them (do not                       clear while a sandboxed run is using them)."
+    )]
+    Cache(CacheArgs),
     /// Internal: exercise one enforcement layer in this (sacrificial) process and report.
     #[command(name = "__probe", hide = true)]
     Probe(ProbeArgs),
@@ -72,6 +78,14 @@ pub enum NetMode {
 fn parse_pattern(text: &str) -> Result<sandy_net::Pattern, String> {
     text.parse()
         .map_err(|e: sandy_net::PatternError| e.to_string())
+}
+
+/// `sandy cache`.
+#[derive(Debug, Args)]
+pub struct CacheArgs {
+    /// Remove every layer.
+    #[arg(long)]
+    pub clear: bool,
 }
 
 #[derive(Debug, Args)]

@@ -11,6 +11,31 @@ use crate::gitscan;
 /// The host facts for a run that may write the project and the `read_write` grants: the
 /// git facts come from the user's git ([`gitscan`]), for the dry run as for the run.
 pub fn gather(read_write: &[PathBuf]) -> Result<HostContext, SandyError> {
+    let mut host = gather_without_git()?;
+    // The project and the top of every writable directory grant, canonical (resolution
+    // grants the same canonical paths). The current directory from getcwd(3) already is.
+    // A directory resolution refuses as a project (`/`, home or one of its ancestors) is
+    // not walked: the run stops there anyway.
+    let refused =
+        |p: &Path| p.parent().is_none() || host.home.as_deref().is_some_and(|h| h.starts_with(p));
+    let roots: Vec<PathBuf> = std::iter::once(host.cwd.clone())
+        .filter(|p| !refused(p))
+        .chain(
+            read_write
+                .iter()
+                .filter_map(|p| std::fs::canonicalize(host.cwd.join(p)).ok())
+                .filter(|p| p.is_dir() && !refused(p)),
+        )
+        .collect();
+    if !roots.is_empty() {
+        host.git = gitscan::scan(&roots, host.home.as_deref(), &host.env)?;
+    }
+    Ok(host)
+}
+
+/// The host facts without git's view of any repository (for commands that resolve no
+/// launch, such as `sandy cache`).
+pub fn gather_without_git() -> Result<HostContext, SandyError> {
     let cwd = std::env::current_dir().map_err(|e| ResolveError::NoWorkingDirectory {
         reason: e.to_string(),
     })?;
@@ -29,23 +54,8 @@ pub fn gather(read_write: &[PathBuf]) -> Result<HostContext, SandyError> {
             }
             acc
         });
-    // The project and the top of every writable directory grant, canonical (resolution
-    // grants the same canonical paths). The current directory from getcwd(3) already is.
-    let roots: Vec<PathBuf> = std::iter::once(cwd.clone())
-        .chain(
-            read_write
-                .iter()
-                .filter_map(|p| std::fs::canonicalize(cwd.join(p)).ok())
-                .filter(|p| p.is_dir()),
-        )
-        .collect();
-    let git = if roots.is_empty() {
-        GitFacts::default()
-    } else {
-        gitscan::scan(&roots, home.as_deref(), &env)?
-    };
     Ok(HostContext {
-        git,
+        git: GitFacts::default(),
         cwd,
         home,
         env,

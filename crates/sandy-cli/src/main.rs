@@ -8,6 +8,7 @@
 mod agentstate;
 mod args;
 mod bootstrap;
+mod cache;
 mod doctor;
 mod egress;
 mod error;
@@ -54,6 +55,7 @@ fn dispatch(cli: args::Cli) -> Result<u8, error::SandyError> {
         args::Command::Why(why_args) => why::why(why_args),
         args::Command::Bootstrap(b) => Err(bootstrap::bootstrap(b.manifest_fd, b.relay_fd)),
         args::Command::Doctor(d) => doctor::doctor(d),
+        args::Command::Cache(c) => cache::command(c),
         args::Command::Probe(p) => doctor::probe(p.layer),
         args::Command::Escape(e) => selftest::escape(e),
         args::Command::Idle => selftest::idle(),

@@ -126,8 +126,11 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
 
     // Copies the sandbox sees in place of host files (filtered or private).
     let views = PreparedViews::prepare(&policy.views, &policy.state_files, &tmp_base)?;
+    // Copy-on-write layers of the tool caches (kept in Sandy's own cache).
+    let layers = crate::cache::prepare_layers(&policy.caches)?;
     let mut launch = LaunchManifest::from_policy(&policy, host.supervisor_pid, restore);
     launch.views = views.manifest_views();
+    launch.overlays = layers.manifest_overlays();
     // Fail before spawning anything if this kernel cannot carry the policy. The rules
     // themselves are built once, by the bootstrap.
     let support = sandy_linux::probe();
@@ -145,6 +148,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     drop(private_tmp);
     agentstate::merge_after_run(&policy, &views);
     drop(views);
+    drop(layers);
     drop(placeholders);
     agentstate::remove_mount_points(&created);
     verify::after(snapshot);

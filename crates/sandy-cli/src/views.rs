@@ -7,7 +7,7 @@ use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use sandy_policy::filter::{filter_credentials, CommentStyle};
+use sandy_policy::filter::filter_file;
 use sandy_policy::{FileView, ManifestView, StateFile, ViewKind};
 
 use crate::error::SandyError;
@@ -69,7 +69,7 @@ impl PreparedViews {
                     .map_err(io("cannot read a file the sandbox sees as a copy"))?,
             };
             let (content, mode) = match view.kind {
-                ViewKind::Filtered => (filter_credentials(&content, style_of(&view.target)), 0o400),
+                ViewKind::Filtered => (filter_file(&view.target, &content), 0o400),
                 ViewKind::PrivateCopy => {
                     prepared
                         .originals
@@ -118,14 +118,6 @@ impl PreparedViews {
             .iter()
             .find(|(t, _)| t == target)
             .map(|(_, content)| content.as_slice())
-    }
-}
-
-/// `;` for npm's configuration, `#` for everything else Sandy filters.
-fn style_of(target: &Path) -> CommentStyle {
-    match target.file_name().and_then(|n| n.to_str()) {
-        Some(".npmrc" | "npmrc") => CommentStyle::Semicolon,
-        _ => CommentStyle::Hash,
     }
 }
 

@@ -389,6 +389,7 @@ mod inside {
             created_at_launch: Vec::new(),
             state_files: Vec::new(),
             egress: None,
+            caches: Vec::new(),
         };
         let question = if args.write {
             Question::Write

@@ -157,6 +157,15 @@ fn reference_document() -> Value {
             { "path": "/home/u/.claude", "kind": "directory" },
             { "path": "/home/u/.claude/.claude.json", "kind": "empty_file" }
         ],
+        "caches": [
+            {
+                "tool": "npm",
+                "path": "/home/u/.npm",
+                "kind": "overlay",
+                "layer": "/home/u/.cache/sandy/overlays/npm-0123456789abcdef",
+                "variable": null
+            }
+        ],
         "environment": { "removed": ["LD_PRELOAD", "SSH_AUTH_SOCK"], "set": ["TMP", "TMPDIR"] },
         "runtime_controls": [
             { "service": "Kontext", "enabled": false, "version": null },
@@ -419,7 +428,7 @@ fn real_dry_runs_match_the_schema() {
             w.write(format!("home/{dir}/secret"), "canary");
         }
         w.write("home/.netrc", "machine example.com");
-        w.write("home/.npmrc", "//registry/:_authToken=x");
+        w.write("home/.git-credentials", "https://u:x@example.com");
         let doc = dry_run(w, no_flags, &["true"], &[]);
         check(&doc, "home with sensitive paths");
         let denied = doc["protections"]

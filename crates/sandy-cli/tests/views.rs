@@ -81,3 +81,95 @@ fn shell_startup_files_are_read_only_and_filtered() {
         assert!(left.is_empty(), "left in TMPDIR: {left:?}");
     });
 }
+
+/// The files the start-up files source from the home are filtered views too, and the
+/// way agents start their shells (Claude Code's `bash -c 'source ~/.bashrc; ...'`, a
+/// login shell `bash -lc`) prints no error line.
+#[test]
+fn sourced_startup_files_are_views_and_agent_shells_start_cleanly() {
+    if !kernel_ready() {
+        return;
+    }
+    for_each_user(|w| {
+        let bashrc = w.write(
+            "home/.bashrc",
+            "[ -f ~/.bash_aliases ] && . ~/.bash_aliases\n\
+             if [ -d \"$HOME/.config/sh\" ]; then\n  source \"$HOME/.config/sh/env.sh\"\nfi\n",
+        );
+        let aliases = w.write("home/.bash_aliases", "alias gs='git status'\n");
+        let env_sh = w.write(
+            "home/.config/sh/env.sh",
+            &format!(
+                "export EDITOR=nano\nif [ -n \"$HOME\" ]; then\n  export ANTHROPIC_API_KEY={SECRET}\nfi\n\
+                 . ~/.config/sh/deeper.sh\n"
+            ),
+        );
+        let deeper = w.write(
+            "home/.config/sh/deeper.sh",
+            &format!("greet() {{ echo hello-from-deeper; }}\nexport GH_TOKEN={SECRET}\n"),
+        );
+        let profile = w.write("home/.bash_profile", "[ -f ~/.bashrc ] && . ~/.bashrc\n");
+        let originals: Vec<(std::path::PathBuf, String)> =
+            [&bashrc, &aliases, &env_sh, &deeper, &profile]
+                .iter()
+                .map(|p| ((*p).clone(), std::fs::read_to_string(p).unwrap()))
+                .collect();
+        for argv in [
+            vec![
+                "bash",
+                "-c",
+                "shopt -s expand_aliases; source ~/.bashrc; alias gs; greet; \
+                 echo \"editor=$EDITOR key=${ANTHROPIC_API_KEY:-unset} gh=${GH_TOKEN:-unset}\"",
+            ],
+            vec![
+                "bash",
+                "-lc",
+                "alias gs; greet; echo \"editor=$EDITOR key=${ANTHROPIC_API_KEY:-unset}\"",
+            ],
+        ] {
+            let mut args = vec!["run", "--"];
+            args.extend(argv.iter().copied());
+            let o = w.sandy(&args).output().unwrap();
+            assert_code(&o, 0, &format!("{argv:?}"));
+            assert_eq!(stderr(&o), "", "{argv:?} printed an error line");
+            let out = stdout(&o);
+            assert!(out.contains("alias gs='git status'"), "{out}");
+            assert!(out.contains("hello-from-deeper"), "{out}");
+            assert!(out.contains("editor=nano key=unset"), "{out}");
+            assert!(!out.contains(SECRET), "the secret leaked: {out}");
+        }
+        // Neither the sourced files' secrets nor their contents can be changed.
+        let o = w.sh(
+            &[],
+            "cat ~/.config/sh/env.sh ~/.config/sh/deeper.sh; \
+             echo evil >> ~/.config/sh/env.sh || echo append-refused",
+        );
+        let out = stdout(&o);
+        assert!(!out.contains(SECRET), "{out}");
+        assert!(out.contains("append-refused"), "{out}");
+        for (path, text) in originals {
+            assert_eq!(
+                std::fs::read_to_string(&path).unwrap(),
+                text,
+                "{}",
+                path.display()
+            );
+        }
+        // The dry run lists each sourced file as a filtered view.
+        let o = w
+            .sandy(["run", "--dry-run", "--", "true"])
+            .output()
+            .unwrap();
+        let doc = parse_dry_run(&o.stdout, "views dry run");
+        let views = doc["views"].as_array().unwrap();
+        for file in [&aliases, &env_sh, &deeper] {
+            assert!(
+                views
+                    .iter()
+                    .any(|v| v["target"] == file.display().to_string() && v["kind"] == "filtered"),
+                "{} missing from {views:?}",
+                file.display()
+            );
+        }
+    });
+}

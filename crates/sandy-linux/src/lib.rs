@@ -4,7 +4,8 @@
 //! ([`probe`]), computes a pure [`EnforcementPlan`] ([`plan`]), then applies the layers in
 //! a fixed order and `execve`s the target:
 //!
-//! 1. a user and mount namespace and the mounts of [`namespaces::mount_plan`],
+//! 1. a user and mount namespace and the mounts of [`namespaces::mount_plan`] (with the
+//!    copy-on-write tool caches of [`overlay`]),
 //! 2. `no_new_privs` and every capability dropped,
 //! 3. Landlock: filesystem rights of the pinned ABI, signal and abstract-socket scopes,
 //! 4. seccomp: the fixed syscall floor ([`seccomp::rules`]), installed last,
@@ -25,6 +26,7 @@ pub mod diagnose;
 mod error;
 pub mod landlock;
 pub mod namespaces;
+pub mod overlay;
 mod plan;
 mod probe;
 pub mod relay;

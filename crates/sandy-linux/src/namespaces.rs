@@ -70,6 +70,8 @@ pub struct MountPlan {
     /// The sandbox's own dry-run document, written read-only at
     /// [`sandy_policy::POLICY_DOCUMENT_PATH`] on the private `/run`.
     pub policy_document: Option<String>,
+    /// Copy-on-write tool caches ([`crate::overlay`]), mounted before the views.
+    pub overlays: Vec<crate::overlay::CacheOverlay>,
 }
 
 impl MountPlan {
@@ -251,6 +253,7 @@ pub fn mount_plan(manifest: &ValidatedManifest) -> MountPlan {
         masks,
         views,
         policy_document: m.policy_document.clone(),
+        overlays: crate::overlay::overlays(manifest),
     }
 }
 
@@ -491,6 +494,7 @@ pub fn apply(plan: &MountPlan) -> Result<(), LinuxError> {
         bind(&fd_path(fd), path)?;
         own_mounts.push(path);
     }
+    crate::overlay::mount_all(&plan.overlays)?;
     // Prepared copies over host files (each its own mount; a writable one is restored
     // below with the other writable grants).
     for (fd, target) in &view_sources {
@@ -741,6 +745,7 @@ mod tests {
             restore_default_signals: vec![],
             views: vec![],
             policy_document: None,
+            overlays: vec![],
         })
         .unwrap();
         assert_eq!(
@@ -778,6 +783,7 @@ mod tests {
                 masks: vec!["/home/u/.ssh".into()],
                 views: vec![],
                 policy_document: None,
+                overlays: vec![],
             }
         );
     }
@@ -831,6 +837,7 @@ mod tests {
             masks: vec!["/h/.ssh".into(), "/tmp/home/.ssh".into()],
             views: vec![],
             policy_document: None,
+            overlays: vec![],
         };
         let fs = Fake(vec![
             ("/p", None),

@@ -95,6 +95,7 @@ mod tests {
             restore_default_signals: vec![],
             views: vec![],
             policy_document: None,
+            overlays: vec![],
         })
         .unwrap()
     }

@@ -38,6 +38,19 @@ pub struct DryRunView {
     pub reason: String,
 }
 
+/// A tool cache: copy-on-write over the host cache, or redirected into Sandy's cache.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DryRunCache {
+    pub tool: String,
+    /// Where the tool reads the cache.
+    pub path: String,
+    pub kind: crate::caches::CacheKind,
+    /// Sandy's directory holding the sandbox's side of it.
+    pub layer: String,
+    /// The variable Sandy set to point the tool there (redirected caches).
+    pub variable: Option<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DryRunCreation {
     pub path: String,
@@ -101,6 +114,8 @@ pub struct DryRunDocument {
     pub views: Vec<DryRunView>,
     /// The agent's absent state directories and files, created before launch.
     pub created_at_launch: Vec<DryRunCreation>,
+    /// Tool caches the sandbox sees copy-on-write; the host copy never changes.
+    pub caches: Vec<DryRunCache>,
     pub environment: DryRunEnvironment,
     pub runtime_controls: Vec<RuntimeControl>,
     pub enforcement: Enforcement,
@@ -189,6 +204,17 @@ impl DryRunDocument {
                 .map(|c| DryRunCreation {
                     path: lossy(c.path.as_os_str()),
                     kind: c.kind,
+                })
+                .collect(),
+            caches: policy
+                .caches
+                .iter()
+                .map(|c| DryRunCache {
+                    tool: c.tool.clone(),
+                    path: lossy(c.path.as_os_str()),
+                    kind: c.kind,
+                    layer: lossy(c.layer.as_os_str()),
+                    variable: c.variable.clone(),
                 })
                 .collect(),
             environment: DryRunEnvironment {

@@ -3,9 +3,19 @@
 //! those that look like a credential.
 //!
 //! The rule is deliberately coarse and errs towards dropping: a line goes when the name it
-//! assigns looks like a credential (`TOKEN`, `SECRET`, `PASSWORD`, `_auth`, ...), and a URL
-//! with a user name or password anywhere in a kept line loses that part. A dropped line is
-//! replaced by a comment in the file's own comment syntax, so line numbers stay the same.
+//! assigns looks like a credential (`TOKEN`, `SECRET`, `PASSWORD`, `_auth`, ...), or when
+//! any key in it does (a TOML inline table `{ index = "...", token = "..." }`, a YAML or
+//! JSON flow map), and a URL with a user name or password anywhere in a kept line loses
+//! that part. Names are compared in `snake_case`, so `npmAuthToken` is `npm_auth_token`.
+//! A dropped line is replaced by a comment in the file's own comment syntax, so line
+//! numbers stay the same. XML (Maven's `settings.xml`) has its own rule: the content of
+//! an element whose name looks like a credential (`<password>`, `<passphrase>`,
+//! `<privateKey>`) is removed wherever it spans lines, and so is the `<value>` that
+//! follows a `<name>` that looks like one (an HTTP header such as `Private-Token`).
+//!
+//! [`filter_file`] picks the rule from the file's name.
+
+use std::path::Path;
 
 /// Words that mark an assigned name as a credential, compared case-insensitively against
 /// the name with `-` and `.` read as `_`.
@@ -14,6 +24,7 @@ const CREDENTIAL_WORDS: &[&str] = &[
     "secret",
     "password",
     "passwd",
+    "passphrase",
     "pass",
     "pwd",
     "apikey",
@@ -36,6 +47,39 @@ pub enum CommentStyle {
     Hash,
     /// `;` (npm's `.npmrc`, which reads `#` too, but `;` is its documented form).
     Semicolon,
+    /// Shell scripts (start-up files and what they source): the dropped line becomes
+    /// `true # ...`, a command in sh, bash, zsh and fish alike, so that an `if` or a
+    /// function whose only line was dropped still parses.
+    Shell,
+}
+
+/// The filtered copy of the host file `target` holding `text`, by the file's format:
+/// XML for `*.xml`, `;` comments for npm's and pnpm's configuration, `#` for the other
+/// configuration formats (TOML, YAML, INI, properties: by extension or known name), and
+/// shell otherwise (start-up files and the scripts they source).
+pub fn filter_file(target: &Path, text: &[u8]) -> Vec<u8> {
+    let name = target.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if name.ends_with(".xml") {
+        return filter_xml(text);
+    }
+    let ext = Path::new(name)
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("");
+    let style = match name {
+        ".npmrc" | "npmrc" => CommentStyle::Semicolon,
+        "rc" if target.parent().is_some_and(|p| p.ends_with("pnpm")) => CommentStyle::Semicolon,
+        ".pypirc" | ".yarnrc" | "config" => CommentStyle::Hash,
+        _ if matches!(
+            ext,
+            "toml" | "yml" | "yaml" | "conf" | "cfg" | "ini" | "properties" | "json"
+        ) =>
+        {
+            CommentStyle::Hash
+        }
+        _ => CommentStyle::Shell,
+    };
+    filter_credentials(text, style)
 }
 
 /// The filtered copy of `text`. Never fails: bytes that are not UTF-8 are kept as they
@@ -44,11 +88,12 @@ pub fn filter_credentials(text: &[u8], style: CommentStyle) -> Vec<u8> {
     let marker: &[u8] = match style {
         CommentStyle::Hash => b"# sandy: credential line removed",
         CommentStyle::Semicolon => b"; sandy: credential line removed",
+        CommentStyle::Shell => b"true # sandy: credential line removed",
     };
     let mut out = Vec::with_capacity(text.len());
     let mut lines = text.split(|&b| b == b'\n').peekable();
     while let Some(line) = lines.next() {
-        if assigns_credential(line) {
+        if assigns_credential(line) || has_credential_key(line) {
             out.extend_from_slice(marker);
         } else {
             out.extend_from_slice(&strip_url_userinfo(line));
@@ -84,6 +129,18 @@ fn assigns_credential(line: &[u8]) -> bool {
             break;
         }
     }
+    // A quoted key (`.yarnrc`: `"//registry/:_authToken" value`): the name is inside.
+    if let Some(quoted) = rest.strip_prefix(b"\"") {
+        if let Some(close) = quoted.iter().position(|&b| b == b'"') {
+            let key = &quoted[..close];
+            let name = key
+                .rsplit(|&b| b == b':' || b == b'/')
+                .next()
+                .unwrap_or(key);
+            let value = quoted[close + 1..].trim_ascii();
+            return !value.is_empty() && looks_like_credential(name.trim_ascii());
+        }
+    }
     let end = rest
         .iter()
         .position(|&b| b == b'=' || b == b' ' || b == b'\t' || b == b':')
@@ -105,14 +162,62 @@ fn assigns_credential(line: &[u8]) -> bool {
     has_value && looks_like_credential(name)
 }
 
+/// Whether any key inside the line (after `{`, `,`, or at its start) that is followed by
+/// `=` or `:` looks like a credential: inline tables and flow maps carry several.
+fn has_credential_key(line: &[u8]) -> bool {
+    let trimmed = line.trim_ascii_start();
+    if trimmed.starts_with(b"#") || trimmed.starts_with(b";") {
+        return false;
+    }
+    let mut i = 0;
+    while i < line.len() {
+        let is_key_byte = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.');
+        if !is_key_byte(line[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < line.len() && is_key_byte(line[i]) {
+            i += 1;
+        }
+        let key = &line[start..i];
+        // The key may be quoted (JSON, YAML, TOML).
+        let mut j = i;
+        if j < line.len() && (line[j] == b'"' || line[j] == b'\'') {
+            j += 1;
+        }
+        while j < line.len() && (line[j] == b' ' || line[j] == b'\t') {
+            j += 1;
+        }
+        let before = line[..start]
+            .iter()
+            .rev()
+            .find(|b| !matches!(b, b' ' | b'\t' | b'"' | b'\''));
+        let opens = matches!(before, None | Some(b'{' | b',' | b'['));
+        let assigned = j < line.len()
+            && (line[j] == b'=' || (line[j] == b':' && !line[j + 1..].starts_with(b"//")));
+        if opens && assigned && looks_like_credential(key) {
+            return true;
+        }
+    }
+    false
+}
+
 fn looks_like_credential(name: &[u8]) -> bool {
-    let normalized: String = name
-        .iter()
-        .map(|&b| match b {
-            b'-' | b'.' => '_',
-            other => char::from(other.to_ascii_lowercase()),
-        })
-        .collect();
+    // camelCase words become snake_case words: `npmAuthToken` is `npm_auth_token`.
+    let mut normalized = String::with_capacity(name.len() + 4);
+    for (i, &b) in name.iter().enumerate() {
+        match b {
+            b'-' | b'.' => normalized.push('_'),
+            b'A'..=b'Z' => {
+                if i > 0 && name[i - 1].is_ascii_lowercase() {
+                    normalized.push('_');
+                }
+                normalized.push(char::from(b.to_ascii_lowercase()));
+            }
+            other => normalized.push(char::from(other)),
+        }
+    }
     let padded = format!("_{normalized}_");
     CREDENTIAL_WORDS.iter().any(|word| {
         let word = word.trim_start_matches('_');
@@ -144,6 +249,66 @@ fn strip_url_userinfo(line: &[u8]) -> Vec<u8> {
         i += 1;
     }
     out
+}
+
+/// XML: the content of credential elements removed (see the module documentation).
+pub fn filter_xml(text: &[u8]) -> Vec<u8> {
+    const REMOVED: &[u8] = b"<!-- sandy: credential removed -->";
+    let mut out = Vec::with_capacity(text.len());
+    let mut i = 0;
+    // Set after a `<name>` element whose text looks like a credential name.
+    let mut secret_value_next = false;
+    while i < text.len() {
+        if text[i] != b'<' || text[i..].starts_with(b"</") || text[i..].starts_with(b"<!") {
+            out.push(text[i]);
+            i += 1;
+            continue;
+        }
+        let Some(gt) = text[i..].iter().position(|&b| b == b'>').map(|p| i + p) else {
+            out.extend_from_slice(&text[i..]);
+            break;
+        };
+        let tag = &text[i + 1..gt];
+        let name_len = tag
+            .iter()
+            .position(|b| b.is_ascii_whitespace() || *b == b'/')
+            .unwrap_or(tag.len());
+        let name = &tag[..name_len];
+        out.extend_from_slice(&text[i..=gt]);
+        i = gt + 1;
+        if tag.ends_with(b"/") {
+            continue;
+        }
+        let mut close = b"</".to_vec();
+        close.extend_from_slice(name);
+        close.push(b'>');
+        let Some(end) = find(&text[i..], &close).map(|p| i + p) else {
+            continue;
+        };
+        let content = &text[i..end];
+        if content.contains(&b'<') {
+            // A container: its children are judged one by one.
+            continue;
+        }
+        let secret = looks_like_credential(name)
+            || (secret_value_next && name.eq_ignore_ascii_case(b"value"));
+        secret_value_next =
+            name.eq_ignore_ascii_case(b"name") && looks_like_credential(content.trim_ascii());
+        if secret {
+            out.extend_from_slice(REMOVED);
+            // Keep the line count.
+            out.extend(content.iter().filter(|&&b| b == b'\n'));
+        } else {
+            out.extend_from_slice(&strip_url_userinfo(content));
+        }
+        out.extend_from_slice(&close);
+        i = end + close.len();
+    }
+    out
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 #[cfg(test)]
@@ -195,5 +360,92 @@ mod tests {
         assert_eq!(f("export COMPASS_HOME=/x\n"), "export COMPASS_HOME=/x\n");
         assert_eq!(f("export AUTHOR=me\n"), "export AUTHOR=me\n");
         assert_eq!(f("tokenizer_threads = 4\n"), "tokenizer_threads = 4\n");
+    }
+
+    #[test]
+    fn toml_tables_inline_tables_and_yaml_keys() {
+        let cargo = "[registry]\ndefault = \"mine\"\ntoken = \"cio-secret\"\n\
+                     [registries.mine]\nindex = \"sparse+https://r.example/\"\n\
+                     [registries]\nother = { index = \"https://o.example/\", token = \"o-secret\" }\n\
+                     [net]\ngit-fetch-with-cli = true\n";
+        let out = f(cargo);
+        assert!(!out.contains("secret"), "{out}");
+        assert!(out.contains("default = \"mine\""), "{out}");
+        assert!(
+            out.contains("index = \"sparse+https://r.example/\""),
+            "{out}"
+        );
+        assert!(out.contains("git-fetch-with-cli = true"), "{out}");
+        let yarn = "npmRegistryServer: \"https://r.example\"\nnpmAuthToken: y-secret\n\
+                    npmAuthIdent: \"u:p-secret\"\nnpmScopes:\n  co:\n    npmAuthToken: s-secret\n\
+                    enableTelemetry: false\n";
+        let out = f(yarn);
+        assert!(!out.contains("secret"), "{out}");
+        assert!(
+            out.contains("npmRegistryServer: \"https://r.example\""),
+            "{out}"
+        );
+        assert!(out.contains("enableTelemetry: false"), "{out}");
+        let yarn1 = "registry \"https://r.example/\"\n\"//r.example/:_authToken\" v1-secret\n";
+        let out = f(yarn1);
+        assert!(!out.contains("secret"), "{out}");
+        assert!(out.contains("registry \"https://r.example/\""), "{out}");
+    }
+
+    #[test]
+    fn maven_settings_lose_passwords_but_keep_mirrors() {
+        let xml = "<settings>\n  <mirrors><mirror><id>m</id><url>https://u:url-secret@m.example/</url>\
+                   </mirror></mirrors>\n  <servers>\n    <server>\n      <id>s</id>\n\
+                   <username>me</username>\n      <password>\n        pw-secret\n      </password>\n\
+                   <privateKey>/k</privateKey><passphrase>pp-secret</passphrase>\n\
+                   <configuration><httpHeaders><property><name>Private-Token</name>\
+                   <value>hdr-secret</value></property></httpHeaders></configuration>\n\
+                   </server>\n  </servers>\n</settings>\n";
+        let out = String::from_utf8(filter_file(
+            Path::new("/h/.m2/settings.xml"),
+            xml.as_bytes(),
+        ))
+        .unwrap();
+        assert!(!out.contains("secret"), "{out}");
+        assert!(out.contains("<url>https://m.example/</url>"), "{out}");
+        assert!(out.contains("<username>me</username>"), "{out}");
+        assert_eq!(out.lines().count(), xml.lines().count(), "{out}");
+        assert!(
+            out.contains("<password><!-- sandy: credential removed -->"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn plain_settings_in_assignments_are_kept() {
+        assert_eq!(
+            f("export PATH=$HOME/bin:$PATH\n"),
+            "export PATH=$HOME/bin:$PATH\n"
+        );
+        assert_eq!(f("alias gp='git push'\n"), "alias gp='git push'\n");
+        assert_eq!(
+            f("x = { version = \"1\", path = \"a\" }\n"),
+            "x = { version = \"1\", path = \"a\" }\n"
+        );
+        assert_eq!(
+            f("url: https://h.example/x\n"),
+            "url: https://h.example/x\n"
+        );
+    }
+
+    #[test]
+    fn shell_files_keep_parsing_when_a_line_goes() {
+        let rc = "if true; then\n  export GH_TOKEN=x\nfi\n";
+        let out = String::from_utf8(filter_file(Path::new("/h/.bashrc"), rc.as_bytes())).unwrap();
+        assert_eq!(
+            out,
+            "if true; then\ntrue # sandy: credential line removed\nfi\n"
+        );
+        let toml = String::from_utf8(filter_file(
+            Path::new("/h/.cargo/config.toml"),
+            b"token = 1\n",
+        ))
+        .unwrap();
+        assert_eq!(toml, "# sandy: credential line removed\n");
     }
 }

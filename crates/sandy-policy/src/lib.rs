@@ -21,6 +21,7 @@
 //! It enforces nothing. Enforcement lives in `sandy-linux`; this crate only decides.
 #![forbid(unsafe_code)]
 
+pub mod caches;
 mod chain;
 mod dryrun;
 mod egress;
@@ -48,8 +49,8 @@ pub use gitfacts::{GitDir, GitDirKind, GitFacts};
 pub use host::HostContext;
 pub use inspect::{FileKind, PathInspector, RealFs};
 pub use manifest::{
-    EnvEntry, LaunchManifest, ManifestGrant, ManifestProtection, ManifestView, RestoredSignal,
-    ValidatedManifest, MANIFEST_SCHEMA_VERSION, MAX_MANIFEST_BYTES,
+    EnvEntry, LaunchManifest, ManifestGrant, ManifestOverlay, ManifestProtection, ManifestView,
+    RestoredSignal, ValidatedManifest, MANIFEST_SCHEMA_VERSION, MAX_MANIFEST_BYTES,
 };
 pub use osbytes::OsBytes;
 pub use policy::{

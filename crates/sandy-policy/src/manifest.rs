@@ -52,6 +52,16 @@ pub struct ManifestView {
     pub writable: bool,
 }
 
+/// A copy-on-write tool cache the bootstrap mounts: an overlay at `lower` (the host
+/// cache, read-only) whose changes go to `upper` (with `work`) in Sandy's own cache.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ManifestOverlay {
+    pub lower: OsBytes,
+    pub upper: OsBytes,
+    pub work: OsBytes,
+}
+
 /// Signals the supervisor ignores while it waits, which the bootstrap must restore to
 /// their default action before the target starts (unless the caller had ignored them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,11 +96,15 @@ pub struct LaunchManifest {
     pub proxy_port: Option<u16>,
     pub restore_default_signals: Vec<RestoredSignal>,
     /// Prepared copies bound over host files (filled in by the supervisor once it has
-    /// prepared them; empty in a dry run).
+    /// prepared them; empty in a dry run). Absent means none.
+    #[serde(default)]
     pub views: Vec<ManifestView>,
     /// The dry-run document of this launch, written read-only at
     /// [`crate::POLICY_DOCUMENT_PATH`] inside (none in a dry run).
     pub policy_document: Option<String>,
+    /// Tool caches mounted copy-on-write.
+    #[serde(default)]
+    pub overlays: Vec<ManifestOverlay>,
 }
 
 impl LaunchManifest {
@@ -140,6 +154,16 @@ impl LaunchManifest {
             restore_default_signals,
             views: Vec::new(),
             policy_document: None,
+            overlays: policy
+                .caches
+                .iter()
+                .filter(|c| c.kind == crate::caches::CacheKind::Overlay)
+                .map(|c| ManifestOverlay {
+                    lower: c.path.as_path().into(),
+                    upper: c.upper().as_path().into(),
+                    work: c.work().as_path().into(),
+                })
+                .collect(),
         }
     }
 }
@@ -309,6 +333,26 @@ fn validate(m: &LaunchManifest) -> Result<(), ManifestError> {
     {
         return Err(invalid("the policy document is too large"));
     }
+    if m.overlays.len() > MAX_GRANTS {
+        return Err(invalid(format!("more than {MAX_GRANTS} cache overlays")));
+    }
+    for overlay in &m.overlays {
+        for (what, path) in [
+            ("a cache overlay's lower layer", &overlay.lower),
+            ("a cache overlay's upper layer", &overlay.upper),
+            ("a cache overlay's work directory", &overlay.work),
+        ] {
+            check_path(what, path)?;
+            if path.0.iter().any(|b| matches!(b, b',' | b':' | b'\\')) {
+                return Err(invalid(format!(
+                    "{what} holds a character overlayfs cannot take"
+                )));
+            }
+        }
+        if overlay.lower.as_path() == Path::new("/") {
+            return Err(invalid("a cache overlay covers the filesystem root"));
+        }
+    }
     Ok(())
 }
 
@@ -344,6 +388,7 @@ mod tests {
             restore_default_signals: vec![RestoredSignal::Interrupt, RestoredSignal::Quit],
             views: vec![],
             policy_document: None,
+            overlays: vec![],
         }
     }
 

@@ -220,4 +220,6 @@ pub struct ResolvedPolicy {
     pub created_at_launch: Vec<LaunchCreation>,
     /// The agent's state files, merged back after the run.
     pub state_files: Vec<StateFile>,
+    /// Tool caches seen copy-on-write (an overlay) or redirected into Sandy's cache.
+    pub caches: Vec<crate::caches::ToolCache>,
 }

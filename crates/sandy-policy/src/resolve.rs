@@ -387,11 +387,21 @@ pub fn resolve(
     let mut views: Vec<FileView> = Vec::new();
     if let Some(home) = ctx.home {
         views.extend(views::shell_startup_views(home, host, fs));
+        views.extend(views::package_config_views(home, host, fs));
     }
     // The agent's state files: a private copy, merged back after the run.
     views.extend(applied.views.iter().cloned());
     let mut grants = grants;
     let views = views::finish_views(views, &mut grants, &mut protections);
+    let caches = views::add_caches(
+        ctx.home,
+        host,
+        fs,
+        &mut grants,
+        &mut protections,
+        &mut environment,
+        &mut set_env,
+    );
 
     Ok(ResolvedPolicy {
         program,
@@ -419,6 +429,7 @@ pub fn resolve(
         views,
         created_at_launch: applied.created,
         state_files: applied.state_files,
+        caches,
     })
 }
 

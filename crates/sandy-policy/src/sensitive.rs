@@ -27,8 +27,14 @@ pub const SENSITIVE_HOME_PATHS: &[&str] = &[
     ".pki",
     ".cargo/credentials",
     ".cargo/credentials.toml",
+    // npm's and twine's configuration, and cargo's `config.toml`, are seen inside as a
+    // filtered view without their credentials (resolve/views.rs); the masks only apply
+    // where no view replaces them.
     ".npmrc",
     ".pypirc",
+    ".gem/credentials",
+    ".composer/auth.json",
+    ".config/composer/auth.json",
     ".vault-token",
     ".terraform.d/credentials.tfrc.json",
 ];

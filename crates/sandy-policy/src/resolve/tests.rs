@@ -259,6 +259,7 @@ fn plain_run_resolves_to_the_default_policy() {
         views: vec![],
         created_at_launch: vec![],
         state_files: vec![],
+        caches: vec![],
     };
     assert_eq!(policy, expected);
 }

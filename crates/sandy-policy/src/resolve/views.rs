@@ -3,7 +3,11 @@
 //! view replaces a mask on the same path: the copy carries no credential, or is the
 //! agent's own private state, so it is what the sandbox may see in place of the file.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+
+use crate::caches::{plan_caches, ToolCache};
+use crate::resolve::{PRIVATE_SHM, PRIVATE_TMP, PRIVATE_VAR_TMP};
 
 use crate::host::HostContext;
 use crate::inspect::{FileKind, PathInspector};
@@ -27,8 +31,17 @@ const SHELL_STARTUP_FILES: &[&str] = &[
     ".config/fish/config.fish",
 ];
 
+/// How deep `source FILE` lines are followed from a start-up file.
+const MAX_SOURCE_DEPTH: usize = 3;
+/// How many files the `source` scan adds at most.
+const MAX_SOURCED_FILES: usize = 32;
+/// How much of a start-up file the `source` scan reads.
+const MAX_SCAN_BYTES: usize = 256 * 1024;
+
 /// Read-only, credential-filtered views of the user's shell start-up files that exist as
-/// regular files (`$ZDOTDIR` is honoured for zsh's files).
+/// regular files (`$ZDOTDIR` is honoured for zsh's files), and of the files under the home
+/// they source (`source FILE` or `. FILE`, with `~`, `$HOME` or `${HOME}`; read, never
+/// run; a few levels deep).
 pub(super) fn shell_startup_views(
     home: &Path,
     host: &HostContext,
@@ -38,13 +51,38 @@ pub(super) fn shell_startup_views(
         .var("ZDOTDIR")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute());
-    SHELL_STARTUP_FILES
+    let mut files: Vec<PathBuf> = SHELL_STARTUP_FILES
         .iter()
         .map(|rel| match (&zdotdir, rel.starts_with(".z")) {
             (Some(z), true) => z.join(rel),
             _ => home.join(rel),
         })
-        .filter(|p| matches!(fs.kind(p), Some(FileKind::File { .. })))
+        .filter(|p| is_file(fs, p))
+        .collect();
+    let mut frontier: Vec<PathBuf> = files.clone();
+    let mut sourced = 0;
+    for _ in 0..MAX_SOURCE_DEPTH {
+        let mut next = Vec::new();
+        for file in &frontier {
+            let Some(text) = fs.read_head(file, MAX_SCAN_BYTES) else {
+                continue;
+            };
+            for target in sourced_files(&text, home) {
+                if sourced < MAX_SOURCED_FILES
+                    && !files.contains(&target)
+                    && target.starts_with(home)
+                    && is_file(fs, &target)
+                {
+                    sourced += 1;
+                    files.push(target.clone());
+                    next.push(target);
+                }
+            }
+        }
+        frontier = next;
+    }
+    files
+        .into_iter()
         .map(|target| FileView {
             target,
             kind: ViewKind::Filtered,
@@ -54,6 +92,162 @@ pub(super) fn shell_startup_views(
                 .to_owned(),
         })
         .collect()
+}
+
+fn is_file(fs: &dyn PathInspector, path: &Path) -> bool {
+    matches!(fs.kind(path), Some(FileKind::File { .. }))
+}
+
+/// The home files a shell script sources: each command of a line (split at `;`, `&&`,
+/// `||`, `then`, `do`) that is `source WORD` or `. WORD`, where WORD is a plain path
+/// starting with `~/`, `$HOME/` or `${HOME}/` (quotes allowed). Anything else (other
+/// variables, command substitution, globs) is not guessed at.
+fn sourced_files(text: &[u8], home: &Path) -> Vec<PathBuf> {
+    let text = String::from_utf8_lossy(text);
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or("");
+        let line = line.replace("&&", ";").replace("||", ";");
+        for command in line.split(';') {
+            let mut words = command.split_whitespace().peekable();
+            while let Some(w) = words.peek() {
+                if matches!(*w, "then" | "do" | "else" | "{" | "(") {
+                    words.next();
+                } else {
+                    break;
+                }
+            }
+            let (Some(verb), Some(arg)) = (words.next(), words.next()) else {
+                continue;
+            };
+            if verb != "source" && verb != "." {
+                continue;
+            }
+            let arg = arg.trim_matches(|c| c == '"' || c == '\'');
+            let rest = ["~/", "$HOME/", "${HOME}/"]
+                .iter()
+                .find_map(|prefix| arg.strip_prefix(prefix));
+            let Some(rest) = rest else {
+                continue;
+            };
+            if rest.is_empty() || rest.contains(['$', '`', '*', '?', '[', '(']) {
+                continue;
+            }
+            let candidate = home.join(rest);
+            if candidate
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+            {
+                continue;
+            }
+            out.push(candidate);
+        }
+    }
+    out
+}
+
+/// Package managers' configuration files that may hold a registry token or password
+/// beside settings that matter inside (a registry mirror, an index URL, `update-notifier`):
+/// each is a read-only view without its credentials. Found where the tool looks
+/// (`NPM_CONFIG_USERCONFIG`, `PIP_CONFIG_FILE`, `XDG_CONFIG_HOME`, `CARGO_HOME`).
+pub(super) fn package_config_views(
+    home: &Path,
+    host: &HostContext,
+    fs: &dyn PathInspector,
+) -> Vec<FileView> {
+    let var = |name: &str| {
+        host.var(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    let xdg_config = var("XDG_CONFIG_HOME").unwrap_or_else(|| home.join(".config"));
+    let cargo_home = var("CARGO_HOME").unwrap_or_else(|| home.join(".cargo"));
+    let npmrc = var("NPM_CONFIG_USERCONFIG")
+        .or_else(|| var("npm_config_userconfig"))
+        .unwrap_or_else(|| home.join(".npmrc"));
+    let candidates: Vec<(PathBuf, &str)> = vec![
+        (npmrc, "npm"),
+        (xdg_config.join("pnpm/rc"), "pnpm"),
+        (home.join(".yarnrc"), "yarn"),
+        (home.join(".yarnrc.yml"), "yarn"),
+        (home.join(".bunfig.toml"), "bun"),
+        (home.join(".pypirc"), "twine/setuptools"),
+        (xdg_config.join("pip/pip.conf"), "pip"),
+        (home.join(".pip/pip.conf"), "pip"),
+        (var("PIP_CONFIG_FILE").unwrap_or_default(), "pip"),
+        (xdg_config.join("uv/uv.toml"), "uv"),
+        (cargo_home.join("config.toml"), "cargo"),
+        (cargo_home.join("config"), "cargo"),
+        (home.join(".m2/settings.xml"), "maven"),
+        (home.join(".gradle/gradle.properties"), "gradle"),
+    ];
+    candidates
+        .into_iter()
+        .filter(|(p, _)| p.is_absolute() && is_file(fs, p))
+        .map(|(target, tool)| FileView {
+            target,
+            kind: ViewKind::Filtered,
+            origin: Origin::Baseline,
+            reason: format!(
+                "{tool} configuration, read-only, without lines that look like credentials"
+            ),
+        })
+        .collect()
+}
+
+/// Tool caches (see [`crate::caches`]): an overlay's mount point becomes a writable
+/// grant (the writes land in Sandy's upper layer, never in the host cache), a redirected
+/// cache's directory in Sandy's cache too, and the tool's variable is set for it. Caches
+/// inside a writable grant of the project or a flag, or under a private directory, are
+/// left as they are.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn add_caches(
+    home: Option<&Path>,
+    host: &HostContext,
+    fs: &dyn PathInspector,
+    grants: &mut Vec<Grant>,
+    protections: &mut Vec<Protection>,
+    environment: &mut Vec<(OsString, OsString)>,
+    set_env: &mut Vec<String>,
+) -> Vec<ToolCache> {
+    let Some(home) = home else {
+        return Vec::new();
+    };
+    let writable: Vec<PathBuf> = grants
+        .iter()
+        .filter(|g| {
+            g.access == Access::ReadWrite
+                && g.scope == Scope::Subtree
+                && matches!(g.origin, Origin::Project | Origin::Flag)
+        })
+        .map(|g| g.path.clone())
+        .collect();
+    let runtime = host.var("XDG_RUNTIME_DIR").map(Path::new);
+    let hidden: Vec<&Path> = [PRIVATE_TMP, PRIVATE_SHM, PRIVATE_VAR_TMP]
+        .iter()
+        .map(Path::new)
+        .chain(runtime)
+        .collect();
+    let path_dirs: Vec<PathBuf> = host
+        .var("PATH")
+        .map(|p| {
+            std::env::split_paths(p)
+                .filter(|d| d.is_absolute())
+                .collect()
+        })
+        .unwrap_or_default();
+    let plan = plan_caches(home, host, fs, &writable, &hidden, &path_dirs);
+    grants.extend(plan.grants);
+    protections.extend(plan.protections);
+    for (name, value) in plan.environment {
+        environment.retain(|(k, _)| *k != name);
+        set_env.push(name.to_string_lossy().into_owned());
+        environment.push((name, value));
+    }
+    set_env.sort();
+    set_env.dedup();
+    plan.caches
 }
 
 /// Adds the grants the views need and drops masks that a view replaces. Views whose target
@@ -153,6 +347,24 @@ mod tests {
                     scope: Scope::Exact,
                     origin: Origin::Baseline
                 }
+            ]
+        );
+    }
+
+    #[test]
+    fn sourced_home_files_are_found_without_running_anything() {
+        let rc = "source ~/.bash_aliases\n[ -f ~/.env.sh ] && . ~/.env.sh # secrets\n\
+                  if true; then . \"$HOME/.config/sh/fn.sh\"; fi\n. ${HOME}/a\n\
+                  source $OTHER/x\n. ~/../etc/passwd\nsource /etc/bash_completion\n\
+                  . ~/$(evil)\n# source ~/.commented\n";
+        let h = Path::new("/h");
+        assert_eq!(
+            sourced_files(rc.as_bytes(), h),
+            vec![
+                PathBuf::from("/h/.bash_aliases"),
+                PathBuf::from("/h/.env.sh"),
+                PathBuf::from("/h/.config/sh/fn.sh"),
+                PathBuf::from("/h/a"),
             ]
         );
     }

@@ -1,0 +1,242 @@
+//! The layers of the copy-on-write tool caches (design §3.7): created by the supervisor
+//! before a run, kept between runs, listed and cleared by `sandy cache`.
+//!
+//! They live in `$XDG_CACHE_HOME/sandy/overlays` (`~/.cache/sandy/overlays`), one
+//! directory per cache, named after the tool and a hash of the host path it covers:
+//! `upper` (the sandbox's changes), `origin` (the covered path, for the listing) and one
+//! `work-PID` directory per run. Only the user's own sandboxed runs use them; the host's
+//! tools never read them.
+//!
+//! The overlays are mounted `volatile` (no sync of the upper layer's filesystem when the
+//! sandbox's mount namespace goes away, which would otherwise cost every run a `syncfs`
+//! of the home's filesystem). A volatile mount marks its work directory as unusable for a
+//! later mount, so each run gets a fresh work directory, removed after the run. After a
+//! system crash during a run, files the run wrote to a layer may be incomplete:
+//! `sandy cache --clear` discards them.
+
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use sandy_policy::caches::{sandy_cache_dir, CacheKind, ToolCache, OVERLAYS_DIR};
+use sandy_policy::ManifestOverlay;
+
+use crate::args::CacheArgs;
+use crate::error::SandyError;
+
+/// Creates each overlay's layer directories (0700) that do not exist yet, and says so on
+/// stderr when a layer is new. Redirected caches live in the private `/tmp`: nothing to
+/// create here.
+pub fn prepare_layers(caches: &[ToolCache]) -> Result<PreparedLayers, SandyError> {
+    let io = |step| move |source| SandyError::Io { step, source };
+    let mut prepared = PreparedLayers {
+        overlays: Vec::new(),
+    };
+    for cache in caches.iter().filter(|c| c.kind == CacheKind::Overlay) {
+        let fresh = match std::fs::create_dir(&cache.layer) {
+            Ok(()) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let parent = cache.layer.parent().unwrap_or(&cache.layer);
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(parent)
+                    .map_err(io("cannot create Sandy's cache directory"))?;
+                std::fs::create_dir(&cache.layer)
+                    .map_err(io("cannot create a cache layer directory"))?;
+                true
+            }
+            Err(e) => return Err(io("cannot create a cache layer directory")(e)),
+        };
+        if fresh {
+            std::fs::set_permissions(&cache.layer, std::fs::Permissions::from_mode(0o700))
+                .map_err(io("cannot restrict a cache layer directory"))?;
+            let mut origin = cache.path.as_os_str().as_encoded_bytes().to_vec();
+            origin.push(b'\n');
+            std::fs::write(cache.layer.join("origin"), origin)
+                .map_err(io("cannot record which cache a layer covers"))?;
+            eprintln!(
+                "sandy: {} is copy-on-write inside; the sandbox's changes are kept in {} \
+                 (sandy cache --clear removes them)",
+                cache.path.display(),
+                cache.layer.display()
+            );
+        }
+        match std::fs::DirBuilder::new().mode(0o700).create(cache.upper()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io("cannot create a cache layer directory")(e)),
+        }
+        if !fresh {
+            remove_stale_work_dirs(&cache.layer);
+        }
+        let work = cache.layer.join(format!("work-{}", std::process::id()));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&work)
+            .map_err(io("cannot create a cache layer's work directory"))?;
+        prepared.overlays.push(ManifestOverlay {
+            lower: cache.path.as_path().into(),
+            upper: cache.upper().as_path().into(),
+            work: work.as_path().into(),
+        });
+    }
+    Ok(prepared)
+}
+
+/// This run's overlays, with their per-run work directories (removed on drop, after the
+/// sandbox is gone).
+pub struct PreparedLayers {
+    overlays: Vec<ManifestOverlay>,
+}
+
+impl PreparedLayers {
+    /// What the bootstrap mounts.
+    pub fn manifest_overlays(&self) -> Vec<ManifestOverlay> {
+        self.overlays.clone()
+    }
+}
+
+impl Drop for PreparedLayers {
+    fn drop(&mut self) {
+        for overlay in &self.overlays {
+            let work = overlay.work.as_path();
+            if let Err(e) = remove_tree(work) {
+                eprintln!(
+                    "sandy: cannot remove the cache overlay's work directory {}: {e}",
+                    work.display()
+                );
+            }
+        }
+    }
+}
+
+/// Removes the work directories of runs that are gone (a supervisor that was killed).
+fn remove_stale_work_dirs(layer: &Path) {
+    let Ok(entries) = std::fs::read_dir(layer) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("work-"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = remove_tree(&entry.path());
+        }
+    }
+}
+
+/// `sandy cache [--clear]`.
+pub fn command(args: CacheArgs) -> Result<u8, SandyError> {
+    let host = crate::host::gather_without_git()?;
+    let Some(home) = host.home.as_deref() else {
+        crate::print_line("no home directory: Sandy keeps no cache layers").map_err(out)?;
+        return Ok(0);
+    };
+    let root = sandy_cache_dir(home, &host).join(OVERLAYS_DIR);
+    let mut layers: Vec<PathBuf> = match std::fs::read_dir(&root) {
+        Ok(entries) => entries.flatten().map(|e| e.path()).collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(source) => {
+            return Err(SandyError::Io {
+                step: "cannot list Sandy's cache layers",
+                source,
+            })
+        }
+    };
+    layers.sort();
+    if layers.is_empty() {
+        crate::print_line(&format!("no cache layers in {}", root.display())).map_err(out)?;
+        return Ok(0);
+    }
+    let mut total = 0u64;
+    for layer in &layers {
+        let size = du(layer);
+        total += size;
+        let origin = std::fs::read_to_string(layer.join("origin")).unwrap_or_default();
+        let name = layer.file_name().unwrap_or_default().to_string_lossy();
+        let line = if args.clear {
+            remove_tree(layer).map_err(|source| SandyError::Io {
+                step: "cannot remove a cache layer",
+                source,
+            })?;
+            format!(
+                "removed {name}  {}  (over {})",
+                human(size),
+                origin.trim_end()
+            )
+        } else {
+            format!("{name}  {}  (over {})", human(size), origin.trim_end())
+        };
+        crate::print_line(&line).map_err(out)?;
+    }
+    let summary = if args.clear {
+        format!("cleared {} in {}", human(total), root.display())
+    } else {
+        format!(
+            "{} in {} (sandy cache --clear removes them)",
+            human(total),
+            root.display()
+        )
+    };
+    crate::print_line(&summary).map_err(out)?;
+    Ok(0)
+}
+
+fn out(source: std::io::Error) -> SandyError {
+    SandyError::Io {
+        step: "cannot write the cache listing",
+        source,
+    }
+}
+
+/// Disk usage of a tree, without following symlinks. Unreadable parts count as zero.
+fn du(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
+    let mut size = meta.blocks() * 512;
+    if meta.is_dir() {
+        if let Ok(entries) = std::fs::read_dir(path) {
+            size += entries.flatten().map(|e| du(&e.path())).sum::<u64>();
+        }
+    }
+    size
+}
+
+/// Removes a tree. Overlayfs leaves its work directory with mode 000; directories are
+/// made accessible to their owner before they are entered. Symlinks are removed, never
+/// followed.
+fn remove_tree(path: &Path) -> std::io::Result<()> {
+    let meta = std::fs::symlink_metadata(path)?;
+    if !meta.is_dir() {
+        return std::fs::remove_file(path);
+    }
+    if meta.permissions().mode() & 0o700 != 0o700 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))?;
+    }
+    for entry in std::fs::read_dir(path)? {
+        remove_tree(&entry?.path())?;
+    }
+    std::fs::remove_dir(path)
+}
+
+fn human(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}

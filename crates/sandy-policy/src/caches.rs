@@ -1,0 +1,548 @@
+//! Tool caches, copy-on-write (design §3.7).
+//!
+//! Package-manager and toolchain caches in the home hold code the host later builds or
+//! runs, so the sandbox must never change the host's copy, yet installs must work with
+//! the tools' default settings. Each known cache that exists on the host becomes an
+//! overlay inside: the host directory is the read-only lower layer, and the upper and
+//! work layers live in Sandy's own per-user cache (`$XDG_CACHE_HOME/sandy/overlays`),
+//! kept between sandboxed runs. A cache that does not exist on the host is not created in
+//! the home: when the tool is on `PATH`, its own environment variable is pointed at a
+//! directory in the run's private `/tmp` instead (discarded with it).
+//!
+//! Where a cache is found follows the tool's own rules (its environment variable, then
+//! `XDG_CACHE_HOME`, then its default), so a moved or symlinked cache is covered where the
+//! tool actually reads it.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::host::HostContext;
+use crate::inspect::{FileKind, PathInspector};
+use crate::policy::{Access, Grant, Origin, Protection, ProtectionKind, Scope};
+use crate::resolve::PRIVATE_TMP;
+
+/// Where Sandy keeps the layers, below its per-user cache directory.
+pub const OVERLAYS_DIR: &str = "overlays";
+/// Where redirected caches go, below the private per-run `/tmp`.
+pub const REDIRECT_DIR: &str = ".sandy-caches";
+
+/// How the sandbox sees one tool cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheKind {
+    /// The host directory is the read-only lower layer of an overlay mounted at the same
+    /// place; writes land in `layer/upper` (with a per-run work directory beside it).
+    Overlay,
+    /// The host has no such cache: the tool's environment variable names `layer`, a
+    /// directory in the run's private `/tmp` (nothing is created in the home).
+    Redirected,
+}
+
+/// One tool cache and the layer Sandy keeps for it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ToolCache {
+    /// The tool and the cache (`cargo`, `npm`, `pip`, ...).
+    pub tool: String,
+    /// Where the tool reads the cache: canonical for an overlay (the mount point), the
+    /// absent default for a redirected one.
+    pub path: PathBuf,
+    pub kind: CacheKind,
+    /// Sandy's directory for this cache: `$XDG_CACHE_HOME/sandy/overlays/TOOL-HASH` for an
+    /// overlay, `/tmp/.sandy-caches/TOOL` (the private per-run `/tmp`) when redirected.
+    pub layer: PathBuf,
+    /// The environment variable Sandy set (redirected caches only).
+    pub variable: Option<String>,
+}
+
+impl ToolCache {
+    /// The overlay's upper layer (the sandbox's changes).
+    pub fn upper(&self) -> PathBuf {
+        self.layer.join("upper")
+    }
+    /// The overlay's work directory (the supervisor gives each run its own instead, see
+    /// `sandy cache`; this one stands in for it in a dry run's manifest).
+    pub fn work(&self) -> PathBuf {
+        self.layer.join("work")
+    }
+}
+
+/// How a tool's environment variable carries a redirected cache.
+#[derive(Debug, Clone, Copy)]
+enum Redirect {
+    /// No variable: an absent cache stays absent (and unwritable).
+    None,
+    /// `NAME=DIR`.
+    Set(&'static str),
+    /// Appended to `NAME` (Maven's `MAVEN_OPTS=... -Dmaven.repo.local=DIR`).
+    Append(&'static str, &'static str),
+}
+
+/// One known cache: where the tool finds it, and what Sandy does when it is absent.
+struct Spec {
+    tool: &'static str,
+    locate: fn(&Paths<'_>) -> Option<PathBuf>,
+    redirect: Redirect,
+    /// The tool's commands: an absent cache is redirected only when one of them is on
+    /// `PATH`, so that runs without the tool carry no variable for it.
+    commands: &'static [&'static str],
+    /// Paths inside the cache directory kept read-only in the overlay (cargo's installed
+    /// binaries and configuration live in `CARGO_HOME` beside its caches).
+    read_only: &'static [&'static str],
+}
+
+/// The base directories the tools derive their caches from.
+struct Paths<'a> {
+    home: &'a Path,
+    host: &'a HostContext,
+}
+
+impl Paths<'_> {
+    fn var(&self, name: &str) -> Option<PathBuf> {
+        self.host
+            .var(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    }
+    fn xdg_cache(&self) -> PathBuf {
+        self.var("XDG_CACHE_HOME")
+            .unwrap_or_else(|| self.home.join(".cache"))
+    }
+    fn xdg_data(&self) -> PathBuf {
+        self.var("XDG_DATA_HOME")
+            .unwrap_or_else(|| self.home.join(".local/share"))
+    }
+    fn gopath(&self) -> PathBuf {
+        // GOPATH is a list; the module cache lives in its first entry.
+        self.host
+            .var("GOPATH")
+            .and_then(|v| std::env::split_paths(v).next())
+            .filter(|p| p.is_absolute())
+            .unwrap_or_else(|| self.home.join("go"))
+    }
+}
+
+const SPECS: &[Spec] = &[
+    Spec {
+        // The whole CARGO_HOME: cargo keeps its lock files (`.package-cache`), its
+        // last-use database (`.global-cache`) and `registry`/`git` side by side there.
+        tool: "cargo",
+        locate: |p| Some(p.var("CARGO_HOME").unwrap_or_else(|| p.home.join(".cargo"))),
+        redirect: Redirect::Set("CARGO_HOME"),
+        commands: &["cargo"],
+        read_only: &["bin", "config", "config.toml", "env"],
+    },
+    Spec {
+        tool: "npm",
+        locate: |p| {
+            Some(
+                p.var("npm_config_cache")
+                    .unwrap_or_else(|| p.home.join(".npm")),
+            )
+        },
+        redirect: Redirect::Set("npm_config_cache"),
+        commands: &["npm", "npx"],
+        read_only: &[],
+    },
+    Spec {
+        tool: "pip",
+        locate: |p| {
+            Some(
+                p.var("PIP_CACHE_DIR")
+                    .unwrap_or_else(|| p.xdg_cache().join("pip")),
+            )
+        },
+        redirect: Redirect::Set("PIP_CACHE_DIR"),
+        commands: &["pip", "pip3"],
+        read_only: &[],
+    },
+    Spec {
+        tool: "uv",
+        locate: |p| {
+            Some(
+                p.var("UV_CACHE_DIR")
+                    .unwrap_or_else(|| p.xdg_cache().join("uv")),
+            )
+        },
+        redirect: Redirect::Set("UV_CACHE_DIR"),
+        commands: &["uv"],
+        read_only: &[],
+    },
+    Spec {
+        tool: "go-mod",
+        locate: |p| {
+            Some(
+                p.var("GOMODCACHE")
+                    .unwrap_or_else(|| p.gopath().join("pkg/mod")),
+            )
+        },
+        redirect: Redirect::Set("GOMODCACHE"),
+        commands: &["go"],
+        read_only: &[],
+    },
+    Spec {
+        tool: "go-build",
+        locate: |p| {
+            Some(
+                p.var("GOCACHE")
+                    .unwrap_or_else(|| p.xdg_cache().join("go-build")),
+            )
+        },
+        redirect: Redirect::Set("GOCACHE"),
+        commands: &["go"],
+        read_only: &[],
+    },
+    Spec {
+        tool: "maven",
+        locate: |p| Some(p.home.join(".m2/repository")),
+        redirect: Redirect::Append("MAVEN_OPTS", "-Dmaven.repo.local="),
+        commands: &["mvn"],
+        read_only: &[],
+    },
+    Spec {
+        tool: "yarn",
+        locate: |p| {
+            Some(
+                p.var("YARN_CACHE_FOLDER")
+                    .unwrap_or_else(|| p.xdg_cache().join("yarn")),
+            )
+        },
+        redirect: Redirect::Set("YARN_CACHE_FOLDER"),
+        commands: &["yarn", "yarnpkg"],
+        read_only: &[],
+    },
+    Spec {
+        // Yarn 2+ keeps its global cache in its own folder.
+        tool: "yarn-berry",
+        locate: |p| Some(p.home.join(".yarn/berry")),
+        redirect: Redirect::None,
+        commands: &["yarn"],
+        read_only: &[],
+    },
+    Spec {
+        tool: "pnpm-store",
+        locate: |p| {
+            Some(
+                p.var("npm_config_store_dir")
+                    .or_else(|| p.var("PNPM_HOME").map(|h| h.join("store")))
+                    .unwrap_or_else(|| p.xdg_data().join("pnpm/store")),
+            )
+        },
+        redirect: Redirect::Set("npm_config_store_dir"),
+        commands: &["pnpm"],
+        read_only: &[],
+    },
+    Spec {
+        tool: "pnpm-cache",
+        locate: |p| {
+            Some(
+                p.var("npm_config_cache_dir")
+                    .unwrap_or_else(|| p.xdg_cache().join("pnpm")),
+            )
+        },
+        redirect: Redirect::Set("npm_config_cache_dir"),
+        commands: &["pnpm"],
+        read_only: &[],
+    },
+];
+
+/// Sandy's per-user cache directory: `$XDG_CACHE_HOME/sandy`, or `~/.cache/sandy`.
+pub fn sandy_cache_dir(home: &Path, host: &HostContext) -> PathBuf {
+    Paths { home, host }.xdg_cache().join("sandy")
+}
+
+/// What the caches add to a run.
+#[derive(Debug, Default)]
+pub(crate) struct CachePlan {
+    pub caches: Vec<ToolCache>,
+    pub grants: Vec<Grant>,
+    pub protections: Vec<Protection>,
+    /// Variables set for redirected caches (name, value).
+    pub environment: Vec<(OsString, OsString)>,
+}
+
+/// Finds the known caches and decides how each is seen. `writable` are the grants already
+/// writable (the project, `--read-write`): a cache inside one is the user's to write and
+/// is left alone, as is one under a directory the sandbox replaces (`hidden`).
+pub(crate) fn plan_caches(
+    home: &Path,
+    host: &HostContext,
+    fs: &dyn PathInspector,
+    writable: &[PathBuf],
+    hidden: &[&Path],
+    path_dirs: &[PathBuf],
+) -> CachePlan {
+    let paths = Paths { home, host };
+    let root = sandy_cache_dir(home, host).join(OVERLAYS_DIR);
+    let mut plan = CachePlan::default();
+    // Layers under a directory the sandbox replaces (an XDG_CACHE_HOME in /tmp) would be
+    // looked up in the private one: no caches then, as before.
+    if !usable_in_mount_options(&root) || hidden.iter().any(|h| root.starts_with(h)) {
+        return plan;
+    }
+    for spec in SPECS {
+        let Some(name) = (spec.locate)(&paths).map(|p| normalize(&p)) else {
+            continue;
+        };
+        // One stat first: most caches are absent, and resolving a path costs a system
+        // call per component.
+        let existing = (fs.kind(&name) == Some(FileKind::Directory))
+            .then(|| fs.canonicalize(&name).ok())
+            .flatten()
+            .filter(|c| fs.kind(c) == Some(FileKind::Directory));
+        let place = existing.clone().unwrap_or_else(|| name.clone());
+        let overlaps_sandy = place.starts_with(&root) || root.starts_with(&place);
+        let left_alone = writable.iter().any(|w| place.starts_with(w))
+            || hidden.iter().any(|h| place.starts_with(h))
+            || overlaps_sandy;
+        if left_alone || plan.caches.iter().any(|c| c.path == place) {
+            continue;
+        }
+        let layer = root.join(format!("{}-{:016x}", spec.tool, fnv1a(place.as_os_str())));
+        match existing {
+            Some(dir) if usable_in_mount_options(&dir) => {
+                plan.grants.push(Grant {
+                    path: dir.clone(),
+                    access: Access::ReadWrite,
+                    scope: Scope::Subtree,
+                    origin: Origin::Baseline,
+                });
+                for rel in spec.read_only {
+                    let inner = dir.join(rel);
+                    if fs.kind(&inner).is_some() {
+                        plan.protections.push(Protection {
+                            path: inner,
+                            kind: ProtectionKind::ReadOnly,
+                            origin: Origin::Baseline,
+                            exists: true,
+                            placeholder: None,
+                        });
+                    }
+                }
+                plan.caches.push(ToolCache {
+                    tool: spec.tool.to_owned(),
+                    path: dir,
+                    kind: CacheKind::Overlay,
+                    layer,
+                    variable: None,
+                });
+            }
+            Some(_) => {}
+            None if !spec.commands.iter().any(|c| {
+                path_dirs
+                    .iter()
+                    .any(|d| matches!(fs.kind(&d.join(c)), Some(FileKind::File { .. })))
+            }) => {}
+            None => {
+                // Nothing is created in the home, not even in Sandy's cache: the run gets
+                // a directory in its private /tmp, gone afterwards.
+                let layer = Path::new(PRIVATE_TMP).join(REDIRECT_DIR).join(spec.tool);
+                let (variable, value) = match spec.redirect {
+                    Redirect::None => continue,
+                    Redirect::Set(var) => (var, layer.clone().into_os_string()),
+                    Redirect::Append(var, prefix) => {
+                        let mut value = host.var(var).map(OsStr::to_os_string).unwrap_or_default();
+                        if !value.is_empty() {
+                            value.push(" ");
+                        }
+                        value.push(prefix);
+                        value.push(&layer);
+                        (var, value)
+                    }
+                };
+                let cache = ToolCache {
+                    tool: spec.tool.to_owned(),
+                    path: name,
+                    kind: CacheKind::Redirected,
+                    layer,
+                    variable: Some(variable.to_owned()),
+                };
+                plan.environment.push((variable.into(), value));
+                plan.caches.push(cache);
+            }
+        }
+    }
+    plan
+}
+
+/// Overlayfs reads its layers from a comma- and colon-separated option string: a path
+/// with those characters (or a backslash) is not offered to it.
+fn usable_in_mount_options(path: &Path) -> bool {
+    !path
+        .as_os_str()
+        .as_bytes()
+        .iter()
+        .any(|b| matches!(b, b',' | b':' | b'\\' | b'\n'))
+}
+
+/// Lexical normalization (`.` and `..`), without touching the filesystem.
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// A stable 64-bit hash (FNV-1a) naming a cache's layer after the path it covers.
+fn fnv1a(s: &OsStr) -> u64 {
+    s.as_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inspect::FileKind;
+    use std::collections::BTreeMap;
+
+    struct Fake(BTreeMap<PathBuf, PathBuf>);
+
+    impl PathInspector for Fake {
+        fn kind(&self, path: &Path) -> Option<FileKind> {
+            if path.starts_with("/usr/bin") {
+                return Some(FileKind::File { executable: true });
+            }
+            // Like stat(2): a name resolves to its (directory) target.
+            (self.0.contains_key(path) || self.0.values().any(|c| c == path))
+                .then_some(FileKind::Directory)
+        }
+        fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
+            self.0
+                .get(path)
+                .cloned()
+                .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
+        }
+        fn read_link(&self, _: &Path) -> Option<PathBuf> {
+            None
+        }
+        fn read_head(&self, _: &Path, _: usize) -> Option<Vec<u8>> {
+            None
+        }
+        fn subdirs(&self, _: &Path, _: usize) -> Vec<PathBuf> {
+            Vec::new()
+        }
+        fn symlinks_in(&self, _: &Path, _: usize) -> Vec<PathBuf> {
+            Vec::new()
+        }
+    }
+
+    fn host(env: &[(&str, &str)]) -> HostContext {
+        HostContext {
+            cwd: "/h/p".into(),
+            home: Some("/h".into()),
+            env: env
+                .iter()
+                .map(|(k, v)| ((*k).into(), (*v).into()))
+                .collect(),
+            terminals: vec![],
+            supervisor_pid: 1,
+            uid: 1000,
+            git: Default::default(),
+        }
+    }
+
+    #[test]
+    fn existing_caches_are_overlays_absent_ones_are_redirected() {
+        let fs = Fake(BTreeMap::from([
+            ("/h/.cargo".into(), "/h/.cargo".into()),
+            ("/h/.cargo/bin".into(), "/h/.cargo/bin".into()),
+            // A symlinked npm cache: the overlay goes where the tool really reads.
+            ("/h/.npm".into(), "/data/npm".into()),
+            ("/h/p/.cache/pip".into(), "/h/p/.cache/pip".into()),
+        ]));
+        let h = host(&[
+            ("PIP_CACHE_DIR", "/h/p/.cache/pip"),
+            ("MAVEN_OPTS", "-Xmx1g"),
+        ]);
+        let plan = plan_caches(
+            Path::new("/h"),
+            &h,
+            &fs,
+            &["/h/p".into()],
+            &[],
+            &["/usr/bin".into()],
+        );
+        let by_tool = |t: &str| plan.caches.iter().find(|c| c.tool == t).cloned();
+        let cargo = by_tool("cargo").unwrap();
+        assert_eq!(cargo.kind, CacheKind::Overlay);
+        assert!(cargo.layer.starts_with("/h/.cache/sandy/overlays"));
+        assert_eq!(by_tool("npm").unwrap().path, Path::new("/data/npm"));
+        // Inside the project: the user's to write, not Sandy's to overlay.
+        assert!(by_tool("pip").is_none());
+        let uv = by_tool("uv").unwrap();
+        assert_eq!(uv.kind, CacheKind::Redirected);
+        assert!(plan
+            .environment
+            .contains(&("UV_CACHE_DIR".into(), "/tmp/.sandy-caches/uv".into())));
+        assert!(plan.grants.iter().all(|g| !g.path.starts_with("/tmp")));
+        let maven = by_tool("maven").unwrap();
+        let opts = plan
+            .environment
+            .iter()
+            .find(|(k, _)| k == "MAVEN_OPTS")
+            .unwrap()
+            .1
+            .to_string_lossy()
+            .into_owned();
+        assert_eq!(
+            opts,
+            format!("-Xmx1g -Dmaven.repo.local={}", maven.layer.display())
+        );
+        assert!(by_tool("yarn-berry").is_none());
+        // No tool on PATH: nothing is redirected, no variable is set.
+        let plan = plan_caches(Path::new("/h"), &h, &fs, &[], &[], &[]);
+        assert!(plan.environment.is_empty());
+        assert!(plan.caches.iter().all(|c| c.kind == CacheKind::Overlay));
+        assert!(plan
+            .protections
+            .iter()
+            .any(|p| p.path == Path::new("/h/.cargo/bin") && p.kind == ProtectionKind::ReadOnly));
+        assert!(plan
+            .grants
+            .iter()
+            .any(|g| g.path == Path::new("/data/npm") && g.access == Access::ReadWrite));
+    }
+
+    #[test]
+    fn tool_variables_and_xdg_move_the_caches_and_sandy_layers() {
+        let fs = Fake(BTreeMap::from([("/c/pip".into(), "/c/pip".into())]));
+        let h = host(&[("XDG_CACHE_HOME", "/c"), ("GOPATH", "/g1:/g2")]);
+        let plan = plan_caches(Path::new("/h"), &h, &fs, &[], &[], &["/usr/bin".into()]);
+        let pip = plan.caches.iter().find(|c| c.tool == "pip").unwrap();
+        assert_eq!(pip.kind, CacheKind::Overlay);
+        assert!(pip.layer.starts_with("/c/sandy/overlays"));
+        let go = plan.caches.iter().find(|c| c.tool == "go-mod").unwrap();
+        assert_eq!(go.path, Path::new("/g1/pkg/mod"));
+        // A cache that would contain Sandy's own layers is never overlaid.
+        let h = host(&[("XDG_CACHE_HOME", "/c"), ("PIP_CACHE_DIR", "/c")]);
+        let fs = Fake(BTreeMap::from([("/c".into(), "/c".into())]));
+        let plan = plan_caches(Path::new("/h"), &h, &fs, &[], &[], &["/usr/bin".into()]);
+        assert!(plan.caches.iter().all(|c| c.tool != "pip"));
+        // Sandy's cache under a private directory: nothing.
+        let h = host(&[("XDG_CACHE_HOME", "/tmp/c")]);
+        let fs = Fake(BTreeMap::from([("/h/.npm".into(), "/h/.npm".into())]));
+        let plan = plan_caches(Path::new("/h"), &h, &fs, &[], &[Path::new("/tmp")], &[]);
+        assert!(plan.caches.is_empty());
+    }
+
+    #[test]
+    fn paths_overlayfs_cannot_parse_are_skipped() {
+        let fs = Fake(BTreeMap::from([("/h/.n,pm".into(), "/h/.n,pm".into())]));
+        let h = host(&[("npm_config_cache", "/h/.n,pm")]);
+        let plan = plan_caches(Path::new("/h"), &h, &fs, &[], &[], &["/usr/bin".into()]);
+        assert!(plan.caches.iter().all(|c| c.tool != "npm"));
+    }
+}
