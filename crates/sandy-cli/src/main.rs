@@ -9,6 +9,7 @@ mod args;
 mod bootstrap;
 mod doctor;
 mod error;
+mod explain;
 mod gitscan;
 mod host;
 mod placeholders;
@@ -26,7 +27,7 @@ fn main() -> ExitCode {
     // The bootstrap runs on every launch: its fixed argument list is read directly rather
     // than through clap, which would build the whole command tree first.
     let result = match args::BootstrapArgs::from_argv(std::env::args_os()) {
-        Some(Ok(b)) => Err(bootstrap::bootstrap(b.manifest_fd, b.relay_fd)),
+        Some(Ok(b)) => Err(bootstrap::bootstrap(b.manifest_fd, b.relay_fd, b.observe)),
         Some(Err(())) | None => dispatch(args::Cli::parse()),
     };
     match result {
@@ -50,7 +51,9 @@ fn dispatch(cli: args::Cli) -> Result<u8, error::SandyError> {
     match cli.command {
         args::Command::Run(run_args) => run::run(run_args),
         args::Command::Why(why_args) => why::why(why_args),
-        args::Command::Bootstrap(b) => Err(bootstrap::bootstrap(b.manifest_fd, b.relay_fd)),
+        args::Command::Bootstrap(b) => {
+            Err(bootstrap::bootstrap(b.manifest_fd, b.relay_fd, b.observe))
+        }
         args::Command::Doctor(d) => doctor::doctor(d),
         args::Command::Probe(p) => doctor::probe(p.layer),
         args::Command::Escape(e) => selftest::escape(e),
