@@ -525,7 +525,7 @@ fn classify(
             flag: None,
         })
         .collect();
-    for (dir, paths) in merge_places(ungranted, host) {
+    for (dir, paths) in merge_places(ungranted, host.home.as_deref(), &host.cwd) {
         groups.push(Group {
             remedy: Remedy::Grant(dir),
             paths,
@@ -541,12 +541,13 @@ fn classify(
 /// `refs/heads` become the repository).
 fn merge_places(
     mut places: BTreeMap<PathBuf, BTreeMap<PathBuf, u64>>,
-    host: &HostContext,
+    home: Option<&Path>,
+    cwd: &Path,
 ) -> BTreeMap<PathBuf, BTreeMap<PathBuf, u64>> {
     let too_wide = |dir: &Path| {
         dir.components().count() < 3
-            || host.home.as_deref().is_some_and(|h| h.starts_with(dir))
-            || host.cwd.starts_with(dir)
+            || home.is_some_and(|h| h.starts_with(dir))
+            || cwd.starts_with(dir)
     };
     loop {
         let dirs: Vec<PathBuf> = places.keys().cloned().collect();
@@ -674,11 +675,6 @@ mod tests {
 
     #[test]
     fn places_merge_into_a_specific_common_directory_only() {
-        let host = HostContext {
-            cwd: PathBuf::from("/home/u/project"),
-            home: Some(PathBuf::from("/home/u")),
-            ..HostContext::default()
-        };
         let one = |p: &str| BTreeMap::from([(PathBuf::from(p), 1u64)]);
         let places = BTreeMap::from([
             (
@@ -693,7 +689,11 @@ mod tests {
             (PathBuf::from("/home/u/a"), one("/home/u/a/x")),
             (PathBuf::from("/home/u/b"), one("/home/u/b/y")),
         ]);
-        let merged = merge_places(places, &host);
+        let merged = merge_places(
+            places,
+            Some(Path::new("/home/u")),
+            Path::new("/home/u/project"),
+        );
         let dirs: Vec<&Path> = merged.keys().map(PathBuf::as_path).collect();
         assert_eq!(
             dirs,
