@@ -507,8 +507,10 @@ fn classify(
                     .ancestors()
                     .skip(1)
                     .find(|p| p.is_dir())
-                    .unwrap_or(Path::new("/"))
-                    .to_path_buf();
+                    .unwrap_or(Path::new("/"));
+                // Inside a repository, the repository: git writes objects, refs and
+                // logs together, and a grant of one of them only moves the failure.
+                let dir = repository_of(dir, host).unwrap_or(dir).to_path_buf();
                 *ungranted
                     .entry(dir)
                     .or_default()
@@ -573,6 +575,20 @@ fn merge_places(
             *entry.entry(p).or_default() += n;
         }
     }
+}
+
+/// The repository `dir` belongs to, as git recognises one: a git directory (`HEAD` with
+/// `objects/` and `refs/` beside it, bare repositories included) or a working tree (with
+/// a `.git` entry). Never the project or the home directory, nor one of their ancestors.
+fn repository_of<'a>(dir: &'a Path, host: &HostContext) -> Option<&'a Path> {
+    let repo = dir.ancestors().find(|a| {
+        (a.join("HEAD").is_file() && a.join("objects").is_dir() && a.join("refs").is_dir())
+            || a.join(".git").symlink_metadata().is_ok()
+    })?;
+    let wide = host.home.as_deref().is_some_and(|h| h.starts_with(repo))
+        || host.cwd.starts_with(repo)
+        || repo.starts_with(&host.cwd);
+    (!wide).then_some(repo)
 }
 
 fn common_ancestor(paths: &[&Path]) -> PathBuf {
