@@ -3,9 +3,10 @@
 //!
 //! It explains, it never decides. The target installs a second seccomp filter that hands
 //! its write-intent calls to the supervisor (`sandy_linux::seccomp::observed`); the
-//! observer thread here reads each call's path from the caller's memory, answers at once
-//! with "continue" (the kernel then runs the call exactly as without the observer: every
-//! layer decides as usual), and records the path. After the run, each recorded path is
+//! observer thread here reads each call's path from the caller's memory and whether the
+//! path exists in the caller's view, then answers "continue" (the kernel then runs the
+//! call exactly as without the observer: every layer decides as usual), and records the
+//! path. After the run, each recorded path is
 //! asked of the same decision `sandy why` uses ([`sandy_policy::why::decide`]), and the
 //! flag that allows a refusal is checked by resolving the launch again with it.
 //!
@@ -16,7 +17,9 @@
 //!
 //! What it costs, and what the target can do to it:
 //! - A read never reaches the observer; a write-intent call waits for one round trip to
-//!   the supervisor (a few microseconds).
+//!   the supervisor: a memory read of at most `PATH_MAX` bytes, a `readlink` for a
+//!   relative path, an `lstat` for the calls that need their path to exist (or not), and
+//!   the answer (tens of microseconds; see BENCHMARKS.md).
 //! - The observer must never break the target. Once the filter is installed, a watched
 //!   call waits until the listener answers, and fails with `ENOSYS` if the listener is
 //!   closed. So the listener lives in this process until every process of the run is
@@ -141,18 +144,18 @@ fn serve(listener: &OwnedFd, stop: &AtomicBool) -> Observations {
             // The caller died or its call was interrupted: nothing to answer.
             Err(_) => continue,
         };
-        let paths = read_paths(&notif);
+        // Read while the caller waits: its memory, its directories and its view of the
+        // file system (its mounts) are gone as soon as it exits, which a refused call
+        // often makes it do at once.
+        let mut paths = read_paths(&notif);
+        paths.retain(|(path, needs)| possible(notif.pid, path, *needs));
         // Only now is what was read known to be the caller's: its pid was not reused.
         let valid = notify::still_valid(listener.as_fd(), notif.id);
-        // The answer comes first; everything else happens while the call runs.
         let _ = notify::continue_call(listener.as_fd(), notif.id);
         if !valid {
             continue;
         }
-        for (path, needs) in paths {
-            if !possible(notif.pid, &path, needs) {
-                continue;
-            }
+        for (path, _) in paths {
             if let Some(n) = seen.writes.get_mut(&path) {
                 *n += 1;
             } else if seen.writes.len() < MAX_PATHS {
@@ -167,9 +170,8 @@ fn serve(listener: &OwnedFd, stop: &AtomicBool) -> Observations {
 
 /// Whether the call could have been refused by the sandbox: a call that needs its path
 /// to exist (or not to) fails with `ENOENT` (`EEXIST`) before any layer is asked. Looked
-/// at after the answer: a refused call changed nothing, and an allowed one is not
-/// reported whatever it changed. Through the caller's own root, so that its mounts are
-/// the ones seen.
+/// at before the answer, through the caller's own root, so that its mounts are the ones
+/// seen.
 /// A call that creates its path also needs the parent directory to exist.
 fn possible(pid: u32, path: &Path, needs: Needs) -> bool {
     let mut inside = PathBuf::from(format!("/proc/{pid}/root"));
