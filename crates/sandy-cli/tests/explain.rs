@@ -60,10 +60,8 @@ fn a_shell_start_up_file_and_git_config_are_explained_as_protected() {
         );
         assert_reports(
             &o,
-            &format!(
-                "write ~/project/.git/config: refused; protected: no flag (git configuration, \
-                 read-only inside; run the `git config` command outside the sandbox)"
-            ),
+            "write ~/project/.git/config: refused; protected: no flag (git configuration, \
+             read-only inside; run the `git config` command outside the sandbox)",
         );
         assert!(report(&o).len() <= 10, "{:?}", report(&o));
         assert_eq!(

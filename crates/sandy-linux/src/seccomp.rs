@@ -1137,7 +1137,7 @@ mod tests {
         let file = dir.join("created");
         let program = compile_observer().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
-        let path = file.clone();
+        let path = file;
         let worker = std::thread::spawn(move || {
             nix::sys::prctl::set_no_new_privs().unwrap();
             tx.send(apply_observer(&program).unwrap()).unwrap();
