@@ -1123,8 +1123,11 @@ mod tests {
         assert_eq!(run(&program, openat, append), SECCOMP_RET_USER_NOTIF);
         let unlinkat = libc::SYS_unlinkat as u32;
         assert_eq!(run(&program, unlinkat, [0; 6]), SECCOMP_RET_USER_NOTIF);
-        // Another architecture is the floor's to refuse.
-        assert!(program.len() <= 48, "{} instructions", program.len());
+        // Short like the floor (its length is paid at every launch, and it runs on every
+        // call whose verdict depends on the flags): 19 watched numbers on x86_64 make a
+        // search of about 35 instructions, plus the architecture check, two flag tests
+        // and two returns, 43 in all; 56 leaves room for a few more calls.
+        assert!(program.len() <= 56, "{} instructions", program.len());
     }
 
     /// Installed for real on one thread: a write-intent open waits for the listener,
