@@ -83,6 +83,8 @@ struct PathArg {
     dirfd: i32,
     address: u64,
     needs: Needs,
+    /// Whether the call writes it (`link`'s existing name is only looked at).
+    written: bool,
 }
 
 /// What the run's observer saw.
@@ -147,15 +149,29 @@ fn serve(listener: &OwnedFd, stop: &AtomicBool) -> Observations {
         // Read while the caller waits: its memory, its directories and its view of the
         // file system (its mounts) are gone as soon as it exits, which a refused call
         // often makes it do at once.
+        // One impossible path (rename's absent source) fails the whole call first.
         let mut paths = read_paths(&notif);
-        paths.retain(|(path, needs)| possible(notif.pid, path, *needs));
+        let fails_first = !paths
+            .iter()
+            .all(|(path, needs, _)| possible(notif.pid, path, *needs))
+            || match paths.as_slice() {
+                // rename and link across mounts fail with EXDEV, whatever the policy.
+                [(a, ..), (b, ..)] => !same_mount(notif.pid, a, b),
+                _ => false,
+            };
+        if fails_first {
+            paths.clear();
+        }
         // Only now is what was read known to be the caller's: its pid was not reused.
         let valid = notify::still_valid(listener.as_fd(), notif.id);
         let _ = notify::continue_call(listener.as_fd(), notif.id);
         if !valid {
             continue;
         }
-        for (path, _) in paths {
+        for (path, _, written) in paths {
+            if !written {
+                continue;
+            }
             if let Some(n) = seen.writes.get_mut(&path) {
                 *n += 1;
             } else if seen.writes.len() < MAX_PATHS {
@@ -186,16 +202,42 @@ fn possible(pid: u32, path: &Path, needs: Needs) -> bool {
 }
 
 /// The absolute paths a watched call writes, as the caller names them.
-fn read_paths(notif: &Notification) -> Vec<(PathBuf, Needs)> {
+fn read_paths(notif: &Notification) -> Vec<(PathBuf, Needs, bool)> {
     let pid = notif.pid;
     arguments(notif)
         .into_iter()
         .filter_map(|arg| {
             let raw = read_string(pid, arg.address)?;
             let path = absolute(pid, arg.dirfd, raw)?;
-            Some((normalize(&path), arg.needs))
+            Some((normalize(&path), arg.needs, arg.written))
         })
         .collect()
+}
+
+/// Whether the parent directories of `a` and `b`, in the caller's view, are on the same
+/// mount (the mount id the kernel shows in `/proc/self/fdinfo`).
+fn same_mount(pid: u32, a: &Path, b: &Path) -> bool {
+    let mount = |p: &Path| -> Option<String> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut inside = PathBuf::from(format!("/proc/{pid}/root"));
+        inside.push(p.parent()?.strip_prefix("/").ok()?);
+        let dir = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+            .open(inside)
+            .ok()?;
+        let info =
+            std::fs::read_to_string(format!("/proc/self/fdinfo/{}", dir.as_raw_fd())).ok()?;
+        info.lines()
+            .find_map(|l| l.strip_prefix("mnt_id:"))
+            .map(|v| v.trim().to_owned())
+    };
+    match (mount(a), mount(b)) {
+        (Some(x), Some(y)) => x == y,
+        // Unknown: report rather than hide.
+        _ => true,
+    }
 }
 
 /// What an open's flags need of the path; `None` for a read.
@@ -224,6 +266,14 @@ fn arguments(notif: &Notification) -> Vec<PathArg> {
         dirfd,
         address,
         needs,
+        written: true,
+    };
+    // An existing name a call only links to.
+    let linked = |dirfd: i32, address: u64| PathArg {
+        dirfd,
+        address,
+        needs: Needs::Existing,
+        written: false,
     };
     let cwd = libc::AT_FDCWD;
     #[cfg(target_arch = "x86_64")]
@@ -237,7 +287,8 @@ fn arguments(notif: &Notification) -> Vec<PathArg> {
                 Some(vec![at(cwd, a[0], Existing)])
             }
             libc::SYS_rename => Some(vec![at(cwd, a[0], Existing), at(cwd, a[1], Either)]),
-            libc::SYS_link | libc::SYS_symlink => Some(vec![at(cwd, a[1], Absent)]),
+            libc::SYS_link => Some(vec![linked(cwd, a[0]), at(cwd, a[1], Absent)]),
+            libc::SYS_symlink => Some(vec![at(cwd, a[1], Absent)]),
             _ => None,
         };
         if let Some(args) = legacy {
@@ -259,7 +310,7 @@ fn arguments(notif: &Notification) -> Vec<PathArg> {
         libc::SYS_renameat | libc::SYS_renameat2 => {
             vec![at(fd(0), a[1], Existing), at(fd(2), a[3], Either)]
         }
-        libc::SYS_linkat => vec![at(fd(2), a[3], Absent)],
+        libc::SYS_linkat => vec![linked(fd(0), a[1]), at(fd(2), a[3], Absent)],
         libc::SYS_symlinkat => vec![at(fd(1), a[2], Absent)],
         _ => Vec::new(),
     }

@@ -182,9 +182,15 @@ fn git_push_to_a_local_remote_gets_a_note_before_launch_and_the_flag_works() {
 #[test]
 fn the_report_is_silent_when_nothing_is_refused_or_off_and_full_lists_every_path() {
     for_each_user(|w| {
+        // Allowed writes, and calls that fail before the sandbox is asked (EEXIST,
+        // ENOENT) even where a write would be refused: nothing to report.
         let o = w.sh(
             &[],
-            "echo a > inside.txt; mkdir -p sub/dir; rm inside.txt; exit 0",
+            "echo a > inside.txt; mkdir -p sub/dir; rm inside.txt; echo > /dev/null; \
+             mkdir /etc 2>/dev/null; rm -f /etc/sandy-absent; \
+             mkdir /etc/no/such 2>/dev/null; \
+             python3 -c \"import os\ntry: os.rename('absent', '/etc/sandy-x')\nexcept OSError: pass\"; \
+             exit 0",
         );
         assert_code(&o, 0, "allowed writes");
         assert!(report(&o).is_empty(), "{}", stderr(&o));
