@@ -967,6 +967,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn local_remote_urls_are_told_from_network_ones() {
+        let here = Path::new("/w/project");
+        let home = Some(Path::new("/home/u"));
+        let local = |url: &str| local_remote_path(url.as_bytes(), here, home);
+        assert_eq!(local("/srv/r.git"), Some(PathBuf::from("/srv/r.git")));
+        assert_eq!(
+            local("file:///srv/r.git/"),
+            Some(PathBuf::from("/srv/r.git"))
+        );
+        assert_eq!(local("../r.git"), Some(PathBuf::from("/w/r.git")));
+        assert_eq!(local("~/r.git"), Some(PathBuf::from("/home/u/r.git")));
+        assert_eq!(
+            local("./a:b/r.git"),
+            Some(PathBuf::from("/w/project/a:b/r.git"))
+        );
+        for network in [
+            "git@github.com:o/r.git",
+            "host:r.git",
+            "https://example.com/r.git",
+            "ssh://host/r.git",
+        ] {
+            assert_eq!(local(network), None, "{network}");
+        }
+        let out = b"remote.origin.url\n/srv/r.git\0remote.up.url\n/w/project/sub.git\0\
+                    remote.origin.pushurl\n/srv/r.git\0remote.gh.url\nhost:r\0";
+        let notes = remote_notes(out, here, &[PathBuf::from("/w/project")], home);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("'origin' is the local path /srv/r.git"));
+    }
+
+    #[test]
     fn reads_git_listings() {
         let out = b"global\0file:/h/.gitconfig\0user.name\nT\0command\0command line:\0core.fsmonitor\nfalse\0local\0file:.git/config\0core.bare\nfalse\0";
         assert_eq!(origins(out), vec![&b"/h/.gitconfig"[..], b".git/config"]);

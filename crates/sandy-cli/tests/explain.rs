@@ -299,3 +299,71 @@ fn thousands_of_writes_complete() {
         );
     });
 }
+
+/// Other layouts of a local remote: a relative URL through a symlink gets the note with
+/// the directory the symlink leads to (the flag then works); a remote inside the project
+/// gets none.
+#[test]
+fn a_local_remote_through_a_symlink_or_inside_the_project() {
+    for_each_user(|w| {
+        host_git(w, &w.root, &["init", "-q", "--bare", "remote.git"]);
+        std::os::unix::fs::symlink(w.root.join("remote.git"), w.root.join("link.git")).unwrap();
+        host_git(w, &w.project, &["init", "-q"]);
+        host_git(w, &w.project, &["init", "-q", "--bare", "inner.git"]);
+        host_git(
+            w,
+            &w.project,
+            &["remote", "add", "origin", "../../link.git"],
+        );
+        host_git(w, &w.project, &["remote", "add", "inner", "inner.git"]);
+        host_git(
+            w,
+            &w.project,
+            &[
+                "-c",
+                "user.email=t@example.com",
+                "-c",
+                "user.name=t",
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                "one",
+            ],
+        );
+        w.chown_all();
+        let real = std::fs::canonicalize(w.root.join("remote.git")).unwrap();
+        let real = real.display().to_string();
+        let o = w.sh(&[], "exit 0");
+        let err = stderr(&o);
+        assert!(
+            err.contains(&format!(
+                "the git remote 'origin' is the local path {}, outside",
+                w.root.join("link.git").display()
+            )) && err.contains(&format!("add --read-write {real} to reach it")),
+            "{err}"
+        );
+        assert!(!err.contains("'inner'"), "{err}");
+        let o = w
+            .sandy([
+                "run",
+                "--read-write",
+                &real,
+                "--",
+                GIT,
+                "push",
+                "-q",
+                "origin",
+                "HEAD:main",
+            ])
+            .output()
+            .unwrap();
+        assert_code(&o, 0, "push through the symlink with the flag");
+        let o = w
+            .sandy(["run", "--", GIT, "push", "-q", "inner", "HEAD:main"])
+            .output()
+            .unwrap();
+        assert_code(&o, 0, "push to a remote inside the project");
+        assert!(report(&o).is_empty(), "{}", stderr(&o));
+    });
+}
