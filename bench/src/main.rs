@@ -272,6 +272,47 @@ fn main() -> Res<()> {
         "file tree: {TREE_FILES} files in {TREE_DIRS} directories, {needles} containing the needle"
     ));
 
+    // 2b. The refusal observer (`--explain`, on by default): the same workloads under
+    // `sandy run` with it and with `--explain=off`, side by side. Reads never reach it;
+    // each write-intent call costs one round trip to the supervisor.
+    progress("refusal observer");
+    let writes = "mkdir w && cd w && i=0; while [ $i -lt 5000 ]; do : > f$i; i=$((i+1)); done; \
+                  ls | wc -l; cd .. && rm -r w";
+    for (name, script, label, goal) in [
+        (
+            "grep -r needle . | wc -l",
+            "grep -r needle . | wc -l",
+            "observer: `grep -r needle . | wc -l`, `sandy run` vs `--explain=off`",
+            Goal::Ratio(GOAL_RATIO),
+        ),
+        (
+            "create 5,000 files",
+            writes,
+            "observer: creating and removing 5,000 files, `sandy run` vs `--explain=off`",
+            Goal::Reference,
+        ),
+    ] {
+        let trio = [
+            Variant::sandy_args(
+                &format!("sandy --explain=off {name}"),
+                &sandy,
+                &tree,
+                &["--explain=off"],
+                ["sh", "-c", script],
+            ),
+            Variant::sandy(name, &sandy, &tree, ["sh", "-c", script]),
+        ];
+        let s = measure(&trio, &env, counts.work_warmup, counts.work_runs, true)?;
+        rows.push(Row::new(label, &s[0], &s[1], goal));
+        notes.push(format!(
+            "observer, `{name}`: {:+.2} ms per run with it ({:+.1}%)",
+            s[1].median - s[0].median,
+            100.0 * (s[1].median - s[0].median) / s[0].median
+        ));
+        details.push((trio[0].label.clone(), s[0].clone()));
+        details.push((format!("sandy {name} (observer on)"), s[1].clone()));
+    }
+
     // 3. Build-like workload: git.
     progress("generating the git repository");
     let repo = project_dir(&root, "repo")?;

@@ -178,6 +178,11 @@ pub struct RunArgs {
     /// Print the fully resolved launch and run nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// After the run, report the writes the sandbox refused, each with the flag that
+    /// would allow it: `summary` (about ten lines, nothing when nothing was refused),
+    /// `full` (every path), or `off` (no observer at all).
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = ExplainMode::Summary)]
+    pub explain: ExplainMode,
     /// The dry run's form: the versioned JSON document, or a short summary for people.
     #[arg(long, value_enum, default_value_t = DryRunFormat::Json, requires = "dry_run")]
     pub format: DryRunFormat,
@@ -237,6 +242,14 @@ pub struct WhyArgs {
     pub command: Vec<OsString>,
 }
 
+/// `--explain` of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExplainMode {
+    Off,
+    Summary,
+    Full,
+}
+
 /// `--format` of a dry run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum DryRunFormat {
@@ -259,14 +272,18 @@ impl BootstrapArgs {
             [flag, fd] if flag == "--manifest-fd" => number(fd).map(|manifest_fd| BootstrapArgs {
                 manifest_fd,
                 relay_fd: None,
+                observe: false,
             }),
-            [flag, fd, relay_flag, relay]
-                if flag == "--manifest-fd" && relay_flag == "--relay-fd" =>
+            [flag, fd, relay_flag, relay, observe @ ..]
+                if flag == "--manifest-fd"
+                    && relay_flag == "--relay-fd"
+                    && (observe.is_empty() || observe == ["--observe"]) =>
             {
                 number(fd).and_then(|manifest_fd| {
                     number(relay).map(|relay_fd| BootstrapArgs {
                         manifest_fd,
                         relay_fd: Some(relay_fd),
+                        observe: !observe.is_empty(),
                     })
                 })
             }
@@ -290,6 +307,9 @@ pub struct BootstrapArgs {
     /// back to the supervisor.
     #[arg(long, value_name = "FD")]
     pub relay_fd: Option<i32>,
+    /// Install the refusal observer and hand its listener over on the relay socket.
+    #[arg(long, requires = "relay_fd")]
+    pub observe: bool,
 }
 
 #[derive(Debug, Args)]
@@ -385,7 +405,8 @@ mod tests {
             b,
             Some(Ok(BootstrapArgs {
                 manifest_fd: 4,
-                relay_fd: None
+                relay_fd: None,
+                observe: false
             }))
         ));
         let b = BootstrapArgs::from_argv(argv(&[
@@ -400,7 +421,25 @@ mod tests {
             b,
             Some(Ok(BootstrapArgs {
                 manifest_fd: 4,
-                relay_fd: Some(5)
+                relay_fd: Some(5),
+                observe: false
+            }))
+        ));
+        let b = BootstrapArgs::from_argv(argv(&[
+            "sandy",
+            "__bootstrap",
+            "--manifest-fd",
+            "4",
+            "--relay-fd",
+            "5",
+            "--observe",
+        ]));
+        assert!(matches!(
+            b,
+            Some(Ok(BootstrapArgs {
+                manifest_fd: 4,
+                relay_fd: Some(5),
+                observe: true
             }))
         ));
         assert!(BootstrapArgs::from_argv(argv(&["sandy", "run", "--", "x"])).is_none());
@@ -409,6 +448,17 @@ mod tests {
             &["sandy", "__bootstrap"][..],
             &["sandy", "__bootstrap", "--manifest-fd", "x"],
             &["sandy", "__bootstrap", "--manifest-fd=4"],
+            &["sandy", "__bootstrap", "--manifest-fd", "4", "--observe"],
+            &[
+                "sandy",
+                "__bootstrap",
+                "--manifest-fd",
+                "4",
+                "--relay-fd",
+                "5",
+                "--observe",
+                "--observe",
+            ],
             &[
                 "sandy",
                 "__bootstrap",

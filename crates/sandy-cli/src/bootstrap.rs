@@ -11,7 +11,7 @@ use crate::error::SandyError;
 
 /// Never returns on success: the process holds the sandbox open until the supervisor
 /// ends it, and its child the target execs.
-pub fn bootstrap(manifest_fd: i32, relay_fd: Option<i32>) -> SandyError {
+pub fn bootstrap(manifest_fd: i32, relay_fd: Option<i32>, observe: bool) -> SandyError {
     let manifest = match read_manifest(manifest_fd) {
         Ok(m) => m,
         Err(e) => return e,
@@ -28,7 +28,7 @@ pub fn bootstrap(manifest_fd: i32, relay_fd: Option<i32>) -> SandyError {
             }
         }
     };
-    SandyError::Launch(sandy_linux::launch(&manifest, relay))
+    SandyError::Launch(sandy_linux::launch(&manifest, relay, observe))
 }
 
 fn read_manifest(fd: i32) -> Result<ValidatedManifest, SandyError> {

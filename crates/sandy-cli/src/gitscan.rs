@@ -420,6 +420,17 @@ pub fn scan(
         ],
         &here,
     )?;
+    // The project's remotes, for the note on a local remote outside the writable grants.
+    let remotes = git.start(
+        &here,
+        &[
+            OsStr::new("config"),
+            OsStr::new("-z"),
+            OsStr::new("--get-regexp"),
+            OsStr::new(r"^remote\..*\.(url|pushurl)$"),
+        ],
+        &here,
+    )?;
     let mut commons: BTreeSet<PathBuf> = BTreeSet::new();
     // Git describes the repositories a batch at a time, concurrently.
     let mut described = Vec::new();
@@ -604,6 +615,11 @@ pub fn scan(
         }
     }
 
+    // No remote (git exits 1) or no repository: nothing to say.
+    if let Ok(out) = remotes.finish()? {
+        found.notes.extend(remote_notes(&out, &here, roots, home));
+    }
+
     Ok(GitFacts {
         scanned: roots.to_vec(),
         work_trees: found.work_trees.into_iter().collect(),
@@ -612,6 +628,63 @@ pub fn scan(
         hook_dirs: found.hooks.into_iter().collect(),
         notes: found.notes,
     })
+}
+
+/// One `note:` per remote of the project whose URL is a local path outside every
+/// writable root: git push and fetch to it fail inside the sandbox (it is not even
+/// readable), and `--read-write PATH` is the flag that makes it work. `out` is
+/// `git config -z --get-regexp` output: `key\nvalue\0` records.
+fn remote_notes(out: &[u8], here: &Path, roots: &[PathBuf], home: Option<&Path>) -> Vec<String> {
+    let mut notes = Vec::new();
+    let mut said = BTreeSet::new();
+    for (key, value) in entries(out) {
+        let Some(path) = local_remote_path(&value, here, home) else {
+            continue;
+        };
+        let real = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+        let inside = roots
+            .iter()
+            .any(|r| path.starts_with(r) || real.starts_with(r));
+        if inside || !said.insert(real.clone()) {
+            continue;
+        }
+        let name = key
+            .strip_prefix("remote.")
+            .and_then(|k| k.rsplit_once('.'))
+            .map_or(key.as_str(), |(name, _)| name);
+        notes.push(format!(
+            "note: the git remote '{name}' is the local path {}, outside the writable \
+             grants: git push and fetch to it fail inside the sandbox; add --read-write {} \
+             to reach it",
+            path.display(),
+            real.display()
+        ));
+    }
+    notes
+}
+
+/// The local path a remote URL names, as git reads it: `file://` URLs, absolute paths,
+/// `~/` paths and paths relative to the working tree; `None` for network URLs
+/// (`scheme://`, or `host:path` with the colon before any slash).
+fn local_remote_path(url: &[u8], here: &Path, home: Option<&Path>) -> Option<PathBuf> {
+    if let Some(rest) = url.strip_prefix(b"file://") {
+        let path = Path::new(OsStr::from_bytes(rest));
+        return path.is_absolute().then(|| normalize(path));
+    }
+    if url.windows(3).any(|w| w == b"://") {
+        return None;
+    }
+    let colon = url.iter().position(|&b| b == b':');
+    let slash = url.iter().position(|&b| b == b'/');
+    if let Some(c) = colon {
+        if slash.is_none_or(|s| c < s) {
+            return None;
+        }
+    }
+    if let Some(expanded) = expand_home(url, home) {
+        return Some(normalize(&expanded));
+    }
+    Some(normalize(&here.join(OsStr::from_bytes(url))))
 }
 
 /// Git's answer for one working tree.
@@ -892,6 +965,37 @@ fn normalize(p: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn local_remote_urls_are_told_from_network_ones() {
+        let here = Path::new("/w/project");
+        let home = Some(Path::new("/home/u"));
+        let local = |url: &str| local_remote_path(url.as_bytes(), here, home);
+        assert_eq!(local("/srv/r.git"), Some(PathBuf::from("/srv/r.git")));
+        assert_eq!(
+            local("file:///srv/r.git/"),
+            Some(PathBuf::from("/srv/r.git"))
+        );
+        assert_eq!(local("../r.git"), Some(PathBuf::from("/w/r.git")));
+        assert_eq!(local("~/r.git"), Some(PathBuf::from("/home/u/r.git")));
+        assert_eq!(
+            local("./a:b/r.git"),
+            Some(PathBuf::from("/w/project/a:b/r.git"))
+        );
+        for network in [
+            "git@github.com:o/r.git",
+            "host:r.git",
+            "https://example.com/r.git",
+            "ssh://host/r.git",
+        ] {
+            assert_eq!(local(network), None, "{network}");
+        }
+        let out = b"remote.origin.url\n/srv/r.git\0remote.up.url\n/w/project/sub.git\0\
+                    remote.origin.pushurl\n/srv/r.git\0remote.gh.url\nhost:r\0";
+        let notes = remote_notes(out, here, &[PathBuf::from("/w/project")], home);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("'origin' is the local path /srv/r.git"));
+    }
 
     #[test]
     fn reads_git_listings() {

@@ -12,6 +12,7 @@ mod cache;
 mod doctor;
 mod egress;
 mod error;
+mod explain;
 mod gitscan;
 mod host;
 mod placeholders;
@@ -29,7 +30,7 @@ fn main() -> ExitCode {
     // The bootstrap runs on every launch: its fixed argument list is read directly rather
     // than through clap, which would build the whole command tree first.
     let result = match args::BootstrapArgs::from_argv(std::env::args_os()) {
-        Some(Ok(b)) => Err(bootstrap::bootstrap(b.manifest_fd, b.relay_fd)),
+        Some(Ok(b)) => Err(bootstrap::bootstrap(b.manifest_fd, b.relay_fd, b.observe)),
         Some(Err(())) | None => dispatch(args::Cli::parse()),
     };
     match result {
@@ -53,7 +54,9 @@ fn dispatch(cli: args::Cli) -> Result<u8, error::SandyError> {
     match cli.command {
         args::Command::Run(run_args) => run::run(run_args),
         args::Command::Why(why_args) => why::why(why_args),
-        args::Command::Bootstrap(b) => Err(bootstrap::bootstrap(b.manifest_fd, b.relay_fd)),
+        args::Command::Bootstrap(b) => {
+            Err(bootstrap::bootstrap(b.manifest_fd, b.relay_fd, b.observe))
+        }
         args::Command::Doctor(d) => doctor::doctor(d),
         args::Command::Cache(c) => cache::command(c),
         args::Command::Probe(p) => doctor::probe(p.layer),

@@ -13,14 +13,14 @@ use nix::sys::signal::{kill, SigSet, SigmaskHow, Signal};
 use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{dup, Pid};
-use sandy_linux::relay::{receive_listeners, receive_target_pid, spawn_relay};
+use sandy_linux::relay::{receive_listeners, receive_target, spawn_relay};
 use sandy_linux::sys::ignore_signal;
 use sandy_policy::{
     resolve, DryRunDocument, LaunchManifest, RealFs, RestoredSignal, RunRequest, ValidatedManifest,
 };
 
 use crate::agentstate;
-use crate::args::{DryRunFormat, RunArgs};
+use crate::args::{DryRunFormat, ExplainMode, RunArgs};
 use crate::error::{signal_status, SandyError};
 use crate::host;
 use crate::verify;
@@ -39,6 +39,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         return Err(SandyError::Nested);
     }
     let host = host::gather(&args.read_write)?;
+    let explain = args.explain;
     let tmp_base = host
         .var("TMPDIR")
         .map(PathBuf::from)
@@ -143,7 +144,10 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
 
     let ports: Vec<u16> = policy.local_ports.iter().map(|p| p.port).collect();
     let mut proxy = crate::egress::Proxy::prepare(policy.egress.as_ref(), args.net_log.as_deref())?;
-    let status = spawn_and_wait(&bytes, &ports, &mut proxy, &waited);
+    // The refusal observer (`--explain`): explains after the run, never decides.
+    let mut observed = None;
+    let observe = (explain != ExplainMode::Off).then_some(&mut observed);
+    let status = spawn_and_wait(&bytes, &ports, &mut proxy, &waited, observe);
     proxy.report();
     drop(private_tmp);
     agentstate::merge_after_run(&policy, &views);
@@ -152,6 +156,9 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     drop(placeholders);
     agentstate::remove_mount_points(&created);
     verify::after(snapshot);
+    if let Some(seen) = &observed {
+        crate::explain::report(explain, seen, &policy, &request, &host);
+    }
     status
 }
 
@@ -183,11 +190,15 @@ fn announce(policy: &sandy_policy::ResolvedPolicy) {
 
 /// Writes the manifest into a sealed memfd, spawns the bootstrap with it as an inherited
 /// descriptor, and waits for the target.
+///
+/// With `observed`, the target installs the refusal observer and the supervisor serves
+/// it until every process of the run is gone; what it saw is left in `observed`.
 fn spawn_and_wait(
     manifest: &[u8],
     ports: &[u16],
     proxy: &mut crate::egress::Proxy,
     waited: &SigSet,
+    observed: Option<&mut Option<crate::explain::Observations>>,
 ) -> Result<u8, SandyError> {
     let sys = |step| move |source| SandyError::Sys { step, source };
     let io = |step| move |source| SandyError::Io { step, source };
@@ -242,6 +253,9 @@ fn spawn_and_wait(
     child
         .arg("--relay-fd")
         .arg(theirs_inherited.as_raw_fd().to_string());
+    if observed.is_some() {
+        child.arg("--observe");
+    }
     // The target is started as the supervisor's own child (in the sandbox's PID
     // namespace); the sandbox's init becomes one when the bootstrap ends, and the
     // supervisor reaps it last.
@@ -266,16 +280,31 @@ fn spawn_and_wait(
             }
         }
     }
-    let target = match receive_target_pid(&ours) {
-        Ok(Some(pid)) => Pid::from_raw(pid),
+    let (target, listener) = match receive_target(&ours, observed.is_some()) {
+        Ok(Some((pid, listener))) => (Pid::from_raw(pid), listener),
         // The bootstrap failed before starting the target, and said why: its status is
         // the run's.
         Ok(None) | Err(_) => return Ok(wait_bootstrap(bootstrap)),
     };
     drop(ours);
+    let observer = match listener.map(crate::explain::Observer::start).transpose() {
+        Ok(observer) => observer,
+        // The listener is dropped with the error: watched calls then fail (ENOSYS), so
+        // the run would not be the same; Sandy fails instead.
+        Err(source) => {
+            end_sandbox(bootstrap, ports);
+            return Err(SandyError::Io {
+                step: "cannot start the refusal observer",
+                source,
+            });
+        }
+    };
 
     let status = wait_target(target, bootstrap, waited);
     end_sandbox(bootstrap, ports);
+    if let (Some(observer), Some(observed)) = (observer, observed) {
+        *observed = Some(observer.finish());
+    }
     status
 }
 

@@ -57,8 +57,17 @@ pub enum ExecFailure {
 /// `channel` is the socket on which the bootstrap sends the supervisor the listeners
 /// for local-port grants, then the target's pid. Without one, the target is the
 /// bootstrap's own child and the bootstrap ends with its status.
-pub fn launch(manifest: &ValidatedManifest, channel: Option<OwnedFd>) -> ExecFailure {
-    match launch_inner(manifest, channel) {
+///
+/// With `observe` (and a channel), the target also installs the refusal observer
+/// ([`seccomp::compile_observer`]) just before the floor and sends its listener to the
+/// supervisor on the channel before `execve`. If the observer cannot be installed, the
+/// target runs without it (it only ever explains); the supervisor then has no report.
+pub fn launch(
+    manifest: &ValidatedManifest,
+    channel: Option<OwnedFd>,
+    observe: bool,
+) -> ExecFailure {
+    match launch_inner(manifest, channel, observe) {
         Ok(never) => match never {},
         Err(e) => e,
     }
@@ -75,6 +84,7 @@ pub const INIT_NAME: &str = "sandy-init";
 fn launch_inner(
     manifest: &ValidatedManifest,
     channel: Option<OwnedFd>,
+    observe: bool,
 ) -> Result<Infallible, ExecFailure> {
     let m = manifest.manifest();
 
@@ -94,6 +104,10 @@ fn launch_inner(
     let support = probe();
     let plan = plan::plan(manifest, &support).map_err(LinuxError::from)?;
     let program = cstring(&m.program)?;
+    let observer = match (observe, &channel) {
+        (true, Some(_)) => seccomp::compile_observer().ok(),
+        _ => None,
+    };
     let argv = m.argv.iter().map(cstring).collect::<Result<Vec<_>, _>>()?;
     let mut envp = Vec::with_capacity(m.environment.len());
     for entry in &m.environment {
@@ -156,9 +170,9 @@ fn launch_inner(
         source,
     })? {
         Forked::Child => {
-            drop(channel);
             drop(alive_write);
-            return become_target(m, &plan, &program, &argv, &envp);
+            let observer = observer.zip(channel);
+            return become_target(m, &plan, observer, &program, &argv, &envp);
         }
         Forked::Parent(pid) => pid,
     };
@@ -231,6 +245,7 @@ fn run_init(alive: OwnedFd) -> ! {
 fn become_target(
     m: &sandy_policy::LaunchManifest,
     plan: &plan::EnforcementPlan,
+    observer: Option<(seccompiler::BpfProgram, OwnedFd)>,
     program: &CString,
     argv: &[CString],
     envp: &[CString],
@@ -264,6 +279,18 @@ fn become_target(
 
     // Layer 3: Landlock.
     landlock::apply(&plan.landlock_rules)?;
+
+    // The refusal observer, just before the floor: its listener must reach the
+    // supervisor before the first watched call, which would wait for an answer. A failure
+    // leaves the target without the observer, never without a layer.
+    if let Some((observer, channel)) = observer {
+        if let Ok(listener) = seccomp::apply_observer(&observer) {
+            // Without the supervisor holding the listener, watched calls would fail
+            // (ENOSYS); the hand-over failing means the supervisor is gone, and the
+            // parent-death signal ends this process.
+            relay::hand_over_observer(&channel, &listener)?;
+        }
+    }
 
     // Layer 4: seccomp, last, so the setup syscalls above stayed allowed.
     seccomp::apply(&plan.seccomp)?;

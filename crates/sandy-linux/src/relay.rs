@@ -114,6 +114,75 @@ pub fn receive_target_pid(channel: &OwnedFd) -> Result<Option<i32>, std::io::Err
     }
 }
 
+/// The tag of the message that carries the refusal observer's listener.
+const OBSERVER_TAG: u8 = b'O';
+
+/// In the target, before `execve`: hands the refusal observer's listener to the
+/// supervisor (one byte and the descriptor). The bootstrap sends the target's pid on the
+/// same channel, so the two messages may arrive in either order; their lengths tell them
+/// apart.
+pub fn hand_over_observer(channel: &OwnedFd, listener: &OwnedFd) -> Result<(), LinuxError> {
+    let data = [OBSERVER_TAG];
+    let iov = [IoSlice::new(&data)];
+    let fds = [listener.as_raw_fd()];
+    let cmsg = [ControlMessage::ScmRights(&fds)];
+    sendmsg::<()>(channel.as_raw_fd(), &iov, &cmsg, MsgFlags::empty(), None).map_err(|e| {
+        LinuxError::Relay {
+            step: "cannot hand the refusal observer to the supervisor",
+            source: e.into(),
+        }
+    })?;
+    Ok(())
+}
+
+/// In the supervisor: the target's pid and, when `observer` is set, the refusal
+/// observer's listener (`None` when the target ended or failed before handing it over).
+/// `Ok(None)` when the bootstrap ended without starting a target (it failed, and reports
+/// why itself).
+pub fn receive_target(
+    channel: &OwnedFd,
+    observer: bool,
+) -> Result<Option<(i32, Option<OwnedFd>)>, std::io::Error> {
+    if !observer {
+        return Ok(receive_target_pid(channel)?.map(|pid| (pid, None)));
+    }
+    let (mut pid, mut listener) = (None, None);
+    while pid.is_none() || listener.is_none() {
+        let mut data = [0u8; 4];
+        let mut iov = [IoSliceMut::new(&mut data)];
+        let mut space = nix::cmsg_space!([i32; 1]);
+        let msg = match recvmsg::<()>(
+            channel.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        ) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            other => other?,
+        };
+        let mut fds = Vec::new();
+        for cmsg in msg.cmsgs()? {
+            if let ControlMessageOwned::ScmRights(received) = cmsg {
+                fds.extend(received);
+            }
+        }
+        let mut owned = sys::adopt_received_fds(&fds);
+        let bytes = msg.bytes;
+        match (bytes, owned.len()) {
+            // Every sender is gone.
+            (0, 0) => break,
+            (4, 0) => pid = Some(i32::from_le_bytes(data)),
+            (1, 1) if data[0] == OBSERVER_TAG => listener = owned.pop(),
+            _ => {
+                return Err(std::io::Error::other(
+                    "malformed message from the bootstrap",
+                ))
+            }
+        }
+    }
+    Ok(pid.map(|pid| (pid, listener)))
+}
+
 /// Stack size of relay threads: they only shuttle bytes through a small buffer.
 const RELAY_STACK: usize = 128 * 1024;
 

@@ -578,9 +578,143 @@ pub fn apply(program: &BpfProgram) -> Result<(), LinuxError> {
     })
 }
 
+// The refusal observer (`sandy run --explain`): a second filter, installed just before
+// the floor, that hands write-intent calls to the supervisor with
+// `SECCOMP_RET_USER_NOTIF`. The supervisor answers each one at once with "continue", so
+// the kernel decides exactly as without it; it only learns which paths were written, to
+// explain refusals after the run. Landlock's own audit records (ABI 7) would say exactly
+// what Landlock refused, but reading them needs CAP_AUDIT_READ (and a netlink audit
+// socket owned by the init user namespace), which an unprivileged user does not have and
+// Sandy will not ask for; the notifier works for every user, and covers the refusals of
+// the mount layer (read-only protections, masks) too, which audit would not attribute.
+
+/// When a watched call is handed to the observer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Watch {
+    /// Every call.
+    Always,
+    /// When any bit of `mask` is set in the low 32 bits of argument `index` (open flags).
+    AnyFlag { index: u8, mask: u32 },
+}
+
+/// A call the observer sees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observe {
+    pub name: &'static str,
+    pub nr: i64,
+    pub when: Watch,
+}
+
+/// The open flags that mean an intent to write: `O_WRONLY`, `O_RDWR`, `O_CREAT`,
+/// `O_TRUNC` (`O_TMPFILE` requires one of the first two).
+pub const WRITE_INTENT_FLAGS: u32 =
+    (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) as u32;
+
+/// The write-intent calls the observer sees. Reads never reach it: an `open` without a
+/// write flag costs a few BPF instructions and nothing else.
+///
+/// `openat2` carries its flags in a structure the filter cannot read, so every `openat2`
+/// is handed over and the supervisor reads the flags itself (and ignores reads). Programs
+/// rarely use it (the C library's `open` and `fopen` use `openat`), so the round trips
+/// stay rare; not watching it would miss writes of the programs that do.
+///
+/// Metadata calls (`chmod`, `chown`, `utimensat`, `setxattr`) are not watched: Landlock
+/// does not restrict them, so the write rules would misreport them.
+pub fn observed() -> Vec<Observe> {
+    let flags = |index| Watch::AnyFlag {
+        index,
+        mask: WRITE_INTENT_FLAGS,
+    };
+    let mut list = vec![
+        ("openat", libc::SYS_openat, flags(2)),
+        ("openat2", libc::SYS_openat2, Watch::Always),
+        ("mkdirat", libc::SYS_mkdirat, Watch::Always),
+        ("unlinkat", libc::SYS_unlinkat, Watch::Always),
+        ("renameat", libc::SYS_renameat, Watch::Always),
+        ("renameat2", libc::SYS_renameat2, Watch::Always),
+        ("linkat", libc::SYS_linkat, Watch::Always),
+        ("symlinkat", libc::SYS_symlinkat, Watch::Always),
+        ("truncate", libc::SYS_truncate, Watch::Always),
+        ("mknodat", libc::SYS_mknodat, Watch::Always),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    list.extend([
+        ("open", libc::SYS_open, flags(1)),
+        ("creat", libc::SYS_creat, Watch::Always),
+        ("mkdir", libc::SYS_mkdir, Watch::Always),
+        ("unlink", libc::SYS_unlink, Watch::Always),
+        ("rmdir", libc::SYS_rmdir, Watch::Always),
+        ("rename", libc::SYS_rename, Watch::Always),
+        ("link", libc::SYS_link, Watch::Always),
+        ("symlink", libc::SYS_symlink, Watch::Always),
+        ("mknod", libc::SYS_mknod, Watch::Always),
+    ]);
+    list.into_iter()
+        .map(|(name, nr, when)| Observe { name, nr, when })
+        .collect()
+}
+
+/// `BPF_JMP | BPF_JSET | BPF_K`.
+const BPF_JMP_JSET_K: u16 = 0x05 | 0x40;
+
+/// Compiles the observer into its own program: a foreign architecture is left to the
+/// floor (allowed here; the floor kills it), then a binary search over the watched
+/// numbers like the floor's; a watched call returns `SECCOMP_RET_USER_NOTIF`, after a
+/// flag test for the opens; everything else is allowed.
+pub fn compile_observer() -> Result<BpfProgram, PlanError> {
+    let nr = |n: i64| {
+        u32::try_from(n).map_err(|e| PlanError::Seccomp {
+            reason: e.to_string(),
+        })
+    };
+    let mut a = Asm::default();
+    let notify = a.label();
+    let allow = a.label();
+    a.stmt(BPF_LD_W_ABS, SECCOMP_DATA_ARCH);
+    a.jump(BPF_JMP_JEQ_K, native_arch()?, To::Next, To::Label(allow));
+    a.stmt(BPF_LD_W_ABS, SECCOMP_DATA_NR);
+    let mut targets = Vec::new();
+    let mut checked = Vec::new();
+    for watch in observed() {
+        match watch.when {
+            Watch::Always => targets.push((nr(watch.nr)?, notify)),
+            Watch::AnyFlag { index, mask } => {
+                let block = a.label();
+                targets.push((nr(watch.nr)?, block));
+                checked.push((block, index, mask));
+            }
+        }
+    }
+    targets.sort_unstable();
+    search(&mut a, &targets);
+    for (block, index, mask) in checked {
+        a.place(block);
+        a.stmt(BPF_LD_W_ABS, low_word(index));
+        a.jump(BPF_JMP_JSET_K, mask, To::Label(notify), To::Label(allow));
+    }
+    a.place(notify);
+    a.ret(SECCOMP_RET_USER_NOTIF);
+    a.place(allow);
+    a.ret(libc::SECCOMP_RET_ALLOW);
+    a.finish()
+}
+
+/// `SECCOMP_RET_USER_NOTIF` (linux/seccomp.h).
+pub const SECCOMP_RET_USER_NOTIF: u32 = 0x7fc0_0000;
+
+/// Installs the observer on the calling thread and returns its listener, which must
+/// reach the supervisor before the thread makes a watched call (until someone answers,
+/// the call waits). Requires `no_new_privs`.
+pub fn apply_observer(program: &BpfProgram) -> Result<std::os::fd::OwnedFd, LinuxError> {
+    crate::sys::notify::install_with_listener(program).map_err(|e| LinuxError::SeccompApply {
+        reason: format!("the refusal observer: {e}"),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsFd;
 
     #[test]
     fn floor_denies_tiocsti_by_low_32_bits_and_only_foreign_families() {
@@ -853,6 +987,10 @@ mod tests {
                     };
                     pc += usize::from(if yes { insn.jt } else { insn.jf });
                 }
+                BPF_JMP_JSET_K => {
+                    let yes = acc & insn.k != 0;
+                    pc += usize::from(if yes { insn.jt } else { insn.jf });
+                }
                 BPF_RET_K => return insn.k,
                 other => panic!("unexpected opcode {other:#x}"),
             }
@@ -928,5 +1066,105 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// What the observer, read as data, says about one call.
+    fn expected_observer(nr: u32, args: [u64; 6]) -> u32 {
+        match observed().iter().find(|o| o.nr == i64::from(nr)) {
+            Some(Observe {
+                when: Watch::Always,
+                ..
+            }) => SECCOMP_RET_USER_NOTIF,
+            Some(Observe {
+                when: Watch::AnyFlag { index, mask },
+                ..
+            }) if args[usize::from(*index)] as u32 & mask != 0 => SECCOMP_RET_USER_NOTIF,
+            _ => libc::SECCOMP_RET_ALLOW,
+        }
+    }
+
+    /// The observer's program hands over exactly the calls its data names: every open
+    /// with a write flag, never a read-only open, every other watched call, and nothing
+    /// else (x32 and out-of-range numbers included, which the floor decides).
+    #[test]
+    fn the_observer_notifies_exactly_the_write_intent_calls() {
+        let program = compile_observer().unwrap();
+        let flags: Vec<u64> = vec![
+            0,
+            libc::O_RDONLY as u64 | libc::O_CLOEXEC as u64,
+            libc::O_RDONLY as u64 | libc::O_DIRECTORY as u64 | libc::O_NOFOLLOW as u64,
+            libc::O_WRONLY as u64,
+            libc::O_RDWR as u64,
+            libc::O_CREAT as u64,
+            libc::O_TRUNC as u64,
+            libc::O_WRONLY as u64 | libc::O_APPEND as u64 | libc::O_CREAT as u64,
+            libc::O_TMPFILE as u64 | libc::O_RDWR as u64,
+            libc::O_APPEND as u64,
+            // Only the low 32 bits count, as for the kernel's flags.
+            1 << 32,
+            u64::MAX,
+        ];
+        let numbers = (0..600).chain([X32_SYSCALL_BIT, X32_SYSCALL_BIT + 2, u32::MAX]);
+        for nr in numbers {
+            for &f in &flags {
+                for args in [[f, f, f, 0, 0, 0], [0, f, 0, 0, 0, 0], [0, 0, f, 0, 0, 0]] {
+                    assert_eq!(
+                        run(&program, nr, args),
+                        expected_observer(nr, args),
+                        "nr {nr}, args {args:x?}"
+                    );
+                }
+            }
+        }
+        let openat = libc::SYS_openat as u32;
+        let read_only = [0, 0, (libc::O_RDONLY | libc::O_CLOEXEC) as u64, 0, 0, 0];
+        assert_eq!(run(&program, openat, read_only), libc::SECCOMP_RET_ALLOW);
+        let append = [0, 0, (libc::O_WRONLY | libc::O_APPEND) as u64, 0, 0, 0];
+        assert_eq!(run(&program, openat, append), SECCOMP_RET_USER_NOTIF);
+        let unlinkat = libc::SYS_unlinkat as u32;
+        assert_eq!(run(&program, unlinkat, [0; 6]), SECCOMP_RET_USER_NOTIF);
+        // Short like the floor (its length is paid at every launch, and it runs on every
+        // call whose verdict depends on the flags): 19 watched numbers on x86_64 make a
+        // search of about 35 instructions, plus the architecture check, two flag tests
+        // and two returns, 43 in all; 56 leaves room for a few more calls.
+        assert!(program.len() <= 56, "{} instructions", program.len());
+    }
+
+    /// Installed for real on one thread: a write-intent open waits for the listener,
+    /// which answers "continue" (the file is created as without the observer); a read
+    /// never reaches it.
+    #[test]
+    fn an_observed_call_continues_and_a_read_is_not_seen() {
+        let dir = std::env::temp_dir().join(format!("sandy-observe-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("created");
+        let program = compile_observer().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = file;
+        let worker = std::thread::spawn(move || {
+            nix::sys::prctl::set_no_new_privs().unwrap();
+            tx.send(apply_observer(&program).unwrap()).unwrap();
+            let written = std::fs::write(&path, "x").is_ok();
+            let read = std::fs::read_to_string(&path).unwrap();
+            (written, read)
+        });
+        let listener = rx.recv().unwrap();
+        let notif = crate::sys::notify::receive(listener.as_fd()).unwrap();
+        assert_eq!(i64::from(notif.data.nr), libc::SYS_openat);
+        assert_ne!(notif.data.args[2] as u32 & WRITE_INTENT_FLAGS, 0);
+        assert!(crate::sys::notify::still_valid(listener.as_fd(), notif.id));
+        crate::sys::notify::continue_call(listener.as_fd(), notif.id).unwrap();
+        let (written, read) = worker.join().unwrap();
+        assert!(written);
+        assert_eq!(read, "x");
+        // The thread is gone: nothing more is pending, the listener hangs up.
+        let mut fds = [nix::poll::PollFd::new(
+            listener.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(1000u16)).unwrap();
+        let events = fds[0].revents().unwrap();
+        assert!(events.contains(nix::poll::PollFlags::POLLHUP), "{events:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -3,6 +3,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod mount;
+pub mod notify;
 pub mod process;
 
 use std::io;

@@ -1,0 +1,784 @@
+//! The refusal report (`sandy run --explain`): what the sandbox refused during the run,
+//! grouped and counted, each with the flag that would allow it or why no flag can.
+//!
+//! It explains, it never decides. The target installs a second seccomp filter that hands
+//! its write-intent calls to the supervisor (`sandy_linux::seccomp::observed`); the
+//! observer thread here reads each call's path from the caller's memory and whether the
+//! path exists in the caller's view, then answers "continue" (the kernel then runs the
+//! call exactly as without the observer: every layer decides as usual), and records the
+//! path. After the run, each recorded path is
+//! asked of the same decision `sandy why` uses ([`sandy_policy::why::decide`]), and the
+//! flag that allows a refusal is checked by resolving the launch again with it.
+//!
+//! Why not Landlock's audit records (ABI 7)? They say exactly what Landlock refused, but
+//! reading them takes CAP_AUDIT_READ in the initial user namespace, which an unprivileged
+//! user does not have; they also say nothing of the mount layer's refusals (read-only
+//! protections, masks). The notifier works for every user and sees both.
+//!
+//! What it costs, and what the target can do to it:
+//! - A read never reaches the observer; a write-intent call waits for one round trip to
+//!   the supervisor: a memory read of at most `PATH_MAX` bytes, a `readlink` for a
+//!   relative path, an `lstat` for the calls that need their path to exist (or not), and
+//!   the answer (tens of microseconds; see BENCHMARKS.md).
+//! - The observer must never break the target. Once the filter is installed, a watched
+//!   call waits until the listener answers, and fails with `ENOSYS` if the listener is
+//!   closed. So the listener lives in this process until every process of the run is
+//!   gone: the thread ends only when the kernel reports that no process uses the filter
+//!   any more. The thread does nothing that can fail for long: a bounded memory read,
+//!   a `readlink`, then the answer; any error skips the record, never the answer. If the
+//!   supervisor dies, the whole run dies with it (parent-death signals), so nothing waits
+//!   on a listener nobody reads.
+//! - The path is read from the caller's memory, which another thread of the caller may
+//!   change between the call and the read: such a call is misreported (or not reported),
+//!   never misenforced, since the kernel reads the path again itself.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
+use std::io::IoSliceMut;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use nix::libc;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::uio::{process_vm_readv, RemoteIoVec};
+use nix::unistd::Pid;
+use sandy_linux::sys::notify::{self, Notification};
+use sandy_policy::why::{decide, Question, Rule};
+use sandy_policy::{resolve, HostContext, Origin, RealFs, ResolvedPolicy, RunRequest, ViewKind};
+
+use crate::args::ExplainMode;
+use crate::host;
+
+/// At most this many distinct paths are recorded; calls on further paths are counted.
+const MAX_PATHS: usize = 100_000;
+/// `PATH_MAX`: the kernel refuses longer paths.
+const PATH_MAX: usize = 4096;
+/// Lines of the summary, at most (the header and "more" line included).
+const SUMMARY_LINES: usize = 10;
+/// Groups for which the `full` report checks a flag by resolving again.
+const MAX_FLAG_CHECKS: usize = 40;
+
+/// What the call needs of its path for a refusal to be possible at all: the kernel
+/// answers `ENOENT` or `EEXIST` before any layer of the sandbox is asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Needs {
+    /// The path must exist (unlink, rmdir, rename's source, truncate, open without
+    /// `O_CREAT`).
+    Existing,
+    /// The path must not exist (mkdir, mknod, symlink, link, open with `O_CREAT` and
+    /// `O_EXCL` or without a write flag).
+    Absent,
+    /// Either (open with `O_CREAT` and a write flag, rename's destination).
+    Either,
+}
+
+/// One path argument of a watched call: the directory descriptor it is relative to, the
+/// address of the string, and what the call needs of it.
+#[derive(Debug, Clone, Copy)]
+struct PathArg {
+    dirfd: i32,
+    address: u64,
+    needs: Needs,
+    /// Whether the call writes it (`link`'s existing name is only looked at).
+    written: bool,
+}
+
+/// What the run's observer saw.
+#[derive(Debug, Default)]
+pub struct Observations {
+    /// Per path (as the sandbox names it): the calls seen on it.
+    writes: HashMap<PathBuf, u64>,
+    /// Calls on paths beyond [`MAX_PATHS`].
+    unrecorded: u64,
+}
+
+/// The observer thread of a run.
+pub struct Observer {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<Observations>,
+}
+
+impl Observer {
+    /// Starts the thread that serves `listener`.
+    pub fn start(listener: OwnedFd) -> std::io::Result<Observer> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("observer".to_owned())
+            .stack_size(256 * 1024)
+            .spawn(move || serve(&listener, &stopping))?;
+        Ok(Observer { stop, thread })
+    }
+
+    /// After every process of the run is gone: what was seen.
+    pub fn finish(self) -> Observations {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap_or_default()
+    }
+}
+
+/// Answers every notification until no process uses the filter (the listener hangs
+/// up), or the supervisor says the run is over and nothing is pending.
+fn serve(listener: &OwnedFd, stop: &AtomicBool) -> Observations {
+    let mut seen = Observations::default();
+    loop {
+        let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+        let ready = match poll(&mut fds, PollTimeout::from(200u16)) {
+            Ok(n) => n,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => break,
+        };
+        let events = fds[0].revents().unwrap_or(PollFlags::empty());
+        if ready == 0 || !events.contains(PollFlags::POLLIN) {
+            if events.intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL)
+                || stop.load(Ordering::Relaxed)
+            {
+                break;
+            }
+            continue;
+        }
+        let notif = match notify::receive(listener.as_fd()) {
+            Ok(n) => n,
+            // The caller died or its call was interrupted: nothing to answer.
+            Err(_) => continue,
+        };
+        // Read while the caller waits: its memory, its directories and its view of the
+        // file system (its mounts) are gone as soon as it exits, which a refused call
+        // often makes it do at once.
+        // One impossible path (rename's absent source) fails the whole call first.
+        let mut paths = read_paths(&notif);
+        let fails_first = !paths
+            .iter()
+            .all(|(path, needs, _)| possible(notif.pid, path, *needs))
+            || match paths.as_slice() {
+                // rename and link across mounts fail with EXDEV, whatever the policy.
+                [(a, ..), (b, ..)] => !same_mount(notif.pid, a, b),
+                _ => false,
+            };
+        if fails_first {
+            paths.clear();
+        }
+        // Only now is what was read known to be the caller's: its pid was not reused.
+        let valid = notify::still_valid(listener.as_fd(), notif.id);
+        let _ = notify::continue_call(listener.as_fd(), notif.id);
+        if !valid {
+            continue;
+        }
+        for (path, _, written) in paths {
+            if !written {
+                continue;
+            }
+            if let Some(n) = seen.writes.get_mut(&path) {
+                *n += 1;
+            } else if seen.writes.len() < MAX_PATHS {
+                seen.writes.insert(path, 1);
+            } else {
+                seen.unrecorded += 1;
+            }
+        }
+    }
+    seen
+}
+
+/// Whether the call could have been refused by the sandbox: a call that needs its path
+/// to exist (or not to) fails with `ENOENT` (`EEXIST`) before any layer is asked. Looked
+/// at before the answer, through the caller's own root, so that its mounts are the ones
+/// seen.
+/// A call that creates its path also needs the parent directory to exist.
+fn possible(pid: u32, path: &Path, needs: Needs) -> bool {
+    let mut inside = PathBuf::from(format!("/proc/{pid}/root"));
+    inside.push(path.strip_prefix("/").unwrap_or(path));
+    let exists = || inside.symlink_metadata().is_ok();
+    let parent_exists = || inside.parent().is_some_and(Path::is_dir);
+    match needs {
+        Needs::Existing => exists(),
+        Needs::Absent => parent_exists() && !exists(),
+        Needs::Either => exists() || parent_exists(),
+    }
+}
+
+/// The absolute paths a watched call writes, as the caller names them.
+fn read_paths(notif: &Notification) -> Vec<(PathBuf, Needs, bool)> {
+    let pid = notif.pid;
+    arguments(notif)
+        .into_iter()
+        .filter_map(|arg| {
+            let raw = read_string(pid, arg.address)?;
+            let path = absolute(pid, arg.dirfd, raw)?;
+            Some((normalize(&path), arg.needs, arg.written))
+        })
+        .collect()
+}
+
+/// Whether the parent directories of `a` and `b`, in the caller's view, are on the same
+/// mount (the mount id the kernel shows in `/proc/self/fdinfo`).
+fn same_mount(pid: u32, a: &Path, b: &Path) -> bool {
+    let mount = |p: &Path| -> Option<String> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut inside = PathBuf::from(format!("/proc/{pid}/root"));
+        inside.push(p.parent()?.strip_prefix("/").ok()?);
+        let dir = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+            .open(inside)
+            .ok()?;
+        let info =
+            std::fs::read_to_string(format!("/proc/self/fdinfo/{}", dir.as_raw_fd())).ok()?;
+        info.lines()
+            .find_map(|l| l.strip_prefix("mnt_id:"))
+            .map(|v| v.trim().to_owned())
+    };
+    match (mount(a), mount(b)) {
+        (Some(x), Some(y)) => x == y,
+        // Unknown: report rather than hide.
+        _ => true,
+    }
+}
+
+/// What an open's flags need of the path; `None` for a read.
+fn open_needs(flags: u64) -> Option<Needs> {
+    let flags = flags as i32;
+    let writes = flags & (libc::O_WRONLY | libc::O_RDWR | libc::O_TRUNC) != 0;
+    if flags & libc::O_CREAT != 0 {
+        Some(if flags & libc::O_EXCL != 0 || !writes {
+            Needs::Absent
+        } else {
+            Needs::Either
+        })
+    } else if writes {
+        Some(Needs::Existing)
+    } else {
+        None
+    }
+}
+
+/// The path arguments of a watched call.
+fn arguments(notif: &Notification) -> Vec<PathArg> {
+    let a = notif.data.args;
+    let nr = i64::from(notif.data.nr);
+    let fd = |i: usize| a[i] as i32;
+    let at = |dirfd: i32, address: u64, needs: Needs| PathArg {
+        dirfd,
+        address,
+        needs,
+        written: true,
+    };
+    // An existing name a call only links to.
+    let linked = |dirfd: i32, address: u64| PathArg {
+        dirfd,
+        address,
+        needs: Needs::Existing,
+        written: false,
+    };
+    let cwd = libc::AT_FDCWD;
+    #[cfg(target_arch = "x86_64")]
+    {
+        use Needs::*;
+        let legacy = match nr {
+            libc::SYS_open => open_needs(a[1]).map(|n| vec![at(cwd, a[0], n)]),
+            libc::SYS_creat => Some(vec![at(cwd, a[0], Either)]),
+            libc::SYS_mkdir | libc::SYS_mknod => Some(vec![at(cwd, a[0], Absent)]),
+            libc::SYS_unlink | libc::SYS_rmdir | libc::SYS_truncate => {
+                Some(vec![at(cwd, a[0], Existing)])
+            }
+            libc::SYS_rename => Some(vec![at(cwd, a[0], Existing), at(cwd, a[1], Either)]),
+            libc::SYS_link => Some(vec![linked(cwd, a[0]), at(cwd, a[1], Absent)]),
+            libc::SYS_symlink => Some(vec![at(cwd, a[1], Absent)]),
+            _ => None,
+        };
+        if let Some(args) = legacy {
+            return args;
+        }
+    }
+    use Needs::*;
+    match nr {
+        libc::SYS_openat => open_needs(a[2])
+            .map(|n| vec![at(fd(0), a[1], n)])
+            .unwrap_or_default(),
+        libc::SYS_openat2 => read_u64(notif.pid, a[2])
+            .and_then(open_needs)
+            .map(|n| vec![at(fd(0), a[1], n)])
+            .unwrap_or_default(),
+        libc::SYS_truncate => vec![at(cwd, a[0], Existing)],
+        libc::SYS_mkdirat | libc::SYS_mknodat => vec![at(fd(0), a[1], Absent)],
+        libc::SYS_unlinkat => vec![at(fd(0), a[1], Existing)],
+        libc::SYS_renameat | libc::SYS_renameat2 => {
+            vec![at(fd(0), a[1], Existing), at(fd(2), a[3], Either)]
+        }
+        libc::SYS_linkat => vec![linked(fd(0), a[1]), at(fd(2), a[3], Absent)],
+        libc::SYS_symlinkat => vec![at(fd(1), a[2], Absent)],
+        _ => Vec::new(),
+    }
+}
+
+/// Reads `buf.len()` bytes at `address` of process `pid`; how many were read.
+fn read_memory(pid: u32, address: u64, buf: &mut [u8]) -> Option<usize> {
+    let pid = Pid::from_raw(i32::try_from(pid).ok()?);
+    let len = buf.len();
+    let remote = [RemoteIoVec {
+        base: usize::try_from(address).ok()?,
+        len,
+    }];
+    process_vm_readv(pid, &mut [IoSliceMut::new(buf)], &remote).ok()
+}
+
+/// `open_how.flags`, the first field of the structure `openat2` points to.
+fn read_u64(pid: u32, address: u64) -> Option<u64> {
+    let mut word = [0u8; 8];
+    (read_memory(pid, address, &mut word)? == 8).then(|| u64::from_ne_bytes(word))
+}
+
+/// The NUL-terminated string at `address` of process `pid`, at most `PATH_MAX` bytes,
+/// read a page at a time (a read may not cross into an unmapped page).
+fn read_string(pid: u32, address: u64) -> Option<Vec<u8>> {
+    const PAGE: u64 = 4096;
+    if address == 0 {
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut at = address;
+    while out.len() < PATH_MAX {
+        let to_page_end = PAGE - at % PAGE;
+        let want = usize::try_from(to_page_end).ok()?.min(PATH_MAX - out.len());
+        let mut chunk = vec![0u8; want];
+        let got = read_memory(pid, at, &mut chunk)?;
+        if got == 0 {
+            return None;
+        }
+        if let Some(end) = chunk[..got].iter().position(|&b| b == 0) {
+            out.extend_from_slice(&chunk[..end]);
+            return Some(out);
+        }
+        out.extend_from_slice(&chunk[..got]);
+        at = at.checked_add(u64::try_from(got).ok()?)?;
+    }
+    None
+}
+
+/// `raw` made absolute against the caller's directory descriptor or working directory,
+/// as the caller's mount namespace names them. `None` for an empty path (a call on the
+/// descriptor itself) or a base that is not a path.
+fn absolute(pid: u32, dirfd: i32, raw: Vec<u8>) -> Option<PathBuf> {
+    if raw.is_empty() {
+        return None;
+    }
+    let path = PathBuf::from(OsString::from_vec(raw));
+    if path.is_absolute() {
+        return Some(path);
+    }
+    let base = if dirfd == libc::AT_FDCWD {
+        std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?
+    } else {
+        std::fs::read_link(format!("/proc/{pid}/fd/{dirfd}")).ok()?
+    };
+    base.is_absolute().then(|| base.join(path))
+}
+
+/// Lexically normalized: `.` dropped, `..` removes the component before it.
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for c in path.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    out
+}
+
+/// Why a refusal cannot be lifted by a flag, or which flag lifts it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Remedy {
+    /// No flag: the reason.
+    Protected(String),
+    /// The directory to grant with `--read-write` (checked later by resolving again).
+    Grant(PathBuf),
+}
+
+/// The refusals of one rule and place.
+#[derive(Debug)]
+struct Group {
+    remedy: Remedy,
+    /// Refused paths and how often each was refused.
+    paths: BTreeMap<PathBuf, u64>,
+    /// The grant checked: `Ok(flag)`, or why no flag allows it.
+    flag: Option<Result<String, String>>,
+}
+
+impl Group {
+    fn calls(&self) -> u64 {
+        self.paths.values().sum()
+    }
+}
+
+/// Prints the report on stderr (nothing when nothing was refused, or with `off`).
+pub fn report(
+    mode: ExplainMode,
+    observations: &Observations,
+    policy: &ResolvedPolicy,
+    request: &RunRequest,
+    host: &HostContext,
+) {
+    if mode == ExplainMode::Off {
+        return;
+    }
+    let mut groups = classify(observations, policy, host);
+    if groups.is_empty() {
+        return;
+    }
+    // Largest first; the flag of each shown group is checked by resolving again.
+    groups.sort_by(|a, b| b.calls().cmp(&a.calls()).then(a.remedy.cmp(&b.remedy)));
+    let shown = match mode {
+        ExplainMode::Full => groups.len(),
+        _ => groups.len().min(SUMMARY_LINES - 2),
+    };
+    for group in groups.iter_mut().take(shown.min(MAX_FLAG_CHECKS)) {
+        if let Remedy::Grant(dir) = &group.remedy {
+            let paths: Vec<&Path> = group.paths.keys().map(PathBuf::as_path).collect();
+            group.flag = Some(check_grant(request, dir, &paths));
+        }
+    }
+    let home = host.home.as_deref();
+    let total: u64 = groups.iter().map(Group::calls).sum();
+    let mut lines = vec![format!(
+        "sandy: the sandbox refused {} during the run:",
+        plural(total, "write")
+    )];
+    for group in groups.iter().take(shown) {
+        lines.push(format!("sandy:   {}", describe(group, home)));
+        if mode == ExplainMode::Full && group.paths.len() > 1 {
+            for (path, n) in &group.paths {
+                let times = if *n > 1 {
+                    format!(" ({n} times)")
+                } else {
+                    String::new()
+                };
+                lines.push(format!("sandy:     {}{times}", tilde(path, home)));
+            }
+        }
+    }
+    if shown < groups.len() {
+        lines.push(format!(
+            "sandy:   ... and {} more (--explain=full lists every path)",
+            plural((groups.len() - shown) as u64, "place")
+        ));
+    }
+    if observations.unrecorded > 0 {
+        lines.push(format!(
+            "sandy:   ({} on further paths were not examined)",
+            plural(observations.unrecorded, "write")
+        ));
+    }
+    for line in lines {
+        eprintln!("{line}");
+    }
+}
+
+fn plural(n: u64, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+/// One line for a group.
+fn describe(group: &Group, home: Option<&Path>) -> String {
+    let place = match group.paths.keys().next() {
+        Some(only) if group.paths.len() == 1 => tilde(only, home),
+        _ => match &group.remedy {
+            Remedy::Grant(dir) => format!("{}/...", tilde(dir, home)),
+            Remedy::Protected(_) => {
+                let first: Vec<&Path> = group.paths.keys().map(PathBuf::as_path).collect();
+                format!("{}/...", tilde(&common_ancestor(&first), home))
+            }
+        },
+    };
+    let calls = group.calls();
+    let refused = if calls == 1 {
+        "refused".to_owned()
+    } else {
+        format!("refused {calls} times")
+    };
+    match (&group.remedy, &group.flag) {
+        (Remedy::Protected(reason), _) => {
+            format!("write {place}: {refused}; protected: no flag ({reason})")
+        }
+        (Remedy::Grant(_), Some(Ok(flag))) => format!("write {place}: {refused}; {flag} allows it"),
+        (Remedy::Grant(_), Some(Err(reason))) => {
+            format!("write {place}: {refused}; no flag: {reason}")
+        }
+        (Remedy::Grant(dir), None) => format!(
+            "write {place}: {refused} (`sandy why --write {}` names the flag)",
+            dir.display()
+        ),
+    }
+}
+
+/// `~/...` for a path under the home directory.
+fn tilde(path: &Path, home: Option<&Path>) -> String {
+    match home.and_then(|h| path.strip_prefix(h).ok()) {
+        Some(rest) if rest.as_os_str().is_empty() => "~".to_owned(),
+        Some(rest) => format!("~/{}", rest.display()),
+        None => path.display().to_string(),
+    }
+}
+
+/// The refused paths, grouped by the rule that refuses them and, for the paths no grant
+/// covers, by the directory a grant would name.
+fn classify(
+    observations: &Observations,
+    policy: &ResolvedPolicy,
+    host: &HostContext,
+) -> Vec<Group> {
+    let mut protected: BTreeMap<String, BTreeMap<PathBuf, u64>> = BTreeMap::new();
+    let mut ungranted: BTreeMap<PathBuf, BTreeMap<PathBuf, u64>> = BTreeMap::new();
+    for (path, &n) in &observations.writes {
+        let d = decide(policy, Question::Write, path, &RealFs);
+        if d.allowed {
+            continue;
+        }
+        match reason(&d.rule, path, policy) {
+            Some(reason) => {
+                *protected
+                    .entry(reason)
+                    .or_default()
+                    .entry(path.clone())
+                    .or_default() += n;
+            }
+            None => {
+                let dir = d
+                    .resolved
+                    .ancestors()
+                    .skip(1)
+                    .find(|p| p.is_dir())
+                    .unwrap_or(Path::new("/"));
+                // Inside a repository, the repository: git writes objects, refs and
+                // logs together, and a grant of one of them only moves the failure.
+                let dir = repository_of(dir, host).unwrap_or(dir).to_path_buf();
+                *ungranted
+                    .entry(dir)
+                    .or_default()
+                    .entry(path.clone())
+                    .or_default() += n;
+            }
+        }
+    }
+    let mut groups: Vec<Group> = protected
+        .into_iter()
+        .map(|(reason, paths)| Group {
+            remedy: Remedy::Protected(reason),
+            paths,
+            flag: None,
+        })
+        .collect();
+    for (dir, paths) in merge_places(ungranted, host.home.as_deref(), &host.cwd) {
+        groups.push(Group {
+            remedy: Remedy::Grant(dir),
+            paths,
+            flag: None,
+        });
+    }
+    groups
+}
+
+/// Groups of ungranted places merged into their common directory when that directory is
+/// specific enough to grant: at least two levels deep, and neither the home directory,
+/// the project, nor one of their ancestors (a remote repository's `objects/ab` and
+/// `refs/heads` become the repository).
+fn merge_places(
+    mut places: BTreeMap<PathBuf, BTreeMap<PathBuf, u64>>,
+    home: Option<&Path>,
+    cwd: &Path,
+) -> BTreeMap<PathBuf, BTreeMap<PathBuf, u64>> {
+    let too_wide = |dir: &Path| {
+        dir.components().count() < 3
+            || home.is_some_and(|h| h.starts_with(dir))
+            || cwd.starts_with(dir)
+    };
+    loop {
+        let dirs: Vec<PathBuf> = places.keys().cloned().collect();
+        let mut merged = None;
+        'pairs: for (i, a) in dirs.iter().enumerate() {
+            for b in dirs.iter().skip(i + 1) {
+                let common = common_ancestor(&[a, b]);
+                if !too_wide(&common) {
+                    merged = Some((a.clone(), b.clone(), common));
+                    break 'pairs;
+                }
+            }
+        }
+        let Some((a, b, common)) = merged else {
+            return places;
+        };
+        let mut paths = places.remove(&a).unwrap_or_default();
+        for (p, n) in places.remove(&b).unwrap_or_default() {
+            *paths.entry(p).or_default() += n;
+        }
+        let entry = places.entry(common).or_default();
+        for (p, n) in paths {
+            *entry.entry(p).or_default() += n;
+        }
+    }
+}
+
+/// The repository `dir` belongs to, as git recognises one: a git directory (`HEAD` with
+/// `objects/` and `refs/` beside it, bare repositories included) or a working tree (with
+/// a `.git` entry). Never the project or the home directory, nor one of their ancestors.
+fn repository_of<'a>(dir: &'a Path, host: &HostContext) -> Option<&'a Path> {
+    let repo = dir.ancestors().find(|a| {
+        (a.join("HEAD").is_file() && a.join("objects").is_dir() && a.join("refs").is_dir())
+            || a.join(".git").symlink_metadata().is_ok()
+    })?;
+    let wide = host.home.as_deref().is_some_and(|h| h.starts_with(repo))
+        || host.cwd.starts_with(repo)
+        || repo.starts_with(&host.cwd);
+    (!wide).then_some(repo)
+}
+
+fn common_ancestor(paths: &[&Path]) -> PathBuf {
+    let mut common = match paths.first() {
+        Some(p) => p.to_path_buf(),
+        None => return PathBuf::from("/"),
+    };
+    for p in paths.iter().skip(1) {
+        while !p.starts_with(&common) {
+            if !common.pop() {
+                return PathBuf::from("/");
+            }
+        }
+    }
+    common
+}
+
+/// Why no flag lifts a refusal by this rule, in a few words; `None` when a grant could.
+fn reason(rule: &Rule, path: &Path, policy: &ResolvedPolicy) -> Option<String> {
+    Some(match rule {
+        Rule::Mask { .. } => "a sensitive path, masked inside".to_owned(),
+        Rule::View { target, view } => match view {
+            ViewKind::Filtered => {
+                let why = policy
+                    .views
+                    .iter()
+                    .find(|v| &v.target == target)
+                    .map(|v| v.reason.as_str())
+                    .unwrap_or("a filtered copy");
+                format!("{why}; the sandbox reads a filtered, read-only copy")
+            }
+            ViewKind::PrivateCopy => "a private copy of an agent's state file".to_owned(),
+        },
+        Rule::Protection { origin, .. } => match origin {
+            Origin::Profile => {
+                "the agent's launch configuration, read-only inside; change it outside the sandbox"
+                    .to_owned()
+            }
+            _ if path.file_name().is_some_and(|n| n == "config") => {
+                "git configuration, read-only inside; run the `git config` command outside the \
+                 sandbox"
+                    .to_owned()
+            }
+            _ => "git machinery (config, hooks, pointers), read-only inside; change it outside \
+                  the sandbox"
+                .to_owned(),
+        },
+        Rule::Private { directory } => format!(
+            "{} is the sandbox's own private directory inside",
+            directory.display()
+        ),
+        Rule::Grant { .. } | Rule::NoGrant => return None,
+    })
+}
+
+/// Whether `--read-write DIR` allows every path of a group: the launch resolved again
+/// with it (host facts gathered again, as `sandy run` with the flag would), and each path
+/// asked again. The host's own permissions are checked too.
+fn check_grant(request: &RunRequest, dir: &Path, paths: &[&Path]) -> Result<String, String> {
+    let flag = format!("--read-write {}", dir.display());
+    if nix::unistd::access(dir, nix::unistd::AccessFlags::W_OK).is_err() {
+        return Err(format!(
+            "{} is not writable to you, inside the sandbox or outside it",
+            dir.display()
+        ));
+    }
+    let mut with = request.clone();
+    with.read_write.push(dir.to_path_buf());
+    let wider = host::gather(&with.read_write).map_err(|e| format!("{flag} is refused: {e}"))?;
+    let policy = resolve(&with, &wider, &RealFs).map_err(|e| format!("{flag} is refused: {e}"))?;
+    if paths
+        .iter()
+        .all(|p| decide(&policy, Question::Write, p, &RealFs).allowed)
+    {
+        Ok(flag)
+    } else {
+        Err(format!("even {flag} would not allow it"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_flags_say_what_a_refusal_needs() {
+        assert_eq!(open_needs(libc::O_RDONLY as u64), None);
+        assert_eq!(open_needs(libc::O_APPEND as u64), None);
+        assert_eq!(open_needs(libc::O_WRONLY as u64), Some(Needs::Existing));
+        assert_eq!(
+            open_needs((libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC) as u64),
+            Some(Needs::Either)
+        );
+        assert_eq!(
+            open_needs((libc::O_RDWR | libc::O_CREAT | libc::O_EXCL) as u64),
+            Some(Needs::Absent)
+        );
+        assert_eq!(open_needs(libc::O_CREAT as u64), Some(Needs::Absent));
+    }
+
+    #[test]
+    fn places_merge_into_a_specific_common_directory_only() {
+        let one = |p: &str| BTreeMap::from([(PathBuf::from(p), 1u64)]);
+        let places = BTreeMap::from([
+            (
+                PathBuf::from("/srv/remote.git/objects"),
+                one("/srv/remote.git/objects/ab"),
+            ),
+            (
+                PathBuf::from("/srv/remote.git/refs/heads"),
+                one("/srv/remote.git/refs/heads/main.lock"),
+            ),
+            (PathBuf::from("/srv/other"), one("/srv/other/x")),
+            (PathBuf::from("/home/u/a"), one("/home/u/a/x")),
+            (PathBuf::from("/home/u/b"), one("/home/u/b/y")),
+        ]);
+        let merged = merge_places(
+            places,
+            Some(Path::new("/home/u")),
+            Path::new("/home/u/project"),
+        );
+        let dirs: Vec<&Path> = merged.keys().map(PathBuf::as_path).collect();
+        assert_eq!(
+            dirs,
+            [
+                Path::new("/home/u/a"),
+                Path::new("/home/u/b"),
+                Path::new("/srv/other"),
+                Path::new("/srv/remote.git"),
+            ]
+        );
+        assert_eq!(merged[Path::new("/srv/remote.git")].len(), 2);
+    }
+
+    #[test]
+    fn paths_are_normalized_lexically() {
+        assert_eq!(normalize(Path::new("/a/./b/../c")), PathBuf::from("/a/c"));
+        assert_eq!(normalize(Path::new("/../x")), PathBuf::from("/x"));
+    }
+}
