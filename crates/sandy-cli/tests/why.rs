@@ -10,10 +10,22 @@ use std::os::unix::fs::PermissionsExt;
 use common::*;
 
 /// (question flag, path relative to the world root or absolute, extra grant flags)
-fn table(w: &World) -> Vec<(&'static str, String, Vec<String>)> {
+fn table(w: &World, carried: &std::path::Path) -> Vec<(&'static str, String, Vec<String>)> {
     let r = |p: &str| w.root.join(p).display().to_string();
     let other = r("home/other");
+    let carried_s = carried.display().to_string();
     vec![
+        // A grant carried into the private /tmp is a read-only mount of its own.
+        (
+            "write",
+            format!("{carried_s}/f"),
+            vec!["--read".into(), carried_s.clone()],
+        ),
+        (
+            "read",
+            format!("{carried_s}/data"),
+            vec!["--read".into(), carried_s],
+        ),
         ("read", r("home/project/file.txt"), vec![]),
         ("write", r("home/project/file.txt"), vec![]),
         ("read", r("home/project/.git/config"), vec![]),
@@ -81,7 +93,15 @@ fn why_agrees_with_a_real_run() {
         let o = w.host("git").args(["init", "-q"]).output().unwrap();
         assert_code(&o, 0, "git init");
         w.chown_all();
-        for (question, path, grants) in table(w) {
+        let carried = tempfile::Builder::new()
+            .prefix("sandy-e2e-why-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        std::fs::write(carried.path().join("data"), "d\n").unwrap();
+        for p in [carried.path().to_path_buf(), carried.path().join("data")] {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o777)).unwrap();
+        }
+        for (question, path, grants) in table(w, carried.path()) {
             let mut why: Vec<String> = vec!["why".into(), "--json".into()];
             why.extend(grants.iter().cloned());
             if question != "read" {

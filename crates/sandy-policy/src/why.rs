@@ -121,6 +121,24 @@ pub fn decide(
             ),
         );
     }
+    // A grant carried into a private directory is a mount of its own, read-only unless
+    // the grant is read-write: the /tmp grant around it lets Landlock allow a write, but
+    // the mount refuses it (EROFS).
+    if question == Question::Write {
+        if let Some(g) = carried_grant(policy, &resolved).filter(|g| g.access != Access::ReadWrite)
+        {
+            return decision(
+                false,
+                Rule::Grant {
+                    path: g.path.clone(),
+                    access: g.access,
+                    scope: g.scope,
+                    origin: g.origin,
+                },
+                None,
+            );
+        }
+    }
     if let Some(view) = policy
         .views
         .iter()
@@ -221,6 +239,25 @@ fn private_directory(policy: &ResolvedPolicy, path: &Path) -> Option<PathBuf> {
             && (g.path == path || (g.scope == Scope::Subtree && path.starts_with(&g.path)))
     });
     (!carried).then(|| private.to_path_buf())
+}
+
+/// The most specific grant carried into a private directory that covers `path`.
+fn carried_grant<'a>(policy: &'a ResolvedPolicy, path: &Path) -> Option<&'a Grant> {
+    let mut privates: Vec<&Path> = [PRIVATE_TMP, PRIVATE_SHM, PRIVATE_VAR_TMP, "/run"]
+        .iter()
+        .map(Path::new)
+        .collect();
+    privates.extend(policy.runtime_dir.as_deref());
+    let private = *privates.iter().find(|p| path.starts_with(p))?;
+    policy
+        .grants
+        .iter()
+        .filter(|g| {
+            !privates.contains(&g.path.as_path())
+                && g.path.starts_with(private)
+                && (g.path == path || (g.scope == Scope::Subtree && path.starts_with(&g.path)))
+        })
+        .max_by_key(|g| g.path.as_os_str().len())
 }
 
 /// `path` resolved through the symlinks of its longest existing prefix, the rest appended.
