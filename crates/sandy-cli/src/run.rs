@@ -13,8 +13,9 @@ use nix::sys::signal::{kill, SigSet, SigmaskHow, Signal};
 use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{dup, Pid};
-use sandy_linux::relay::{receive_listeners, receive_target, spawn_relay};
+use sandy_linux::relay::{receive_listeners, receive_target};
 use sandy_linux::sys::ignore_signal;
+use sandy_net::relay::spawn_relay;
 use sandy_policy::{
     resolve, DryRunDocument, LaunchManifest, RealFs, RestoredSignal, RunRequest, ValidatedManifest,
 };
@@ -402,7 +403,7 @@ const UPLOAD_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 fn end_sandbox(bootstrap: Pid, ports: &[u16]) {
     let _ = kill(bootstrap, Signal::SIGKILL);
     while let Ok(_) | Err(nix::errno::Errno::EINTR) = waitpid(Pid::from_raw(-1), None) {}
-    if !ports.is_empty() && !sandy_linux::relay::finish_uploads(UPLOAD_GRACE) {
+    if !ports.is_empty() && !sandy_net::relay::finish_uploads(UPLOAD_GRACE) {
         eprintln!(
             "sandy: data the sandbox sent through a local-port relay was still being \
              delivered after {} s; the rest is dropped",

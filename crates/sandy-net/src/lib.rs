@@ -12,12 +12,15 @@
 //!   addresses checked again (rebinding).
 //! - `proxy` (feature `proxy`): HTTP CONNECT, plain HTTP forwarding and SOCKS5, with
 //!   immediate, explained refusals, a JSON-lines log and a summary.
+//! - `relay` (feature `proxy`): the local-port relay of `--allow-local-port`.
 #![forbid(unsafe_code)]
 
 pub mod addr;
 pub mod host;
 #[cfg(feature = "proxy")]
 pub mod proxy;
+#[cfg(feature = "proxy")]
+pub mod relay;
 pub mod rules;
 
 pub use addr::{classify, AddressClass};
