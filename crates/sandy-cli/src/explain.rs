@@ -32,12 +32,13 @@
 //!   change between the call and the read: such a call is misreported (or not reported),
 //!   never misenforced, since the kernel reads the path again itself.
 
+use sandy_policy::normalize;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::io::IoSliceMut;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -377,21 +378,6 @@ fn absolute(pid: u32, dirfd: i32, raw: Vec<u8>) -> Option<PathBuf> {
         std::fs::read_link(format!("/proc/{pid}/fd/{dirfd}")).ok()?
     };
     base.is_absolute().then(|| base.join(path))
-}
-
-/// Lexically normalized: `.` dropped, `..` removes the component before it.
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    for c in path.components() {
-        match c {
-            Component::Normal(n) => out.push(n),
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-        }
-    }
-    out
 }
 
 /// Why a refusal cannot be lifted by a flag, or which flag lifts it.

@@ -141,17 +141,20 @@ fn answer(
         }
         text
     };
-    match crate::print_line(&text) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-        Err(source) => {
-            return Err(SandyError::Io {
-                step: "cannot write the answer",
-                source,
-            })
-        }
-    }
+    print_answer(&text)?;
     Ok(if decision.allowed { 0 } else { EXIT_REFUSED })
+}
+
+/// Prints an answer; a reader that stops early (`| head`) is not an error.
+fn print_answer(text: &str) -> Result<(), SandyError> {
+    match crate::print_line(text) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(source) => Err(SandyError::Io {
+            step: "cannot write the answer",
+            source,
+        }),
+    }
 }
 
 /// The least grant flag that makes the decision an allowance, checked by resolving the
@@ -526,16 +529,7 @@ mod connect {
             }
             out
         };
-        match crate::print_line(&out) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-            Err(source) => {
-                return Err(SandyError::Io {
-                    step: "cannot write the answer",
-                    source,
-                })
-            }
-        }
+        super::print_answer(&out)?;
         Ok(if allowed { 0 } else { super::EXIT_REFUSED })
     }
 }

@@ -13,6 +13,7 @@
 //! `XDG_CACHE_HOME`, then its default), so a moved or symlinked cache is covered where the
 //! tool actually reads it.
 
+use crate::resolve::normalize;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -376,21 +377,6 @@ fn usable_in_mount_options(path: &Path) -> bool {
         .as_bytes()
         .iter()
         .any(|b| matches!(b, b',' | b':' | b'\\' | b'\n'))
-}
-
-/// Lexical normalization (`.` and `..`), without touching the filesystem.
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            std::path::Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 /// A stable 64-bit hash (FNV-1a) naming a cache's layer after the path it covers.

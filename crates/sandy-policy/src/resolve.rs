@@ -799,8 +799,9 @@ impl Ctx<'_> {
     }
 }
 
-/// Removes `.` and `..` components without touching the filesystem.
-pub(crate) fn normalize(path: &Path) -> PathBuf {
+/// Removes `.` and `..` components without touching the filesystem (the one lexical
+/// normalization every part of Sandy uses).
+pub fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in path.components() {
         match c {
@@ -862,6 +863,16 @@ fn find_program(
     }
 }
 
+/// The directories the mount layer replaces with private ones inside the sandbox: the
+/// host's copies are out of reach there, unless a grant carries a path through.
+pub(crate) fn private_dirs(runtime_dir: Option<&Path>) -> Vec<&Path> {
+    [PRIVATE_TMP, PRIVATE_SHM, PRIVATE_VAR_TMP, "/run"]
+        .iter()
+        .map(Path::new)
+        .chain(runtime_dir)
+        .collect()
+}
+
 /// The directory private inside the sandbox that hides `path`, unless a grant carries
 /// `path` (or a directory above it) through; `privates` are the directories the mount
 /// layer replaces.
@@ -886,11 +897,7 @@ fn visible_program(
     grants: &GrantSet,
     fs: &dyn PathInspector,
 ) -> Result<PathBuf, ResolveError> {
-    let mut privates: Vec<&Path> = [PRIVATE_TMP, PRIVATE_SHM, PRIVATE_VAR_TMP, "/run"]
-        .iter()
-        .map(Path::new)
-        .collect();
-    privates.extend(runtime_dir);
+    let privates = private_dirs(runtime_dir);
     let Some(private) = hidden_by(&program, &privates, grants) else {
         return Ok(program);
     };

@@ -15,7 +15,7 @@ use crate::inspect::PathInspector;
 use crate::policy::{
     Access, FileView, Grant, Origin, ProtectionKind, ResolvedPolicy, Scope, ViewKind,
 };
-use crate::resolve::{normalize, PRIVATE_SHM, PRIVATE_TMP, PRIVATE_VAR_TMP};
+use crate::resolve::{normalize, private_dirs};
 
 /// The access asked about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -227,11 +227,7 @@ fn decide_view(view: &FileView, question: Question, resolved: PathBuf) -> Decisi
 /// The private directory (`/tmp`, `/var/tmp`, `/dev/shm`, `/run`, the runtime directory)
 /// that hides `path` inside, unless a grant carries it through.
 fn private_directory(policy: &ResolvedPolicy, path: &Path) -> Option<PathBuf> {
-    let mut privates: Vec<&Path> = [PRIVATE_TMP, PRIVATE_SHM, PRIVATE_VAR_TMP, "/run"]
-        .iter()
-        .map(Path::new)
-        .collect();
-    privates.extend(policy.runtime_dir.as_deref());
+    let privates = private_dirs(policy.runtime_dir.as_deref());
     let private = *privates.iter().find(|p| path.starts_with(p))?;
     let carried = policy.grants.iter().any(|g| {
         !privates.contains(&g.path.as_path())
@@ -243,11 +239,7 @@ fn private_directory(policy: &ResolvedPolicy, path: &Path) -> Option<PathBuf> {
 
 /// The most specific grant carried into a private directory that covers `path`.
 fn carried_grant<'a>(policy: &'a ResolvedPolicy, path: &Path) -> Option<&'a Grant> {
-    let mut privates: Vec<&Path> = [PRIVATE_TMP, PRIVATE_SHM, PRIVATE_VAR_TMP, "/run"]
-        .iter()
-        .map(Path::new)
-        .collect();
-    privates.extend(policy.runtime_dir.as_deref());
+    let privates = private_dirs(policy.runtime_dir.as_deref());
     let private = *privates.iter().find(|p| path.starts_with(p))?;
     policy
         .grants
