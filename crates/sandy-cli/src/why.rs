@@ -41,13 +41,7 @@ pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
         return inside::why(&args, &document);
     }
     let host = host::gather(&args.read_write)?;
-    let question = if args.write {
-        Question::Write
-    } else if args.exec {
-        Question::Exec
-    } else {
-        Question::Read
-    };
+    let question = question(&args);
     let path = if args.path.is_absolute() {
         args.path.clone()
     } else {
@@ -143,6 +137,17 @@ fn answer(
     };
     print_answer(&text)?;
     Ok(if decision.allowed { 0 } else { EXIT_REFUSED })
+}
+
+/// The access asked about: read unless `--write` or `--exec` says otherwise.
+fn question(args: &WhyArgs) -> Question {
+    if args.write {
+        Question::Write
+    } else if args.exec {
+        Question::Exec
+    } else {
+        Question::Read
+    }
 }
 
 /// Prints an answer; a reader that stops early (`| head`) is not an error.
@@ -394,13 +399,7 @@ mod inside {
             egress: None,
             caches: Vec::new(),
         };
-        let question = if args.write {
-            Question::Write
-        } else if args.exec {
-            Question::Exec
-        } else {
-            Question::Read
-        };
+        let question = super::question(args);
         let cwd = std::env::current_dir().unwrap_or_else(|_| doc.working_directory.clone());
         let path = if args.path.is_absolute() {
             args.path.clone()

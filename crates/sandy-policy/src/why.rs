@@ -227,21 +227,23 @@ fn decide_view(view: &FileView, question: Question, resolved: PathBuf) -> Decisi
 /// The private directory (`/tmp`, `/var/tmp`, `/dev/shm`, `/run`, the runtime directory)
 /// that hides `path` inside, unless a grant carries it through.
 fn private_directory(policy: &ResolvedPolicy, path: &Path) -> Option<PathBuf> {
-    let privates = private_dirs(policy.runtime_dir.as_deref());
-    let private = *privates.iter().find(|p| path.starts_with(p))?;
-    let carried = policy.grants.iter().any(|g| {
-        !privates.contains(&g.path.as_path())
-            && g.path.starts_with(private)
-            && (g.path == path || (g.scope == Scope::Subtree && path.starts_with(&g.path)))
-    });
-    (!carried).then(|| private.to_path_buf())
+    match carrying(policy, path)? {
+        (private, None) => Some(private.to_path_buf()),
+        (_, Some(_)) => None,
+    }
 }
 
 /// The most specific grant carried into a private directory that covers `path`.
 fn carried_grant<'a>(policy: &'a ResolvedPolicy, path: &Path) -> Option<&'a Grant> {
+    carrying(policy, path)?.1
+}
+
+/// The private directory `path` lies in, and the most specific grant that carries
+/// `path` through it (`None` when nothing does).
+fn carrying<'a>(policy: &'a ResolvedPolicy, path: &Path) -> Option<(&'a Path, Option<&'a Grant>)> {
     let privates = private_dirs(policy.runtime_dir.as_deref());
     let private = *privates.iter().find(|p| path.starts_with(p))?;
-    policy
+    let carrier = policy
         .grants
         .iter()
         .filter(|g| {
@@ -249,7 +251,8 @@ fn carried_grant<'a>(policy: &'a ResolvedPolicy, path: &Path) -> Option<&'a Gran
                 && g.path.starts_with(private)
                 && (g.path == path || (g.scope == Scope::Subtree && path.starts_with(&g.path)))
         })
-        .max_by_key(|g| g.path.as_os_str().len())
+        .max_by_key(|g| g.path.as_os_str().len());
+    Some((private, carrier))
 }
 
 /// `path` resolved through the symlinks of its longest existing prefix, the rest appended.
