@@ -49,5 +49,8 @@ cmp -s "$demo/home/.bashrc" "$demo/bashrc.before" && echo "  ~/.bashrc is unchan
 [ ! -e "/tmp/$marker" ] && echo "  the host's /tmp is untouched" || echo "  the host's /tmp WAS written"
 git log --oneline | sed 's/^/  the commit made inside: /'
 echo
-echo "The resolved policy, as sandy run --dry-run prints it (first lines):"
-"$sandy" run --dry-run -- python3 main.py | head -n 24
+echo "The resolved policy, as sandy run --dry-run --format text prints it:"
+"$sandy" run --dry-run --format text -- python3 main.py
+echo
+echo "Why the append to ~/.bashrc was refused (sandy why):"
+"$sandy" why --write "$HOME/.bashrc" || true
