@@ -496,10 +496,15 @@ fn is_run_dir_name(name: &str) -> bool {
         Some((kind, random)) => (Some(kind), random),
         None => (None, rest),
     };
+    // Only the kinds a run creates: other directories of Sandy's with the same shape
+    // (`sandy-selftest-XXXXXX`, a self-test world in use) are never swept.
     random.len() == RUN_DIR_RANDOM
         && random.bytes().all(|b| b.is_ascii_alphanumeric())
-        && kind.is_none_or(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_lowercase()))
+        && kind.is_none_or(|k| RUN_DIR_KINDS.contains(&k))
 }
+
+/// The kinds of per-run directory besides the private `/tmp` (`sandy-KIND-XXXXXX`).
+const RUN_DIR_KINDS: &[&str] = &["views"];
 
 /// Removes the per-run directories under `base` that a run whose supervisor died left
 /// behind. A directory is removed only when everything proves it stale: its name has the
@@ -594,7 +599,7 @@ mod tests {
 
     #[test]
     fn run_dir_names_are_recognised_strictly() {
-        for ok in ["sandy-a1B2c3", "sandy-views-Zz09aa", "sandy-x-000000"] {
+        for ok in ["sandy-a1B2c3", "sandy-views-Zz09aa"] {
             assert!(is_run_dir_name(ok), "{ok}");
         }
         for not in [
@@ -608,6 +613,8 @@ mod tests {
             "sandybox-abcdef",
             "other-abcdef",
             "sandy-build",
+            "sandy-x-000000",
+            "sandy-selftest-a1b2c3",
         ] {
             assert!(!is_run_dir_name(not), "{not}");
         }
