@@ -8,8 +8,8 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use sandy_policy::statemerge::{display, merge_json, MergeOutcome};
-use sandy_policy::{Placeholder, ResolvedPolicy, StateFile};
+use sandy_policy::statemerge::{display, merge_json, merge_toml, KeyPath};
+use sandy_policy::{Placeholder, ResolvedPolicy, StateFile, StateFormat};
 
 use crate::error::SandyError;
 use crate::views::{read_bounded, read_bounded_nofollow, PreparedViews};
@@ -118,6 +118,9 @@ pub fn merge_after_run(policy: &ResolvedPolicy, views: &PreparedViews) {
                 file.path.display()
             );
         }
+        if let Some(mirror) = &file.mirror {
+            move_back(policy, file, mirror);
+        }
         // A copy under a name of Sandy's own is gone once merged.
         if !file.bound {
             let _ = std::fs::remove_file(&file.inside);
@@ -160,31 +163,151 @@ fn merge_one(
         Err(e) => return Err(format!("cannot read the host's state file: {e}")),
     };
     let project = policy.working_directory.to_string_lossy();
-    let outcome = merge_json(&before, &after, current.as_deref(), &file.persist, &project)
-        .map_err(|e| e.to_string())?;
-    if let Some(merged) = &outcome.merged {
-        let mut json = serde_json::to_string_pretty(merged)
-            .map_err(|e| format!("cannot render the merged state: {e}"))?;
-        json.push('\n');
-        write_atomically(&target, json.as_bytes())
+    let current = current.as_deref();
+    let (merged, applied, dropped) = match file.format {
+        StateFormat::Json => {
+            let outcome = merge_json(&before, &after, current, &file.persist, &project)
+                .map_err(|e| e.to_string())?;
+            let merged = match &outcome.merged {
+                Some(value) => {
+                    let mut json = serde_json::to_string_pretty(value)
+                        .map_err(|e| format!("cannot render the merged state: {e}"))?;
+                    json.push('\n');
+                    Some(json)
+                }
+                None => None,
+            };
+            (merged, outcome.applied, outcome.dropped)
+        }
+        StateFormat::Toml => {
+            let outcome = merge_toml(&before, &after, current, &file.persist, &project)
+                .map_err(|e| e.to_string())?;
+            (outcome.merged, outcome.applied, outcome.dropped)
+        }
+    };
+    if let Some(merged) = &merged {
+        write_atomically(&target, merged.as_bytes())
             .map_err(|e| format!("cannot write the merged state: {e}"))?;
     }
-    report(&file.path, &outcome);
+    report(&file.path, &applied, &dropped);
     Ok(())
 }
 
-fn report(path: &Path, outcome: &MergeOutcome) {
-    if outcome.dropped.is_empty() {
+fn report(path: &Path, applied: &[KeyPath], dropped: &[KeyPath]) {
+    if dropped.is_empty() {
         return;
     }
-    let names: Vec<String> = outcome.dropped.iter().map(|k| display(k)).collect();
+    let names: Vec<String> = dropped.iter().map(|k| display(k)).collect();
     eprintln!(
         "sandy: {}: dropped the run's changes to {} (they could make a later launch run code, \
          or Sandy does not know them); kept {} allowed change(s)",
         path.display(),
         names.join(", "),
-        outcome.applied.len()
+        applied.len()
     );
+}
+
+/// Removes a stand-in state directory (the parent of `inside`) left by a run that was
+/// killed before its merge, without following links in it.
+pub(crate) fn clear_stand_in(inside: &Path) -> std::io::Result<()> {
+    let Some(dir) = inside.parent() else {
+        return Ok(());
+    };
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(dir),
+        Ok(_) => std::fs::remove_file(dir),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Links every entry of the real state directory `mirror` into the stand-in directory
+/// holding `inside` (by its name, so what the sandbox protects there stays protected),
+/// except the state file itself (the private copy is there) and the stand-in directory.
+pub(crate) fn link_mirror(inside: &Path, mirror: &Path) -> std::io::Result<()> {
+    let (Some(dir), Some(own)) = (inside.parent(), inside.file_name()) else {
+        return Ok(());
+    };
+    let entries = match std::fs::read_dir(mirror) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let name = entry?.file_name();
+        if name == own || Some(name.as_os_str()) == dir.file_name() {
+            continue;
+        }
+        std::os::unix::fs::symlink(mirror.join(&name), dir.join(&name))?;
+    }
+    Ok(())
+}
+
+/// After the run: what the agent created or replaced in its stand-in directory (a first
+/// session's `sessions`, `log` and `tmp`, a login's `auth.json`, a file it rewrote by
+/// renaming over the link) moves to the real state directory, as if the agent had written
+/// it there (it may write there anyway). Never the state file (it is merged), nor a name
+/// the profile protects (reported). The stand-in directory is then removed. The sandbox
+/// is gone by now (its PID namespace ended with the run), so nothing changes meanwhile.
+fn move_back(policy: &ResolvedPolicy, file: &StateFile, mirror: &Path) {
+    let (Some(dir), Some(own)) = (file.inside.parent(), file.inside.file_name()) else {
+        return;
+    };
+    // The sandbox may have replaced the directory itself with a link: nothing is taken
+    // from a link.
+    if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+        let _ = std::fs::remove_file(dir);
+        return;
+    }
+    let protected = |name: &std::ffi::OsStr| {
+        let real = mirror.join(name);
+        policy
+            .protections
+            .iter()
+            .any(|p| p.path == real || p.path.starts_with(&real))
+    };
+    let mut not_kept = Vec::new();
+    let mut failed = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let path = entry.path();
+            let real = mirror.join(&name);
+            if name == own || Some(name.as_os_str()) == dir.file_name() {
+                continue;
+            }
+            // Still the link Sandy made: the agent wrote through it.
+            if std::fs::read_link(&path).is_ok_and(|t| t == real) {
+                continue;
+            }
+            if protected(&name) {
+                not_kept.push(real.display().to_string());
+                continue;
+            }
+            if std::fs::rename(&path, &real).is_err() {
+                failed.push(real.display().to_string());
+            }
+        }
+    }
+    if !not_kept.is_empty() {
+        eprintln!(
+            "sandy: {}: not kept: what the run wrote at {} (protected: it could change a \
+             later launch)",
+            dir.display(),
+            not_kept.join(", ")
+        );
+    }
+    if !failed.is_empty() {
+        eprintln!(
+            "sandy: warning: could not move {} back from the run's stand-in directory {} \
+             (left there)",
+            failed.join(", "),
+            dir.display()
+        );
+        let _ = std::fs::remove_file(&file.inside);
+        return;
+    }
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Writes `content` to a temporary file beside `target` with the target's mode and owner,

@@ -223,6 +223,8 @@ impl Ctx<'_> {
                 inside,
                 persist: file.persist.clone(),
                 bound: !file.inside_is_private,
+                format: file.format,
+                mirror: file.mirror.as_deref().and_then(expand),
             });
         }
         // A state directory that cannot be created (its name is a dangling symlink, or
