@@ -51,8 +51,9 @@ impl PreparedViews {
                     .map_err(io("cannot clear an agent's stand-in state directory"))?;
                 write_private_copy(&file.inside, &content)
                     .map_err(io("cannot write the private copy of an agent's state file"))?;
-                crate::agentstate::link_mirror(&file.inside, mirror)
-                    .map_err(io("cannot link an agent's state into its stand-in directory"))?;
+                crate::agentstate::link_mirror(&file.inside, mirror).map_err(io(
+                    "cannot link an agent's state into its stand-in directory",
+                ))?;
             } else {
                 write_private_copy(&file.inside, &content)
                     .map_err(io("cannot write the private copy of an agent's state file"))?;
