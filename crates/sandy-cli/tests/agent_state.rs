@@ -2,7 +2,8 @@
 //! An agent's own state through the real `sandy` binary, judged from the host: the state
 //! directories a first launch creates (and nothing else), the dry run that lists them,
 //! Claude Code's state file remembered for its allowlisted keys and never armed, every
-//! file a profile protects unchanged after a run that tried to change it, and Codex
+//! file a profile protects unchanged after a run that tried to change it, Codex's
+//! `config.toml` remembered for project trust only, and Codex
 //! installed from npm in the home directory (its platform package beside it).
 //!
 //! Most tests play the agent with a script under `--profile NAME`, so they need no agent
@@ -467,6 +468,231 @@ fn claude_state_is_not_rewritten_when_only_forbidden_keys_changed() {
         );
         assert_ne!(direct.status.code(), Some(0));
         assert_eq!(std::fs::read_to_string(&state).unwrap(), original);
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Codex's config.toml: project trust remembered, nothing that runs code.
+
+/// Plays Codex inside: rewrites `$CODEX_HOME/config.toml` by renaming a new file over it
+/// (as Codex does) with trust for the project and for `/`, a `notify` command, an MCP
+/// server, a profile and a shell environment setting; writes a session and replaces its
+/// login through the stand-in directory; then waits for `go` (the test edits the host file
+/// meanwhile).
+const CODEX_WRITER: &str = r#"set -e
+c="$CODEX_HOME/config.toml"
+{ echo 'notify = ["/bin/sh", "-c", "touch POISON-MARKER"]'
+  cat "$c"
+  printf '[mcp_servers.evil]\ncommand = "/bin/sh"\n'
+  printf '[projects."%s"]\ntrust_level = "trusted"\n' "$1"
+  printf '[projects."/"]\ntrust_level = "trusted"\n'
+  printf '[profiles.p]\nmodel_provider = "POISON"\n'
+  printf '[shell_environment_policy]\ninherit = "all"\n'
+} > "$c.tmp"
+mv "$c.tmp" "$c"
+mkdir -p "$CODEX_HOME/sessions/2026"
+echo session > "$CODEX_HOME/sessions/2026/rollout.jsonl"
+echo '{"new": "login"}' > "$CODEX_HOME/auth.json.tmp"
+mv "$CODEX_HOME/auth.json.tmp" "$CODEX_HOME/auth.json"
+echo started > "$2.started"
+while [ ! -e "$2" ]; do sleep 0.05; done
+"#;
+
+/// The user's configuration, with a comment and an MCP server of their own.
+const CODEX_HOST_CONFIG: &str =
+    "# my Codex settings\nmodel = \"gpt-5\" # pinned\n\n[mcp_servers.mine]\ncommand = \"mine\"\n";
+
+/// Runs [`CODEX_WRITER`] under the Codex profile with `env`; while it waits, the user
+/// edits `config` outside. Returns the run's output.
+fn codex_merge_case(w: &World, config: &Path, env: &[(&str, String)]) -> Output {
+    let project = w.project.display().to_string();
+    let script = w.write("home/project/codex-writer.sh", CODEX_WRITER);
+    let go = w.project.join("go");
+    let mut cmd = w.sandy([
+        "run",
+        "--profile",
+        "codex",
+        "--",
+        "/bin/sh",
+        script.to_str().unwrap(),
+        &project,
+        go.to_str().unwrap(),
+    ]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let collector = Collector::start(&mut child);
+    let started = w.project.join("go.started");
+    assert!(wait_for(30, || started.exists()), "the run did not start");
+    // Meanwhile, outside: the user changes a setting (another Codex session would too).
+    let mut text = std::fs::read_to_string(config).unwrap_or_default();
+    text = text.replacen("model = \"gpt-5\"", "model = \"o3\"", 1);
+    std::fs::write(config, &text).unwrap();
+    std::fs::write(&go, "").unwrap();
+    let status = wait_timeout(&mut child, 60, "the Codex state writer");
+    let o = collector.finish(status);
+    assert_code(&o, 0, "the Codex state writer");
+    o
+}
+
+#[track_caller]
+fn assert_codex_merged(o: &Output, config: &Path, codex_home: &Path, project: &str) {
+    let after = std::fs::read_to_string(config).unwrap();
+    // Remembered: trust for this folder; the user's edit, comment and server survive.
+    let doc: toml::Table = toml::from_str(&after).unwrap();
+    assert_eq!(
+        doc["projects"][project]["trust_level"].as_str(),
+        Some("trusted"),
+        "{after}"
+    );
+    assert!(
+        after.starts_with("# my Codex settings\nmodel = \"o3\" # pinned\n"),
+        "{after}"
+    );
+    assert_eq!(doc["mcp_servers"]["mine"]["command"].as_str(), Some("mine"));
+    // Never armed.
+    assert!(
+        !after.contains("POISON") && !after.contains("evil"),
+        "{after}"
+    );
+    for key in ["notify", "profiles", "shell_environment_policy"] {
+        assert!(doc.get(key).is_none(), "{key} reached the host: {after}");
+    }
+    assert!(doc["projects"].get("/").is_none(), "{after}");
+    // Reported by name, never by value.
+    let err = stderr(o);
+    let report: Vec<&str> = err.lines().filter(|l| l.contains("dropped")).collect();
+    assert_eq!(report.len(), 1, "{err}");
+    for name in [
+        "notify",
+        "mcp_servers.evil.command",
+        "projects.\"/\".trust_level",
+        "profiles.p.model_provider",
+        "shell_environment_policy.inherit",
+    ] {
+        assert!(report[0].contains(name), "{name} not named: {}", report[0]);
+    }
+    assert!(!err.contains("POISON") && !err.contains("/bin/sh"), "{err}");
+    // The session and the new login reached the real state directory; the stand-in is
+    // gone.
+    assert_eq!(
+        std::fs::read_to_string(codex_home.join("sessions/2026/rollout.jsonl")).unwrap(),
+        "session\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(codex_home.join("auth.json")).unwrap(),
+        "{\"new\": \"login\"}\n"
+    );
+    assert!(!codex_home.join(".sandy-codex-home").exists());
+}
+
+/// Codex's trust decision goes back to `~/.codex/config.toml` (for the run's folder only);
+/// `notify`, MCP servers, profiles and shell environment settings written inside are
+/// dropped and named; the user's concurrent edit and comments survive; sessions and login
+/// written through `CODEX_HOME` land in `~/.codex`. The real file stays read-only inside.
+#[test]
+fn codex_remembers_project_trust_and_drops_what_could_run_code() {
+    for_each_user(|w| {
+        let config = w.write("home/.codex/config.toml", CODEX_HOST_CONFIG);
+        w.write("home/.codex/auth.json", "{\"old\": \"login\"}\n");
+        std::fs::create_dir(w.home.join(".codex/sessions")).unwrap();
+        w.chown_all();
+        let o = codex_merge_case(w, &config, &[]);
+        let project = w.project.display().to_string();
+        assert_codex_merged(&o, &config, &w.home.join(".codex"), &project);
+        let meta = std::fs::metadata(&config).unwrap();
+        assert_eq!(meta.uid(), w.user.uid);
+        // The real file is never writable inside, by its name.
+        let before = std::fs::read_to_string(&config).unwrap();
+        let direct = run(
+            w,
+            &[
+                "--profile",
+                "codex",
+                "--",
+                "/bin/sh",
+                "-c",
+                &format!("echo 'notify = [\"x\"]' >> {}", config.display()),
+            ],
+            &[],
+        );
+        assert_ne!(direct.status.code(), Some(0));
+        assert_eq!(std::fs::read_to_string(&config).unwrap(), before);
+    });
+}
+
+/// Another layout: `CODEX_HOME` elsewhere, its `config.toml` a dotfile manager's link.
+/// The link stays and its target gets the trust; nothing lands in `~/.codex`.
+#[test]
+fn codex_trust_with_codex_home_elsewhere_and_a_linked_config() {
+    for_each_user(|w| {
+        let target = w.write("home/dotfiles/codex.toml", CODEX_HOST_CONFIG);
+        let home = w.home.join("xdg/codex-home");
+        std::fs::create_dir_all(&home).unwrap();
+        let link = home.join("config.toml");
+        std::os::unix::fs::symlink("../../dotfiles/codex.toml", &link).unwrap();
+        std::fs::create_dir(home.join("sessions")).unwrap();
+        w.write("home/xdg/codex-home/auth.json", "{}\n");
+        w.chown_all();
+        let env = [("CODEX_HOME", home.display().to_string())];
+        let o = codex_merge_case(w, &target, &env);
+        let project = w.project.display().to_string();
+        assert_codex_merged(&o, &target, &home, &project);
+        assert_eq!(
+            std::fs::read_link(&link).unwrap(),
+            PathBuf::from("../../dotfiles/codex.toml")
+        );
+        assert!(!w.home.join(".codex").exists());
+    });
+}
+
+/// A first launch: no `~/.codex` at all. Trust alone becomes the new config.toml; a run
+/// that changes only forbidden keys leaves no config.toml behind.
+#[test]
+fn codex_first_launch_trust_creates_only_the_trust_entry() {
+    for_each_user(|w| {
+        let project = w.project.display().to_string();
+        let poison_only = run(
+            w,
+            &[
+                "--profile",
+                "codex",
+                "--",
+                "/bin/sh",
+                "-c",
+                "echo 'notify = [\"/bin/sh\"]' >> \"$CODEX_HOME/config.toml\"",
+            ],
+            &[],
+        );
+        assert_code(&poison_only, 0, "poison only");
+        let config = w.home.join(".codex/config.toml");
+        assert!(!config.exists(), "{}", stderr(&poison_only));
+        assert!(stderr(&poison_only).contains("changes to notify"));
+        let trust = run(
+            w,
+            &[
+                "--profile",
+                "codex",
+                "--",
+                "/bin/sh",
+                "-c",
+                &format!(
+                    "printf '[projects.\"{project}\"]\\ntrust_level = \"trusted\"\\n' > \"$CODEX_HOME/config.toml\""
+                ),
+            ],
+            &[],
+        );
+        assert_code(&trust, 0, "trust");
+        assert_eq!(
+            std::fs::read_to_string(&config).unwrap(),
+            format!("[projects.\"{project}\"]\ntrust_level = \"trusted\"\n")
+        );
+        assert!(!stderr(&trust).contains("dropped"), "{}", stderr(&trust));
     });
 }
 
