@@ -22,8 +22,10 @@ pub struct Created {
 
 /// Creates the agent's absent state directories (empty, 0700, with any missing parents,
 /// also 0700) and the empty mount point of a relocated state file's copy (0600), and
-/// says so in one stderr line. Something that appeared meanwhile is left as it is.
+/// says so in one stderr line. Something that appeared meanwhile is left as it is. First,
+/// what killed runs left in stand-in state directories is recovered.
 pub fn create_at_launch(policy: &ResolvedPolicy) -> Result<Created, SandyError> {
+    recover_stale_stand_ins(policy);
     let io = |step| move |source| SandyError::Io { step, source };
     let mut created: Vec<PathBuf> = Vec::new();
     let mut mount_points = Vec::new();
@@ -233,9 +235,15 @@ pub(crate) fn link_mirror(inside: &Path, mirror: &Path) -> std::io::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
     };
+    let prefix = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .map(|n| n.trim_end_matches(|c: char| c.is_ascii_digit()));
     for entry in entries {
         let name = entry?.file_name();
-        if name == own || Some(name.as_os_str()) == dir.file_name() {
+        // Not the copy, nor this or another run's stand-in directory.
+        let stand_in = prefix.is_some_and(|p| name.to_str().is_some_and(|n| n.starts_with(p)));
+        if name == own || stand_in {
             continue;
         }
         std::os::unix::fs::symlink(mirror.join(&name), dir.join(&name))?;
@@ -253,6 +261,55 @@ fn move_back(policy: &ResolvedPolicy, file: &StateFile, mirror: &Path) {
     let (Some(dir), Some(own)) = (file.inside.parent(), file.inside.file_name()) else {
         return;
     };
+    move_back_dir(policy, dir, own, mirror);
+}
+
+/// Before launch: the stand-in directories of runs that were killed before their merge
+/// (`NAME-PID` beside this run's `NAME-OWNPID`, that process gone) are emptied into the
+/// real state directory the same way, and removed. Their state file's changes are lost
+/// (nothing says what they started from), never applied.
+fn recover_stale_stand_ins(policy: &ResolvedPolicy) {
+    for file in &policy.state_files {
+        let (Some(mirror), Some(dir), Some(own)) = (
+            file.mirror.as_deref(),
+            file.inside.parent(),
+            file.inside.file_name(),
+        ) else {
+            continue;
+        };
+        let Some(name) = dir.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let prefix = name.trim_end_matches(|c: char| c.is_ascii_digit());
+        if prefix == name {
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(mirror) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let entry_name = entry.file_name();
+            let Some(pid) = entry_name
+                .to_str()
+                .and_then(|n| n.strip_prefix(prefix))
+                .and_then(|p| p.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+                .map_or_else(|e| e != nix::errno::Errno::ESRCH, |()| true);
+            if entry.path() == dir || alive {
+                continue;
+            }
+            if std::fs::symlink_metadata(entry.path()).is_ok_and(|m| m.is_dir()) {
+                let _ = std::fs::remove_file(entry.path().join(own));
+                move_back_dir(policy, &entry.path(), own, mirror);
+            }
+        }
+    }
+}
+
+fn move_back_dir(policy: &ResolvedPolicy, dir: &Path, own: &std::ffi::OsStr, mirror: &Path) {
     // The sandbox may have replaced the directory itself with a link: nothing is taken
     // from a link.
     if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
@@ -304,7 +361,7 @@ fn move_back(policy: &ResolvedPolicy, file: &StateFile, mirror: &Path) {
             failed.join(", "),
             dir.display()
         );
-        let _ = std::fs::remove_file(&file.inside);
+        let _ = std::fs::remove_file(dir.join(own));
         return;
     }
     let _ = std::fs::remove_dir_all(dir);

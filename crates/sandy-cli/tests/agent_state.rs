@@ -588,7 +588,22 @@ fn assert_codex_merged(o: &Output, config: &Path, codex_home: &Path, project: &s
         std::fs::read_to_string(codex_home.join("auth.json")).unwrap(),
         "{\"new\": \"login\"}\n"
     );
-    assert!(!codex_home.join(".sandy-codex-home").exists());
+    assert_no_stand_in(codex_home);
+}
+
+#[track_caller]
+fn assert_no_stand_in(codex_home: &Path) {
+    let left: Vec<_> = std::fs::read_dir(codex_home)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(".sandy-codex-home")
+        })
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 /// Codex's trust decision goes back to `~/.codex/config.toml` (for the run's folder only);
@@ -693,6 +708,79 @@ fn codex_first_launch_trust_creates_only_the_trust_entry() {
             format!("[projects.\"{project}\"]\ntrust_level = \"trusted\"\n")
         );
         assert!(!stderr(&trust).contains("dropped"), "{}", stderr(&trust));
+    });
+}
+
+/// Each run has its own stand-in `CODEX_HOME`: a run that starts and ends while another
+/// is running leaves the other's alone. What a killed run left in its stand-in (a
+/// session) is moved to `~/.codex` at the next launch; its config.toml is not applied.
+#[test]
+fn codex_concurrent_runs_keep_their_own_stand_in_and_a_killed_runs_state_is_recovered() {
+    for_each_user(|w| {
+        let config = w.write("home/.codex/config.toml", CODEX_HOST_CONFIG);
+        // A killed run's leftovers (no such process).
+        let stale = w.home.join(".codex/.sandy-codex-home-2147483647");
+        w.write(
+            "home/.codex/.sandy-codex-home-2147483647/config.toml",
+            "notify = [\"x\"]\n",
+        );
+        w.write(
+            "home/.codex/.sandy-codex-home-2147483647/history.jsonl",
+            "old run\n",
+        );
+        let go = w.project.join("go");
+        let mut first = w.sandy([
+            "run",
+            "--profile",
+            "codex",
+            "--",
+            "/bin/sh",
+            "-c",
+            &format!(
+                "touch {go}.started; while [ ! -e {go} ]; do sleep 0.05; done; \
+                 cat \"$CODEX_HOME/config.toml\" >/dev/null && echo mine > \"$CODEX_HOME/history-first\"",
+                go = go.display()
+            ),
+        ]);
+        let mut child = first
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let collector = Collector::start(&mut child);
+        let started = w.project.join("go.started");
+        assert!(wait_for(30, || started.exists()), "the run did not start");
+        assert!(!stale.exists(), "the killed run's stand-in is still there");
+        assert_eq!(
+            std::fs::read_to_string(w.home.join(".codex/history.jsonl")).unwrap(),
+            "old run\n"
+        );
+        let second = run(
+            w,
+            &[
+                "--profile",
+                "codex",
+                "--",
+                "/bin/sh",
+                "-c",
+                "echo second > \"$CODEX_HOME/history-second\"",
+            ],
+            &[],
+        );
+        assert_code(&second, 0, "the second run");
+        std::fs::write(&go, "").unwrap();
+        let status = wait_timeout(&mut child, 60, "the first run");
+        let o = collector.finish(status);
+        assert_code(&o, 0, "the first run");
+        for (name, text) in [("history-first", "mine\n"), ("history-second", "second\n")] {
+            assert_eq!(
+                std::fs::read_to_string(w.home.join(".codex").join(name)).unwrap(),
+                text,
+                "{name}"
+            );
+        }
+        assert_eq!(std::fs::read_to_string(&config).unwrap(), CODEX_HOST_CONFIG);
+        assert_no_stand_in(&w.home.join(".codex"));
     });
 }
 

@@ -427,7 +427,12 @@ fn codex_remembers_trust_in_a_terminal_and_drops_a_planted_notify() {
         assert!(!report.contains("PLANTED"), "{report}");
         // The session was kept in the real state directory; the stand-in is gone.
         assert!(w.home.join(".codex/sessions").is_dir(), "{screen}");
-        assert!(!w.home.join(".codex/.sandy-codex-home").exists());
+        let left: Vec<_> = std::fs::read_dir(w.home.join(".codex"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(".sandy-codex"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
 
         // Second launch: trusted, no question.
         let t = Tmux::start(&script);

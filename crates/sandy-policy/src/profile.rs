@@ -91,7 +91,8 @@ pub struct ProfileStateFile {
     /// the agent rewrites the copy in place). Needs `environment` to point the agent there.
     #[serde(default)]
     pub inside: Option<String>,
-    /// Variables set inside so that the agent reads `inside` (values may use `{root}`).
+    /// Variables set inside so that the agent reads `inside` (values may use `{root}`;
+    /// here and in `inside`, `{run}` is replaced by a name unique to the run).
     #[serde(default)]
     pub environment: BTreeMap<String, String>,
     /// `inside` is a name of Sandy's own that nothing reads outside Sandy (the agent
