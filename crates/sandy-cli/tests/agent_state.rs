@@ -784,6 +784,40 @@ fn codex_concurrent_runs_keep_their_own_stand_in_and_a_killed_runs_state_is_reco
     });
 }
 
+/// The dry run shows where Codex's private copy lives, what goes back and the directory
+/// its stand-in mirrors, and creates nothing (no stand-in, no state directory).
+#[test]
+fn codex_dry_run_lists_its_state_file_and_creates_nothing() {
+    for_each_user(|w| {
+        let o = run(w, &["--dry-run", "--profile", "codex", "--", "true"], &[]);
+        assert_code(&o, 0, "dry run");
+        let doc = parse_dry_run(&o.stdout, "codex dry run");
+        let home = w.home.join(".codex").display().to_string();
+        let files = doc["state_files"].as_array().unwrap();
+        assert_eq!(files.len(), 1, "{doc}");
+        let file = &files[0];
+        assert_eq!(file["path"], json!(format!("{home}/config.toml")));
+        assert_eq!(file["format"], json!("toml"));
+        assert_eq!(file["stand_in_for"], json!(home));
+        let copy = file["copy"].as_str().unwrap();
+        assert!(
+            copy.starts_with(&format!("{home}/.sandy-codex-home-"))
+                && copy.ends_with("/config.toml"),
+            "{copy}"
+        );
+        assert!(file["persist"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("projects.{project}.trust_level")));
+        assert!(!file["persist"].to_string().contains("notify"));
+        assert!(doc["environment"]["set"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("CODEX_HOME")));
+        assert!(!w.home.join(".codex").exists());
+    });
+}
+
 // ---------------------------------------------------------------------------------------
 // Protected agent files: one row per item, judged from the host.
 
