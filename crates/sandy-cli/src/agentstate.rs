@@ -141,6 +141,16 @@ fn merge_one(
     ) else {
         return Ok(());
     };
+    // The sandbox could have replaced a stand-in directory with a link.
+    if file.mirror.is_some()
+        && !file
+            .inside
+            .parent()
+            .and_then(|d| std::fs::symlink_metadata(d).ok())
+            .is_some_and(|m| m.is_dir())
+    {
+        return Err("the run replaced its stand-in directory".to_owned());
+    }
     // The sandbox could have replaced a copy in its own directory with a link.
     let after = if file.bound {
         read_bounded(copy)

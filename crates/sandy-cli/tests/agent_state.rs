@@ -784,6 +784,52 @@ fn codex_concurrent_runs_keep_their_own_stand_in_and_a_killed_runs_state_is_reco
     });
 }
 
+/// The sandbox replaces its stand-in `CODEX_HOME` with a link to a host directory it
+/// cannot see (holding a config.toml that trusts the folder and a file): after the run
+/// nothing is taken from there, nothing there is removed, and the host config.toml keeps
+/// its bytes.
+#[test]
+fn codex_a_stand_in_replaced_by_a_link_yields_nothing() {
+    for_each_user(|w| {
+        let config = w.write("home/.codex/config.toml", CODEX_HOST_CONFIG);
+        let project = w.project.display().to_string();
+        let outside = w.root.join("outside");
+        w.write(
+            "outside/config.toml",
+            &format!("[projects.\"{project}\"]\ntrust_level = \"trusted\"\n"),
+        );
+        w.write("outside/victim", "victim\n");
+        let o = run(
+            w,
+            &[
+                "--profile",
+                "codex",
+                "--",
+                "/bin/sh",
+                "-c",
+                &format!(
+                    "mv \"$CODEX_HOME\" \"$CODEX_HOME.x\" && ln -s {} \"$CODEX_HOME\"",
+                    outside.display()
+                ),
+            ],
+            &[],
+        );
+        assert_code(&o, 0, "the replacing run");
+        assert_eq!(std::fs::read_to_string(&config).unwrap(), CODEX_HOST_CONFIG);
+        assert!(!w.home.join(".codex/victim").exists());
+        assert_eq!(
+            std::fs::read_to_string(outside.join("victim")).unwrap(),
+            "victim\n"
+        );
+        assert!(outside.join("config.toml").exists());
+        assert!(
+            stderr(&o).contains("replaced its stand-in"),
+            "{}",
+            stderr(&o)
+        );
+    });
+}
+
 /// The dry run shows where Codex's private copy lives, what goes back and the directory
 /// its stand-in mirrors, and creates nothing (no stand-in, no state directory).
 #[test]
