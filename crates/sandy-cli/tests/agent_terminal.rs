@@ -269,6 +269,10 @@ fn claude_code_remembers_trust_in_a_terminal_and_drops_a_planted_server() {
         t.type_line("/exit");
         let screen = t.expect("SESSION-EXIT=0", 30);
         assert!(!screen.contains("dropped the run's changes"), "{screen}");
+        assert!(
+            !screen.contains("could not create PATH aliases"),
+            "{screen}"
+        );
     });
 }
 
@@ -425,8 +429,23 @@ fn codex_remembers_trust_in_a_terminal_and_drops_a_planted_notify() {
             .unwrap_or_else(|| panic!("no report:\n{screen}"));
         assert!(report.contains("notify"), "{report}");
         assert!(!report.contains("PLANTED"), "{report}");
-        // The session was kept in the real state directory; the stand-in is gone.
+        // The session and the PATH aliases were kept in the real state directory; the
+        // stand-in is gone.
         assert!(w.home.join(".codex/sessions").is_dir(), "{screen}");
+        // (Codex's alias directory is `tmp/arg0*`; each session's own is removed at exit.)
+        let listing: Vec<_> = walkdir(&w.home.join(".codex"));
+        assert!(
+            std::fs::read_dir(w.home.join(".codex/tmp")).is_ok_and(|mut d| d.any(|e| e
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("arg0"))),
+            "{listing:#?}"
+        );
+        assert!(
+            !screen.contains("could not create PATH aliases"),
+            "{screen}"
+        );
         let left: Vec<_> = std::fs::read_dir(w.home.join(".codex"))
             .unwrap()
             .flatten()
@@ -444,6 +463,24 @@ fn codex_remembers_trust_in_a_terminal_and_drops_a_planted_notify() {
         t.type_line("/quit");
         let screen = t.expect("SESSION-EXIT=0", 30);
         assert!(!screen.contains("dropped the run's changes"), "{screen}");
+        assert!(
+            !screen.contains("could not create PATH aliases"),
+            "{screen}"
+        );
         assert!(!w.project.join("PLANTED").exists());
     });
+}
+
+/// Every path below `p`, for a failure message.
+fn walkdir(p: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(p) {
+        for e in entries.flatten() {
+            out.push(e.path().display().to_string());
+            if e.file_type().unwrap().is_dir() {
+                out.extend(walkdir(&e.path()));
+            }
+        }
+    }
+    out
 }
