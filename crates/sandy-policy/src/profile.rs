@@ -449,6 +449,25 @@ mod tests {
         for bad in ["", "a..b", "projects.*", ".a"] {
             assert!(parse("x", &state(bad)).is_err(), "{bad}");
         }
+        // A stand-in directory mirrors a real one only for a private copy the agent is
+        // pointed to, and only a declared root.
+        let stand_in = format!(
+            "{created}[[state_files]]\npath = \"{{home}}/c.toml\"\n\
+             inside = \"{{home}}/.s-{{run}}/c.toml\"\ninside_is_private = true\n\
+             mirror = \"{{home}}\"\nenvironment = {{ X_HOME = \"{{home}}/.s-{{run}}\" }}\n\
+             format = \"toml\"\npersist = [\"a\"]\nwhy = \"w\"\n"
+        );
+        assert!(parse("x", &stand_in).is_ok(), "{stand_in}");
+        let not_private = stand_in.replace("inside_is_private = true\n", "");
+        assert!(parse("x", &not_private)
+            .unwrap_err()
+            .to_string()
+            .contains("mirrors a directory"));
+        let undeclared = stand_in.replace("mirror = \"{home}\"", "mirror = \"{nope}\"");
+        assert!(parse("x", &undeclared)
+            .unwrap_err()
+            .to_string()
+            .contains("undeclared root"));
     }
 
     #[test]
