@@ -8,8 +8,8 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use sandy_policy::statemerge::{display, merge_json, MergeOutcome};
-use sandy_policy::{Placeholder, ResolvedPolicy, StateFile};
+use sandy_policy::statemerge::{display, merge_json, merge_toml, KeyPath};
+use sandy_policy::{Placeholder, ResolvedPolicy, StateFile, StateFormat};
 
 use crate::error::SandyError;
 use crate::views::{read_bounded, read_bounded_nofollow, PreparedViews};
@@ -22,8 +22,10 @@ pub struct Created {
 
 /// Creates the agent's absent state directories (empty, 0700, with any missing parents,
 /// also 0700) and the empty mount point of a relocated state file's copy (0600), and
-/// says so in one stderr line. Something that appeared meanwhile is left as it is.
+/// says so in one stderr line. Something that appeared meanwhile is left as it is. First,
+/// what killed runs left in stand-in state directories is recovered.
 pub fn create_at_launch(policy: &ResolvedPolicy) -> Result<Created, SandyError> {
+    recover_stale_stand_ins(policy);
     let io = |step| move |source| SandyError::Io { step, source };
     let mut created: Vec<PathBuf> = Vec::new();
     let mut mount_points = Vec::new();
@@ -118,6 +120,9 @@ pub fn merge_after_run(policy: &ResolvedPolicy, views: &PreparedViews) {
                 file.path.display()
             );
         }
+        if let Some(mirror) = &file.mirror {
+            move_back(policy, file, mirror);
+        }
         // A copy under a name of Sandy's own is gone once merged.
         if !file.bound {
             let _ = std::fs::remove_file(&file.inside);
@@ -136,6 +141,16 @@ fn merge_one(
     ) else {
         return Ok(());
     };
+    // The sandbox could have replaced a stand-in directory with a link.
+    if file.mirror.is_some()
+        && !file
+            .inside
+            .parent()
+            .and_then(|d| std::fs::symlink_metadata(d).ok())
+            .is_some_and(|m| m.is_dir())
+    {
+        return Err("the run replaced its stand-in directory".to_owned());
+    }
     // The sandbox could have replaced a copy in its own directory with a link.
     let after = if file.bound {
         read_bounded(copy)
@@ -160,31 +175,206 @@ fn merge_one(
         Err(e) => return Err(format!("cannot read the host's state file: {e}")),
     };
     let project = policy.working_directory.to_string_lossy();
-    let outcome = merge_json(&before, &after, current.as_deref(), &file.persist, &project)
-        .map_err(|e| e.to_string())?;
-    if let Some(merged) = &outcome.merged {
-        let mut json = serde_json::to_string_pretty(merged)
-            .map_err(|e| format!("cannot render the merged state: {e}"))?;
-        json.push('\n');
-        write_atomically(&target, json.as_bytes())
+    let current = current.as_deref();
+    let (merged, applied, dropped) = match file.format {
+        StateFormat::Json => {
+            let outcome = merge_json(&before, &after, current, &file.persist, &project)
+                .map_err(|e| e.to_string())?;
+            let merged = match &outcome.merged {
+                Some(value) => {
+                    let mut json = serde_json::to_string_pretty(value)
+                        .map_err(|e| format!("cannot render the merged state: {e}"))?;
+                    json.push('\n');
+                    Some(json)
+                }
+                None => None,
+            };
+            (merged, outcome.applied, outcome.dropped)
+        }
+        StateFormat::Toml => {
+            let outcome = merge_toml(&before, &after, current, &file.persist, &project)
+                .map_err(|e| e.to_string())?;
+            (outcome.merged, outcome.applied, outcome.dropped)
+        }
+    };
+    if let Some(merged) = &merged {
+        write_atomically(&target, merged.as_bytes())
             .map_err(|e| format!("cannot write the merged state: {e}"))?;
     }
-    report(&file.path, &outcome);
+    report(&file.path, &applied, &dropped);
     Ok(())
 }
 
-fn report(path: &Path, outcome: &MergeOutcome) {
-    if outcome.dropped.is_empty() {
+fn report(path: &Path, applied: &[KeyPath], dropped: &[KeyPath]) {
+    if dropped.is_empty() {
         return;
     }
-    let names: Vec<String> = outcome.dropped.iter().map(|k| display(k)).collect();
+    let names: Vec<String> = dropped.iter().map(|k| display(k)).collect();
     eprintln!(
         "sandy: {}: dropped the run's changes to {} (they could make a later launch run code, \
          or Sandy does not know them); kept {} allowed change(s)",
         path.display(),
         names.join(", "),
-        outcome.applied.len()
+        applied.len()
     );
+}
+
+/// Removes a stand-in state directory (the parent of `inside`) left by a run that was
+/// killed before its merge, without following links in it.
+pub(crate) fn clear_stand_in(inside: &Path) -> std::io::Result<()> {
+    let Some(dir) = inside.parent() else {
+        return Ok(());
+    };
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(dir),
+        Ok(_) => std::fs::remove_file(dir),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Links every entry of the real state directory `mirror` into the stand-in directory
+/// holding `inside` (by its name, so what the sandbox protects there stays protected),
+/// except the state file itself (the private copy is there) and the stand-in directory.
+pub(crate) fn link_mirror(inside: &Path, mirror: &Path) -> std::io::Result<()> {
+    let (Some(dir), Some(own)) = (inside.parent(), inside.file_name()) else {
+        return Ok(());
+    };
+    let entries = match std::fs::read_dir(mirror) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let prefix = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .map(|n| n.trim_end_matches(|c: char| c.is_ascii_digit()));
+    for entry in entries {
+        let name = entry?.file_name();
+        // Not the copy, nor this or another run's stand-in directory.
+        let stand_in = prefix.is_some_and(|p| name.to_str().is_some_and(|n| n.starts_with(p)));
+        if name == own || stand_in {
+            continue;
+        }
+        std::os::unix::fs::symlink(mirror.join(&name), dir.join(&name))?;
+    }
+    Ok(())
+}
+
+/// After the run: what the agent created or replaced in its stand-in directory (a first
+/// session's `sessions`, `log` and `tmp`, a login's `auth.json`, a file it rewrote by
+/// renaming over the link) moves to the real state directory, as if the agent had written
+/// it there (it may write there anyway). Never the state file (it is merged), nor a name
+/// the profile protects (reported). The stand-in directory is then removed. The sandbox
+/// is gone by now (its PID namespace ended with the run), so nothing changes meanwhile.
+fn move_back(policy: &ResolvedPolicy, file: &StateFile, mirror: &Path) {
+    let (Some(dir), Some(own)) = (file.inside.parent(), file.inside.file_name()) else {
+        return;
+    };
+    move_back_dir(policy, dir, own, mirror);
+}
+
+/// Before launch: the stand-in directories of runs that were killed before their merge
+/// (`NAME-PID` beside this run's `NAME-OWNPID`, that process gone) are emptied into the
+/// real state directory the same way, and removed. Their state file's changes are lost
+/// (nothing says what they started from), never applied.
+fn recover_stale_stand_ins(policy: &ResolvedPolicy) {
+    for file in &policy.state_files {
+        let (Some(mirror), Some(dir), Some(own)) = (
+            file.mirror.as_deref(),
+            file.inside.parent(),
+            file.inside.file_name(),
+        ) else {
+            continue;
+        };
+        let Some(name) = dir.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let prefix = name.trim_end_matches(|c: char| c.is_ascii_digit());
+        if prefix == name {
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(mirror) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let entry_name = entry.file_name();
+            let Some(pid) = entry_name
+                .to_str()
+                .and_then(|n| n.strip_prefix(prefix))
+                .and_then(|p| p.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+                .map_or_else(|e| e != nix::errno::Errno::ESRCH, |()| true);
+            if entry.path() == dir || alive {
+                continue;
+            }
+            if std::fs::symlink_metadata(entry.path()).is_ok_and(|m| m.is_dir()) {
+                let _ = std::fs::remove_file(entry.path().join(own));
+                move_back_dir(policy, &entry.path(), own, mirror);
+            }
+        }
+    }
+}
+
+fn move_back_dir(policy: &ResolvedPolicy, dir: &Path, own: &std::ffi::OsStr, mirror: &Path) {
+    // The sandbox may have replaced the directory itself with a link: nothing is taken
+    // from a link.
+    if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+        let _ = std::fs::remove_file(dir);
+        return;
+    }
+    let protected = |name: &std::ffi::OsStr| {
+        let real = mirror.join(name);
+        policy
+            .protections
+            .iter()
+            .any(|p| p.path == real || p.path.starts_with(&real))
+    };
+    let mut not_kept = Vec::new();
+    let mut failed = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let path = entry.path();
+            let real = mirror.join(&name);
+            if name == own || Some(name.as_os_str()) == dir.file_name() {
+                continue;
+            }
+            // Still the link Sandy made: the agent wrote through it.
+            if std::fs::read_link(&path).is_ok_and(|t| t == real) {
+                continue;
+            }
+            if protected(&name) {
+                not_kept.push(real.display().to_string());
+                continue;
+            }
+            if std::fs::rename(&path, &real).is_err() {
+                failed.push(real.display().to_string());
+            }
+        }
+    }
+    if !not_kept.is_empty() {
+        eprintln!(
+            "sandy: {}: not kept: what the run wrote at {} (protected: it could change a \
+             later launch)",
+            dir.display(),
+            not_kept.join(", ")
+        );
+    }
+    if !failed.is_empty() {
+        eprintln!(
+            "sandy: warning: could not move {} back from the run's stand-in directory {} \
+             (left there)",
+            failed.join(", "),
+            dir.display()
+        );
+        let _ = std::fs::remove_file(dir.join(own));
+        return;
+    }
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Writes `content` to a temporary file beside `target` with the target's mode and owner,

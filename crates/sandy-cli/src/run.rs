@@ -151,12 +151,14 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let status = spawn_and_wait(&bytes, &ports, &mut proxy, &waited, observe);
     proxy.report();
     drop(private_tmp);
+    drop(placeholders);
+    // Protected paths are verified before the state merge, which may legitimately write
+    // one of them (Codex's config.toml, with the trust decision only).
+    verify::after(snapshot);
     agentstate::merge_after_run(&policy, &views);
     drop(views);
     drop(layers);
-    drop(placeholders);
     agentstate::remove_mount_points(&created);
-    verify::after(snapshot);
     if let Some(seen) = &observed {
         crate::explain::report(explain, seen, &policy, &request, &host);
     }

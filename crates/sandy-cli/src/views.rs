@@ -8,7 +8,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use sandy_policy::filter::filter_file;
-use sandy_policy::{FileView, ManifestView, StateFile, ViewKind};
+use sandy_policy::{FileView, ManifestView, StateFile, StateFormat, ViewKind};
 
 use crate::error::SandyError;
 use crate::run::PrivateTmp;
@@ -43,10 +43,21 @@ impl PreparedViews {
         };
         // State files the agent reads under a name of Sandy's own: a plain copy there.
         for file in state_files.iter().filter(|f| !f.bound) {
-            let content =
-                read_state(&file.path).map_err(io("cannot read an agent's state file"))?;
-            write_private_copy(&file.inside, &content)
-                .map_err(io("cannot write the private copy of an agent's state file"))?;
+            let content = read_state(&file.path, file.format)
+                .map_err(io("cannot read an agent's state file"))?;
+            if let Some(mirror) = &file.mirror {
+                // A fresh stand-in directory (whatever a killed run left is replaced).
+                crate::agentstate::clear_stand_in(&file.inside)
+                    .map_err(io("cannot clear an agent's stand-in state directory"))?;
+                write_private_copy(&file.inside, &content)
+                    .map_err(io("cannot write the private copy of an agent's state file"))?;
+                crate::agentstate::link_mirror(&file.inside, mirror).map_err(io(
+                    "cannot link an agent's state into its stand-in directory",
+                ))?;
+            } else {
+                write_private_copy(&file.inside, &content)
+                    .map_err(io("cannot write the private copy of an agent's state file"))?;
+            }
             unbound.originals.push((file.inside.clone(), content));
         }
         if views.is_empty() {
@@ -64,7 +75,8 @@ impl PreparedViews {
         for (i, view) in views.iter().enumerate() {
             let state = state_files.iter().find(|f| f.inside == view.target);
             let content = match state {
-                Some(f) => read_state(&f.path).map_err(io("cannot read an agent's state file"))?,
+                Some(f) => read_state(&f.path, f.format)
+                    .map_err(io("cannot read an agent's state file"))?,
                 None => read_bounded(&view.target)
                     .map_err(io("cannot read a file the sandbox sees as a copy"))?,
             };
@@ -152,10 +164,14 @@ fn read_bounded_flags(path: &Path, flags: i32) -> std::io::Result<Vec<u8>> {
     Ok(out)
 }
 
-/// An agent's state file at launch: its content, or `{}` when it does not exist yet.
-fn read_state(path: &Path) -> std::io::Result<Vec<u8>> {
+/// An agent's state file at launch: its content, or an empty document (`{}` for JSON,
+/// nothing for TOML) when it does not exist yet.
+fn read_state(path: &Path, format: StateFormat) -> std::io::Result<Vec<u8>> {
     match read_bounded(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(b"{}\n".to_vec()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(match format {
+            StateFormat::Json => b"{}\n".to_vec(),
+            StateFormat::Toml => Vec::new(),
+        }),
         other => other,
     }
 }

@@ -2,7 +2,8 @@
 //! An agent's own state through the real `sandy` binary, judged from the host: the state
 //! directories a first launch creates (and nothing else), the dry run that lists them,
 //! Claude Code's state file remembered for its allowlisted keys and never armed, every
-//! file a profile protects unchanged after a run that tried to change it, and Codex
+//! file a profile protects unchanged after a run that tried to change it, Codex's
+//! `config.toml` remembered for project trust only, and Codex
 //! installed from npm in the home directory (its platform package beside it).
 //!
 //! Most tests play the agent with a script under `--profile NAME`, so they need no agent
@@ -467,6 +468,406 @@ fn claude_state_is_not_rewritten_when_only_forbidden_keys_changed() {
         );
         assert_ne!(direct.status.code(), Some(0));
         assert_eq!(std::fs::read_to_string(&state).unwrap(), original);
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Codex's config.toml: project trust remembered, nothing that runs code.
+
+/// Plays Codex inside: rewrites `$CODEX_HOME/config.toml` by renaming a new file over it
+/// (as Codex does) with trust for the project and for `/`, a `notify` command, a model
+/// provider, an MCP server, a profile and a shell environment setting; writes a session and replaces its
+/// login through the stand-in directory; then waits for `go` (the test edits the host file
+/// meanwhile).
+const CODEX_WRITER: &str = r#"set -e
+c="$CODEX_HOME/config.toml"
+{ echo 'notify = ["/bin/sh", "-c", "touch POISON-MARKER"]'
+  echo 'model_provider = "POISON"'
+  cat "$c"
+  printf '[mcp_servers.evil]\ncommand = "/bin/sh"\n'
+  printf '[projects."%s"]\ntrust_level = "trusted"\n' "$1"
+  printf '[projects."/"]\ntrust_level = "trusted"\n'
+  printf '[profiles.p]\nmodel_provider = "POISON"\n'
+  printf '[shell_environment_policy]\ninherit = "all"\n'
+} > "$c.tmp"
+mv "$c.tmp" "$c"
+mkdir -p "$CODEX_HOME/sessions/2026"
+echo session > "$CODEX_HOME/sessions/2026/rollout.jsonl"
+echo '{"new": "login"}' > "$CODEX_HOME/auth.json.tmp"
+mv "$CODEX_HOME/auth.json.tmp" "$CODEX_HOME/auth.json"
+echo started > "$2.started"
+while [ ! -e "$2" ]; do sleep 0.05; done
+"#;
+
+/// The user's configuration, with a comment and an MCP server of their own.
+const CODEX_HOST_CONFIG: &str =
+    "# my Codex settings\nmodel = \"gpt-5\" # pinned\n\n[mcp_servers.mine]\ncommand = \"mine\"\n";
+
+/// Runs [`CODEX_WRITER`] under the Codex profile with `env`; while it waits, the user
+/// edits `config` outside. Returns the run's output.
+fn codex_merge_case(w: &World, config: &Path, env: &[(&str, String)]) -> Output {
+    let project = w.project.display().to_string();
+    let script = w.write("home/project/codex-writer.sh", CODEX_WRITER);
+    let go = w.project.join("go");
+    let mut cmd = w.sandy([
+        "run",
+        "--profile",
+        "codex",
+        "--",
+        "/bin/sh",
+        script.to_str().unwrap(),
+        &project,
+        go.to_str().unwrap(),
+    ]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let collector = Collector::start(&mut child);
+    let started = w.project.join("go.started");
+    assert!(wait_for(30, || started.exists()), "the run did not start");
+    // Meanwhile, outside: the user changes a setting (another Codex session would too).
+    let mut text = std::fs::read_to_string(config).unwrap_or_default();
+    text = text.replacen("model = \"gpt-5\"", "model = \"o3\"", 1);
+    std::fs::write(config, &text).unwrap();
+    std::fs::write(&go, "").unwrap();
+    let status = wait_timeout(&mut child, 60, "the Codex state writer");
+    let o = collector.finish(status);
+    assert_code(&o, 0, "the Codex state writer");
+    o
+}
+
+#[track_caller]
+fn assert_codex_merged(o: &Output, config: &Path, codex_home: &Path, project: &str) {
+    let after = std::fs::read_to_string(config).unwrap();
+    // Remembered: trust for this folder; the user's edit, comment and server survive.
+    let doc: toml::Table = toml::from_str(&after).unwrap();
+    assert_eq!(
+        doc["projects"][project]["trust_level"].as_str(),
+        Some("trusted"),
+        "{after}"
+    );
+    assert!(
+        after.starts_with("# my Codex settings\nmodel = \"o3\" # pinned\n"),
+        "{after}"
+    );
+    assert_eq!(doc["mcp_servers"]["mine"]["command"].as_str(), Some("mine"));
+    // Never armed.
+    assert!(
+        !after.contains("POISON") && !after.contains("evil"),
+        "{after}"
+    );
+    for key in [
+        "notify",
+        "model_provider",
+        "profiles",
+        "shell_environment_policy",
+    ] {
+        assert!(doc.get(key).is_none(), "{key} reached the host: {after}");
+    }
+    assert!(doc["projects"].get("/").is_none(), "{after}");
+    // Reported by name, never by value.
+    let err = stderr(o);
+    let report: Vec<&str> = err.lines().filter(|l| l.contains("dropped")).collect();
+    assert_eq!(report.len(), 1, "{err}");
+    for name in [
+        "notify",
+        " model_provider,",
+        "mcp_servers.evil.command",
+        "projects.\"/\".trust_level",
+        "profiles.p.model_provider",
+        "shell_environment_policy.inherit",
+    ] {
+        assert!(report[0].contains(name), "{name} not named: {}", report[0]);
+    }
+    assert!(!err.contains("POISON") && !err.contains("/bin/sh"), "{err}");
+    // The session and the new login reached the real state directory; the stand-in is
+    // gone.
+    assert_eq!(
+        std::fs::read_to_string(codex_home.join("sessions/2026/rollout.jsonl")).unwrap(),
+        "session\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(codex_home.join("auth.json")).unwrap(),
+        "{\"new\": \"login\"}\n"
+    );
+    assert_no_stand_in(codex_home);
+}
+
+#[track_caller]
+fn assert_no_stand_in(codex_home: &Path) {
+    let left: Vec<_> = std::fs::read_dir(codex_home)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(".sandy-codex-home")
+        })
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// Codex's trust decision goes back to `~/.codex/config.toml` (for the run's folder only);
+/// `notify`, MCP servers, profiles and shell environment settings written inside are
+/// dropped and named; the user's concurrent edit and comments survive; sessions and login
+/// written through `CODEX_HOME` land in `~/.codex`. The real file stays read-only inside.
+#[test]
+fn codex_remembers_project_trust_and_drops_what_could_run_code() {
+    for_each_user(|w| {
+        let config = w.write("home/.codex/config.toml", CODEX_HOST_CONFIG);
+        w.write("home/.codex/auth.json", "{\"old\": \"login\"}\n");
+        std::fs::create_dir(w.home.join(".codex/sessions")).unwrap();
+        w.chown_all();
+        let o = codex_merge_case(w, &config, &[]);
+        let project = w.project.display().to_string();
+        assert_codex_merged(&o, &config, &w.home.join(".codex"), &project);
+        let meta = std::fs::metadata(&config).unwrap();
+        assert_eq!(meta.uid(), w.user.uid);
+        // The real file is never writable inside, by its name.
+        let before = std::fs::read_to_string(&config).unwrap();
+        let direct = run(
+            w,
+            &[
+                "--profile",
+                "codex",
+                "--",
+                "/bin/sh",
+                "-c",
+                &format!("echo 'notify = [\"x\"]' >> {}", config.display()),
+            ],
+            &[],
+        );
+        assert_ne!(direct.status.code(), Some(0));
+        assert_eq!(std::fs::read_to_string(&config).unwrap(), before);
+    });
+}
+
+/// Another layout: `CODEX_HOME` elsewhere, its `config.toml` a dotfile manager's link.
+/// The link stays and its target gets the trust; nothing lands in `~/.codex`.
+#[test]
+fn codex_trust_with_codex_home_elsewhere_and_a_linked_config() {
+    for_each_user(|w| {
+        let target = w.write("home/dotfiles/codex.toml", CODEX_HOST_CONFIG);
+        let home = w.home.join("xdg/codex-home");
+        std::fs::create_dir_all(&home).unwrap();
+        let link = home.join("config.toml");
+        std::os::unix::fs::symlink("../../dotfiles/codex.toml", &link).unwrap();
+        std::fs::create_dir(home.join("sessions")).unwrap();
+        w.write("home/xdg/codex-home/auth.json", "{}\n");
+        w.chown_all();
+        let env = [("CODEX_HOME", home.display().to_string())];
+        let o = codex_merge_case(w, &target, &env);
+        let project = w.project.display().to_string();
+        assert_codex_merged(&o, &target, &home, &project);
+        assert_eq!(
+            std::fs::read_link(&link).unwrap(),
+            PathBuf::from("../../dotfiles/codex.toml")
+        );
+        assert!(!w.home.join(".codex").exists());
+    });
+}
+
+/// A first launch: no `~/.codex` at all. Trust alone becomes the new config.toml; a run
+/// that changes only forbidden keys leaves no config.toml behind.
+#[test]
+fn codex_first_launch_trust_creates_only_the_trust_entry() {
+    for_each_user(|w| {
+        let project = w.project.display().to_string();
+        let poison_only = run(
+            w,
+            &[
+                "--profile",
+                "codex",
+                "--",
+                "/bin/sh",
+                "-c",
+                "echo 'notify = [\"/bin/sh\"]' >> \"$CODEX_HOME/config.toml\"",
+            ],
+            &[],
+        );
+        assert_code(&poison_only, 0, "poison only");
+        let config = w.home.join(".codex/config.toml");
+        assert!(!config.exists(), "{}", stderr(&poison_only));
+        assert!(stderr(&poison_only).contains("changes to notify"));
+        let trust = run(
+            w,
+            &[
+                "--profile",
+                "codex",
+                "--",
+                "/bin/sh",
+                "-c",
+                &format!(
+                    "printf '[projects.\"{project}\"]\\ntrust_level = \"trusted\"\\n' > \"$CODEX_HOME/config.toml\""
+                ),
+            ],
+            &[],
+        );
+        assert_code(&trust, 0, "trust");
+        assert_eq!(
+            std::fs::read_to_string(&config).unwrap(),
+            format!("[projects.\"{project}\"]\ntrust_level = \"trusted\"\n")
+        );
+        assert!(!stderr(&trust).contains("dropped"), "{}", stderr(&trust));
+    });
+}
+
+/// Each run has its own stand-in `CODEX_HOME`: a run that starts and ends while another
+/// is running leaves the other's alone. What a killed run left in its stand-in (a
+/// session) is moved to `~/.codex` at the next launch; its config.toml is not applied.
+#[test]
+fn codex_concurrent_runs_keep_their_own_stand_in_and_a_killed_runs_state_is_recovered() {
+    for_each_user(|w| {
+        let config = w.write("home/.codex/config.toml", CODEX_HOST_CONFIG);
+        // A killed run's leftovers (no such process).
+        let stale = w.home.join(".codex/.sandy-codex-home-2147483647");
+        w.write(
+            "home/.codex/.sandy-codex-home-2147483647/config.toml",
+            "notify = [\"x\"]\n",
+        );
+        w.write(
+            "home/.codex/.sandy-codex-home-2147483647/history.jsonl",
+            "old run\n",
+        );
+        let go = w.project.join("go");
+        let mut first = w.sandy([
+            "run",
+            "--profile",
+            "codex",
+            "--",
+            "/bin/sh",
+            "-c",
+            &format!(
+                "touch {go}.started; while [ ! -e {go} ]; do sleep 0.05; done; \
+                 cat \"$CODEX_HOME/config.toml\" >/dev/null && echo mine > \"$CODEX_HOME/history-first\"",
+                go = go.display()
+            ),
+        ]);
+        let mut child = first
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let collector = Collector::start(&mut child);
+        let started = w.project.join("go.started");
+        assert!(wait_for(30, || started.exists()), "the run did not start");
+        assert!(!stale.exists(), "the killed run's stand-in is still there");
+        assert_eq!(
+            std::fs::read_to_string(w.home.join(".codex/history.jsonl")).unwrap(),
+            "old run\n"
+        );
+        let second = run(
+            w,
+            &[
+                "--profile",
+                "codex",
+                "--",
+                "/bin/sh",
+                "-c",
+                "echo second > \"$CODEX_HOME/history-second\"",
+            ],
+            &[],
+        );
+        assert_code(&second, 0, "the second run");
+        std::fs::write(&go, "").unwrap();
+        let status = wait_timeout(&mut child, 60, "the first run");
+        let o = collector.finish(status);
+        assert_code(&o, 0, "the first run");
+        for (name, text) in [("history-first", "mine\n"), ("history-second", "second\n")] {
+            assert_eq!(
+                std::fs::read_to_string(w.home.join(".codex").join(name)).unwrap(),
+                text,
+                "{name}"
+            );
+        }
+        assert_eq!(std::fs::read_to_string(&config).unwrap(), CODEX_HOST_CONFIG);
+        assert_no_stand_in(&w.home.join(".codex"));
+    });
+}
+
+/// The sandbox replaces its stand-in `CODEX_HOME` with a link to a host directory it
+/// cannot see (holding a config.toml that trusts the folder and a file): after the run
+/// nothing is taken from there, nothing there is removed, and the host config.toml keeps
+/// its bytes.
+#[test]
+fn codex_a_stand_in_replaced_by_a_link_yields_nothing() {
+    for_each_user(|w| {
+        let config = w.write("home/.codex/config.toml", CODEX_HOST_CONFIG);
+        let project = w.project.display().to_string();
+        let outside = w.root.join("outside");
+        w.write(
+            "outside/config.toml",
+            &format!("[projects.\"{project}\"]\ntrust_level = \"trusted\"\n"),
+        );
+        w.write("outside/victim", "victim\n");
+        let o = run(
+            w,
+            &[
+                "--profile",
+                "codex",
+                "--",
+                "/bin/sh",
+                "-c",
+                &format!(
+                    "mv \"$CODEX_HOME\" \"$CODEX_HOME.x\" && ln -s {} \"$CODEX_HOME\"",
+                    outside.display()
+                ),
+            ],
+            &[],
+        );
+        assert_code(&o, 0, "the replacing run");
+        assert_eq!(std::fs::read_to_string(&config).unwrap(), CODEX_HOST_CONFIG);
+        assert!(!w.home.join(".codex/victim").exists());
+        assert_eq!(
+            std::fs::read_to_string(outside.join("victim")).unwrap(),
+            "victim\n"
+        );
+        assert!(outside.join("config.toml").exists());
+        assert!(
+            stderr(&o).contains("replaced its stand-in"),
+            "{}",
+            stderr(&o)
+        );
+    });
+}
+
+/// The dry run shows where Codex's private copy lives, what goes back and the directory
+/// its stand-in mirrors, and creates nothing (no stand-in, no state directory).
+#[test]
+fn codex_dry_run_lists_its_state_file_and_creates_nothing() {
+    for_each_user(|w| {
+        let o = run(w, &["--dry-run", "--profile", "codex", "--", "true"], &[]);
+        assert_code(&o, 0, "dry run");
+        let doc = parse_dry_run(&o.stdout, "codex dry run");
+        let home = w.home.join(".codex").display().to_string();
+        let files = doc["state_files"].as_array().unwrap();
+        assert_eq!(files.len(), 1, "{doc}");
+        let file = &files[0];
+        assert_eq!(file["path"], json!(format!("{home}/config.toml")));
+        assert_eq!(file["format"], json!("toml"));
+        assert_eq!(file["stand_in_for"], json!(home));
+        let copy = file["copy"].as_str().unwrap();
+        assert!(
+            copy.starts_with(&format!("{home}/.sandy-codex-home-"))
+                && copy.ends_with("/config.toml"),
+            "{copy}"
+        );
+        assert!(file["persist"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("projects.{project}.trust_level")));
+        assert!(!file["persist"].to_string().contains("notify"));
+        assert!(doc["environment"]["set"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("CODEX_HOME")));
+        assert!(!w.home.join(".codex").exists());
     });
 }
 

@@ -4,8 +4,9 @@
 //! the agent asks its first-run questions), a second launch that remembers the answers
 //! (no trust prompt), and a poisoned write that is dropped and reported after the run.
 //!
-//! Codex is not here: it cannot save a folder's trust inside Sandy yet (its `config.toml`
-//! is protected, and it writes it by renaming a temporary file over it).
+//! Codex saves trust in `config.toml`, which it rewrites by renaming a temporary file
+//! over it: inside, `CODEX_HOME` is a stand-in directory holding a private copy, and only
+//! the trust decision goes back to the host file.
 //!
 //! Needs tmux and the agent CLIs (`scripts/install-agents.sh`); without them, a reported
 //! skip (a failure in CI).
@@ -268,6 +269,10 @@ fn claude_code_remembers_trust_in_a_terminal_and_drops_a_planted_server() {
         t.type_line("/exit");
         let screen = t.expect("SESSION-EXIT=0", 30);
         assert!(!screen.contains("dropped the run's changes"), "{screen}");
+        assert!(
+            !screen.contains("could not create PATH aliases"),
+            "{screen}"
+        );
     });
 }
 
@@ -355,4 +360,127 @@ fn gemini_cli_remembers_trust_in_a_terminal_and_only_for_its_folder() {
         t.type_line("/quit");
         t.expect("SESSION-EXIT=0", 30);
     });
+}
+
+// ---------------------------------------------------------------------------------------
+// Codex CLI.
+
+const CODEX_ANSWER: &str = "codex says hello from the stand-in";
+const CODEX_TRUST: &str = "Trust this folder?";
+const CODEX_READY: &str = "Ask Codex to do anything";
+/// A shell command typed in Codex's `!` mode: a `notify` command prepended to the
+/// configuration the session uses, written the way Codex writes it (a rename).
+const CODEX_POISON: &str = "{ echo 'notify = [\"/bin/sh\", \"-c\", \"touch PLANTED\"]'; cat \"$CODEX_HOME/config.toml\"; } > \"$CODEX_HOME/n\" && mv \"$CODEX_HOME/n\" \"$CODEX_HOME/config.toml\" && echo POISON-WRITTEN";
+
+/// Codex CLI, interactively: the first launch creates `~/.codex` and asks whether to
+/// trust the folder (a git repository); the answer reaches the host's `config.toml`, so
+/// the second launch goes straight to the prompt; a `notify` command planted through the
+/// session's configuration is dropped and reported, judged from the host.
+#[test]
+fn codex_remembers_trust_in_a_terminal_and_drops_a_planted_notify() {
+    let Some(bin) = ready() else {
+        return;
+    };
+    for_each_user(|w| {
+        let st = Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(&w.project)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        w.chown_all();
+        let api = api(w, CODEX_ANSWER);
+        let provider = format!(
+            "model_providers.fake={{name=\"fake\", base_url=\"http://127.0.0.1:{}/v1\", wire_api=\"responses\", env_key=\"SANDY_FAKE_KEY\"}}",
+            api.port
+        );
+        let args = format!("codex -c 'model_provider=\"fake\"' -c '{provider}' -m gpt-5");
+        let script = launcher(w, &bin, &args, &[("SANDY_FAKE_KEY", "dummy".to_owned())]);
+        let config = w.home.join(".codex/config.toml");
+        let project = w.project.display().to_string();
+
+        // First launch: the state directory is created, the folder's trust asked for.
+        let t = Tmux::start(&script);
+        t.expect(CODEX_TRUST, 60);
+        t.keys(&["Enter"]);
+        t.expect(CODEX_READY, 30);
+        t.type_line("hi");
+        t.expect(CODEX_ANSWER, 30);
+        t.type_line(&format!("!{CODEX_POISON}"));
+        t.expect("POISON-WRITTEN", 30);
+        t.type_line("/quit");
+        // Codex's full-screen view hides Sandy's lines until it exits.
+        let screen = t.expect("SESSION-EXIT=0", 30);
+        assert!(screen.contains("sandy: first launch"), "{screen}");
+        drop(t);
+        let text = std::fs::read_to_string(&config)
+            .unwrap_or_else(|e| panic!("no config.toml: {e}\n{screen}"));
+        let doc: toml::Table = toml::from_str(&text).unwrap();
+        assert_eq!(
+            doc["projects"][project.as_str()]["trust_level"].as_str(),
+            Some("trusted"),
+            "{text}\n{screen}"
+        );
+        assert!(doc.get("notify").is_none(), "{text}");
+        assert!(!text.contains("PLANTED"), "{text}");
+        let report = screen
+            .lines()
+            .find(|l| l.contains("dropped the run's changes"))
+            .unwrap_or_else(|| panic!("no report:\n{screen}"));
+        assert!(report.contains("notify"), "{report}");
+        assert!(!report.contains("PLANTED"), "{report}");
+        // The session and the PATH aliases were kept in the real state directory; the
+        // stand-in is gone.
+        assert!(w.home.join(".codex/sessions").is_dir(), "{screen}");
+        // (Codex's alias directory is `tmp/arg0*`; each session's own is removed at exit.)
+        let listing: Vec<_> = walkdir(&w.home.join(".codex"));
+        assert!(
+            std::fs::read_dir(w.home.join(".codex/tmp")).is_ok_and(|mut d| d.any(|e| e
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("arg0"))),
+            "{listing:#?}"
+        );
+        assert!(
+            !screen.contains("could not create PATH aliases"),
+            "{screen}"
+        );
+        let left: Vec<_> = std::fs::read_dir(w.home.join(".codex"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(".sandy-codex"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+
+        // Second launch: trusted, no question.
+        let t = Tmux::start(&script);
+        let screen = t.expect(CODEX_READY, 60);
+        assert!(!screen.contains(CODEX_TRUST), "{screen}");
+        assert!(!screen.contains("sandy: first launch"), "{screen}");
+        t.type_line("hi");
+        t.expect(CODEX_ANSWER, 30);
+        t.type_line("/quit");
+        let screen = t.expect("SESSION-EXIT=0", 30);
+        assert!(!screen.contains("dropped the run's changes"), "{screen}");
+        assert!(
+            !screen.contains("could not create PATH aliases"),
+            "{screen}"
+        );
+        assert!(!w.project.join("PLANTED").exists());
+    });
+}
+
+/// Every path below `p`, for a failure message.
+fn walkdir(p: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(p) {
+        for e in entries.flatten() {
+            out.push(e.path().display().to_string());
+            if e.file_type().unwrap().is_dir() {
+                out.extend(walkdir(&e.path()));
+            }
+        }
+    }
+    out
 }

@@ -717,6 +717,7 @@ fn dry_run_prints_the_documented_document() {
                 "protections",
                 "views",
                 "created_at_launch",
+                "state_files",
                 "caches",
                 "environment",
                 "runtime_controls",

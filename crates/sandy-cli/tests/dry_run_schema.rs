@@ -157,6 +157,22 @@ fn reference_document() -> Value {
             { "path": "/home/u/.claude", "kind": "directory" },
             { "path": "/home/u/.claude/.claude.json", "kind": "empty_file" }
         ],
+        "state_files": [
+            {
+                "path": "/home/u/.claude.json",
+                "copy": "/home/u/.claude/.claude.json",
+                "format": "json",
+                "persist": ["numStartups", "projects.{project}.hasTrustDialogAccepted"],
+                "stand_in_for": null
+            },
+            {
+                "path": "/home/u/.codex/config.toml",
+                "copy": "/home/u/.codex/.sandy-codex-home-7/config.toml",
+                "format": "toml",
+                "persist": ["projects.{project}.trust_level"],
+                "stand_in_for": "/home/u/.codex"
+            }
+        ],
         "caches": [
             {
                 "tool": "npm",

@@ -57,6 +57,21 @@ pub struct DryRunCreation {
     pub kind: Placeholder,
 }
 
+/// An agent state file: the agent writes a private copy; after the run only `persist`
+/// goes back to `path`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DryRunStateFile {
+    pub path: String,
+    /// Where the agent finds its private copy inside.
+    pub copy: String,
+    pub format: crate::profile::StateFormat,
+    /// The key paths that go back (`*` any one key, `{project}` the run's folder only).
+    pub persist: Vec<String>,
+    /// The real state directory the copy's directory stands in for (linked into it
+    /// before launch, what the agent left there moved back after), or `null`.
+    pub stand_in_for: Option<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DryRunEnvironment {
     /// Names removed from the caller's environment.
@@ -114,6 +129,8 @@ pub struct DryRunDocument {
     pub views: Vec<DryRunView>,
     /// The agent's absent state directories and files, created before launch.
     pub created_at_launch: Vec<DryRunCreation>,
+    /// Agent state files merged back after the run through an allowlist.
+    pub state_files: Vec<DryRunStateFile>,
     /// Tool caches the sandbox sees copy-on-write; the host copy never changes.
     pub caches: Vec<DryRunCache>,
     pub environment: DryRunEnvironment,
@@ -204,6 +221,17 @@ impl DryRunDocument {
                 .map(|c| DryRunCreation {
                     path: lossy(c.path.as_os_str()),
                     kind: c.kind,
+                })
+                .collect(),
+            state_files: policy
+                .state_files
+                .iter()
+                .map(|f| DryRunStateFile {
+                    path: lossy(f.path.as_os_str()),
+                    copy: lossy(f.inside.as_os_str()),
+                    format: f.format,
+                    persist: f.persist.clone(),
+                    stand_in_for: f.mirror.as_ref().map(|m| lossy(m.as_os_str())),
                 })
                 .collect(),
             caches: policy

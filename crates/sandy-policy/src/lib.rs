@@ -59,7 +59,7 @@ pub use policy::{
 };
 pub use profile::{
     builtin_names, builtin_profiles, parse as parse_profile, select as select_profile, Profile,
-    ProfileEndpoint, ProfileError, ProfileNetwork, GENERIC, PROFILE_SCHEMA_VERSION,
+    ProfileEndpoint, ProfileError, ProfileNetwork, StateFormat, GENERIC, PROFILE_SCHEMA_VERSION,
 };
 pub use resolve::{
     normalize, resolve, RunRequest, POLICY_DOCUMENT_DIR, POLICY_DOCUMENT_PATH, PRIVATE_SHM,

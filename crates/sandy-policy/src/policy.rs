@@ -120,6 +120,12 @@ pub struct StateFile {
     /// The copy is bound over `inside` (true), or written there as a plain file of
     /// Sandy's own name and removed after the merge (false).
     pub bound: bool,
+    /// How the file is parsed and merged.
+    pub format: crate::profile::StateFormat,
+    /// The state directory that the copy's directory stands in for (see
+    /// [`crate::profile::ProfileStateFile::mirror`]), when the agent is pointed at the
+    /// copy's directory as a whole.
+    pub mirror: Option<PathBuf>,
 }
 
 /// How the content of a [`FileView`] is prepared on the host before launch.

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::policy::{Access, Placeholder, ProtectionKind};
 
@@ -68,11 +68,13 @@ pub struct ProfileNamedCommands {
 }
 
 /// The format of an agent's state file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StateFormat {
     /// A JSON document whose top level is an object.
     Json,
+    /// A TOML document (Codex's `config.toml`); merged format-preservingly.
+    Toml,
 }
 
 /// An agent state file that mixes ordinary state with launch configuration
@@ -89,7 +91,8 @@ pub struct ProfileStateFile {
     /// the agent rewrites the copy in place). Needs `environment` to point the agent there.
     #[serde(default)]
     pub inside: Option<String>,
-    /// Variables set inside so that the agent reads `inside` (values may use `{root}`).
+    /// Variables set inside so that the agent reads `inside` (values may use `{root}`;
+    /// here and in `inside`, `{run}` is replaced by a name unique to the run).
     #[serde(default)]
     pub environment: BTreeMap<String, String>,
     /// `inside` is a name of Sandy's own that nothing reads outside Sandy (the agent
@@ -98,6 +101,14 @@ pub struct ProfileStateFile {
     /// the merge. Without it, the copy is bound over `inside`.
     #[serde(default)]
     pub inside_is_private: bool,
+    /// For a private copy whose directory the agent takes as its whole state directory
+    /// (Codex's `CODEX_HOME`): the real state directory that directory stands in for.
+    /// Before launch the supervisor links every entry of `mirror` into it (so sessions,
+    /// logs, `tmp` and the login stay the real ones); after the run, what the agent
+    /// created or replaced there moves to `mirror`, except the state file itself and the
+    /// profile's protected names.
+    #[serde(default)]
+    pub mirror: Option<String>,
     pub format: StateFormat,
     /// The known-safe key paths, dot-separated; `*` stands for any one key (a project
     /// path), `{project}` for the run's working directory only. Everything else in the
@@ -247,6 +258,12 @@ pub fn parse(name: &str, text: &str) -> Result<Profile, ProfileError> {
                 file.path
             )));
         }
+        if file.mirror.is_some() && !file.inside_is_private {
+            return Err(invalid(format!(
+                "state file {} mirrors a directory for a copy that is not private",
+                file.path
+            )));
+        }
         if let Some(bad) = file.persist.iter().find(|k| {
             k.is_empty()
                 || k.split('.').any(|s| s.is_empty())
@@ -265,7 +282,8 @@ pub fn parse(name: &str, text: &str) -> Result<Profile, ProfileError> {
         .chain(profile.protections.iter().map(|p| &p.path))
         .chain(profile.state_files.iter().map(|f| &f.path))
         .chain(profile.named_commands.iter().map(|c| &c.file))
-        .chain(profile.state_files.iter().filter_map(|f| f.inside.as_ref()));
+        .chain(profile.state_files.iter().filter_map(|f| f.inside.as_ref()))
+        .chain(profile.state_files.iter().filter_map(|f| f.mirror.as_ref()));
     for path in paths {
         if let Some(root) = path.strip_prefix('{').and_then(|r| r.split('}').next()) {
             if root != "project" && !profile.roots.contains_key(root) {
@@ -431,6 +449,25 @@ mod tests {
         for bad in ["", "a..b", "projects.*", ".a"] {
             assert!(parse("x", &state(bad)).is_err(), "{bad}");
         }
+        // A stand-in directory mirrors a real one only for a private copy the agent is
+        // pointed to, and only a declared root.
+        let stand_in = format!(
+            "{created}[[state_files]]\npath = \"{{home}}/c.toml\"\n\
+             inside = \"{{home}}/.s-{{run}}/c.toml\"\ninside_is_private = true\n\
+             mirror = \"{{home}}\"\nenvironment = {{ X_HOME = \"{{home}}/.s-{{run}}\" }}\n\
+             format = \"toml\"\npersist = [\"a\"]\nwhy = \"w\"\n"
+        );
+        assert!(parse("x", &stand_in).is_ok(), "{stand_in}");
+        let not_private = stand_in.replace("inside_is_private = true\n", "");
+        assert!(parse("x", &not_private)
+            .unwrap_err()
+            .to_string()
+            .contains("mirrors a directory"));
+        let undeclared = stand_in.replace("mirror = \"{home}\"", "mirror = \"{nope}\"");
+        assert!(parse("x", &undeclared)
+            .unwrap_err()
+            .to_string()
+            .contains("undeclared root"));
     }
 
     #[test]

@@ -16,14 +16,14 @@ use serde_json::{Map, Value};
 pub type KeyPath = Vec<String>;
 
 /// Why a state file could not be merged; nothing is written then.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum MergeError {
-    #[error("the state file at launch is not a JSON object")]
+    #[error("the state file at launch is not a JSON object (or TOML table)")]
     Before,
-    #[error("the sandbox left a state file that is not a JSON object")]
+    #[error("the sandbox left a state file that is not a JSON object (or TOML table)")]
     After,
-    #[error("the host's state file is no longer a JSON object")]
+    #[error("the host's state file is no longer a JSON object (or TOML table)")]
     Current,
 }
 
@@ -106,24 +106,140 @@ pub fn merge_json(
         Some(text) => object(text, MergeError::Current)?,
         None => Value::Object(Map::new()),
     };
+    let mut outcome = classify(&before, &after, persist, project, |path, new| {
+        set(&mut current, path, new)
+    });
+    if !outcome.applied.is_empty() {
+        outcome.merged = Some(current);
+    }
+    Ok(outcome)
+}
+
+/// What a TOML merge did: like [`MergeOutcome`], with the new host document as text.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TomlMergeOutcome {
+    /// The new host document (the host file at merge time with only the allowed changes
+    /// applied; its comments, order and formatting kept), when at least one applied.
+    pub merged: Option<String>,
+    pub applied: Vec<KeyPath>,
+    pub dropped: Vec<KeyPath>,
+    pub dropped_defaults: Vec<KeyPath>,
+}
+
+/// Three-way merge of TOML state documents (Codex's `config.toml`), with the same rules
+/// as [`merge_json`]. The host file is edited in place, so the user's comments and layout
+/// survive; a value that goes back is written as a plain value (tables of the sandbox's
+/// making are never copied whole: only leaves are, and only allowed ones).
+pub fn merge_toml(
+    before: &str,
+    after: &str,
+    current: Option<&str>,
+    persist: &[String],
+    project: &str,
+) -> Result<TomlMergeOutcome, MergeError> {
+    let value = |text: &str, err: MergeError| -> Result<Value, MergeError> {
+        let table: toml::Table = toml::from_str(text).map_err(|_| err.clone())?;
+        serde_json::to_value(table).map_err(|_| err)
+    };
+    let before = value(before, MergeError::Before)?;
+    let after = value(after, MergeError::After)?;
+    let mut doc: toml_edit::DocumentMut = match current {
+        Some(text) => text.parse().map_err(|_| MergeError::Current)?,
+        None => toml_edit::DocumentMut::new(),
+    };
+    let outcome = classify(&before, &after, persist, project, |path, new| {
+        set_toml(doc.as_table_mut(), path, new)
+    });
+    Ok(TomlMergeOutcome {
+        merged: (!outcome.applied.is_empty()).then(|| doc.to_string()),
+        applied: outcome.applied,
+        dropped: outcome.dropped,
+        dropped_defaults: outcome.dropped_defaults,
+    })
+}
+
+/// Sorts the run's changes (leaves differing between `before` and `after`) into applied
+/// (allowed, and `apply` fitted them into the host document), quiet empty defaults and
+/// reported drops.
+fn classify(
+    before: &Value,
+    after: &Value,
+    persist: &[String],
+    project: &str,
+    mut apply: impl FnMut(&[String], Option<&Value>) -> bool,
+) -> MergeOutcome {
     let patterns: Vec<Vec<String>> = persist.iter().map(|p| pattern(p)).collect();
     let mut changed = Vec::new();
-    diff(&mut Vec::new(), Some(&before), Some(&after), &mut changed);
+    diff(&mut Vec::new(), Some(before), Some(after), &mut changed);
     let mut outcome = MergeOutcome::default();
     for path in changed {
-        let new = lookup(&after, &path);
-        if allowed(&path, &patterns, project) && set(&mut current, &path, new) {
+        let new = lookup(after, &path);
+        if allowed(&path, &patterns, project) && apply(&path, new) {
             outcome.applied.push(path);
-        } else if lookup(&before, &path).is_none() && empty(new) {
+        } else if lookup(before, &path).is_none() && empty(new) {
             outcome.dropped_defaults.push(path);
         } else {
             outcome.dropped.push(path);
         }
     }
-    if !outcome.applied.is_empty() {
-        outcome.merged = Some(current);
+    outcome
+}
+
+/// [`set`] for a TOML document: missing tables are created (implicit, so only the
+/// innermost gets a header); only scalars and arrays of scalars are written.
+fn set_toml(root: &mut toml_edit::Table, path: &[String], value: Option<&Value>) -> bool {
+    let Some((last, parents)) = path.split_last() else {
+        return false;
+    };
+    let mut table = root;
+    for key in parents {
+        if value.is_none() && !table.contains_key(key) {
+            return true;
+        }
+        let item = table.entry(key).or_insert_with(|| {
+            let mut t = toml_edit::Table::new();
+            t.set_implicit(true);
+            toml_edit::Item::Table(t)
+        });
+        // Only a real table is walked on: a change below an inline table or a value does
+        // not fit and is dropped.
+        let Some(next) = item.as_table_mut() else {
+            return false;
+        };
+        table = next;
     }
-    Ok(outcome)
+    match value {
+        None => {
+            table.remove(last);
+            true
+        }
+        Some(v) => match toml_value(v) {
+            Some(v) => {
+                table.insert(last, toml_edit::Item::Value(v));
+                true
+            }
+            None => false,
+        },
+    }
+}
+
+fn toml_value(v: &Value) -> Option<toml_edit::Value> {
+    Some(match v {
+        Value::String(s) => s.as_str().into(),
+        Value::Bool(b) => (*b).into(),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => i.into(),
+            None => n.as_f64()?.into(),
+        },
+        Value::Array(items) => {
+            let mut array = toml_edit::Array::new();
+            for item in items {
+                array.push(toml_value(item)?);
+            }
+            toml_edit::Value::Array(array)
+        }
+        Value::Null | Value::Object(_) => return None,
+    })
 }
 
 /// Collects the leaf paths where `a` and `b` differ. Objects are compared key by key (a
@@ -399,6 +515,85 @@ mod tests {
         assert_eq!(
             merge_json("{}", "{}", Some("1"), &[], "/p"),
             Err(MergeError::Current)
+        );
+    }
+
+    const CODEX: &[&str] = &["projects.{project}.trust_level"];
+
+    fn codex() -> Vec<String> {
+        CODEX.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn toml_trust_for_the_project_goes_back_and_comments_survive() {
+        let host =
+            "# my settings\nmodel = \"o3\" # pinned\n\n[mcp_servers.mine]\ncommand = \"mine\"\n";
+        let after = "model = \"o3\"\nnotify = [\"sh\", \"-c\", \"evil\"]\n\
+            [mcp_servers.mine]\ncommand = \"mine\"\n[mcp_servers.evil]\ncommand = \"/tmp/x\"\n\
+            [projects.\"/p\"]\ntrust_level = \"trusted\"\n\
+            [projects.\"/other\"]\ntrust_level = \"trusted\"\n\
+            [profiles.x]\nmodel = \"y\"\n[shell_environment_policy]\ninherit = \"all\"\n";
+        let out = merge_toml(host, after, Some(host), &codex(), "/p").unwrap();
+        assert_eq!(
+            out.merged.as_deref(),
+            Some(
+                "# my settings\nmodel = \"o3\" # pinned\n\n[mcp_servers.mine]\ncommand = \"mine\"\n\n\
+                 [projects.\"/p\"]\ntrust_level = \"trusted\"\n"
+            )
+        );
+        assert_eq!(keys(&out.applied), vec!["projects.\"/p\".trust_level"]);
+        assert_eq!(
+            keys(&out.dropped),
+            vec![
+                "mcp_servers.evil.command",
+                "notify",
+                "profiles.x.model",
+                "projects.\"/other\".trust_level",
+                "shell_environment_policy.inherit"
+            ]
+        );
+    }
+
+    #[test]
+    fn toml_concurrent_edits_outside_survive() {
+        let before = "[projects.\"/p\"]\ntrust_level = \"untrusted\"\n";
+        let after = "[projects.\"/p\"]\ntrust_level = \"trusted\"\n";
+        // Meanwhile, outside: another folder trusted and a notify command configured.
+        let current = "notify = [\"mine\"]\n[projects.\"/p\"]\ntrust_level = \"untrusted\"\n\
+                       [projects.\"/q\"]\ntrust_level = \"trusted\"\n";
+        let out = merge_toml(before, after, Some(current), &codex(), "/p").unwrap();
+        assert_eq!(
+            out.merged.as_deref(),
+            Some(
+                "notify = [\"mine\"]\n[projects.\"/p\"]\ntrust_level = \"trusted\"\n\
+                 [projects.\"/q\"]\ntrust_level = \"trusted\"\n"
+            )
+        );
+        assert!(out.dropped.is_empty());
+        // Nothing changed by the run: nothing written.
+        let same = merge_toml(before, before, Some(current), &codex(), "/p").unwrap();
+        assert_eq!(same, TomlMergeOutcome::default());
+    }
+
+    #[test]
+    fn toml_a_change_that_does_not_fit_or_a_broken_file_is_refused() {
+        let after = "[projects.\"/p\"]\ntrust_level = \"trusted\"\n";
+        let out = merge_toml("", after, Some("projects = 1\n"), &codex(), "/p").unwrap();
+        assert_eq!(out.merged, None);
+        assert_eq!(keys(&out.dropped), vec!["projects.\"/p\".trust_level"]);
+        assert_eq!(
+            merge_toml("", "[x", None, &codex(), "/p"),
+            Err(MergeError::After)
+        );
+        assert_eq!(
+            merge_toml("", after, Some("= ="), &codex(), "/p"),
+            Err(MergeError::Current)
+        );
+        // No host file yet: it gets only the trust entry.
+        let out = merge_toml("", after, None, &codex(), "/p").unwrap();
+        assert_eq!(
+            out.merged.as_deref(),
+            Some("[projects.\"/p\"]\ntrust_level = \"trusted\"\n")
         );
     }
 }

@@ -163,7 +163,11 @@ impl Ctx<'_> {
             let Some(path) = expand(&file.path) else {
                 continue;
             };
-            let Some(inside) = file.inside.as_deref().map_or(Some(path.clone()), expand) else {
+            // `{run}`: this run's own name (the supervisor's pid), for a stand-in directory
+            // that concurrent runs must not share.
+            let run = host.supervisor_pid.to_string();
+            let per_run = |p: &str| expand(&p.replace("{run}", &run));
+            let Some(inside) = file.inside.as_deref().map_or(Some(path.clone()), per_run) else {
                 continue;
             };
             // The host file must be a regular file or absent (the copy then starts as
@@ -214,7 +218,7 @@ impl Ctx<'_> {
                 });
             }
             for (name, value) in &file.environment {
-                if let Some(value) = expand(value) {
+                if let Some(value) = per_run(value) {
                     environment.push((name.clone(), value.to_string_lossy().into_owned()));
                 }
             }
@@ -223,6 +227,8 @@ impl Ctx<'_> {
                 inside,
                 persist: file.persist.clone(),
                 bound: !file.inside_is_private,
+                format: file.format,
+                mirror: file.mirror.as_deref().and_then(expand),
             });
         }
         // A state directory that cannot be created (its name is a dangling symlink, or
