@@ -390,6 +390,7 @@ mod inside {
             state_files: Vec::new(),
             egress: None,
             caches: Vec::new(),
+            hooks: Vec::new(),
         };
         let question = if args.write {
             Question::Write

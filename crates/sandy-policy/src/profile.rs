@@ -63,7 +63,13 @@ pub struct ProfileNamedCommands {
     /// The settings file.
     pub file: String,
     /// Key paths of command strings, dot-separated; `*` is any key or array element.
+    #[serde(default)]
     pub commands: Vec<String>,
+    /// Key paths of hook commands (runtime controls): besides the protection of every
+    /// path they name, each hook's executable (and script) is found, granted read and
+    /// execute and listed in the dry run; one Sandy cannot resolve is reported.
+    #[serde(default)]
+    pub hooks: Vec<String>,
     pub why: String,
 }
 

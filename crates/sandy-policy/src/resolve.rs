@@ -260,7 +260,7 @@ pub fn resolve(
 
     // The agent profile: its state directories, and its hook registrations protected.
     let (profile, detected) = select_profile(request.profile.as_deref(), argv0)?;
-    let applied = ctx.apply_profile(&profile, host, &project, &mut grants)?;
+    let applied = ctx.apply_profile(&profile, host, &project, &path_dirs, &mut grants)?;
     if profile.optional_dependencies {
         ctx.grant_optional_dependencies(&program, &mut grants);
     }
@@ -430,6 +430,7 @@ pub fn resolve(
         created_at_launch: applied.created,
         state_files: applied.state_files,
         caches,
+        hooks: applied.hooks,
     })
 }
 

@@ -6,10 +6,12 @@ use std::path::{Path, PathBuf};
 
 use super::{Ctx, GrantSet};
 use crate::error::ResolveError;
+use crate::hooks::{resolve_hook, HookEnv};
 use crate::host::HostContext;
 use crate::inspect::FileKind;
 use crate::policy::{
-    Access, FileView, LaunchCreation, Origin, Placeholder, Protection, Scope, StateFile, ViewKind,
+    Access, FileView, LaunchCreation, Origin, Placeholder, Protection, RuntimeHook, Scope,
+    StateFile, ViewKind,
 };
 use crate::profile::Profile;
 
@@ -25,6 +27,8 @@ pub(super) struct AppliedProfile {
     pub(super) views: Vec<FileView>,
     /// Variables set inside (a relocated state file's directory).
     pub(super) environment: Vec<(String, String)>,
+    /// Registered hooks, resolved (runtime controls).
+    pub(super) hooks: Vec<RuntimeHook>,
 }
 
 impl Ctx<'_> {
@@ -34,6 +38,7 @@ impl Ctx<'_> {
         profile: &Profile,
         host: &HostContext,
         project: &Path,
+        path_dirs: &[PathBuf],
         grants: &mut GrantSet,
     ) -> Result<AppliedProfile, ResolveError> {
         let mut roots: Vec<(String, PathBuf)> = vec![("project".to_owned(), project.to_path_buf())];
@@ -137,22 +142,58 @@ impl Ctx<'_> {
             })
             .collect();
         let mut protections: Vec<Protection> = protections;
-        // The scripts that settings name as commands (a status line, hooks).
+        // The scripts that settings name as commands (a status line, hooks), and the
+        // hooks themselves: each one's executable (and script) granted and protected.
+        let mut hooks = Vec::new();
+        let mut hook_notices = Vec::new();
+        let protect = |path: PathBuf, protections: &mut Vec<Protection>| {
+            if !protections.iter().any(|p| p.path == path) {
+                let exists = self.fs.kind(&path).is_some() || self.fs.read_link(&path).is_some();
+                protections.push(Protection {
+                    path,
+                    kind: crate::policy::ProtectionKind::ReadOnly,
+                    origin: Origin::Profile,
+                    exists,
+                    placeholder: None,
+                });
+            }
+        };
         for named in &profile.named_commands {
             let Some(file) = expand(&named.file) else {
                 continue;
             };
-            for path in self.commands_named_in(&file, &named.commands, project) {
-                if !protections.iter().any(|p| p.path == path) {
-                    let exists =
-                        self.fs.kind(&path).is_some() || self.fs.read_link(&path).is_some();
-                    protections.push(Protection {
-                        path,
-                        kind: crate::policy::ProtectionKind::ReadOnly,
-                        origin: Origin::Profile,
-                        exists,
-                        placeholder: None,
-                    });
+            let keys: Vec<String> = named.commands.iter().chain(&named.hooks).cloned().collect();
+            for path in self.commands_named_in(&file, &keys, project) {
+                protect(path, &mut protections);
+            }
+            let env = HookEnv {
+                home: self.home,
+                project,
+                path_dirs,
+            };
+            for command in self.command_strings(&file, &named.hooks) {
+                match resolve_hook(&command, &env, self.fs) {
+                    Ok(hook) => {
+                        for path in std::iter::once(&hook.executable).chain(&hook.script) {
+                            self.grant_hook_file(path, path_dirs, grants);
+                            protect(path.clone(), &mut protections);
+                        }
+                        let entry = RuntimeHook {
+                            service: "hook".to_owned(),
+                            path: hook.executable,
+                            script: hook.script,
+                            configuration: file.clone(),
+                        };
+                        if !hooks.contains(&entry) {
+                            hooks.push(entry);
+                        }
+                    }
+                    Err(reason) => hook_notices.push(format!(
+                        "note: a hook registered in {} cannot be resolved before launch ({reason}), \
+                         so it will likely fail inside the sandbox: {}",
+                        file.display(),
+                        first_words(&command),
+                    )),
                 }
             }
         }
@@ -227,7 +268,7 @@ impl Ctx<'_> {
         }
         // A state directory that cannot be created (its name is a dangling symlink, or
         // no ancestor exists) is not granted; say so.
-        let notices = missing
+        let mut notices: Vec<String> = missing
             .iter()
             .map(|p| {
                 format!(
@@ -238,7 +279,9 @@ impl Ctx<'_> {
                 )
             })
             .collect();
+        notices.extend(hook_notices);
         Ok(AppliedProfile {
+            hooks,
             protections,
             notices,
             created,
@@ -409,17 +452,7 @@ impl Ctx<'_> {
     /// The paths in the command strings at `keys` of the JSON settings `file`: every word
     /// that names a file by an absolute path, `~/`, `$HOME/` or `$CLAUDE_PROJECT_DIR/`.
     fn commands_named_in(&self, file: &Path, keys: &[String], project: &Path) -> Vec<PathBuf> {
-        let Some(bytes) = self.fs.read_head(file, 1024 * 1024) else {
-            return Vec::new();
-        };
-        let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
-            return Vec::new();
-        };
-        let mut commands = Vec::new();
-        for key in keys {
-            let pattern: Vec<&str> = key.split('.').collect();
-            collect_strings(&doc, &pattern, &mut commands);
-        }
+        let commands = self.command_strings(file, keys);
         let mut out = Vec::new();
         for command in commands {
             for word in
@@ -455,9 +488,65 @@ impl Ctx<'_> {
         out
     }
 
+    /// The command strings at `keys` of the JSON settings `file` (none when it is absent
+    /// or not JSON), each once, in document order.
+    fn command_strings(&self, file: &Path, keys: &[String]) -> Vec<String> {
+        let Some(bytes) = self.fs.read_head(file, 1024 * 1024) else {
+            return Vec::new();
+        };
+        let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+            return Vec::new();
+        };
+        let mut commands = Vec::new();
+        for key in keys {
+            let pattern: Vec<&str> = key.split('.').collect();
+            collect_strings(&doc, &pattern, &mut commands);
+        }
+        let mut unique = Vec::new();
+        for command in commands {
+            if !unique.contains(&command) {
+                unique.push(command);
+            }
+        }
+        unique
+    }
+
+    /// Grants a hook's executable or script read and execute (the exact file, resolved),
+    /// and the interpreters its `#!` line names; never inside a sensitive path.
+    fn grant_hook_file(&self, path: &Path, path_dirs: &[PathBuf], grants: &mut GrantSet) {
+        let Ok(canonical) = self.fs.canonicalize(path) else {
+            return;
+        };
+        if self.sensitive_overlap(&canonical).is_some() {
+            return;
+        }
+        if !grants.covers(&canonical, Access::ReadExec) {
+            grants.push(
+                canonical.clone(),
+                Access::ReadExec,
+                Scope::Exact,
+                Origin::Profile,
+            );
+        }
+        for interpreter in super::shebang::interpreters(&canonical, path_dirs, self.fs) {
+            self.grant_interpreter(&interpreter, grants);
+        }
+    }
+
     fn package_json(&self, dir: &Path) -> Option<serde_json::Value> {
         let bytes = self.fs.read_head(&dir.join("package.json"), 256 * 1024)?;
         serde_json::from_slice(&bytes).ok()
+    }
+}
+
+/// The start of a hook command for a message: its first line, at most 80 characters.
+fn first_words(command: &str) -> String {
+    let line = command.lines().next().unwrap_or_default();
+    let short: String = line.chars().take(80).collect();
+    if short.len() < command.len() {
+        format!("{short}...")
+    } else {
+        short
     }
 }
 

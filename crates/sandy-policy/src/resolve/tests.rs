@@ -260,6 +260,7 @@ fn plain_run_resolves_to_the_default_policy() {
         created_at_launch: vec![],
         state_files: vec![],
         caches: vec![],
+        hooks: vec![],
     };
     assert_eq!(policy, expected);
 }

@@ -1,0 +1,445 @@
+//! Runtime controls: the hook commands an agent's configuration registers, resolved the
+//! way the shell that runs them would find their executable, so that Sandy can grant it
+//! (read and execute, the exact file) and protect it read-only before launch.
+//!
+//! A hook command is a shell string. Sandy reads its first word after any `VAR=value`
+//! assignments and an `env` prefix, expands `~`, `$HOME` and `$CLAUDE_PROJECT_DIR`, and
+//! looks a bare name up on the caller's `PATH`. When that executable is a known
+//! interpreter (`sh`, `bash`, `python3`, `node`, ...) its first non-option argument is the
+//! script it runs. Anything else (another variable, a command substitution, a script
+//! that does not exist) is reported as unresolvable, never guessed.
+
+use std::path::{Path, PathBuf};
+
+use crate::inspect::{FileKind, PathInspector};
+
+/// A hook command whose executable (and script) Sandy found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ResolvedHook {
+    /// The executable, by the name the shell would use (not resolved through symlinks).
+    pub(crate) executable: PathBuf,
+    /// The script an interpreter runs, by name.
+    pub(crate) script: Option<PathBuf>,
+}
+
+/// Where the words of a hook command lead.
+pub(crate) struct HookEnv<'a> {
+    pub(crate) home: Option<&'a Path>,
+    pub(crate) project: &'a Path,
+    pub(crate) path_dirs: &'a [PathBuf],
+}
+
+/// Interpreters whose first non-option argument is the script they run.
+fn is_interpreter(name: &str) -> bool {
+    const NAMES: &[&str] = &[
+        "sh", "bash", "dash", "zsh", "ksh", "fish", "node", "nodejs", "bun", "deno", "ruby",
+        "perl", "php", "lua", "uv", "python", "python2", "python3",
+    ];
+    NAMES.contains(&name)
+        || name
+            .strip_prefix("python3.")
+            .is_some_and(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()))
+}
+
+/// Options of an interpreter that take the next word as their value.
+fn option_takes_value(interpreter: &str, option: &str) -> bool {
+    match interpreter {
+        "python" | "python2" | "python3" => matches!(option, "-W" | "-X"),
+        "node" | "nodejs" => matches!(option, "-r" | "--require" | "--import"),
+        "perl" | "ruby" => matches!(option, "-I"),
+        "bash" | "sh" | "dash" | "zsh" | "ksh" => matches!(option, "-o" | "-O"),
+        _ => false,
+    }
+}
+
+/// Options that make the interpreter run code given on the command line, not a script.
+fn runs_inline_code(interpreter: &str, option: &str) -> bool {
+    match interpreter {
+        "python" | "python2" | "python3" => option == "-c" || option == "-m",
+        "node" | "nodejs" | "bun" | "deno" => matches!(option, "-e" | "--eval" | "-p" | "--print"),
+        "perl" | "ruby" => option == "-e",
+        _ => {
+            option == "-c"
+                || option.starts_with("-c") && option[1..].chars().all(char::is_alphabetic)
+        }
+    }
+}
+
+/// Splits a shell command into the words of its first simple command, removing quotes.
+/// `None` when a word uses something Sandy does not evaluate (a command substitution,
+/// an unknown variable, a glob), so the executable cannot be known before launch.
+fn first_command_words(command: &str, env: &HookEnv) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut chars = command.chars().peekable();
+    let mut quote: Option<char> = None;
+    // Whether the current word started unquoted at `~` (tilde expansion applies).
+    let mut word_started_unquoted_tilde = false;
+    while let Some(c) = chars.next() {
+        match quote {
+            Some('\'') => {
+                if c == '\'' {
+                    quote = None;
+                } else {
+                    word.push(c);
+                }
+                continue;
+            }
+            Some(_) => {
+                match c {
+                    '"' => quote = None,
+                    '\\' => {
+                        if let Some(n) = chars.next() {
+                            word.push(n);
+                        }
+                    }
+                    '$' => word.push_str(&expand_variable(&mut chars, env)?),
+                    '`' => return Err("it uses a command substitution".to_owned()),
+                    _ => word.push(c),
+                }
+                continue;
+            }
+            None => {}
+        }
+        match c {
+            ' ' | '\t' => {
+                if in_word {
+                    words.push(finish_word(&word, word_started_unquoted_tilde, env)?);
+                    word.clear();
+                    in_word = false;
+                }
+            }
+            '\n' | ';' | '&' | '|' => break,
+            '\'' | '"' => {
+                in_word = true;
+                quote = Some(c);
+            }
+            '\\' => {
+                in_word = true;
+                if let Some(n) = chars.next() {
+                    word.push(n);
+                }
+            }
+            '$' => {
+                in_word = true;
+                word.push_str(&expand_variable(&mut chars, env)?);
+            }
+            '`' | '(' | ')' | '<' | '>' | '*' | '?' | '[' | '{' => {
+                if !in_word && matches!(c, '<' | '>') {
+                    // A redirection: the rest of this command is not an argument Sandy needs.
+                    break;
+                }
+                if matches!(c, '<' | '>') {
+                    words.push(finish_word(&word, word_started_unquoted_tilde, env)?);
+                    word.clear();
+                    in_word = false;
+                    break;
+                }
+                return Err(format!(
+                    "it uses shell syntax ('{c}') Sandy does not evaluate"
+                ));
+            }
+            _ => {
+                if !in_word {
+                    word_started_unquoted_tilde = c == '~';
+                }
+                in_word = true;
+                word.push(c);
+            }
+        }
+    }
+    if quote.is_some() {
+        return Err("it has an unterminated quote".to_owned());
+    }
+    if in_word {
+        words.push(finish_word(&word, word_started_unquoted_tilde, env)?);
+    }
+    Ok(words)
+}
+
+fn finish_word(word: &str, tilde: bool, env: &HookEnv) -> Result<String, String> {
+    if tilde && (word == "~" || word.starts_with("~/")) {
+        let home = env
+            .home
+            .ok_or_else(|| "it names ~ and HOME is not set".to_owned())?;
+        return Ok(format!("{}{}", home.display(), &word[1..]));
+    }
+    if tilde {
+        return Err("it names another user's home directory (~user)".to_owned());
+    }
+    Ok(word.to_owned())
+}
+
+/// Expands `$NAME` or `${NAME}` after the `$`: only the variables whose value Sandy knows
+/// for the hook (the home directory and the project directory).
+fn expand_variable(
+    chars: &mut std::iter::Peekable<std::str::Chars>,
+    env: &HookEnv,
+) -> Result<String, String> {
+    let mut name = String::new();
+    if chars.peek() == Some(&'{') {
+        chars.next();
+        for c in chars.by_ref() {
+            if c == '}' {
+                break;
+            }
+            name.push(c);
+        }
+    } else {
+        while let Some(&c) = chars.peek() {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                name.push(c);
+                chars.next();
+            } else {
+                break;
+            }
+        }
+    }
+    match name.as_str() {
+        "HOME" => env
+            .home
+            .map(|h| h.display().to_string())
+            .ok_or_else(|| "it names $HOME and HOME is not set".to_owned()),
+        "CLAUDE_PROJECT_DIR" | "GEMINI_PROJECT_DIR" | "PWD" => {
+            Ok(env.project.display().to_string())
+        }
+        "" => Err("it uses a '$' Sandy does not evaluate".to_owned()),
+        other => Err(format!(
+            "it uses the variable ${other}, unknown before launch"
+        )),
+    }
+}
+
+/// Resolves a word in the place of a command: a path (absolute, or relative to the
+/// project, where the agent runs its hooks) or a name looked up on `PATH`.
+fn find_executable(word: &str, env: &HookEnv, fs: &dyn PathInspector) -> Result<PathBuf, String> {
+    let executable = |p: &Path| {
+        fs.canonicalize(p)
+            .ok()
+            .is_some_and(|c| matches!(fs.kind(&c), Some(FileKind::File { executable: true })))
+    };
+    if word.contains('/') {
+        let path = crate::resolve::normalize(&env.project.join(word));
+        if executable(&path) {
+            return Ok(path);
+        }
+        return Err(format!("{} is not an executable file", path.display()));
+    }
+    env.path_dirs
+        .iter()
+        .map(|d| d.join(word))
+        .find(|p| executable(p))
+        .ok_or_else(|| format!("'{word}' is not found on PATH"))
+}
+
+/// Resolves one hook command.
+pub(crate) fn resolve_hook(
+    command: &str,
+    env: &HookEnv,
+    fs: &dyn PathInspector,
+) -> Result<ResolvedHook, String> {
+    let words = first_command_words(command, env)?;
+    let mut words = words
+        .into_iter()
+        .skip_while(|w| is_assignment(w))
+        .peekable();
+    let Some(first) = words.next() else {
+        return Err("it is empty".to_owned());
+    };
+    let mut executable = find_executable(&first, env, fs)?;
+    let mut name = base_name(&executable);
+    // `env [VAR=value]... program`: the program is what runs.
+    if name == "env" {
+        let Some(program) = words.find(|w| !is_assignment(w)) else {
+            return Err("env runs no program".to_owned());
+        };
+        if program.starts_with('-') {
+            return Err("it passes options to env".to_owned());
+        }
+        executable = find_executable(&program, env, fs)?;
+        name = base_name(&executable);
+    }
+    if !is_interpreter(&name) {
+        return Ok(ResolvedHook {
+            executable,
+            script: None,
+        });
+    }
+    let interpreter = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    let interpreter = if interpreter.starts_with("python") {
+        "python3"
+    } else {
+        interpreter
+    };
+    // `uv run script.py`: the script follows `run`.
+    if interpreter == "uv" && words.next_if(|w| w == "run").is_none() {
+        return Ok(ResolvedHook {
+            executable,
+            script: None,
+        });
+    }
+    let mut script = None;
+    while let Some(word) = words.next() {
+        if word == "--" {
+            script = words.next();
+            break;
+        }
+        if word.starts_with('-') && word.len() > 1 {
+            if runs_inline_code(interpreter, &word) {
+                // The code is on the command line: nothing but the interpreter to grant.
+                return Ok(ResolvedHook {
+                    executable,
+                    script: None,
+                });
+            }
+            if option_takes_value(interpreter, &word) {
+                words.next();
+            }
+            continue;
+        }
+        script = Some(word);
+        break;
+    }
+    let Some(script) = script else {
+        return Err(format!("{name} is given no script"));
+    };
+    let path = crate::resolve::normalize(&env.project.join(&script));
+    let readable = fs
+        .canonicalize(&path)
+        .ok()
+        .is_some_and(|c| matches!(fs.kind(&c), Some(FileKind::File { .. })));
+    if !readable {
+        return Err(format!("its script {} does not exist", path.display()));
+    }
+    Ok(ResolvedHook {
+        executable,
+        script: Some(path),
+    })
+}
+
+fn is_assignment(word: &str) -> bool {
+    word.split_once('=').is_some_and(|(name, _)| {
+        !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
+fn base_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+    use std::io;
+
+    /// A fake filesystem: executable files, plain files.
+    struct Fs(HashMap<PathBuf, bool>);
+
+    impl PathInspector for Fs {
+        fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
+            if self.0.contains_key(path) {
+                Ok(path.to_path_buf())
+            } else {
+                Err(io::Error::from(io::ErrorKind::NotFound))
+            }
+        }
+        fn kind(&self, path: &Path) -> Option<FileKind> {
+            self.0
+                .get(path)
+                .map(|&executable| FileKind::File { executable })
+        }
+        fn read_head(&self, _: &Path, _: usize) -> Option<Vec<u8>> {
+            None
+        }
+        fn read_link(&self, _: &Path) -> Option<PathBuf> {
+            None
+        }
+        fn subdirs(&self, _: &Path, _: usize) -> Vec<PathBuf> {
+            Vec::new()
+        }
+        fn symlinks_in(&self, _: &Path, _: usize) -> Vec<PathBuf> {
+            Vec::new()
+        }
+    }
+
+    fn fs() -> Fs {
+        Fs([
+            ("/usr/bin/python3", true),
+            ("/usr/bin/bash", true),
+            ("/usr/bin/env", true),
+            ("/h/.local/bin/numbat", true),
+            ("/h/.config/x/hook.py", false),
+            ("/p/.claude/hooks/check.sh", true),
+        ]
+        .into_iter()
+        .map(|(p, x)| (PathBuf::from(p), x))
+        .collect())
+    }
+
+    fn resolve(command: &str) -> Result<ResolvedHook, String> {
+        let dirs = [PathBuf::from("/h/.local/bin"), PathBuf::from("/usr/bin")];
+        let env = HookEnv {
+            home: Some(Path::new("/h")),
+            project: Path::new("/p"),
+            path_dirs: &dirs,
+        };
+        resolve_hook(command, &env, &fs())
+    }
+
+    fn ok(executable: &str, script: Option<&str>) -> Result<ResolvedHook, String> {
+        Ok(ResolvedHook {
+            executable: PathBuf::from(executable),
+            script: script.map(PathBuf::from),
+        })
+    }
+
+    #[test]
+    fn path_lookup_and_expansion() {
+        assert_eq!(
+            resolve("numbat hook --out x"),
+            ok("/h/.local/bin/numbat", None)
+        );
+        assert_eq!(
+            resolve("~/.local/bin/numbat"),
+            ok("/h/.local/bin/numbat", None)
+        );
+        assert_eq!(
+            resolve("\"$HOME\"/.local/bin/numbat"),
+            ok("/h/.local/bin/numbat", None)
+        );
+        assert_eq!(
+            resolve("\"$CLAUDE_PROJECT_DIR\"/.claude/hooks/check.sh && echo"),
+            ok("/p/.claude/hooks/check.sh", None)
+        );
+        assert_eq!(resolve("FOO=1 numbat"), ok("/h/.local/bin/numbat", None));
+    }
+
+    #[test]
+    fn interpreter_and_script() {
+        assert_eq!(
+            resolve("python3 -u ~/.config/x/hook.py --flag"),
+            ok("/usr/bin/python3", Some("/h/.config/x/hook.py"))
+        );
+        assert_eq!(
+            resolve("/usr/bin/env python3 ${HOME}/.config/x/hook.py"),
+            ok("/usr/bin/python3", Some("/h/.config/x/hook.py"))
+        );
+        assert_eq!(resolve("bash -c 'echo hi'"), ok("/usr/bin/bash", None));
+    }
+
+    #[test]
+    fn unresolvable_forms_are_errors() {
+        assert!(resolve("missing-tool").is_err());
+        assert!(resolve("python3 ~/.config/x/absent.py").is_err());
+        assert!(resolve("$MY_TOOL run").is_err());
+        assert!(resolve("$(which numbat)").is_err());
+        assert!(resolve("~other/bin/x").is_err());
+        assert!(resolve("\"unterminated").is_err());
+    }
+}
