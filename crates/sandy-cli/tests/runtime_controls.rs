@@ -1,0 +1,413 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Runtime controls: the hooks the user registers in the agent keep working inside Sandy,
+//! and the agent cannot rewrite them. Judged from the host: the hook's record file on the
+//! host, the hook's files and registration byte for byte after an attack from inside, and
+//! a marker that planted code would create when the hook runs outside afterwards.
+//!
+//! The hooks are stand-ins shaped like a monitoring hook: an executable on `PATH` (by a
+//! symlink into a tool directory, as installers lay it out), a Python script run by an
+//! interpreter, and a project hook under `.claude/hooks`; each appends one record line.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use common::*;
+use serde_json::{json, Value};
+
+/// An executable hook (`#!/bin/sh`): appends its name and first argument to
+/// `$HOME/records/events`.
+const SHELL_HOOK: &str = "#!/bin/sh\nprintf 'monitor %s\\n' \"$1\" >> \"$HOME/records/events\"\n";
+/// A Python hook, run by `python3 SCRIPT`: appends the event it read on stdin (Claude
+/// Code's hook input) or `python` when there is none.
+const PYTHON_HOOK: &str = "import json, os, sys\n\
+data = sys.stdin.read() if not sys.stdin.isatty() else ''\n\
+try:\n    event = json.loads(data)\nexcept Exception:\n    event = {}\n\
+line = json.dumps({'hook': 'python', 'event': event.get('hook_event_name'), 'tool': event.get('tool_name')})\n\
+with open(os.path.join(os.environ['HOME'], 'records', 'events'), 'a') as f:\n    f.write(line + '\\n')\n";
+/// A project hook: appends `project`.
+const PROJECT_HOOK: &str = "#!/bin/sh\necho project >> \"$HOME/records/events\"\n";
+
+/// The hook commands, as registered.
+const MONITOR_COMMAND: &str = "monitor-hook pre";
+const PYTHON_COMMAND: &str = "python3 ~/.config/monitor/hook.py";
+const PROJECT_COMMAND: &str = "\"$CLAUDE_PROJECT_DIR\"/.claude/hooks/check.sh";
+/// A hook whose executable is only known from a variable Sandy cannot see.
+const UNRESOLVABLE_COMMAND: &str = "$MONITOR_HOME/bin/monitor";
+
+/// Claude Code's hook registration shape.
+fn claude_hooks(commands: &[&str]) -> String {
+    let hooks: Vec<Value> = commands
+        .iter()
+        .map(|c| json!({"type": "command", "command": c}))
+        .collect();
+    serde_json::to_string_pretty(&json!({
+        "hooks": {"PreToolUse": [{"matcher": "*", "hooks": hooks}]}
+    }))
+    .unwrap()
+}
+
+/// The user's monitoring set-up: `~/.local/bin/monitor-hook` a symlink into
+/// `~/tools/monitor/bin`, a Python hook under `~/.config`, a project hook, the records
+/// directory, and the registrations in the user and project settings.
+fn install_hooks(w: &World) {
+    let tool = w.write("home/tools/monitor/bin/monitor-hook", SHELL_HOOK);
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(w.home.join(".local/bin")).unwrap();
+    std::os::unix::fs::symlink(&tool, w.home.join(".local/bin/monitor-hook")).unwrap();
+    w.write("home/.config/monitor/hook.py", PYTHON_HOOK);
+    let project_hook = w.write("home/project/.claude/hooks/check.sh", PROJECT_HOOK);
+    std::fs::set_permissions(&project_hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(w.home.join("records")).unwrap();
+    w.write(
+        "home/.claude/settings.json",
+        &claude_hooks(&[MONITOR_COMMAND, PYTHON_COMMAND]),
+    );
+    w.write(
+        "home/project/.claude/settings.json",
+        &claude_hooks(&[PROJECT_COMMAND]),
+    );
+    w.chown_all();
+}
+
+/// `PATH` with the user's `~/.local/bin` first, as a user with monitor-hook installed has it.
+fn user_path(w: &World) -> String {
+    format!(
+        "{}/.local/bin:/usr/local/bin:/usr/bin:/bin",
+        w.home.display()
+    )
+}
+
+/// `sandy run --profile claude FLAGS... -- /bin/sh -c SCRIPT` with the user's PATH.
+fn run_sh(w: &World, flags: &[&str], script: &str) -> Output {
+    let mut args = vec!["run", "--profile", "claude"];
+    args.extend_from_slice(flags);
+    args.extend_from_slice(&["--", "/bin/sh", "-c", script]);
+    let mut cmd = w.sandy(args);
+    cmd.env("PATH", user_path(w));
+    cmd.output().unwrap()
+}
+
+fn records(w: &World) -> String {
+    std::fs::read_to_string(w.home.join("records/events")).unwrap_or_default()
+}
+
+fn dry_run(w: &World) -> (Value, String) {
+    let mut cmd = w.sandy(["run", "--dry-run", "--profile", "claude", "--", "/bin/true"]);
+    cmd.env("PATH", user_path(w));
+    let o = cmd.output().unwrap();
+    assert_code(&o, 0, "dry run");
+    (parse_dry_run(&o.stdout, "dry run"), stderr(&o))
+}
+
+fn hooks_in(doc: &Value) -> Vec<Value> {
+    doc["runtime_controls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["service"] == "hook")
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn every_registered_hook_is_listed_in_the_dry_run_and_an_unresolvable_one_is_noted() {
+    for_each_user(|w| {
+        install_hooks(w);
+        w.write(
+            "home/.claude/settings.local.json",
+            &claude_hooks(&[UNRESOLVABLE_COMMAND]),
+        );
+        let (doc, err) = dry_run(w);
+        let home = w.home.display().to_string();
+        let user_settings = format!("{home}/.claude/settings.json");
+        let project_settings = format!("{}/.claude/settings.json", w.project.display());
+        let hooks = hooks_in(&doc);
+        let want = [
+            json!({"service": "hook", "enabled": true, "version": null,
+                   "path": format!("{home}/.local/bin/monitor-hook"), "script": null,
+                   "configuration": user_settings}),
+            json!({"service": "hook", "enabled": true, "version": null,
+                   "path": "/usr/bin/python3",
+                   "script": format!("{home}/.config/monitor/hook.py"),
+                   "configuration": user_settings}),
+            json!({"service": "hook", "enabled": true, "version": null,
+                   "path": format!("{}/.claude/hooks/check.sh", w.project.display()),
+                   "script": null, "configuration": project_settings}),
+        ];
+        for hook in &want {
+            assert!(hooks.contains(hook), "{hook} not in {hooks:#?}");
+        }
+        assert_eq!(hooks.len(), want.len(), "{hooks:#?}");
+        // The executable's name, and where the symlink leads, granted exactly.
+        let grants = doc["file_grants"].as_array().unwrap();
+        let target = std::fs::canonicalize(w.home.join("tools/monitor/bin/monitor-hook")).unwrap();
+        let script = std::fs::canonicalize(w.home.join(".config/monitor/hook.py")).unwrap();
+        for path in [&target, &script] {
+            assert!(
+                grants
+                    .iter()
+                    .any(|g| g["path"] == path.display().to_string()
+                        && g["access"] == "read_exec"
+                        && g["scope"] == "exact"),
+                "{} not granted: {grants:#?}",
+                path.display()
+            );
+        }
+        // The project hook is in a writable directory: protected read-only by name.
+        let protections = doc["protections"].as_array().unwrap();
+        assert!(
+            protections.iter().any(|p| p["path"]
+                == format!("{}/.claude/hooks/check.sh", w.project.display())
+                && p["kind"] == "read_only"),
+            "{protections:#?}"
+        );
+        // The unresolvable hook: one note, naming the configuration, before launch.
+        let local = format!("{home}/.claude/settings.local.json");
+        let notes: Vec<&str> = err
+            .lines()
+            .filter(|l| l.starts_with("sandy: note: a hook registered in"))
+            .collect();
+        assert_eq!(notes.len(), 1, "{err}");
+        assert!(
+            notes[0].contains(&local) && notes[0].contains("$MONITOR_HOME"),
+            "{err}"
+        );
+    });
+}
+
+#[test]
+fn a_hook_writes_its_record_inside_the_sandbox_with_either_network() {
+    for_each_user(|w| {
+        install_hooks(w);
+        let records_dir = w.home.join("records").display().to_string();
+        for net in [&[][..], &["--block-net"][..]] {
+            std::fs::write(w.home.join("records/events"), "").unwrap();
+            w.chown_all();
+            let mut flags = vec!["--read-write", records_dir.as_str()];
+            flags.extend_from_slice(net);
+            // The agent runs each hook command through a shell, as Claude Code does.
+            let script = format!(
+                "{MONITOR_COMMAND} && echo '{{}}' | {PYTHON_COMMAND} && \
+                 CLAUDE_PROJECT_DIR=\"$PWD\" sh -c '{}'",
+                PROJECT_COMMAND.replace('\'', "'\\''")
+            );
+            let o = run_sh(w, &flags, &script);
+            assert_code(&o, 0, &format!("hooks with {net:?}"));
+            let got = records(w);
+            assert_eq!(
+                got,
+                "monitor pre\n{\"hook\": \"python\", \"event\": null, \"tool\": null}\nproject\n",
+                "{net:?}: {}",
+                stderr(&o)
+            );
+        }
+        // Negative: without the registration, the script under ~/.config is out of
+        // reach (an executable on PATH is reachable either way, as every PATH tool is).
+        std::fs::write(w.home.join(".claude/settings.json"), "{}\n").unwrap();
+        std::fs::write(w.home.join("records/events"), "").unwrap();
+        let o = run_sh(w, &["--read-write", &records_dir], PYTHON_COMMAND);
+        assert_ne!(o.status.code(), Some(0), "an unregistered script ran");
+        assert_eq!(records(w), "");
+    });
+}
+
+/// Hooks in directories the sandbox can write: a script in Claude Code's own (writable)
+/// configuration directory, outside `hooks/`, and the project hook.
+#[test]
+fn the_agent_cannot_rewrite_or_replace_a_hook_or_its_registration() {
+    for_each_user(|w| {
+        install_hooks(w);
+        let in_config = w.write("home/.claude/monitor/run.sh", SHELL_HOOK);
+        std::fs::set_permissions(&in_config, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let project_settings = w.project.join(".claude/settings.json");
+        std::fs::write(
+            &project_settings,
+            claude_hooks(&[PROJECT_COMMAND, "~/.claude/monitor/run.sh post"]),
+        )
+        .unwrap();
+        w.chown_all();
+        let watched: Vec<PathBuf> = vec![
+            in_config.clone(),
+            w.project.join(".claude/hooks/check.sh"),
+            project_settings.clone(),
+            w.home.join(".claude/settings.json"),
+            w.home.join("tools/monitor/bin/monitor-hook"),
+            w.home.join(".config/monitor/hook.py"),
+        ];
+        let before: Vec<Vec<u8>> = watched.iter().map(|p| std::fs::read(p).unwrap()).collect();
+        let marker = w.root.join("planted-marker");
+        let plant = format!("#!/bin/sh\ntouch {}\n", marker.display());
+        // Each attack from inside; none may succeed (each is judged on the host below).
+        for target in &watched {
+            let t = target.display();
+            for attack in [
+                format!("printf '%s' '{plant}' > {t}"),
+                format!("printf '%s' '{plant}' >> {t}"),
+                format!("rm -f {t} && printf '%s' '{plant}' > {t}"),
+                format!("mv {t} {t}.old; printf '%s' '{plant}' > {t}"),
+                format!("chmod 000 {t}"),
+            ] {
+                let _ = run_sh(w, &[], &attack);
+            }
+        }
+        // Replacing the directories that hold them.
+        let claude_dir = w.project.join(".claude");
+        let _ = run_sh(
+            w,
+            &[],
+            &format!(
+                "mv {d}/hooks {d}/hooks.old; mkdir -p {d}/hooks; printf '%s' '{plant}' > {d}/hooks/check.sh; chmod +x {d}/hooks/check.sh",
+                d = claude_dir.display()
+            ),
+        );
+        let _ = run_sh(
+            w,
+            &[],
+            &format!(
+                "mv {d} {d}.old; mkdir -p {d}; printf '%s' '{plant}' > {d}/run.sh",
+                d = w.home.join(".claude/monitor").display()
+            ),
+        );
+        for (path, bytes) in watched.iter().zip(&before) {
+            assert_eq!(
+                std::fs::read(path).ok().as_ref(),
+                Some(bytes),
+                "{} changed",
+                path.display()
+            );
+            let mode = std::fs::metadata(path).unwrap().permissions().mode();
+            assert_ne!(mode & 0o777, 0, "{} lost its mode", path.display());
+        }
+        // Run outside afterwards: the hooks as registered; no planted code runs.
+        std::fs::write(w.home.join("records/events"), "").unwrap();
+        w.chown_all();
+        let o = w
+            .host("/bin/sh")
+            .env("PATH", user_path(w))
+            .env("CLAUDE_PROJECT_DIR", &w.project)
+            .arg("-c")
+            .arg(format!(
+                "{MONITOR_COMMAND}; {PROJECT_COMMAND}; {}/.claude/monitor/run.sh post",
+                w.home.display()
+            ))
+            .output()
+            .unwrap();
+        assert_code(&o, 0, "the hooks on the host");
+        assert_eq!(records(w), "monitor pre\nproject\nmonitor post\n");
+        assert!(!marker.exists(), "planted code ran on the host");
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// A real agent: Claude Code fires a registered PreToolUse hook inside Sandy.
+
+const DEFAULT_PREFIX: &str = "/opt/sandy-test-agents";
+const AGENT_TIMEOUT: u64 = 180;
+
+fn claude_bin() -> Option<PathBuf> {
+    let prefix = std::env::var_os("SANDY_TEST_AGENTS")
+        .filter(|p| !p.is_empty())
+        .map_or_else(|| PathBuf::from(DEFAULT_PREFIX), PathBuf::from);
+    let bin = prefix.join("node_modules/.bin");
+    if bin.join("claude").exists() {
+        Some(bin)
+    } else {
+        skip(&format!(
+            "Claude Code is not in {}; run scripts/install-agents.sh",
+            bin.display()
+        ));
+        None
+    }
+}
+
+/// Starts the stand-in model API as the test user; returns it and its port.
+fn fake_api(w: &World, script: &Value) -> (Reaped, u16) {
+    let helper = w.write("api/fake_model_api.py", &helper_text("fake_model_api.py"));
+    let script_path = w.write("api/script.json", &script.to_string());
+    let mut cmd = w.host(PYTHON);
+    cmd.arg(&helper).arg(w.root.join("api")).arg(&script_path);
+    let (child, info) = start_announcing(cmd, "the fake model API");
+    let port = u16::try_from(info["port"].as_u64().unwrap()).unwrap();
+    (child, port)
+}
+
+fn run_collected(mut cmd: Command, secs: u64) -> Output {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let what = format!("{:?}", cmd.get_args().collect::<Vec<_>>());
+    let mut child = Reaped(cmd.spawn().unwrap());
+    let collector = Collector::start(&mut child.0);
+    let status = wait_timeout(&mut child.0, secs, &what);
+    collector.finish_allowing_open(status, Duration::from_secs(10))
+}
+
+#[test]
+fn claude_code_fires_a_registered_pre_tool_use_hook_whose_record_reaches_the_host() {
+    let Some(bin) = claude_bin() else {
+        return;
+    };
+    for_each_user(|w| {
+        for block_net in [false, true] {
+            let w = &World::new(w.user);
+            install_hooks(w);
+            w.write("home/.claude.json", "{}\n");
+            let notes = w.project.join("notes.txt");
+            let script = json!({
+                "steps": [{"tool": "Bash", "input": {
+                    "command": format!("echo hello > {}", notes.display()),
+                    "description": "scripted step"}}],
+                "final": "done",
+            });
+            let (_api, port) = fake_api(w, &script);
+            let records_dir = w.home.join("records").display().to_string();
+            let port_arg = port.to_string();
+            let mut args = vec!["run", "--read-write", records_dir.as_str()];
+            if block_net {
+                args.extend_from_slice(&["--block-net", "--allow-local-port", &port_arg]);
+            }
+            args.extend_from_slice(&[
+                "--",
+                "claude",
+                "-p",
+                "do the task",
+                "--allowedTools",
+                "Bash",
+                "--output-format",
+                "json",
+            ]);
+            let mut cmd = w.sandy(args);
+            cmd.env("PATH", format!("{}:{}", bin.display(), user_path(w)))
+                .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+                .env("ANTHROPIC_API_KEY", "dummy")
+                .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+                .env("DISABLE_TELEMETRY", "1")
+                .env("DISABLE_AUTOUPDATER", "1")
+                .env("DISABLE_ERROR_REPORTING", "1");
+            let o = run_collected(cmd, AGENT_TIMEOUT);
+            let context = format!(
+                "block_net {block_net}\nstdout: {}\nstderr: {}\nrequests: {}",
+                stdout(&o),
+                stderr(&o),
+                std::fs::read_to_string(w.root.join("api/requests.jsonl")).unwrap_or_default()
+            );
+            assert_code(&o, 0, &context);
+            assert_eq!(
+                std::fs::read_to_string(&notes).unwrap_or_default(),
+                "hello\n",
+                "{context}"
+            );
+            // Judged on the host: each registered hook left its record, the Python one
+            // with the event Claude Code gave it.
+            let got = records(w);
+            assert!(got.contains("monitor pre\n"), "{context}\nrecords: {got}");
+            assert!(got.contains("project\n"), "{context}\nrecords: {got}");
+            assert!(
+                got.contains(r#"{"hook": "python", "event": "PreToolUse", "tool": "Bash"}"#),
+                "{context}\nrecords: {got}"
+            );
+        }
+    });
+}
