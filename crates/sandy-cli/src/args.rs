@@ -167,6 +167,11 @@ pub struct RunArgs {
         value_parser = clap::value_parser!(u16).range(1..)
     )]
     pub numbat_collector: Option<u16>,
+    /// Require the Numbat hooks registered in the agent's configuration to be recognised
+    /// and kept working (exit 125 with the reason and the setup command otherwise).
+    /// Without it, a recognised Numbat registration is kept working anyway.
+    #[arg(long)]
+    pub numbat: bool,
     /// Use this agent profile (claude, codex, gemini, generic, opencode) instead of the
     /// one detected from the command name.
     #[arg(

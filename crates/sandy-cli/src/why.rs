@@ -66,6 +66,7 @@ pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
         block_net: args.block_net,
         allow_local_ports: Vec::new(),
         numbat_collector: None,
+        numbat: false,
         profile: args.profile.clone(),
         egress: sandy_policy::EgressRequest {
             allow: args.allow_domain.clone(),

@@ -332,6 +332,161 @@ fn base_name(path: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// The argument Numbat's installer puts in every hook it registers.
+pub(crate) const NUMBAT_MARKER: &str = "--installed-by=numbat";
+
+/// What a Numbat hook registration needs inside: its executable, its rule directories
+/// (read-only), its record output and its sequence-state database (writable files).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NumbatHook {
+    pub(crate) executable: PathBuf,
+    pub(crate) rule_directories: Vec<PathBuf>,
+    pub(crate) output_file: Option<PathBuf>,
+    pub(crate) state_database: PathBuf,
+}
+
+/// Whether a hook's words carry Numbat's ownership marker.
+pub(crate) fn is_numbat(words: &[String]) -> bool {
+    words.iter().any(|w| w == NUMBAT_MARKER)
+}
+
+/// The words of a hook command without evaluating anything: `None` when it needs a shell
+/// (Numbat's installer writes plain, quoted words).
+pub(crate) fn plain_words(command: &str, env: &HookEnv) -> Option<Vec<String>> {
+    let words = first_command_words(command, env).ok()?;
+    // The whole command must be one simple command.
+    let rest = command
+        .chars()
+        .any(|c| matches!(c, ';' | '&' | '|' | '\n' | '<' | '>'));
+    (!rest).then_some(words)
+}
+
+/// Parses a Numbat hook registration the way Numbat's installer writes it:
+/// `BIN hook LIFECYCLE --agent AGENT --installed-by=numbat [runtime options]`, `BIN`
+/// absolute. Runtime options that name files: `--rules-dir`, `--output-file`,
+/// `--state-db` (default `~/.numbat/state.db`); `--output` takes `file` and `stdout`
+/// (direct HTTP delivery would need the network and credentials, so it is refused).
+pub(crate) fn parse_numbat(
+    words: &[String],
+    agent: &str,
+    home: &Path,
+) -> Result<NumbatHook, String> {
+    let shaped = words.len() >= 6
+        && words[1] == "hook"
+        && words[3] == "--agent"
+        && words[4] == agent
+        && words[5] == NUMBAT_MARKER;
+    if !shaped {
+        return Err(format!(
+            "the command is not Numbat's hook command for {agent} (BIN hook EVENT --agent {agent} {NUMBAT_MARKER} ...)"
+        ));
+    }
+    let executable = PathBuf::from(&words[0]);
+    if !executable.is_absolute() {
+        return Err("Numbat's executable path is not absolute".to_owned());
+    }
+    let expand = |value: &str| -> Result<PathBuf, String> {
+        let path = if let Some(rest) = value
+            .strip_prefix("~/")
+            .or_else(|| value.strip_prefix("$HOME/"))
+            .or_else(|| value.strip_prefix("${HOME}/"))
+        {
+            home.join(rest)
+        } else if value.contains('$') || value.starts_with('~') {
+            return Err(format!(
+                "the path {value} expands more than the home directory"
+            ));
+        } else {
+            PathBuf::from(value)
+        };
+        if !path.is_absolute() || path.parent().is_none() {
+            return Err(format!("the path {value} is not absolute, or is /"));
+        }
+        Ok(crate::resolve::normalize(&path))
+    };
+    let mut rule_directories = Vec::new();
+    let mut output_file = None;
+    let mut state_database = None;
+    let mut outputs: Vec<String> = Vec::new();
+    let mut rest = words[6..].iter();
+    while let Some(word) = rest.next() {
+        let (name, inline) = match word.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_owned())),
+            None => (word.as_str(), None),
+        };
+        let mut value = || -> Result<String, String> {
+            inline
+                .clone()
+                .or_else(|| rest.next().cloned())
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| format!("{name} has no value"))
+        };
+        match name {
+            "--enforce"
+            | "--include-reasoning"
+            | "--no-builtin-rules"
+            | "--http-gzip"
+            | "--http-allow-insecure" => {
+                if inline
+                    .as_deref()
+                    .is_some_and(|v| v != "true" && v != "false")
+                {
+                    return Err(format!("{name} takes true or false"));
+                }
+            }
+            "--rules-dir" => rule_directories.push(expand(&value()?)?),
+            "--output-file" => output_file = Some(expand(&value()?)?),
+            "--state-db" => state_database = Some(expand(&value()?)?),
+            "--output" => outputs.extend(value()?.split(',').map(str::to_owned)),
+            "--emit"
+            | "--content"
+            | "--case-id"
+            | "--http-url"
+            | "--http-auth"
+            | "--http-batch-size"
+            | "--http-timeout"
+            | "--http-sig-header"
+            | "--http-timestamp-header" => {
+                value()?;
+            }
+            other => {
+                return Err(format!(
+                    "Numbat's hook argument {other} is not one Sandy knows"
+                ))
+            }
+        }
+    }
+    if let Some(bad) = outputs
+        .iter()
+        .find(|o| !matches!(o.as_str(), "file" | "stdout"))
+    {
+        return Err(format!(
+            "Numbat output {bad} is not supported inside Sandy (use file output or a collector)"
+        ));
+    }
+    if outputs.iter().any(|o| o == "file") != output_file.is_some() {
+        return Err("Numbat's file output and --output-file go together".to_owned());
+    }
+    let state_database = state_database.unwrap_or_else(|| home.join(".numbat/state.db"));
+    if output_file.as_ref() == Some(&state_database) {
+        return Err("Numbat's output and state database are the same file".to_owned());
+    }
+    for writable in output_file.iter().chain(std::iter::once(&state_database)) {
+        if rule_directories.iter().any(|r| writable.starts_with(r)) {
+            return Err(format!(
+                "the writable {} lies inside a read-only rules directory",
+                writable.display()
+            ));
+        }
+    }
+    Ok(NumbatHook {
+        executable,
+        rule_directories,
+        output_file,
+        state_database,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -431,6 +586,40 @@ mod tests {
             ok("/usr/bin/python3", Some("/h/.config/x/hook.py"))
         );
         assert_eq!(resolve("bash -c 'echo hi'"), ok("/usr/bin/bash", None));
+    }
+
+    fn words(s: &str) -> Vec<String> {
+        s.split(' ').map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn numbat_registrations() {
+        let home = Path::new("/h");
+        let hook = parse_numbat(
+            &words("/h/.local/bin/numbat hook pre-tool --agent claude --installed-by=numbat --output=file --output-file ~/.numbat/events.jsonl --rules-dir /h/rules"),
+            "claude",
+            home,
+        )
+        .unwrap();
+        assert_eq!(hook.executable, PathBuf::from("/h/.local/bin/numbat"));
+        assert_eq!(
+            hook.output_file,
+            Some(PathBuf::from("/h/.numbat/events.jsonl"))
+        );
+        assert_eq!(hook.state_database, PathBuf::from("/h/.numbat/state.db"));
+        assert_eq!(hook.rule_directories, vec![PathBuf::from("/h/rules")]);
+        // Wrong agent, relative binary, HTTP output, output without a file, unknown option,
+        // a writable file inside the rules.
+        for bad in [
+            "/b/numbat hook pre-tool --agent codex --installed-by=numbat",
+            "numbat hook pre-tool --agent claude --installed-by=numbat",
+            "/b/numbat hook pre-tool --agent claude --installed-by=numbat --output=http",
+            "/b/numbat hook pre-tool --agent claude --installed-by=numbat --output=file",
+            "/b/numbat hook pre-tool --agent claude --installed-by=numbat --upload x",
+            "/b/numbat hook pre-tool --agent claude --installed-by=numbat --rules-dir /h/r --state-db /h/r/s.db",
+        ] {
+            assert!(parse_numbat(&words(bad), "claude", home).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 
 use super::{Ctx, GrantSet};
 use crate::error::ResolveError;
-use crate::hooks::{resolve_hook, HookEnv};
+use crate::hooks::{
+    is_numbat, parse_numbat, plain_words, resolve_hook, HookEnv, NumbatHook, NUMBAT_MARKER,
+};
 use crate::host::HostContext;
 use crate::inspect::FileKind;
 use crate::policy::{
@@ -39,6 +41,7 @@ impl Ctx<'_> {
         host: &HostContext,
         project: &Path,
         path_dirs: &[PathBuf],
+        require_numbat: bool,
         grants: &mut GrantSet,
     ) -> Result<AppliedProfile, ResolveError> {
         let mut roots: Vec<(String, PathBuf)> = vec![("project".to_owned(), project.to_path_buf())];
@@ -146,6 +149,7 @@ impl Ctx<'_> {
         // hooks themselves: each one's executable (and script) granted and protected.
         let mut hooks = Vec::new();
         let mut hook_notices = Vec::new();
+        let mut numbat_failure: Option<String> = None;
         let protect = |path: PathBuf, protections: &mut Vec<Protection>| {
             if !protections.iter().any(|p| p.path == path) {
                 let exists = self.fs.kind(&path).is_some() || self.fs.read_link(&path).is_some();
@@ -171,7 +175,57 @@ impl Ctx<'_> {
                 project,
                 path_dirs,
             };
-            for command in self.command_strings(&file, &named.hooks) {
+            for hook in self.hook_invocations(&file, &named.hooks) {
+                // Numbat's own registration (its ownership marker), as Numbat writes it.
+                let words = match &hook.args {
+                    Some(args) => Some(
+                        std::iter::once(hook.command.clone())
+                            .chain(args.iter().cloned())
+                            .collect(),
+                    ),
+                    None => plain_words(&hook.command, &env),
+                };
+                let is_numbat_hook =
+                    words.as_deref().is_some_and(is_numbat) || hook.command.contains(NUMBAT_MARKER);
+                if is_numbat_hook {
+                    let applied = match (&words, self.home) {
+                        (Some(words), Some(home)) => parse_numbat(words, &profile.name, home)
+                            .and_then(|n| {
+                                self.apply_numbat(&n, grants, &mut |p| protect(p, &mut protections))
+                                    .map(|()| n)
+                            }),
+                        (None, _) => Err("its command uses shell syntax".to_owned()),
+                        (_, None) => Err("the home directory is unknown".to_owned()),
+                    };
+                    match applied {
+                        Ok(numbat) => {
+                            let entry = RuntimeHook {
+                                service: "Numbat".to_owned(),
+                                path: numbat.executable,
+                                script: None,
+                                configuration: file.clone(),
+                            };
+                            if !hooks.contains(&entry) {
+                                hooks.push(entry);
+                            }
+                        }
+                        Err(reason) => {
+                            numbat_failure.get_or_insert(format!(
+                                "the registration in {} is not usable: {reason}",
+                                file.display()
+                            ));
+                        }
+                    }
+                    continue;
+                }
+                let command = match &hook.args {
+                    Some(args) => std::iter::once(&hook.command)
+                        .chain(args)
+                        .map(|w| shell_quote(w))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    None => hook.command.clone(),
+                };
                 match resolve_hook(&command, &env, self.fs) {
                     Ok(hook) => {
                         for path in std::iter::once(&hook.executable).chain(&hook.script) {
@@ -196,6 +250,30 @@ impl Ctx<'_> {
                     )),
                 }
             }
+        }
+        let numbat_found = hooks.iter().any(|h| h.service == "Numbat");
+        if let Some(reason) = &numbat_failure {
+            if require_numbat {
+                return Err(ResolveError::RuntimeControlRequired {
+                    flag: "--numbat",
+                    service: "Numbat",
+                    reason: reason.clone(),
+                    setup: format!("numbat hook install --agent {}", profile.name),
+                });
+            }
+            hook_notices.push(format!(
+                "note: Numbat's hooks will likely fail inside the sandbox: {reason}"
+            ));
+        } else if require_numbat && !numbat_found {
+            return Err(ResolveError::RuntimeControlRequired {
+                flag: "--numbat",
+                service: "Numbat",
+                reason: format!(
+                    "no Numbat hook is registered in {}'s configuration",
+                    profile.summary
+                ),
+                setup: format!("numbat hook install --agent {}", profile.name),
+            });
         }
         let mut state_files = Vec::new();
         let mut views = Vec::new();
@@ -511,6 +589,109 @@ impl Ctx<'_> {
         unique
     }
 
+    /// The hook registrations at `keys` (each ending in `.command`) of the JSON settings
+    /// `file`: the command, and its `args` when the registration runs it directly.
+    fn hook_invocations(&self, file: &Path, keys: &[String]) -> Vec<HookInvocation> {
+        let Some(bytes) = self.fs.read_head(file, 1024 * 1024) else {
+            return Vec::new();
+        };
+        let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+            return Vec::new();
+        };
+        let mut out: Vec<HookInvocation> = Vec::new();
+        for key in keys {
+            let Some((parent, leaf)) = key.rsplit_once('.') else {
+                continue;
+            };
+            let pattern: Vec<&str> = parent.split('.').collect();
+            let mut objects = Vec::new();
+            collect_values(&doc, &pattern, &mut objects);
+            for object in objects {
+                let Some(command) = object.get(leaf).and_then(|c| c.as_str()) else {
+                    continue;
+                };
+                let args = object.get("args").and_then(|a| a.as_array()).map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(str::to_owned))
+                        .collect::<Vec<_>>()
+                });
+                let hook = HookInvocation {
+                    command: command.to_owned(),
+                    args,
+                };
+                if !out.contains(&hook) {
+                    out.push(hook);
+                }
+            }
+        }
+        out
+    }
+
+    /// Grants what a recognised Numbat registration needs: its executable (read and
+    /// execute), its rule directories (read, protected read-only), its record output and
+    /// sequence-state database (read and write, the exact existing files). Their
+    /// directories must exist: Sandy does not create Numbat's state.
+    fn apply_numbat(
+        &self,
+        numbat: &NumbatHook,
+        grants: &mut GrantSet,
+        protect: &mut dyn FnMut(PathBuf),
+    ) -> Result<(), String> {
+        let canonical = |p: &Path| -> Result<PathBuf, String> {
+            let c = self
+                .fs
+                .canonicalize(p)
+                .map_err(|_| format!("{} does not exist", p.display()))?;
+            if self.sensitive_overlap(&c).is_some() {
+                return Err(format!("{} overlaps a sensitive path", p.display()));
+            }
+            Ok(c)
+        };
+        let executable = canonical(&numbat.executable)?;
+        if !matches!(
+            self.fs.kind(&executable),
+            Some(FileKind::File { executable: true })
+        ) {
+            return Err(format!(
+                "{} is not an executable file",
+                numbat.executable.display()
+            ));
+        }
+        let mut rules = Vec::new();
+        for dir in &numbat.rule_directories {
+            let c = canonical(dir)?;
+            if self.fs.kind(&c) != Some(FileKind::Directory)
+                || self.home.is_some_and(|h| h.starts_with(&c))
+            {
+                return Err(format!(
+                    "the rules directory {} is not a directory below home",
+                    dir.display()
+                ));
+            }
+            rules.push(c);
+        }
+        let mut writable = Vec::new();
+        for file in numbat.output_file.iter().chain([&numbat.state_database]) {
+            let c = canonical(file).map_err(|e| {
+                format!("{e} (Numbat creates it on its first run outside the sandbox)")
+            })?;
+            if !matches!(self.fs.kind(&c), Some(FileKind::File { .. })) {
+                return Err(format!("{} is not a regular file", file.display()));
+            }
+            writable.push(c);
+        }
+        grants.push(executable, Access::ReadExec, Scope::Exact, Origin::Profile);
+        protect(numbat.executable.clone());
+        for (dir, name) in rules.into_iter().zip(&numbat.rule_directories) {
+            grants.push(dir, Access::Read, Scope::Subtree, Origin::Profile);
+            protect(name.clone());
+        }
+        for file in writable {
+            grants.push(file, Access::ReadWrite, Scope::Exact, Origin::Profile);
+        }
+        Ok(())
+    }
+
     /// Grants a hook's executable or script read and execute (the exact file, resolved),
     /// and the interpreters its `#!` line names; never inside a sensitive path.
     fn grant_hook_file(&self, path: &Path, path_dirs: &[PathBuf], grants: &mut GrantSet) {
@@ -536,6 +717,39 @@ impl Ctx<'_> {
     fn package_json(&self, dir: &Path) -> Option<serde_json::Value> {
         let bytes = self.fs.read_head(&dir.join("package.json"), 256 * 1024)?;
         serde_json::from_slice(&bytes).ok()
+    }
+}
+
+/// One hook registration: a shell command, or a program run directly with `args`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct HookInvocation {
+    command: String,
+    args: Option<Vec<String>>,
+}
+
+/// A word quoted for the shell.
+fn shell_quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
+
+/// The JSON values at a key path (`*`: any key or array element).
+fn collect_values<'a>(
+    v: &'a serde_json::Value,
+    pattern: &[&str],
+    out: &mut Vec<&'a serde_json::Value>,
+) {
+    let Some((first, rest)) = pattern.split_first() else {
+        out.push(v);
+        return;
+    };
+    let children: Vec<&serde_json::Value> = match (v, *first) {
+        (serde_json::Value::Object(m), "*") => m.values().collect(),
+        (serde_json::Value::Array(a), "*") => a.iter().collect(),
+        (serde_json::Value::Object(m), key) => m.get(key).into_iter().collect(),
+        _ => Vec::new(),
+    };
+    for child in children {
+        collect_values(child, rest, out);
     }
 }
 

@@ -157,6 +157,7 @@ fn request(cmd: &[&str]) -> RunRequest {
         block_net: false,
         allow_local_ports: vec![],
         numbat_collector: None,
+        numbat: false,
         egress: Default::default(),
         profile: None,
     }
