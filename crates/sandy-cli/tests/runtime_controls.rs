@@ -411,3 +411,166 @@ fn claude_code_fires_a_registered_pre_tool_use_hook_whose_record_reaches_the_hos
         }
     });
 }
+
+// ---------------------------------------------------------------------------------------
+// Numbat, as upstream Sandy recognises it: the registration Numbat's installer writes
+// (`BIN hook EVENT --agent AGENT --installed-by=numbat --output=file --output-file F`).
+
+/// A stand-in for Numbat's hook command: checks its rules directory is readable, appends
+/// one record line to the output file and bumps the sequence number in its state file.
+const NUMBAT_STAND_IN: &str = r#"#!/bin/sh
+[ "$1" = hook ] || exit 2
+event=$2; shift 2
+out=; state="$HOME/.numbat/state.db"; rules=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --output-file) out=$2; shift ;;
+    --state-db) state=$2; shift ;;
+    --rules-dir) rules=$2; shift ;;
+  esac
+  shift
+done
+[ -z "$rules" ] || cat "$rules"/*.rules > /dev/null || exit 3
+cat > /dev/null
+n=$(cat "$state" 2>/dev/null); n=$(( ${n:-0} + 1 ))
+printf '%s\n' "$n" > "$state" || exit 4
+printf '{"event":"%s","seq":%s}\n' "$event" "$n" >> "$out" || exit 5
+"#;
+
+/// Installs the stand-in Numbat, its rules, output and state, and registers it in
+/// Claude Code's user settings in upstream's shape (a program with `args`).
+fn install_numbat(w: &World, extra_args: &[&str]) -> PathBuf {
+    let bin = w.write("home/.local/share/numbat/bin/numbat", NUMBAT_STAND_IN);
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    w.write("home/.numbat/rules/default.rules", "deny rm -rf /\n");
+    w.write("home/.numbat/events.jsonl", "");
+    w.write("home/.numbat/state.db", "0\n");
+    let output = w.home.join(".numbat/events.jsonl");
+    let mut args = vec![
+        "hook".to_owned(),
+        "pre-tool".to_owned(),
+        "--agent".to_owned(),
+        "claude".to_owned(),
+        "--installed-by=numbat".to_owned(),
+        "--output=file".to_owned(),
+        "--output-file".to_owned(),
+        output.display().to_string(),
+        "--rules-dir".to_owned(),
+        "~/.numbat/rules".to_owned(),
+    ];
+    args.extend(extra_args.iter().map(|a| (*a).to_owned()));
+    let settings = json!({"hooks": {"PreToolUse": [{"hooks": [{
+        "type": "command", "command": bin.display().to_string(), "args": args, "timeout": 10
+    }]}]}});
+    w.write(
+        "home/.claude/settings.json",
+        &serde_json::to_string_pretty(&settings).unwrap(),
+    );
+    bin
+}
+
+/// The hook as Claude Code runs it (the registered program and arguments).
+fn numbat_invocation(w: &World) -> String {
+    format!(
+        "echo '{{}}' | {}/.local/share/numbat/bin/numbat hook pre-tool --agent claude \
+         --installed-by=numbat --output=file --output-file {}/.numbat/events.jsonl \
+         --rules-dir {}/.numbat/rules",
+        w.home.display(),
+        w.home.display(),
+        w.home.display()
+    )
+}
+
+#[test]
+fn numbat_records_inside_with_either_network_and_its_registration_stays_immutable() {
+    for_each_user(|w| {
+        let bin = install_numbat(w, &[]);
+        let (doc, _) = dry_run(w);
+        let numbat: Vec<&Value> = doc["runtime_controls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["service"] == "Numbat" && c["enabled"] == true)
+            .collect();
+        assert_eq!(numbat.len(), 1, "{:#?}", doc["runtime_controls"]);
+        assert_eq!(numbat[0]["path"], bin.display().to_string());
+        for (i, net) in [&[][..], &["--block-net"][..]].iter().enumerate() {
+            let mut flags = vec!["--numbat"];
+            flags.extend_from_slice(net);
+            let o = run_sh(w, &flags, &numbat_invocation(w));
+            assert_code(&o, 0, &format!("numbat with {net:?}"));
+            let events = std::fs::read_to_string(w.home.join(".numbat/events.jsonl")).unwrap();
+            assert_eq!(
+                events.lines().count(),
+                i + 1,
+                "{net:?}: {events}\n{}",
+                stderr(&o)
+            );
+            assert!(events.ends_with(&format!("{{\"event\":\"pre-tool\",\"seq\":{}}}\n", i + 1)));
+        }
+        // Registration, executable and rules are immutable from inside.
+        let watched = [
+            bin.clone(),
+            w.home.join(".numbat/rules/default.rules"),
+            w.home.join(".claude/settings.json"),
+        ];
+        let before: Vec<Vec<u8>> = watched.iter().map(|p| std::fs::read(p).unwrap()).collect();
+        for target in &watched {
+            let t = target.display();
+            let _ = run_sh(w, &[], &format!("echo planted > {t}"));
+            let _ = run_sh(w, &[], &format!("rm -f {t}; echo planted > {t}"));
+        }
+        let rules = w.home.join(".numbat/rules");
+        let _ = run_sh(
+            w,
+            &[],
+            &format!("echo allow > {}/planted.rules", rules.display()),
+        );
+        for (path, bytes) in watched.iter().zip(&before) {
+            assert_eq!(
+                std::fs::read(path).ok().as_ref(),
+                Some(bytes),
+                "{}",
+                path.display()
+            );
+        }
+        assert!(!rules.join("planted.rules").exists());
+    });
+}
+
+#[test]
+fn numbat_flag_requires_a_healthy_registration() {
+    for_each_user(|w| {
+        // No registration at all.
+        let o = run_sh(w, &["--numbat"], "true");
+        assert_code(&o, 125, "--numbat without Numbat");
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains("--numbat") && err.contains("numbat hook install --agent claude"),
+            "{err}"
+        );
+        // A registration Sandy cannot keep working (direct HTTP delivery).
+        install_numbat(
+            w,
+            &["--output=http", "--http-url", "https://numbat.invalid"],
+        );
+        let o = run_sh(w, &["--numbat"], "true");
+        assert_code(&o, 125, "--numbat with HTTP output");
+        assert!(stderr(&o).contains("http"), "{}", stderr(&o));
+        // Without the flag, the run goes ahead and says why Numbat will not work.
+        let o = run_sh(w, &[], "true");
+        assert_code(&o, 0, "without --numbat");
+        assert!(
+            stderr(&o).contains("sandy: note: Numbat's hooks will likely fail"),
+            "{}",
+            stderr(&o)
+        );
+        // A missing state file: not created by Sandy, reported.
+        install_numbat(w, &[]);
+        std::fs::remove_file(w.home.join(".numbat/state.db")).unwrap();
+        let o = run_sh(w, &["--numbat"], "true");
+        assert_code(&o, 125, "--numbat with no state file");
+        assert!(!w.home.join(".numbat/state.db").exists());
+    });
+}
