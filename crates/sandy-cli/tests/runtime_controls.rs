@@ -231,9 +231,9 @@ fn the_agent_cannot_rewrite_or_replace_a_hook_or_its_registration() {
         .unwrap();
         w.chown_all();
         let watched: Vec<PathBuf> = vec![
-            in_config.clone(),
+            in_config,
             w.project.join(".claude/hooks/check.sh"),
-            project_settings.clone(),
+            project_settings,
             w.home.join(".claude/settings.json"),
             w.home.join("tools/monitor/bin/monitor-hook"),
             w.home.join(".config/monitor/hook.py"),
@@ -510,7 +510,7 @@ fn numbat_records_inside_with_either_network_and_its_registration_stays_immutabl
         }
         // Registration, executable and rules are immutable from inside.
         let watched = [
-            bin.clone(),
+            bin,
             w.home.join(".numbat/rules/default.rules"),
             w.home.join(".claude/settings.json"),
         ];
