@@ -574,3 +574,90 @@ fn numbat_flag_requires_a_healthy_registration() {
         assert!(!w.home.join(".numbat/state.db").exists());
     });
 }
+
+// ---------------------------------------------------------------------------------------
+// Codex (`hooks.json`, `notify` in config.toml) and Gemini CLI (settings hooks).
+
+fn dry_run_as(w: &World, profile: &str) -> (Value, String) {
+    let mut cmd = w.sandy(["run", "--dry-run", "--profile", profile, "--", "/bin/true"]);
+    cmd.env("PATH", user_path(w));
+    let o = cmd.output().unwrap();
+    assert_code(&o, 0, "dry run");
+    (parse_dry_run(&o.stdout, "dry run"), stderr(&o))
+}
+
+#[test]
+fn codex_and_gemini_hooks_are_discovered_granted_and_run() {
+    for_each_user(|w| {
+        install_hooks(w);
+        let home = w.home.display().to_string();
+        let script = format!("{home}/.config/monitor/hook.py");
+        // Codex: notify is an argument vector run without a shell; hooks.json as Claude's.
+        w.write(
+            "home/.codex/config.toml",
+            &format!("model = \"gpt-5\"\nnotify = [\"python3\", \"{script}\"]\n"),
+        );
+        w.write("home/.codex/hooks.json", &claude_hooks(&[MONITOR_COMMAND]));
+        // Gemini CLI: its own events, the same shape.
+        let gemini = json!({"hooks": {"BeforeTool": [{"matcher": "*", "hooks": [
+            {"type": "command", "command": PYTHON_COMMAND},
+            {"type": "command", "command": "missing-gemini-hook --x"}
+        ]}]}});
+        w.write("home/.gemini/settings.json", &gemini.to_string());
+        let (codex, _) = dry_run_as(w, "codex");
+        let hooks = hooks_in(&codex);
+        let notify = json!({"service": "hook", "enabled": true, "version": null,
+            "path": "/usr/bin/python3", "script": script,
+            "configuration": format!("{home}/.codex/config.toml")});
+        let registered = json!({"service": "hook", "enabled": true, "version": null,
+            "path": format!("{home}/.local/bin/monitor-hook"), "script": null,
+            "configuration": format!("{home}/.codex/hooks.json")});
+        assert!(hooks.contains(&notify), "{hooks:#?}");
+        assert!(hooks.contains(&registered), "{hooks:#?}");
+        let (gem, err) = dry_run_as(w, "gemini");
+        let hooks = hooks_in(&gem);
+        assert_eq!(hooks.len(), 1, "{hooks:#?}");
+        assert_eq!(hooks[0]["script"], json!(script));
+        assert_eq!(
+            hooks[0]["configuration"],
+            json!(format!("{home}/.gemini/settings.json"))
+        );
+        assert!(
+            err.contains("sandy: note: a hook registered in")
+                && err.contains("missing-gemini-hook"),
+            "{err}"
+        );
+        // The notify command runs inside under the codex profile and its record reaches
+        // the host; the same script without the registration is out of reach.
+        let records_dir = w.home.join("records").display().to_string();
+        let run = |profile: &str| {
+            let mut cmd = w.sandy([
+                "run",
+                "--profile",
+                profile,
+                "--read-write",
+                &records_dir,
+                "--",
+                "python3",
+                &script,
+                "{}",
+            ]);
+            cmd.env("PATH", user_path(w));
+            cmd.output().unwrap()
+        };
+        std::fs::write(w.home.join("records/events"), "").unwrap();
+        w.chown_all();
+        let o = run("codex");
+        assert_code(&o, 0, "notify under codex");
+        assert_eq!(
+            records(w),
+            "{\"hook\": \"python\", \"event\": null, \"tool\": null}\n"
+        );
+        let o = run("generic");
+        assert_ne!(
+            o.status.code(),
+            Some(0),
+            "the script ran without a registration"
+        );
+    });
+}

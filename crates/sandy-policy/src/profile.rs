@@ -54,7 +54,8 @@ pub struct ProfileProtection {
     pub why: String,
 }
 
-/// Commands a JSON settings file names (a status line, hooks): every path in them is
+/// Commands a settings file (JSON, or TOML when its name ends in `.toml`) names (a status
+/// line, hooks): every path in them is
 /// protected read-only like the settings themselves, so the run cannot rewrite the script
 /// the next launch runs.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -70,6 +71,10 @@ pub struct ProfileNamedCommands {
     /// execute and listed in the dry run; one Sandy cannot resolve is reported.
     #[serde(default)]
     pub hooks: Vec<String>,
+    /// Key paths of hook commands given as an argument vector (Codex's `notify`): run
+    /// directly, not by a shell; treated like `hooks`.
+    #[serde(default)]
+    pub argv: Vec<String>,
     pub why: String,
 }
 

@@ -170,12 +170,16 @@ impl Ctx<'_> {
             for path in self.commands_named_in(&file, &keys, project) {
                 protect(path, &mut protections);
             }
+            let argv_words: Vec<String> = named.argv.iter().map(|k| format!("{k}.*")).collect();
+            for path in self.commands_named_in(&file, &argv_words, project) {
+                protect(path, &mut protections);
+            }
             let env = HookEnv {
                 home: self.home,
                 project,
                 path_dirs,
             };
-            for hook in self.hook_invocations(&file, &named.hooks) {
+            for hook in self.hook_invocations(&file, &named.hooks, &named.argv) {
                 // Numbat's own registration (its ownership marker), as Numbat writes it.
                 let words = match &hook.args {
                     Some(args) => Some(
@@ -569,10 +573,7 @@ impl Ctx<'_> {
     /// The command strings at `keys` of the JSON settings `file` (none when it is absent
     /// or not JSON), each once, in document order.
     fn command_strings(&self, file: &Path, keys: &[String]) -> Vec<String> {
-        let Some(bytes) = self.fs.read_head(file, 1024 * 1024) else {
-            return Vec::new();
-        };
-        let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        let Some(doc) = self.settings_document(file) else {
             return Vec::new();
         };
         let mut commands = Vec::new();
@@ -589,16 +590,54 @@ impl Ctx<'_> {
         unique
     }
 
+    /// A settings file as a JSON value: JSON, or TOML when its name ends in `.toml`.
+    /// `None` when it is absent or does not parse.
+    fn settings_document(&self, file: &Path) -> Option<serde_json::Value> {
+        let bytes = self.fs.read_head(file, 1024 * 1024)?;
+        if file.extension().is_some_and(|e| e == "toml") {
+            let text = std::str::from_utf8(&bytes).ok()?;
+            let doc: toml::Table = toml::from_str(text).ok()?;
+            return serde_json::to_value(doc).ok();
+        }
+        serde_json::from_slice(&bytes).ok()
+    }
+
     /// The hook registrations at `keys` (each ending in `.command`) of the JSON settings
     /// `file`: the command, and its `args` when the registration runs it directly.
-    fn hook_invocations(&self, file: &Path, keys: &[String]) -> Vec<HookInvocation> {
-        let Some(bytes) = self.fs.read_head(file, 1024 * 1024) else {
-            return Vec::new();
-        };
-        let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+    fn hook_invocations(
+        &self,
+        file: &Path,
+        keys: &[String],
+        argv_keys: &[String],
+    ) -> Vec<HookInvocation> {
+        let Some(doc) = self.settings_document(file) else {
             return Vec::new();
         };
         let mut out: Vec<HookInvocation> = Vec::new();
+        for key in argv_keys {
+            let pattern: Vec<&str> = key.split('.').collect();
+            let mut arrays = Vec::new();
+            collect_values(&doc, &pattern, &mut arrays);
+            for array in arrays {
+                let Some(words) = array.as_array().and_then(|a| {
+                    a.iter()
+                        .map(|w| w.as_str().map(str::to_owned))
+                        .collect::<Option<Vec<String>>>()
+                }) else {
+                    continue;
+                };
+                let Some((command, args)) = words.split_first() else {
+                    continue;
+                };
+                let hook = HookInvocation {
+                    command: command.clone(),
+                    args: Some(args.to_vec()),
+                };
+                if !out.contains(&hook) {
+                    out.push(hook);
+                }
+            }
+        }
         for key in keys {
             let Some((parent, leaf)) = key.rsplit_once('.') else {
                 continue;
