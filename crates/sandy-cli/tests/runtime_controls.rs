@@ -11,7 +11,7 @@
 mod common;
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
@@ -659,5 +659,108 @@ fn codex_and_gemini_hooks_are_discovered_granted_and_run() {
             Some(0),
             "the script ran without a registration"
         );
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// OpenCode plugins, and Numbat's generated OpenCode plugin.
+
+/// A plugin in the shape Numbat's installer generates for OpenCode (upstream's fixture
+/// shape): it runs NUMBAT_BIN with EXTRA_ARGS on each tool call.
+fn numbat_plugin(bin: &Path, output: &Path) -> String {
+    format!(
+        "// numbat-managed plugin - do not edit\n\
+         import {{ spawn }} from \"node:child_process\";\n\n\
+         const NUMBAT_BIN = \"{}\";\n\
+         const EXTRA_ARGS = [\"--installed-by=numbat\", \"--output=file\", \"--output-file\", \"{}\"];\n\n\
+         function forward(lifecycle, payload) {{\n\
+         \x20 const child = spawn(NUMBAT_BIN, [\"hook\", lifecycle, \"--agent\", \"opencode\", ...EXTRA_ARGS], {{\n\
+         \x20   stdio: [\"pipe\", \"ignore\", \"ignore\"],\n\
+         \x20 }});\n\
+         \x20 child.stdin.write(JSON.stringify(payload));\n\
+         \x20 child.stdin.end();\n\
+         }}\n\n\
+         export const NumbatPlugin = async ({{ directory }}) => {{\n\
+         \x20 return {{\n\
+         \x20   \"tool.execute.before\": async (input, output) => {{\n\
+         \x20     forward(\"opencode-pre-tool\", {{ directory, input, output }});\n\
+         \x20   }},\n\
+         \x20 }};\n\
+         }};\n\n\
+         export default NumbatPlugin;\n",
+        bin.display(),
+        output.display()
+    )
+}
+
+#[test]
+fn opencode_plugins_are_listed_and_numbats_plugin_keeps_recording() {
+    for_each_user(|w| {
+        let bin = install_numbat(w, &[]);
+        // Not registered for Claude Code here: only OpenCode's plugin.
+        std::fs::remove_file(w.home.join(".claude/settings.json")).unwrap();
+        let output = w.home.join(".numbat/events.jsonl");
+        let plugin = w.write(
+            "home/.config/opencode/plugin/numbat.ts",
+            &numbat_plugin(&bin, &output),
+        );
+        let audit = w.write(
+            "home/project/.opencode/plugins/audit.js",
+            "export default async () => ({});\n",
+        );
+        let (doc, _) = dry_run_as(w, "opencode");
+        let hooks: Vec<&Value> = doc["runtime_controls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["path"].is_string())
+            .collect();
+        let numbat = json!({"service": "Numbat", "enabled": true, "version": null,
+            "path": bin.display().to_string(), "script": null,
+            "configuration": plugin.display().to_string()});
+        let listed = json!({"service": "hook", "enabled": true, "version": null,
+            "path": audit.display().to_string(), "script": null,
+            "configuration": w.project.join(".opencode/plugins").display().to_string()});
+        assert!(hooks.contains(&&numbat), "{hooks:#?}");
+        assert!(hooks.contains(&&listed), "{hooks:#?}");
+        // What the plugin runs, run inside under the opencode profile with --numbat.
+        let invocation = format!(
+            "echo '{{}}' | {} hook opencode-pre-tool --agent opencode --installed-by=numbat \
+             --output=file --output-file {}",
+            bin.display(),
+            output.display()
+        );
+        let mut cmd = w.sandy([
+            "run",
+            "--numbat",
+            "--block-net",
+            "--profile",
+            "opencode",
+            "--",
+            "/bin/sh",
+            "-c",
+            &invocation,
+        ]);
+        cmd.env("PATH", user_path(w));
+        let o = cmd.output().unwrap();
+        assert_code(&o, 0, "numbat's opencode plugin command");
+        assert_eq!(
+            std::fs::read_to_string(&output).unwrap(),
+            "{\"event\":\"opencode-pre-tool\",\"seq\":1}\n"
+        );
+        // The plugin itself cannot be rewritten from inside.
+        let before = std::fs::read(&plugin).unwrap();
+        let mut cmd = w.sandy([
+            "run",
+            "--profile",
+            "opencode",
+            "--",
+            "/bin/sh",
+            "-c",
+            &format!("echo planted > {}", plugin.display()),
+        ]);
+        cmd.env("PATH", user_path(w));
+        let _ = cmd.output().unwrap();
+        assert_eq!(std::fs::read(&plugin).unwrap(), before);
     });
 }

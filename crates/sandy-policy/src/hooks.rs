@@ -487,6 +487,55 @@ pub(crate) fn parse_numbat(
     })
 }
 
+/// The first line of the plugin Numbat's installer generates for OpenCode.
+const OPENCODE_PLUGIN_MARKER: &str = "// numbat-managed plugin - do not edit";
+
+/// The words of the hook command Numbat's generated OpenCode plugin runs:
+/// `NUMBAT_BIN hook opencode-pre-tool --agent opencode EXTRA_ARGS...`, from its
+/// `const NUMBAT_BIN = "...";` and `const EXTRA_ARGS = [...];` lines. `None` when the
+/// file is not Numbat's plugin; an error when it is but does not have that shape.
+pub(crate) fn numbat_opencode_plugin(body: &str) -> Option<Result<Vec<String>, String>> {
+    if !body.lines().any(|l| l.trim() == OPENCODE_PLUGIN_MARKER) {
+        return None;
+    }
+    let constant = |name: &str| -> Result<serde_json::Value, String> {
+        let prefix = format!("const {name} = ");
+        let line = body
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(prefix.as_str()))
+            .ok_or_else(|| format!("Numbat's plugin has no {name}"))?;
+        serde_json::from_str(line.trim_end().trim_end_matches(';'))
+            .map_err(|_| format!("Numbat's plugin's {name} is not a plain literal"))
+    };
+    let parse = || -> Result<Vec<String>, String> {
+        let bin = constant("NUMBAT_BIN")?
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| "NUMBAT_BIN is not a string".to_owned())?;
+        let extra: Vec<String> = constant("EXTRA_ARGS")?
+            .as_array()
+            .and_then(|a| a.iter().map(|v| v.as_str().map(str::to_owned)).collect())
+            .ok_or_else(|| "EXTRA_ARGS is not a list of strings".to_owned())?;
+        if !body.contains(
+            "spawn(NUMBAT_BIN, [\"hook\", lifecycle, \"--agent\", \"opencode\", ...EXTRA_ARGS]",
+        ) {
+            return Err(
+                "Numbat's plugin does not run NUMBAT_BIN the way Numbat generates it".to_owned(),
+            );
+        }
+        let mut words = vec![
+            bin,
+            "hook".to_owned(),
+            "opencode-pre-tool".to_owned(),
+            "--agent".to_owned(),
+            "opencode".to_owned(),
+        ];
+        words.extend(extra);
+        Ok(words)
+    };
+    Some(parse())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -620,6 +669,21 @@ mod tests {
         ] {
             assert!(parse_numbat(&words(bad), "claude", home).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn numbat_opencode_plugin_words() {
+        let body = "// numbat-managed plugin - do not edit\n\
+            const NUMBAT_BIN = \"/h/bin/numbat\";\n\
+            const EXTRA_ARGS = [\"--installed-by=numbat\", \"--output=file\", \"--output-file\", \"/h/o\"];\n\
+            const child = spawn(NUMBAT_BIN, [\"hook\", lifecycle, \"--agent\", \"opencode\", ...EXTRA_ARGS], {\n";
+        let words = numbat_opencode_plugin(body).unwrap().unwrap();
+        let hook = parse_numbat(&words, "opencode", Path::new("/h")).unwrap();
+        assert_eq!(hook.executable, PathBuf::from("/h/bin/numbat"));
+        assert_eq!(hook.output_file, Some(PathBuf::from("/h/o")));
+        assert!(numbat_opencode_plugin("export default {}").is_none());
+        let tampered = body.replace("spawn(NUMBAT_BIN", "spawn(OTHER");
+        assert!(numbat_opencode_plugin(&tampered).unwrap().is_err());
     }
 
     #[test]

@@ -78,6 +78,15 @@ pub struct ProfileNamedCommands {
     pub why: String,
 }
 
+/// A directory whose JavaScript/TypeScript files the agent loads as plugins: each one is
+/// listed as a runtime control, and Numbat's generated plugin is recognised.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfilePluginDirectory {
+    pub path: String,
+    pub why: String,
+}
+
 /// The format of an agent's state file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -183,6 +192,9 @@ pub struct Profile {
     pub state_files: Vec<ProfileStateFile>,
     #[serde(default)]
     pub named_commands: Vec<ProfileNamedCommands>,
+    /// Directories of plugins the agent loads (runtime controls).
+    #[serde(default)]
+    pub plugin_directories: Vec<ProfilePluginDirectory>,
     /// The agent is an npm package that starts a platform package, one of its
     /// `optionalDependencies` installed beside it (`@openai/codex` starts
     /// `@openai/codex-linux-x64`): those found beside the program's package are granted
@@ -276,6 +288,7 @@ pub fn parse(name: &str, text: &str) -> Result<Profile, ProfileError> {
         .chain(profile.protections.iter().map(|p| &p.path))
         .chain(profile.state_files.iter().map(|f| &f.path))
         .chain(profile.named_commands.iter().map(|c| &c.file))
+        .chain(profile.plugin_directories.iter().map(|d| &d.path))
         .chain(profile.state_files.iter().filter_map(|f| f.inside.as_ref()));
     for path in paths {
         if let Some(root) = path.strip_prefix('{').and_then(|r| r.split('}').next()) {

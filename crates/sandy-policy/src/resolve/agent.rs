@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use super::{Ctx, GrantSet};
 use crate::error::ResolveError;
 use crate::hooks::{
-    is_numbat, parse_numbat, plain_words, resolve_hook, HookEnv, NumbatHook, NUMBAT_MARKER,
+    is_numbat, numbat_opencode_plugin, parse_numbat, plain_words, resolve_hook, HookEnv,
+    NumbatHook, NUMBAT_MARKER,
 };
 use crate::host::HostContext;
 use crate::inspect::FileKind;
@@ -252,6 +253,67 @@ impl Ctx<'_> {
                         file.display(),
                         first_words(&command),
                     )),
+                }
+            }
+        }
+        // Plugins the agent loads: each file listed; Numbat's generated plugin recognised.
+        for dir in &profile.plugin_directories {
+            let Some(dir) = expand(&dir.path) else {
+                continue;
+            };
+            for file in self.fs.files_in(&dir, 256) {
+                let is_code = file
+                    .extension()
+                    .is_some_and(|e| ["js", "ts", "mjs", "cjs", "mts"].iter().any(|x| e == *x));
+                if !is_code {
+                    continue;
+                }
+                protect(file.clone(), &mut protections);
+                let body = self
+                    .fs
+                    .read_head(&file, 256 * 1024)
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .unwrap_or_default();
+                let (service, path) = match numbat_opencode_plugin(&body) {
+                    None => ("hook", file.clone()),
+                    Some(words) => {
+                        let applied = match (words, self.home) {
+                            (Ok(words), Some(home)) => parse_numbat(&words, &profile.name, home)
+                                .and_then(|n| {
+                                    self.apply_numbat(&n, grants, &mut |p| {
+                                        protect(p, &mut protections)
+                                    })
+                                    .map(|()| n)
+                                }),
+                            (Err(e), _) => Err(e),
+                            (_, None) => Err("the home directory is unknown".to_owned()),
+                        };
+                        match applied {
+                            Ok(numbat) => ("Numbat", numbat.executable),
+                            Err(reason) => {
+                                numbat_failure.get_or_insert(format!(
+                                    "the plugin {} is not usable: {reason}",
+                                    file.display()
+                                ));
+                                continue;
+                            }
+                        }
+                    }
+                };
+                // A plain plugin is registered by its directory; Numbat's executable by
+                // its plugin file.
+                let entry = RuntimeHook {
+                    service: service.to_owned(),
+                    path,
+                    script: None,
+                    configuration: if service == "Numbat" {
+                        file.clone()
+                    } else {
+                        dir.clone()
+                    },
+                };
+                if !hooks.contains(&entry) {
+                    hooks.push(entry);
                 }
             }
         }
