@@ -338,6 +338,15 @@ pub struct DoctorArgs {
     /// allows reading it, so that the check must report ESCAPED.
     #[arg(long, hide = true, requires = "selftest")]
     pub selftest_unprotected_canary: bool,
+    /// Check the Numbat installation registered in the agent's configuration instead
+    /// (exit 0 when `sandy run --numbat` would keep it working, 1 with the reason and the
+    /// setup command when not). Never installs or repairs anything.
+    #[arg(long, conflicts_with = "selftest")]
+    pub numbat: bool,
+    /// The agent whose configuration --numbat checks.
+    #[arg(long, value_name = "AGENT", default_value = "claude", requires = "numbat",
+          value_parser = ["claude", "codex", "opencode"])]
+    pub agent: String,
 }
 
 #[derive(Debug, Args)]

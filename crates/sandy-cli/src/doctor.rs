@@ -29,8 +29,58 @@ pub use crate::error::EXIT_NOT_ENFORCEABLE;
 /// How long one probe child may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// `sandy doctor --numbat [--agent AGENT]`: whether `sandy run --numbat` would keep the
+/// Numbat hooks registered in the agent's configuration working. The same resolution as
+/// a launch; nothing is installed, changed or run.
+fn numbat(args: &DoctorArgs) -> Result<u8, SandyError> {
+    let host = crate::host::gather(&[])?;
+    let request = sandy_policy::RunRequest {
+        command: vec!["true".into()],
+        read: Vec::new(),
+        read_write: Vec::new(),
+        private_tmp: std::path::PathBuf::from("/tmp/sandy-doctor"),
+        block_net: false,
+        allow_local_ports: Vec::new(),
+        numbat_collector: None,
+        numbat: true,
+        profile: Some(args.agent.clone()),
+        egress: sandy_policy::EgressRequest::default(),
+    };
+    let (lines, code) = match sandy_policy::resolve(&request, &host, &sandy_policy::RealFs) {
+        Ok(policy) => (
+            policy
+                .hooks
+                .iter()
+                .filter(|h| h.service == "Numbat")
+                .map(|h| {
+                    format!(
+                        "Numbat ({}): ok: {} registered in {}",
+                        args.agent,
+                        h.path.display(),
+                        h.configuration.display()
+                    )
+                })
+                .collect::<Vec<_>>(),
+            0,
+        ),
+        Err(e @ sandy_policy::ResolveError::RuntimeControlRequired { .. }) => (
+            vec![format!("Numbat ({}): not usable: {e}", args.agent)],
+            EXIT_NOT_ENFORCEABLE,
+        ),
+        Err(e) => return Err(e.into()),
+    };
+    crate::print_line(&lines.join("\n")).map_err(|source| SandyError::Io {
+        step: "cannot write the doctor report",
+        source,
+    })?;
+    Ok(code)
+}
+
 /// `sandy doctor [--json] [--selftest]`.
 pub fn doctor(args: DoctorArgs) -> Result<u8, SandyError> {
+    if args.numbat {
+        return numbat(&args);
+    }
     let exe = std::env::current_exe().map_err(|source| SandyError::Io {
         step: "cannot locate the sandy binary",
         source,

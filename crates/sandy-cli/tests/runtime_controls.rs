@@ -764,3 +764,46 @@ fn opencode_plugins_are_listed_and_numbats_plugin_keeps_recording() {
         assert_eq!(std::fs::read(&plugin).unwrap(), before);
     });
 }
+
+#[test]
+fn doctor_numbat_checks_an_installation_without_changing_it() {
+    for_each_user(|w| {
+        // Nothing registered: not usable, with the setup command; exit 1.
+        let o = w.sandy(["doctor", "--numbat"]).output().unwrap();
+        assert_code(&o, 1, "doctor --numbat without Numbat");
+        assert!(
+            stdout(&o).contains("numbat hook install --agent claude"),
+            "{}",
+            stdout(&o)
+        );
+        // A healthy registration: ok, naming the executable and the configuration.
+        let bin = install_numbat(w, &[]);
+        let settings = w.home.join(".claude/settings.json");
+        let before = std::fs::read(&settings).unwrap();
+        let o = w.sandy(["doctor", "--numbat"]).output().unwrap();
+        assert_code(&o, 0, "doctor --numbat with Numbat");
+        let out = stdout(&o);
+        assert!(
+            out.contains(&format!(
+                "{} registered in {}",
+                bin.display(),
+                settings.display()
+            )),
+            "{out}"
+        );
+        // Another agent's configuration has none.
+        let o = w
+            .sandy(["doctor", "--numbat", "--agent", "codex"])
+            .output()
+            .unwrap();
+        assert_code(&o, 1, "doctor --numbat --agent codex");
+        assert!(stdout(&o).contains("--agent codex"), "{}", stdout(&o));
+        // A broken one (its state file gone): not usable, and nothing was created.
+        std::fs::remove_file(w.home.join(".numbat/state.db")).unwrap();
+        let o = w.sandy(["doctor", "--numbat"]).output().unwrap();
+        assert_code(&o, 1, "doctor --numbat with no state file");
+        assert!(stdout(&o).contains("state.db"), "{}", stdout(&o));
+        assert!(!w.home.join(".numbat/state.db").exists());
+        assert_eq!(std::fs::read(&settings).unwrap(), before);
+    });
+}
