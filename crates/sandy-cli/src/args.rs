@@ -51,6 +51,14 @@ pub enum Command {
                       anything missing, and an overall verdict."
     )]
     Doctor(DoctorArgs),
+    /// Set up a runtime control (Numbat) on the host, outside any sandbox.
+    #[command(
+        long_about = "Reuses a healthy Numbat hook registration in the agent's \
+                      configuration, or runs Numbat's own setup command (numbat hook install \
+                      --agent AGENT) and verifies the result the way `sandy run --numbat` \
+                      would. Runs only outside any sandbox. Exit 0 when set up, 1 when not."
+    )]
+    Integrations(IntegrationsArgs),
     /// Show the copy-on-write layers of the tool caches (cargo, npm, pip, ...) that
     /// sandboxed runs keep, with their sizes; --clear removes them.
     #[command(
@@ -347,6 +355,25 @@ pub struct DoctorArgs {
     #[arg(long, value_name = "AGENT", default_value = "claude", requires = "numbat",
           value_parser = ["claude", "codex", "opencode"])]
     pub agent: String,
+}
+
+#[derive(Debug, Args)]
+pub struct IntegrationsArgs {
+    #[command(subcommand)]
+    pub command: IntegrationsCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum IntegrationsCommand {
+    /// Set up PROVIDER's hooks for AGENT (reused when already healthy).
+    Setup {
+        /// The provider (numbat; Kontext is not supported on Linux yet).
+        #[arg(value_parser = ["numbat"])]
+        provider: String,
+        /// The agent to register the hooks in.
+        #[arg(long, value_parser = ["claude", "codex", "opencode"])]
+        agent: String,
+    },
 }
 
 #[derive(Debug, Args)]

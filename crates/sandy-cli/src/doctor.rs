@@ -33,41 +33,19 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Numbat hooks registered in the agent's configuration working. The same resolution as
 /// a launch; nothing is installed, changed or run.
 fn numbat(args: &DoctorArgs) -> Result<u8, SandyError> {
-    let host = crate::host::gather(&[])?;
-    let request = sandy_policy::RunRequest {
-        command: vec!["true".into()],
-        read: Vec::new(),
-        read_write: Vec::new(),
-        private_tmp: std::path::PathBuf::from("/tmp/sandy-doctor"),
-        block_net: false,
-        allow_local_ports: Vec::new(),
-        numbat_collector: None,
-        numbat: true,
-        profile: Some(args.agent.clone()),
-        egress: sandy_policy::EgressRequest::default(),
-    };
-    let (lines, code) = match sandy_policy::resolve(&request, &host, &sandy_policy::RealFs) {
-        Ok(policy) => (
-            policy
-                .hooks
+    let agent = &args.agent;
+    let (lines, code) = match crate::integrations::numbat_status(agent)? {
+        Ok(lines) => (
+            lines
                 .iter()
-                .filter(|h| h.service == "Numbat")
-                .map(|h| {
-                    format!(
-                        "Numbat ({}): ok: {} registered in {}",
-                        args.agent,
-                        h.path.display(),
-                        h.configuration.display()
-                    )
-                })
+                .map(|l| format!("Numbat ({agent}): ok: {l}"))
                 .collect::<Vec<_>>(),
             0,
         ),
-        Err(e @ sandy_policy::ResolveError::RuntimeControlRequired { .. }) => (
-            vec![format!("Numbat ({}): not usable: {e}", args.agent)],
+        Err(reason) => (
+            vec![format!("Numbat ({agent}): not usable: {reason}")],
             EXIT_NOT_ENFORCEABLE,
         ),
-        Err(e) => return Err(e.into()),
     };
     crate::print_line(&lines.join("\n")).map_err(|source| SandyError::Io {
         step: "cannot write the doctor report",

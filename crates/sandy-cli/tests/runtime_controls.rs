@@ -807,3 +807,105 @@ fn doctor_numbat_checks_an_installation_without_changing_it() {
         assert_eq!(std::fs::read(&settings).unwrap(), before);
     });
 }
+
+// ---------------------------------------------------------------------------------------
+// `sandy integrations setup numbat`: the host-side path.
+
+/// A stand-in Numbat whose `hook install --agent claude` does what Numbat's installer
+/// does (creates its output, state and rules, registers its hook in Claude Code's user
+/// settings, shell form) and counts its installs; `hook ...` records like the stand-in
+/// above. With `broken`, the installer reports success and registers nothing.
+fn numbat_with_installer(w: &World, broken: bool) -> PathBuf {
+    let bin = w.home.join("numbat-dist/bin/numbat");
+    let install = if broken {
+        "echo x >> \"$HOME/installs\"; exit 0".to_owned()
+    } else {
+        format!(
+            "echo x >> \"$HOME/installs\"\n\
+             mkdir -p \"$HOME/.numbat/rules\" \"$HOME/.claude\"\n\
+             : > \"$HOME/.numbat/events.jsonl\"; echo 0 > \"$HOME/.numbat/state.db\"\n\
+             cat > \"$HOME/.claude/settings.json\" <<JSON\n\
+             {{\"hooks\": {{\"PreToolUse\": [{{\"hooks\": [{{\"type\": \"command\", \"command\": \"'{bin}' hook pre-tool --agent claude --installed-by=numbat --output=file --output-file '$HOME/.numbat/events.jsonl'\"}}]}}]}}}}\n\
+             JSON\n\
+             exit 0",
+            bin = bin.display()
+        )
+    };
+    let script = NUMBAT_STAND_IN.replacen(
+        "[ \"$1\" = hook ] || exit 2\n",
+        &format!("[ \"$1\" = hook ] || exit 2\nif [ \"$2\" = install ]; then\n{install}\nfi\n"),
+        1,
+    );
+    w.write("home/numbat-dist/bin/numbat", &script);
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    w.chown_all();
+    bin
+}
+
+fn setup(w: &World) -> Output {
+    let mut cmd = w.sandy(["integrations", "setup", "numbat", "--agent", "claude"]);
+    cmd.env(
+        "PATH",
+        format!("{}/numbat-dist/bin:/usr/bin:/bin", w.home.display()),
+    );
+    cmd.output().unwrap()
+}
+
+#[test]
+fn integrations_setup_installs_through_the_provider_then_reuses_it() {
+    for_each_user(|w| {
+        let bin = numbat_with_installer(w, false);
+        let o = setup(w);
+        assert_code(&o, 0, "first setup");
+        let settings = w.home.join(".claude/settings.json");
+        assert!(
+            stdout(&o).contains(&format!(
+                "set up: {} registered in {}",
+                bin.display(),
+                settings.display()
+            )),
+            "{}",
+            stdout(&o)
+        );
+        assert_eq!(
+            std::fs::read_to_string(w.home.join("installs")).unwrap(),
+            "x\n"
+        );
+        // Healthy now: reused, the installer not run again.
+        let o = setup(w);
+        assert_code(&o, 0, "second setup");
+        assert!(stdout(&o).contains("already set up"), "{}", stdout(&o));
+        assert_eq!(
+            std::fs::read_to_string(w.home.join("installs")).unwrap(),
+            "x\n"
+        );
+        // And the run keeps it working.
+        let invocation = format!(
+            "echo '{{}}' | {} hook pre-tool --agent claude --installed-by=numbat \
+             --output=file --output-file {}/.numbat/events.jsonl",
+            bin.display(),
+            w.home.display()
+        );
+        let o = run_sh(w, &["--numbat"], &invocation);
+        assert_code(&o, 0, "run --numbat after setup");
+        assert_eq!(
+            std::fs::read_to_string(w.home.join(".numbat/events.jsonl")).unwrap(),
+            "{\"event\":\"pre-tool\",\"seq\":1}\n"
+        );
+    });
+}
+
+#[test]
+fn integrations_setup_reports_an_installer_that_does_not_deliver() {
+    for_each_user(|w| {
+        numbat_with_installer(w, true);
+        let o = setup(w);
+        assert_code(&o, 1, "setup with a broken installer");
+        assert!(stdout(&o).contains("still not usable"), "{}", stdout(&o));
+        // No provider at all on PATH.
+        std::fs::remove_file(w.home.join("numbat-dist/bin/numbat")).unwrap();
+        let o = setup(w);
+        assert_code(&o, 1, "setup without numbat");
+        assert!(stdout(&o).contains("cannot run numbat"), "{}", stdout(&o));
+    });
+}
