@@ -909,3 +909,54 @@ fn integrations_setup_reports_an_installer_that_does_not_deliver() {
         assert!(stdout(&o).contains("cannot run numbat"), "{}", stdout(&o));
     });
 }
+
+/// A registration in a file a sandboxed run could have written (the project's settings,
+/// or a local settings file a run could have created) does not widen the sandbox: the
+/// next launch must not read policy from the sandbox's own writes.
+#[test]
+fn a_registration_the_sandbox_could_write_does_not_widen_the_sandbox() {
+    for_each_user(|w| {
+        install_hooks(w);
+        // A file outside every grant that such a registration would expose.
+        w.write("home/notes/private.txt", "private\n");
+        let private = w.home.join("notes/private.txt");
+        w.write(
+            "home/project/.claude/settings.json",
+            &claude_hooks(&[&format!("python3 {}", private.display())]),
+        );
+        w.write(
+            "home/.claude/settings.local.json",
+            &claude_hooks(&["python3 ~/notes/private.txt"]),
+        );
+        let (doc, err) = dry_run(w);
+        let grants = doc["file_grants"].as_array().unwrap();
+        assert!(
+            !grants
+                .iter()
+                .any(|g| g["path"] == private.display().to_string()),
+            "{grants:#?}"
+        );
+        let refused: Vec<&str> = err
+            .lines()
+            .filter(|l| l.contains("could") && l.contains("private.txt"))
+            .collect();
+        assert_eq!(refused.len(), 2, "{err}");
+        // Inside, the file stays out of reach.
+        let o = run_sh(w, &[], &format!("cat {}", private.display()));
+        assert_ne!(o.status.code(), Some(0), "{}", stdout(&o));
+        assert!(!stdout(&o).contains("private"));
+        // The same registration in the user settings (a placeholder keeps it read-only
+        // inside, so no run can have written it) does widen.
+        std::fs::write(
+            w.home.join(".claude/settings.json"),
+            claude_hooks(&[&format!("python3 {}", private.display())]),
+        )
+        .unwrap();
+        let (doc, _) = dry_run(w);
+        assert!(doc["file_grants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["path"] == private.display().to_string()));
+    });
+}

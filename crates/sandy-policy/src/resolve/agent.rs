@@ -163,10 +163,29 @@ impl Ctx<'_> {
                 });
             }
         };
+        // A registration may widen the sandbox (grant its hook's files) only when no
+        // sandboxed run can have written it: outside every writable grant, or protected
+        // by a placeholder (so it always exists, read-only, inside). Otherwise (a
+        // project's settings, a local settings file a run could create) its hooks are
+        // listed and protected, and run only with what the grants already give.
+        let placeholders: Vec<PathBuf> = profile
+            .protections
+            .iter()
+            .filter(|p| p.placeholder.is_some())
+            .filter_map(|p| expand(&p.path))
+            .collect();
+        let may_widen = |config: &Path, grants: &GrantSet| -> bool {
+            let location = self
+                .location(config)
+                .unwrap_or_else(|| config.to_path_buf());
+            !grants.covers(&location, Access::ReadWrite)
+                || placeholders.iter().any(|p| config.starts_with(p))
+        };
         for named in &profile.named_commands {
             let Some(file) = expand(&named.file) else {
                 continue;
             };
+            let widen = may_widen(&file, grants);
             let keys: Vec<String> = named.commands.iter().chain(&named.hooks).cloned().collect();
             for path in self.commands_named_in(&file, &keys, project) {
                 protect(path, &mut protections);
@@ -194,6 +213,11 @@ impl Ctx<'_> {
                     words.as_deref().is_some_and(is_numbat) || hook.command.contains(NUMBAT_MARKER);
                 if is_numbat_hook {
                     let applied = match (&words, self.home) {
+                        _ if !widen => Err(format!(
+                            "{} is a file a sandboxed run could have written, and Sandy \
+                             widens the sandbox only for registrations no run can write",
+                            file.display()
+                        )),
                         (Some(words), Some(home)) => parse_numbat(words, &profile.name, home)
                             .and_then(|n| {
                                 self.apply_numbat(&n, grants, &mut |p| protect(p, &mut protections))
@@ -234,7 +258,20 @@ impl Ctx<'_> {
                 match resolve_hook(&command, &env, self.fs) {
                     Ok(hook) => {
                         for path in std::iter::once(&hook.executable).chain(&hook.script) {
-                            self.grant_hook_file(path, path_dirs, grants);
+                            if !self.grant_hook_file(path, path_dirs, widen, grants) {
+                                hook_notices.push(format!(
+                                    "note: a hook registered in {} needs {}, which Sandy does \
+                                     not grant ({}), so it will likely fail inside the sandbox",
+                                    file.display(),
+                                    path.display(),
+                                    if widen {
+                                        "it lies in a sensitive path"
+                                    } else {
+                                        "the registration is in a file a sandboxed run could \
+                                         have written; register it in the user settings instead"
+                                    }
+                                ));
+                            }
                             protect(path.clone(), &mut protections);
                         }
                         let entry = RuntimeHook {
@@ -262,6 +299,7 @@ impl Ctx<'_> {
                 continue;
             };
             for file in self.fs.files_in(&dir, 256) {
+                let widen = may_widen(&file, grants);
                 let is_code = file
                     .extension()
                     .is_some_and(|e| ["js", "ts", "mjs", "cjs", "mts"].iter().any(|x| e == *x));
@@ -278,6 +316,11 @@ impl Ctx<'_> {
                     None => ("hook", file.clone()),
                     Some(words) => {
                         let applied = match (words, self.home) {
+                            _ if !widen => Err(format!(
+                                "{} is a file a sandboxed run could have written, and Sandy \
+                                 widens the sandbox only for registrations no run can write",
+                                file.display()
+                            )),
                             (Ok(words), Some(home)) => parse_numbat(&words, &profile.name, home)
                                 .and_then(|n| {
                                     self.apply_numbat(&n, grants, &mut |p| {
@@ -794,25 +837,34 @@ impl Ctx<'_> {
     }
 
     /// Grants a hook's executable or script read and execute (the exact file, resolved),
-    /// and the interpreters its `#!` line names; never inside a sensitive path.
-    fn grant_hook_file(&self, path: &Path, path_dirs: &[PathBuf], grants: &mut GrantSet) {
+    /// and the interpreters its `#!` line names; never inside a sensitive path. With
+    /// `widen` false, nothing new is granted. `true` when the grants reach the file.
+    fn grant_hook_file(
+        &self,
+        path: &Path,
+        path_dirs: &[PathBuf],
+        widen: bool,
+        grants: &mut GrantSet,
+    ) -> bool {
         let Ok(canonical) = self.fs.canonicalize(path) else {
-            return;
+            return false;
         };
-        if self.sensitive_overlap(&canonical).is_some() {
-            return;
+        if grants.covers(&canonical, Access::ReadExec) {
+            return true;
         }
-        if !grants.covers(&canonical, Access::ReadExec) {
-            grants.push(
-                canonical.clone(),
-                Access::ReadExec,
-                Scope::Exact,
-                Origin::Profile,
-            );
+        if !widen || self.sensitive_overlap(&canonical).is_some() {
+            return false;
         }
+        grants.push(
+            canonical.clone(),
+            Access::ReadExec,
+            Scope::Exact,
+            Origin::Profile,
+        );
         for interpreter in super::shebang::interpreters(&canonical, path_dirs, self.fs) {
             self.grant_interpreter(&interpreter, grants);
         }
+        true
     }
 
     fn package_json(&self, dir: &Path) -> Option<serde_json::Value> {
