@@ -51,6 +51,14 @@ pub enum Command {
                       anything missing, and an overall verdict."
     )]
     Doctor(DoctorArgs),
+    /// Set up a runtime control (Numbat) on the host, outside any sandbox.
+    #[command(
+        long_about = "Reuses a healthy Numbat hook registration in the agent's \
+                      configuration, or runs Numbat's own setup command (numbat hook install \
+                      --agent AGENT) and verifies the result the way `sandy run --numbat` \
+                      would. Runs only outside any sandbox. Exit 0 when set up, 1 when not."
+    )]
+    Integrations(IntegrationsArgs),
     /// Show the copy-on-write layers of the tool caches (cargo, npm, pip, ...) that
     /// sandboxed runs keep, with their sizes; --clear removes them.
     #[command(
@@ -167,6 +175,11 @@ pub struct RunArgs {
         value_parser = clap::value_parser!(u16).range(1..)
     )]
     pub numbat_collector: Option<u16>,
+    /// Require the Numbat hooks registered in the agent's configuration to be recognised
+    /// and kept working (exit 125 with the reason and the setup command otherwise).
+    /// Without it, a recognised Numbat registration is kept working anyway.
+    #[arg(long)]
+    pub numbat: bool,
     /// Use this agent profile (claude, codex, gemini, generic, opencode) instead of the
     /// one detected from the command name.
     #[arg(
@@ -333,6 +346,34 @@ pub struct DoctorArgs {
     /// allows reading it, so that the check must report ESCAPED.
     #[arg(long, hide = true, requires = "selftest")]
     pub selftest_unprotected_canary: bool,
+    /// Check the Numbat installation registered in the agent's configuration instead
+    /// (exit 0 when `sandy run --numbat` would keep it working, 1 with the reason and the
+    /// setup command when not). Never installs or repairs anything.
+    #[arg(long, conflicts_with = "selftest")]
+    pub numbat: bool,
+    /// The agent whose configuration --numbat checks.
+    #[arg(long, value_name = "AGENT", default_value = "claude", requires = "numbat",
+          value_parser = ["claude", "codex", "opencode"])]
+    pub agent: String,
+}
+
+#[derive(Debug, Args)]
+pub struct IntegrationsArgs {
+    #[command(subcommand)]
+    pub command: IntegrationsCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum IntegrationsCommand {
+    /// Set up PROVIDER's hooks for AGENT (reused when already healthy).
+    Setup {
+        /// The provider (numbat; Kontext is not supported on Linux yet).
+        #[arg(value_parser = ["numbat"])]
+        provider: String,
+        /// The agent to register the hooks in.
+        #[arg(long, value_parser = ["claude", "codex", "opencode"])]
+        agent: String,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -29,8 +29,36 @@ pub use crate::error::EXIT_NOT_ENFORCEABLE;
 /// How long one probe child may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// `sandy doctor --numbat [--agent AGENT]`: whether `sandy run --numbat` would keep the
+/// Numbat hooks registered in the agent's configuration working. The same resolution as
+/// a launch; nothing is installed, changed or run.
+fn numbat(args: &DoctorArgs) -> Result<u8, SandyError> {
+    let agent = &args.agent;
+    let (lines, code) = match crate::integrations::numbat_status(agent)? {
+        Ok(lines) => (
+            lines
+                .iter()
+                .map(|l| format!("Numbat ({agent}): ok: {l}"))
+                .collect::<Vec<_>>(),
+            0,
+        ),
+        Err(reason) => (
+            vec![format!("Numbat ({agent}): not usable: {reason}")],
+            EXIT_NOT_ENFORCEABLE,
+        ),
+    };
+    crate::print_line(&lines.join("\n")).map_err(|source| SandyError::Io {
+        step: "cannot write the doctor report",
+        source,
+    })?;
+    Ok(code)
+}
+
 /// `sandy doctor [--json] [--selftest]`.
 pub fn doctor(args: DoctorArgs) -> Result<u8, SandyError> {
+    if args.numbat {
+        return numbat(&args);
+    }
     let exe = std::env::current_exe().map_err(|source| SandyError::Io {
         step: "cannot locate the sandy binary",
         source,

@@ -15,6 +15,7 @@ mod error;
 mod explain;
 mod gitscan;
 mod host;
+mod integrations;
 mod placeholders;
 mod run;
 mod selftest;
@@ -59,6 +60,7 @@ fn dispatch(cli: args::Cli) -> Result<u8, error::SandyError> {
         }
         args::Command::Doctor(d) => doctor::doctor(d),
         args::Command::Cache(c) => cache::command(c),
+        args::Command::Integrations(i) => integrations::command(i),
         args::Command::Probe(p) => doctor::probe(p.layer),
         args::Command::Escape(e) => selftest::escape(e),
         args::Command::Idle => selftest::idle(),

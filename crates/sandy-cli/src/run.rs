@@ -56,6 +56,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         block_net: args.block_net,
         allow_local_ports: args.allow_local_port,
         numbat_collector: args.numbat_collector,
+        numbat: args.numbat,
         egress: sandy_policy::EgressRequest {
             allow: args.allow_domain,
             deny: args.deny_domain,

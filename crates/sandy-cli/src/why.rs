@@ -60,6 +60,7 @@ pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
         block_net: args.block_net,
         allow_local_ports: Vec::new(),
         numbat_collector: None,
+        numbat: false,
         profile: args.profile.clone(),
         egress: sandy_policy::EgressRequest {
             allow: args.allow_domain.clone(),
@@ -398,6 +399,7 @@ mod inside {
             state_files: Vec::new(),
             egress: None,
             caches: Vec::new(),
+            hooks: Vec::new(),
         };
         let question = super::question(args);
         let cwd = std::env::current_dir().unwrap_or_else(|_| doc.working_directory.clone());

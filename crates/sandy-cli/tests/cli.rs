@@ -843,7 +843,18 @@ fn dry_run_prints_the_documented_document() {
             .collect();
         assert_eq!(services, ["Kontext", "Numbat"]);
         for c in controls {
-            assert_eq!(keys(c), sorted(&["service", "enabled", "version"]), "{c}");
+            assert_eq!(
+                keys(c),
+                sorted(&[
+                    "service",
+                    "enabled",
+                    "version",
+                    "path",
+                    "script",
+                    "configuration"
+                ]),
+                "{c}"
+            );
             assert_eq!(c["enabled"], json!(false));
             assert_eq!(c["version"], json!(null));
         }

@@ -184,9 +184,15 @@ fn reference_document() -> Value {
         ],
         "environment": { "removed": ["LD_PRELOAD", "SSH_AUTH_SOCK"], "set": ["TMP", "TMPDIR"] },
         "runtime_controls": [
-            { "service": "Kontext", "enabled": false, "version": null },
-            { "service": "Numbat", "enabled": false, "version": null },
-            { "service": "Numbat collector", "enabled": true, "version": null }
+            { "service": "Kontext", "enabled": false, "version": null,
+              "path": null, "script": null, "configuration": null },
+            { "service": "Numbat", "enabled": false, "version": null,
+              "path": null, "script": null, "configuration": null },
+            { "service": "Numbat collector", "enabled": true, "version": null,
+              "path": null, "script": null, "configuration": null },
+            { "service": "hook", "enabled": true, "version": null,
+              "path": "/usr/bin/python3", "script": "/home/u/.config/monitor/hook.py",
+              "configuration": "/home/u/.claude/settings.json" }
         ],
         "enforcement": {
             "backend": "linux",
@@ -263,7 +269,10 @@ fn the_reference_document_matches() {
     allowed["network"] = json!("allow_all");
     allowed["local_port_grants"] = json!([]);
     allowed["egress"] = json!(null);
-    allowed["runtime_controls"].as_array_mut().unwrap().pop();
+    allowed["runtime_controls"]
+        .as_array_mut()
+        .unwrap()
+        .remove(2);
     allowed["enforcement"]["layers"]
         .as_array_mut()
         .unwrap()
@@ -304,6 +313,18 @@ fn documents_that_break_the_schema_are_rejected() {
         }),
         ("an extra key in a local port grant", |d| {
             d["local_port_grants"][0]["operation"] = json!("connect");
+        }),
+        ("a hook with a relative path", |d| {
+            d["runtime_controls"][3]["path"] = json!("bin/hook");
+        }),
+        ("a runtime control of unknown service", |d| {
+            d["runtime_controls"][3]["service"] = json!("plugin");
+        }),
+        ("a hook without its configuration", |d| {
+            d["runtime_controls"][3]
+                .as_object_mut()
+                .unwrap()
+                .remove("configuration");
         }),
         ("an extra key in a runtime control", |d| {
             d["runtime_controls"][0]["details"] = json!("");
@@ -403,7 +424,7 @@ fn documents_that_break_the_schema_are_rejected() {
                 .retain(|l| l != "network_namespace");
         }),
         ("a collector port without its runtime control", |d| {
-            d["runtime_controls"].as_array_mut().unwrap().pop();
+            d["runtime_controls"].as_array_mut().unwrap().remove(2);
         }),
         ("runtime controls out of order", |d| {
             d["runtime_controls"].as_array_mut().unwrap().swap(0, 1);

@@ -995,10 +995,10 @@ fn dry_run_shows_the_network_and_the_port_grants() {
             json!([{"port": 4318, "origin": "numbat_collector"}])
         );
         assert!(collector_enabled(&doc), "{}", doc["runtime_controls"]);
-        assert!(doc["runtime_controls"]
-            .as_array()
-            .unwrap()
-            .contains(&json!({"service": "Numbat collector", "enabled": true, "version": null})));
+        assert!(doc["runtime_controls"].as_array().unwrap().contains(
+            &json!({"service": "Numbat collector", "enabled": true, "version": null,
+                "path": null, "script": null, "configuration": null})
+        ));
 
         let doc = dry_run(w, &["--block-net", "--numbat-collector=4319"]);
         assert_eq!(

@@ -96,9 +96,16 @@ pub struct DryRunEgress {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RuntimeControl {
+    /// `Kontext`, `Numbat`, `Numbat collector`, or `hook`.
     pub service: String,
     pub enabled: bool,
     pub version: Option<String>,
+    /// A hook's executable, by name (granted and protected read-only).
+    pub path: Option<String>,
+    /// The script a hook's interpreter runs.
+    pub script: Option<String>,
+    /// The configuration file that registers the hook.
+    pub configuration: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -138,13 +145,16 @@ pub struct DryRunDocument {
     pub enforcement: Enforcement,
 }
 
-/// Kontext and Numbat hook integrations are not supported on Linux yet; the Numbat
-/// collector is a local port grant.
+/// Kontext and Numbat integrations are not recognised yet; the Numbat collector is a
+/// local port grant; then every registered hook Sandy resolved.
 fn runtime_controls(policy: &ResolvedPolicy) -> Vec<RuntimeControl> {
     let control = |service: &str, enabled| RuntimeControl {
         service: service.to_owned(),
         enabled,
         version: None,
+        path: None,
+        script: None,
+        configuration: None,
     };
     let mut controls = vec![control("Kontext", false), control("Numbat", false)];
     if policy
@@ -154,6 +164,15 @@ fn runtime_controls(policy: &ResolvedPolicy) -> Vec<RuntimeControl> {
     {
         controls.push(control("Numbat collector", true));
     }
+    let lossy = |p: &std::path::Path| p.to_string_lossy().into_owned();
+    controls.extend(policy.hooks.iter().map(|h| RuntimeControl {
+        service: h.service.clone(),
+        enabled: true,
+        version: None,
+        path: Some(lossy(&h.path)),
+        script: h.script.as_deref().map(lossy),
+        configuration: Some(lossy(&h.configuration)),
+    }));
     controls
 }
 

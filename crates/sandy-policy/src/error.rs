@@ -49,6 +49,13 @@ pub enum ResolveError {
         path: PathBuf,
         reason: &'static str,
     },
+    #[error("{flag} requires a healthy {service} installation: {reason}; set it up outside Sandy with `{setup}`")]
+    RuntimeControlRequired {
+        flag: &'static str,
+        service: &'static str,
+        reason: String,
+        setup: String,
+    },
     #[error("profile '{profile}': required path {} does not exist", path.display())]
     ProfileMissing { profile: String, path: PathBuf },
     #[error(

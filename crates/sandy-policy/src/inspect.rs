@@ -25,6 +25,11 @@ pub trait PathInspector {
     /// The symbolic links among the first `max` entries of a directory, as full paths,
     /// sorted.
     fn symlinks_in(&self, path: &Path, max: usize) -> Vec<PathBuf>;
+    /// The entries of a directory that are not directories (files and symlinks), sorted,
+    /// at most `max` read. Empty by default (inspectors that need no plugin discovery).
+    fn files_in(&self, _path: &Path, _max: usize) -> Vec<PathBuf> {
+        Vec::new()
+    }
 }
 
 /// The real filesystem, through `std::fs`.
@@ -84,6 +89,20 @@ impl PathInspector for RealFs {
             .take(max)
             .flatten()
             .filter(|e| e.file_type().is_ok_and(|t| t.is_symlink()))
+            .map(|e| e.path())
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn files_in(&self, path: &Path, max: usize) -> Vec<PathBuf> {
+        let Ok(entries) = std::fs::read_dir(path) else {
+            return Vec::new();
+        };
+        let mut out: Vec<PathBuf> = entries
+            .take(max)
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| !t.is_dir()))
             .map(|e| e.path())
             .collect();
         out.sort();

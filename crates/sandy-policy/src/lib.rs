@@ -28,6 +28,7 @@ mod egress;
 mod error;
 pub mod filter;
 mod gitfacts;
+mod hooks;
 mod host;
 mod inspect;
 mod manifest;
@@ -55,7 +56,8 @@ pub use manifest::{
 pub use osbytes::OsBytes;
 pub use policy::{
     Access, FileView, Grant, LaunchCreation, LocalPort, Network, Origin, Placeholder, PortOrigin,
-    ProfileInfo, Protection, ProtectionKind, ResolvedPolicy, Scope, StateFile, ViewKind,
+    ProfileInfo, Protection, ProtectionKind, ResolvedPolicy, RuntimeHook, Scope, StateFile,
+    ViewKind,
 };
 pub use profile::{
     builtin_names, builtin_profiles, parse as parse_profile, select as select_profile, Profile,

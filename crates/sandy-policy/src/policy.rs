@@ -228,4 +228,20 @@ pub struct ResolvedPolicy {
     pub state_files: Vec<StateFile>,
     /// Tool caches seen copy-on-write (an overlay) or redirected into Sandy's cache.
     pub caches: Vec<crate::caches::ToolCache>,
+    /// Hooks the agent's configuration registers (runtime controls), each resolved to
+    /// its executable (and script) before launch, granted and protected read-only.
+    pub hooks: Vec<RuntimeHook>,
+}
+
+/// A hook a configuration file registers: what runs it, found before launch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeHook {
+    /// `hook`, or a recognised provider.
+    pub service: String,
+    /// The executable, by name (not resolved through symlinks).
+    pub path: PathBuf,
+    /// The script an interpreter runs, by name.
+    pub script: Option<PathBuf>,
+    /// The configuration file that registers it.
+    pub configuration: PathBuf,
 }

@@ -54,7 +54,8 @@ pub struct ProfileProtection {
     pub why: String,
 }
 
-/// Commands a JSON settings file names (a status line, hooks): every path in them is
+/// Commands a settings file (JSON, or TOML when its name ends in `.toml`) names (a status
+/// line, hooks): every path in them is
 /// protected read-only like the settings themselves, so the run cannot rewrite the script
 /// the next launch runs.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -63,7 +64,26 @@ pub struct ProfileNamedCommands {
     /// The settings file.
     pub file: String,
     /// Key paths of command strings, dot-separated; `*` is any key or array element.
+    #[serde(default)]
     pub commands: Vec<String>,
+    /// Key paths of hook commands (runtime controls): besides the protection of every
+    /// path they name, each hook's executable (and script) is found, granted read and
+    /// execute and listed in the dry run; one Sandy cannot resolve is reported.
+    #[serde(default)]
+    pub hooks: Vec<String>,
+    /// Key paths of hook commands given as an argument vector (Codex's `notify`): run
+    /// directly, not by a shell; treated like `hooks`.
+    #[serde(default)]
+    pub argv: Vec<String>,
+    pub why: String,
+}
+
+/// A directory whose JavaScript/TypeScript files the agent loads as plugins: each one is
+/// listed as a runtime control, and Numbat's generated plugin is recognised.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfilePluginDirectory {
+    pub path: String,
     pub why: String,
 }
 
@@ -183,6 +203,9 @@ pub struct Profile {
     pub state_files: Vec<ProfileStateFile>,
     #[serde(default)]
     pub named_commands: Vec<ProfileNamedCommands>,
+    /// Directories of plugins the agent loads (runtime controls).
+    #[serde(default)]
+    pub plugin_directories: Vec<ProfilePluginDirectory>,
     /// The agent is an npm package that starts a platform package, one of its
     /// `optionalDependencies` installed beside it (`@openai/codex` starts
     /// `@openai/codex-linux-x64`): those found beside the program's package are granted
@@ -282,6 +305,7 @@ pub fn parse(name: &str, text: &str) -> Result<Profile, ProfileError> {
         .chain(profile.protections.iter().map(|p| &p.path))
         .chain(profile.state_files.iter().map(|f| &f.path))
         .chain(profile.named_commands.iter().map(|c| &c.file))
+        .chain(profile.plugin_directories.iter().map(|d| &d.path))
         .chain(profile.state_files.iter().filter_map(|f| f.inside.as_ref()))
         .chain(profile.state_files.iter().filter_map(|f| f.mirror.as_ref()));
     for path in paths {

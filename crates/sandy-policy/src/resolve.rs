@@ -32,6 +32,8 @@ pub struct RunRequest {
     pub allow_local_ports: Vec<u16>,
     /// `--numbat-collector` port.
     pub numbat_collector: Option<u16>,
+    /// `--numbat`: a healthy Numbat hook registration is required (exit 125 without).
+    pub numbat: bool,
     /// `--allow-domain`, `--deny-domain`, `--net agent`.
     pub egress: crate::egress::EgressRequest,
     /// `--profile NAME`; detected from the command name when absent.
@@ -260,7 +262,14 @@ pub fn resolve(
 
     // The agent profile: its state directories, and its hook registrations protected.
     let (profile, detected) = select_profile(request.profile.as_deref(), argv0)?;
-    let applied = ctx.apply_profile(&profile, host, &project, &mut grants)?;
+    let applied = ctx.apply_profile(
+        &profile,
+        host,
+        &project,
+        &path_dirs,
+        request.numbat,
+        &mut grants,
+    )?;
     if profile.optional_dependencies {
         ctx.grant_optional_dependencies(&program, &mut grants);
     }
@@ -430,6 +439,7 @@ pub fn resolve(
         created_at_launch: applied.created,
         state_files: applied.state_files,
         caches,
+        hooks: applied.hooks,
     })
 }
 

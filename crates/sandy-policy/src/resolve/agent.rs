@@ -6,10 +6,15 @@ use std::path::{Path, PathBuf};
 
 use super::{Ctx, GrantSet};
 use crate::error::ResolveError;
+use crate::hooks::{
+    is_numbat, numbat_opencode_plugin, parse_numbat, plain_words, resolve_hook, HookEnv,
+    NumbatHook, NUMBAT_MARKER,
+};
 use crate::host::HostContext;
 use crate::inspect::FileKind;
 use crate::policy::{
-    Access, FileView, LaunchCreation, Origin, Placeholder, Protection, Scope, StateFile, ViewKind,
+    Access, FileView, LaunchCreation, Origin, Placeholder, Protection, RuntimeHook, Scope,
+    StateFile, ViewKind,
 };
 use crate::profile::Profile;
 
@@ -25,6 +30,8 @@ pub(super) struct AppliedProfile {
     pub(super) views: Vec<FileView>,
     /// Variables set inside (a relocated state file's directory).
     pub(super) environment: Vec<(String, String)>,
+    /// Registered hooks, resolved (runtime controls).
+    pub(super) hooks: Vec<RuntimeHook>,
 }
 
 impl Ctx<'_> {
@@ -34,6 +41,8 @@ impl Ctx<'_> {
         profile: &Profile,
         host: &HostContext,
         project: &Path,
+        path_dirs: &[PathBuf],
+        require_numbat: bool,
         grants: &mut GrantSet,
     ) -> Result<AppliedProfile, ResolveError> {
         let mut roots: Vec<(String, PathBuf)> = vec![("project".to_owned(), project.to_path_buf())];
@@ -137,24 +146,243 @@ impl Ctx<'_> {
             })
             .collect();
         let mut protections: Vec<Protection> = protections;
-        // The scripts that settings name as commands (a status line, hooks).
+        // The scripts that settings name as commands (a status line, hooks), and the
+        // hooks themselves: each one's executable (and script) granted and protected.
+        let mut hooks = Vec::new();
+        let mut hook_notices = Vec::new();
+        let mut numbat_failure: Option<String> = None;
+        let protect = |path: PathBuf, protections: &mut Vec<Protection>| {
+            if !protections.iter().any(|p| p.path == path) {
+                let exists = self.fs.kind(&path).is_some() || self.fs.read_link(&path).is_some();
+                protections.push(Protection {
+                    path,
+                    kind: crate::policy::ProtectionKind::ReadOnly,
+                    origin: Origin::Profile,
+                    exists,
+                    placeholder: None,
+                });
+            }
+        };
+        // A registration may widen the sandbox (grant its hook's files) only when no
+        // sandboxed run can have written it: outside every writable grant, or protected
+        // by a placeholder (so it always exists, read-only, inside). Otherwise (a
+        // project's settings, a local settings file a run could create) its hooks are
+        // listed and protected, and run only with what the grants already give.
+        let placeholders: Vec<PathBuf> = profile
+            .protections
+            .iter()
+            .filter(|p| p.placeholder.is_some())
+            .filter_map(|p| expand(&p.path))
+            .collect();
+        let may_widen = |config: &Path, grants: &GrantSet| -> bool {
+            let location = self
+                .location(config)
+                .unwrap_or_else(|| config.to_path_buf());
+            !grants.covers(&location, Access::ReadWrite)
+                || placeholders.iter().any(|p| config.starts_with(p))
+        };
         for named in &profile.named_commands {
             let Some(file) = expand(&named.file) else {
                 continue;
             };
-            for path in self.commands_named_in(&file, &named.commands, project) {
-                if !protections.iter().any(|p| p.path == path) {
-                    let exists =
-                        self.fs.kind(&path).is_some() || self.fs.read_link(&path).is_some();
-                    protections.push(Protection {
-                        path,
-                        kind: crate::policy::ProtectionKind::ReadOnly,
-                        origin: Origin::Profile,
-                        exists,
-                        placeholder: None,
-                    });
+            let widen = may_widen(&file, grants);
+            let keys: Vec<String> = named.commands.iter().chain(&named.hooks).cloned().collect();
+            for path in self.commands_named_in(&file, &keys, project) {
+                protect(path, &mut protections);
+            }
+            let argv_words: Vec<String> = named.argv.iter().map(|k| format!("{k}.*")).collect();
+            for path in self.commands_named_in(&file, &argv_words, project) {
+                protect(path, &mut protections);
+            }
+            let env = HookEnv {
+                home: self.home,
+                project,
+                path_dirs,
+            };
+            for hook in self.hook_invocations(&file, &named.hooks, &named.argv) {
+                // Numbat's own registration (its ownership marker), as Numbat writes it.
+                let words = match &hook.args {
+                    Some(args) => Some(
+                        std::iter::once(hook.command.clone())
+                            .chain(args.iter().cloned())
+                            .collect(),
+                    ),
+                    None => plain_words(&hook.command, &env),
+                };
+                let is_numbat_hook =
+                    words.as_deref().is_some_and(is_numbat) || hook.command.contains(NUMBAT_MARKER);
+                if is_numbat_hook {
+                    let applied = match (&words, self.home) {
+                        _ if !widen => Err(format!(
+                            "{} is a file a sandboxed run could have written, and Sandy \
+                             widens the sandbox only for registrations no run can write",
+                            file.display()
+                        )),
+                        (Some(words), Some(home)) => parse_numbat(words, &profile.name, home)
+                            .and_then(|n| {
+                                self.apply_numbat(&n, grants, &mut |p| protect(p, &mut protections))
+                                    .map(|()| n)
+                            }),
+                        (None, _) => Err("its command uses shell syntax".to_owned()),
+                        (_, None) => Err("the home directory is unknown".to_owned()),
+                    };
+                    match applied {
+                        Ok(numbat) => {
+                            let entry = RuntimeHook {
+                                service: "Numbat".to_owned(),
+                                path: numbat.executable,
+                                script: None,
+                                configuration: file.clone(),
+                            };
+                            if !hooks.contains(&entry) {
+                                hooks.push(entry);
+                            }
+                        }
+                        Err(reason) => {
+                            numbat_failure.get_or_insert(format!(
+                                "the registration in {} is not usable: {reason}",
+                                file.display()
+                            ));
+                        }
+                    }
+                    continue;
+                }
+                let command = match &hook.args {
+                    Some(args) => std::iter::once(&hook.command)
+                        .chain(args)
+                        .map(|w| shell_quote(w))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    None => hook.command.clone(),
+                };
+                match resolve_hook(&command, &env, self.fs) {
+                    Ok(hook) => {
+                        for path in std::iter::once(&hook.executable).chain(&hook.script) {
+                            if !self.grant_hook_file(path, path_dirs, widen, grants) {
+                                hook_notices.push(format!(
+                                    "note: a hook registered in {} needs {}, which Sandy does \
+                                     not grant ({}), so it will likely fail inside the sandbox",
+                                    file.display(),
+                                    path.display(),
+                                    if widen {
+                                        "it lies in a sensitive path"
+                                    } else {
+                                        "the registration is in a file a sandboxed run could \
+                                         have written; register it in the user settings instead"
+                                    }
+                                ));
+                            }
+                            protect(path.clone(), &mut protections);
+                        }
+                        let entry = RuntimeHook {
+                            service: "hook".to_owned(),
+                            path: hook.executable,
+                            script: hook.script,
+                            configuration: file.clone(),
+                        };
+                        if !hooks.contains(&entry) {
+                            hooks.push(entry);
+                        }
+                    }
+                    Err(reason) => hook_notices.push(format!(
+                        "note: a hook registered in {} cannot be resolved before launch ({reason}), \
+                         so it will likely fail inside the sandbox: {}",
+                        file.display(),
+                        first_words(&command),
+                    )),
                 }
             }
+        }
+        // Plugins the agent loads: each file listed; Numbat's generated plugin recognised.
+        for dir in &profile.plugin_directories {
+            let Some(dir) = expand(&dir.path) else {
+                continue;
+            };
+            for file in self.fs.files_in(&dir, 256) {
+                let widen = may_widen(&file, grants);
+                let is_code = file
+                    .extension()
+                    .is_some_and(|e| ["js", "ts", "mjs", "cjs", "mts"].iter().any(|x| e == *x));
+                if !is_code {
+                    continue;
+                }
+                protect(file.clone(), &mut protections);
+                let body = self
+                    .fs
+                    .read_head(&file, 256 * 1024)
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .unwrap_or_default();
+                let (service, path) = match numbat_opencode_plugin(&body) {
+                    None => ("hook", file.clone()),
+                    Some(words) => {
+                        let applied = match (words, self.home) {
+                            _ if !widen => Err(format!(
+                                "{} is a file a sandboxed run could have written, and Sandy \
+                                 widens the sandbox only for registrations no run can write",
+                                file.display()
+                            )),
+                            (Ok(words), Some(home)) => parse_numbat(&words, &profile.name, home)
+                                .and_then(|n| {
+                                    self.apply_numbat(&n, grants, &mut |p| {
+                                        protect(p, &mut protections)
+                                    })
+                                    .map(|()| n)
+                                }),
+                            (Err(e), _) => Err(e),
+                            (_, None) => Err("the home directory is unknown".to_owned()),
+                        };
+                        match applied {
+                            Ok(numbat) => ("Numbat", numbat.executable),
+                            Err(reason) => {
+                                numbat_failure.get_or_insert(format!(
+                                    "the plugin {} is not usable: {reason}",
+                                    file.display()
+                                ));
+                                continue;
+                            }
+                        }
+                    }
+                };
+                // A plain plugin is registered by its directory; Numbat's executable by
+                // its plugin file.
+                let entry = RuntimeHook {
+                    service: service.to_owned(),
+                    path,
+                    script: None,
+                    configuration: if service == "Numbat" {
+                        file.clone()
+                    } else {
+                        dir.clone()
+                    },
+                };
+                if !hooks.contains(&entry) {
+                    hooks.push(entry);
+                }
+            }
+        }
+        let numbat_found = hooks.iter().any(|h| h.service == "Numbat");
+        if let Some(reason) = &numbat_failure {
+            if require_numbat {
+                return Err(ResolveError::RuntimeControlRequired {
+                    flag: "--numbat",
+                    service: "Numbat",
+                    reason: reason.clone(),
+                    setup: format!("numbat hook install --agent {}", profile.name),
+                });
+            }
+            hook_notices.push(format!(
+                "note: Numbat's hooks will likely fail inside the sandbox: {reason}"
+            ));
+        } else if require_numbat && !numbat_found {
+            return Err(ResolveError::RuntimeControlRequired {
+                flag: "--numbat",
+                service: "Numbat",
+                reason: format!(
+                    "no Numbat hook is registered in {}'s configuration",
+                    profile.summary
+                ),
+                setup: format!("numbat hook install --agent {}", profile.name),
+            });
         }
         let mut state_files = Vec::new();
         let mut views = Vec::new();
@@ -233,7 +461,7 @@ impl Ctx<'_> {
         }
         // A state directory that cannot be created (its name is a dangling symlink, or
         // no ancestor exists) is not granted; say so.
-        let notices = missing
+        let mut notices: Vec<String> = missing
             .iter()
             .map(|p| {
                 format!(
@@ -244,7 +472,9 @@ impl Ctx<'_> {
                 )
             })
             .collect();
+        notices.extend(hook_notices);
         Ok(AppliedProfile {
+            hooks,
             protections,
             notices,
             created,
@@ -415,17 +645,7 @@ impl Ctx<'_> {
     /// The paths in the command strings at `keys` of the JSON settings `file`: every word
     /// that names a file by an absolute path, `~/`, `$HOME/` or `$CLAUDE_PROJECT_DIR/`.
     fn commands_named_in(&self, file: &Path, keys: &[String], project: &Path) -> Vec<PathBuf> {
-        let Some(bytes) = self.fs.read_head(file, 1024 * 1024) else {
-            return Vec::new();
-        };
-        let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
-            return Vec::new();
-        };
-        let mut commands = Vec::new();
-        for key in keys {
-            let pattern: Vec<&str> = key.split('.').collect();
-            collect_strings(&doc, &pattern, &mut commands);
-        }
+        let commands = self.command_strings(file, keys);
         let mut out = Vec::new();
         for command in commands {
             for word in
@@ -461,9 +681,245 @@ impl Ctx<'_> {
         out
     }
 
+    /// The command strings at `keys` of the JSON settings `file` (none when it is absent
+    /// or not JSON), each once, in document order.
+    fn command_strings(&self, file: &Path, keys: &[String]) -> Vec<String> {
+        let Some(doc) = self.settings_document(file) else {
+            return Vec::new();
+        };
+        let mut commands = Vec::new();
+        for key in keys {
+            let pattern: Vec<&str> = key.split('.').collect();
+            collect_strings(&doc, &pattern, &mut commands);
+        }
+        let mut unique = Vec::new();
+        for command in commands {
+            if !unique.contains(&command) {
+                unique.push(command);
+            }
+        }
+        unique
+    }
+
+    /// A settings file as a JSON value: JSON, or TOML when its name ends in `.toml`.
+    /// `None` when it is absent or does not parse.
+    fn settings_document(&self, file: &Path) -> Option<serde_json::Value> {
+        let bytes = self.fs.read_head(file, 1024 * 1024)?;
+        if file.extension().is_some_and(|e| e == "toml") {
+            let text = std::str::from_utf8(&bytes).ok()?;
+            let doc: toml::Table = toml::from_str(text).ok()?;
+            return serde_json::to_value(doc).ok();
+        }
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// The hook registrations at `keys` (each ending in `.command`) of the JSON settings
+    /// `file`: the command, and its `args` when the registration runs it directly.
+    fn hook_invocations(
+        &self,
+        file: &Path,
+        keys: &[String],
+        argv_keys: &[String],
+    ) -> Vec<HookInvocation> {
+        let Some(doc) = self.settings_document(file) else {
+            return Vec::new();
+        };
+        let mut out: Vec<HookInvocation> = Vec::new();
+        for key in argv_keys {
+            let pattern: Vec<&str> = key.split('.').collect();
+            let mut arrays = Vec::new();
+            collect_values(&doc, &pattern, &mut arrays);
+            for array in arrays {
+                let Some(words) = array.as_array().and_then(|a| {
+                    a.iter()
+                        .map(|w| w.as_str().map(str::to_owned))
+                        .collect::<Option<Vec<String>>>()
+                }) else {
+                    continue;
+                };
+                let Some((command, args)) = words.split_first() else {
+                    continue;
+                };
+                let hook = HookInvocation {
+                    command: command.clone(),
+                    args: Some(args.to_vec()),
+                };
+                if !out.contains(&hook) {
+                    out.push(hook);
+                }
+            }
+        }
+        for key in keys {
+            let Some((parent, leaf)) = key.rsplit_once('.') else {
+                continue;
+            };
+            let pattern: Vec<&str> = parent.split('.').collect();
+            let mut objects = Vec::new();
+            collect_values(&doc, &pattern, &mut objects);
+            for object in objects {
+                let Some(command) = object.get(leaf).and_then(|c| c.as_str()) else {
+                    continue;
+                };
+                let args = object.get("args").and_then(|a| a.as_array()).map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(str::to_owned))
+                        .collect::<Vec<_>>()
+                });
+                let hook = HookInvocation {
+                    command: command.to_owned(),
+                    args,
+                };
+                if !out.contains(&hook) {
+                    out.push(hook);
+                }
+            }
+        }
+        out
+    }
+
+    /// Grants what a recognised Numbat registration needs: its executable (read and
+    /// execute), its rule directories (read, protected read-only), its record output and
+    /// sequence-state database (read and write, the exact existing files). Their
+    /// directories must exist: Sandy does not create Numbat's state.
+    fn apply_numbat(
+        &self,
+        numbat: &NumbatHook,
+        grants: &mut GrantSet,
+        protect: &mut dyn FnMut(PathBuf),
+    ) -> Result<(), String> {
+        let canonical = |p: &Path| -> Result<PathBuf, String> {
+            let c = self
+                .fs
+                .canonicalize(p)
+                .map_err(|_| format!("{} does not exist", p.display()))?;
+            if self.sensitive_overlap(&c).is_some() {
+                return Err(format!("{} overlaps a sensitive path", p.display()));
+            }
+            Ok(c)
+        };
+        let executable = canonical(&numbat.executable)?;
+        if !matches!(
+            self.fs.kind(&executable),
+            Some(FileKind::File { executable: true })
+        ) {
+            return Err(format!(
+                "{} is not an executable file",
+                numbat.executable.display()
+            ));
+        }
+        let mut rules = Vec::new();
+        for dir in &numbat.rule_directories {
+            let c = canonical(dir)?;
+            if self.fs.kind(&c) != Some(FileKind::Directory)
+                || self.home.is_some_and(|h| h.starts_with(&c))
+            {
+                return Err(format!(
+                    "the rules directory {} is not a directory below home",
+                    dir.display()
+                ));
+            }
+            rules.push(c);
+        }
+        let mut writable = Vec::new();
+        for file in numbat.output_file.iter().chain([&numbat.state_database]) {
+            let c = canonical(file).map_err(|e| {
+                format!("{e} (Numbat creates it on its first run outside the sandbox)")
+            })?;
+            if !matches!(self.fs.kind(&c), Some(FileKind::File { .. })) {
+                return Err(format!("{} is not a regular file", file.display()));
+            }
+            writable.push(c);
+        }
+        grants.push(executable, Access::ReadExec, Scope::Exact, Origin::Profile);
+        protect(numbat.executable.clone());
+        for (dir, name) in rules.into_iter().zip(&numbat.rule_directories) {
+            grants.push(dir, Access::Read, Scope::Subtree, Origin::Profile);
+            protect(name.clone());
+        }
+        for file in writable {
+            grants.push(file, Access::ReadWrite, Scope::Exact, Origin::Profile);
+        }
+        Ok(())
+    }
+
+    /// Grants a hook's executable or script read and execute (the exact file, resolved),
+    /// and the interpreters its `#!` line names; never inside a sensitive path. With
+    /// `widen` false, nothing new is granted. `true` when the grants reach the file.
+    fn grant_hook_file(
+        &self,
+        path: &Path,
+        path_dirs: &[PathBuf],
+        widen: bool,
+        grants: &mut GrantSet,
+    ) -> bool {
+        let Ok(canonical) = self.fs.canonicalize(path) else {
+            return false;
+        };
+        if grants.covers(&canonical, Access::ReadExec) {
+            return true;
+        }
+        if !widen || self.sensitive_overlap(&canonical).is_some() {
+            return false;
+        }
+        grants.push(
+            canonical.clone(),
+            Access::ReadExec,
+            Scope::Exact,
+            Origin::Profile,
+        );
+        for interpreter in super::shebang::interpreters(&canonical, path_dirs, self.fs) {
+            self.grant_interpreter(&interpreter, grants);
+        }
+        true
+    }
+
     fn package_json(&self, dir: &Path) -> Option<serde_json::Value> {
         let bytes = self.fs.read_head(&dir.join("package.json"), 256 * 1024)?;
         serde_json::from_slice(&bytes).ok()
+    }
+}
+
+/// One hook registration: a shell command, or a program run directly with `args`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct HookInvocation {
+    command: String,
+    args: Option<Vec<String>>,
+}
+
+/// A word quoted for the shell.
+fn shell_quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
+
+/// The JSON values at a key path (`*`: any key or array element).
+fn collect_values<'a>(
+    v: &'a serde_json::Value,
+    pattern: &[&str],
+    out: &mut Vec<&'a serde_json::Value>,
+) {
+    let Some((first, rest)) = pattern.split_first() else {
+        out.push(v);
+        return;
+    };
+    let children: Vec<&serde_json::Value> = match (v, *first) {
+        (serde_json::Value::Object(m), "*") => m.values().collect(),
+        (serde_json::Value::Array(a), "*") => a.iter().collect(),
+        (serde_json::Value::Object(m), key) => m.get(key).into_iter().collect(),
+        _ => Vec::new(),
+    };
+    for child in children {
+        collect_values(child, rest, out);
+    }
+}
+
+/// The start of a hook command for a message: its first line, at most 80 characters.
+fn first_words(command: &str) -> String {
+    let line = command.lines().next().unwrap_or_default();
+    let short: String = line.chars().take(80).collect();
+    if short.len() < command.len() {
+        format!("{short}...")
+    } else {
+        short
     }
 }
 

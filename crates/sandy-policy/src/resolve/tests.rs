@@ -157,6 +157,7 @@ fn request(cmd: &[&str]) -> RunRequest {
         block_net: false,
         allow_local_ports: vec![],
         numbat_collector: None,
+        numbat: false,
         egress: Default::default(),
         profile: None,
     }
@@ -260,6 +261,7 @@ fn plain_run_resolves_to_the_default_policy() {
         created_at_launch: vec![],
         state_files: vec![],
         caches: vec![],
+        hooks: vec![],
     };
     assert_eq!(policy, expected);
 }

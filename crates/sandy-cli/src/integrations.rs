@@ -1,0 +1,121 @@
+//! `sandy integrations setup numbat --agent AGENT`: the trusted, host-side way to install
+//! a runtime control (RUNTIME_CONTROLS.md). It runs outside any sandbox only. A healthy
+//! registration is reused; otherwise the provider's own setup command runs (found on the
+//! caller's `PATH`, with the terminal), and the result is verified the way `sandy run
+//! --numbat` would verify it. `sandy run` and `sandy doctor` never install anything.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::args::{IntegrationsArgs, IntegrationsCommand};
+use crate::error::{SandyError, EXIT_NOT_ENFORCEABLE};
+
+/// Whether a Numbat installation is kept working for `agent`: `Ok` with one line per
+/// recognised registration, or `Err` with the reason and the setup command. The same
+/// resolution as a launch with `--numbat`; nothing is run or changed.
+pub fn numbat_status(agent: &str) -> Result<Result<Vec<String>, String>, SandyError> {
+    let host = crate::host::gather(&[])?;
+    let request = sandy_policy::RunRequest {
+        command: vec!["true".into()],
+        read: Vec::new(),
+        read_write: Vec::new(),
+        private_tmp: PathBuf::from("/tmp/sandy-integrations"),
+        block_net: false,
+        allow_local_ports: Vec::new(),
+        numbat_collector: None,
+        numbat: true,
+        profile: Some(agent.to_owned()),
+        egress: sandy_policy::EgressRequest::default(),
+    };
+    match sandy_policy::resolve(&request, &host, &sandy_policy::RealFs) {
+        Ok(policy) => Ok(Ok(policy
+            .hooks
+            .iter()
+            .filter(|h| h.service == "Numbat")
+            .map(|h| {
+                format!(
+                    "{} registered in {}",
+                    h.path.display(),
+                    h.configuration.display()
+                )
+            })
+            .collect())),
+        Err(e @ sandy_policy::ResolveError::RuntimeControlRequired { .. }) => {
+            Ok(Err(e.to_string()))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Whether this process runs with `no_new_privs` (inside Sandy or another sandbox).
+fn inside_a_sandbox() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.starts_with("NoNewPrivs:") && l.trim_end().ends_with('1'))
+    })
+}
+
+/// `sandy integrations ...`.
+pub fn command(args: IntegrationsArgs) -> Result<u8, SandyError> {
+    let IntegrationsCommand::Setup { provider, agent } = args.command;
+    if inside_a_sandbox() {
+        return Err(SandyError::Usage(
+            "sandy integrations setup runs only outside any sandbox (this process has \
+             no_new_privs set): run it in your own terminal",
+        ));
+    }
+    if provider != "numbat" {
+        return Err(SandyError::Usage(
+            "only numbat can be set up on Linux (Kontext is not supported yet)",
+        ));
+    }
+    let say = |line: String| {
+        crate::print_line(&line).map_err(|source| SandyError::Io {
+            step: "cannot write the setup report",
+            source,
+        })
+    };
+    if let Ok(lines) = numbat_status(&agent)? {
+        for line in lines {
+            say(format!("Numbat ({agent}): already set up: {line}"))?;
+        }
+        return Ok(0);
+    }
+    // The provider's own setup command, as the user, with the terminal.
+    say(format!(
+        "Numbat ({agent}): running numbat hook install --agent {agent}"
+    ))?;
+    let status = Command::new("numbat")
+        .args(["hook", "install", "--agent", &agent])
+        .status();
+    match status {
+        Ok(s) if s.success() => {}
+        Ok(s) => {
+            say(format!(
+                "Numbat ({agent}): numbat hook install failed ({})",
+                crate::doctor::describe_status(s)
+            ))?;
+            return Ok(EXIT_NOT_ENFORCEABLE);
+        }
+        Err(e) => {
+            say(format!(
+                "Numbat ({agent}): cannot run numbat ({e}); install Numbat and put it on PATH"
+            ))?;
+            return Ok(EXIT_NOT_ENFORCEABLE);
+        }
+    }
+    match numbat_status(&agent)? {
+        Ok(lines) => {
+            for line in lines {
+                say(format!("Numbat ({agent}): set up: {line}"))?;
+            }
+            Ok(0)
+        }
+        Err(reason) => {
+            say(format!(
+                "Numbat ({agent}): the installation is still not usable: {reason}"
+            ))?;
+            Ok(EXIT_NOT_ENFORCEABLE)
+        }
+    }
+}

@@ -1,0 +1,962 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Runtime controls: the hooks the user registers in the agent keep working inside Sandy,
+//! and the agent cannot rewrite them. Judged from the host: the hook's record file on the
+//! host, the hook's files and registration byte for byte after an attack from inside, and
+//! a marker that planted code would create when the hook runs outside afterwards.
+//!
+//! The hooks are stand-ins shaped like a monitoring hook: an executable on `PATH` (by a
+//! symlink into a tool directory, as installers lay it out), a Python script run by an
+//! interpreter, and a project hook under `.claude/hooks`; each appends one record line.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use common::*;
+use serde_json::{json, Value};
+
+/// An executable hook (`#!/bin/sh`): appends its name and first argument to
+/// `$HOME/records/events`.
+const SHELL_HOOK: &str = "#!/bin/sh\nprintf 'monitor %s\\n' \"$1\" >> \"$HOME/records/events\"\n";
+/// A Python hook, run by `python3 SCRIPT`: appends the event it read on stdin (Claude
+/// Code's hook input) or `python` when there is none.
+const PYTHON_HOOK: &str = "import json, os, sys\n\
+data = sys.stdin.read() if not sys.stdin.isatty() else ''\n\
+try:\n    event = json.loads(data)\nexcept Exception:\n    event = {}\n\
+line = json.dumps({'hook': 'python', 'event': event.get('hook_event_name'), 'tool': event.get('tool_name')})\n\
+with open(os.path.join(os.environ['HOME'], 'records', 'events'), 'a') as f:\n    f.write(line + '\\n')\n";
+/// A project hook: appends `project`.
+const PROJECT_HOOK: &str = "#!/bin/sh\necho project >> \"$HOME/records/events\"\n";
+
+/// The hook commands, as registered.
+const MONITOR_COMMAND: &str = "monitor-hook pre";
+const PYTHON_COMMAND: &str = "python3 ~/.config/monitor/hook.py";
+const PROJECT_COMMAND: &str = "\"$CLAUDE_PROJECT_DIR\"/.claude/hooks/check.sh";
+/// A hook whose executable is only known from a variable Sandy cannot see.
+const UNRESOLVABLE_COMMAND: &str = "$MONITOR_HOME/bin/monitor";
+
+/// Claude Code's hook registration shape.
+fn claude_hooks(commands: &[&str]) -> String {
+    let hooks: Vec<Value> = commands
+        .iter()
+        .map(|c| json!({"type": "command", "command": c}))
+        .collect();
+    serde_json::to_string_pretty(&json!({
+        "hooks": {"PreToolUse": [{"matcher": "*", "hooks": hooks}]}
+    }))
+    .unwrap()
+}
+
+/// The user's monitoring set-up: `~/.local/bin/monitor-hook` a symlink into
+/// `~/tools/monitor/bin`, a Python hook under `~/.config`, a project hook, the records
+/// directory, and the registrations in the user and project settings.
+fn install_hooks(w: &World) {
+    let tool = w.write("home/tools/monitor/bin/monitor-hook", SHELL_HOOK);
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(w.home.join(".local/bin")).unwrap();
+    std::os::unix::fs::symlink(&tool, w.home.join(".local/bin/monitor-hook")).unwrap();
+    w.write("home/.config/monitor/hook.py", PYTHON_HOOK);
+    let project_hook = w.write("home/project/.claude/hooks/check.sh", PROJECT_HOOK);
+    std::fs::set_permissions(&project_hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(w.home.join("records")).unwrap();
+    w.write(
+        "home/.claude/settings.json",
+        &claude_hooks(&[MONITOR_COMMAND, PYTHON_COMMAND]),
+    );
+    w.write(
+        "home/project/.claude/settings.json",
+        &claude_hooks(&[PROJECT_COMMAND]),
+    );
+    w.chown_all();
+}
+
+/// `PATH` with the user's `~/.local/bin` first, as a user with monitor-hook installed has it.
+fn user_path(w: &World) -> String {
+    format!(
+        "{}/.local/bin:/usr/local/bin:/usr/bin:/bin",
+        w.home.display()
+    )
+}
+
+/// `sandy run --profile claude FLAGS... -- /bin/sh -c SCRIPT` with the user's PATH.
+fn run_sh(w: &World, flags: &[&str], script: &str) -> Output {
+    let mut args = vec!["run", "--profile", "claude"];
+    args.extend_from_slice(flags);
+    args.extend_from_slice(&["--", "/bin/sh", "-c", script]);
+    let mut cmd = w.sandy(args);
+    cmd.env("PATH", user_path(w));
+    cmd.output().unwrap()
+}
+
+fn records(w: &World) -> String {
+    std::fs::read_to_string(w.home.join("records/events")).unwrap_or_default()
+}
+
+fn dry_run(w: &World) -> (Value, String) {
+    let mut cmd = w.sandy(["run", "--dry-run", "--profile", "claude", "--", "/bin/true"]);
+    cmd.env("PATH", user_path(w));
+    let o = cmd.output().unwrap();
+    assert_code(&o, 0, "dry run");
+    (parse_dry_run(&o.stdout, "dry run"), stderr(&o))
+}
+
+fn hooks_in(doc: &Value) -> Vec<Value> {
+    doc["runtime_controls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["service"] == "hook")
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn every_registered_hook_is_listed_in_the_dry_run_and_an_unresolvable_one_is_noted() {
+    for_each_user(|w| {
+        install_hooks(w);
+        w.write(
+            "home/.claude/settings.local.json",
+            &claude_hooks(&[UNRESOLVABLE_COMMAND]),
+        );
+        let (doc, err) = dry_run(w);
+        let home = w.home.display().to_string();
+        let user_settings = format!("{home}/.claude/settings.json");
+        let project_settings = format!("{}/.claude/settings.json", w.project.display());
+        let hooks = hooks_in(&doc);
+        let want = [
+            json!({"service": "hook", "enabled": true, "version": null,
+                   "path": format!("{home}/.local/bin/monitor-hook"), "script": null,
+                   "configuration": user_settings}),
+            json!({"service": "hook", "enabled": true, "version": null,
+                   "path": "/usr/bin/python3",
+                   "script": format!("{home}/.config/monitor/hook.py"),
+                   "configuration": user_settings}),
+            json!({"service": "hook", "enabled": true, "version": null,
+                   "path": format!("{}/.claude/hooks/check.sh", w.project.display()),
+                   "script": null, "configuration": project_settings}),
+        ];
+        for hook in &want {
+            assert!(hooks.contains(hook), "{hook} not in {hooks:#?}");
+        }
+        assert_eq!(hooks.len(), want.len(), "{hooks:#?}");
+        // The executable's name, and where the symlink leads, granted exactly.
+        let grants = doc["file_grants"].as_array().unwrap();
+        let target = std::fs::canonicalize(w.home.join("tools/monitor/bin/monitor-hook")).unwrap();
+        let script = std::fs::canonicalize(w.home.join(".config/monitor/hook.py")).unwrap();
+        for path in [&target, &script] {
+            assert!(
+                grants
+                    .iter()
+                    .any(|g| g["path"] == path.display().to_string()
+                        && g["access"] == "read_exec"
+                        && g["scope"] == "exact"),
+                "{} not granted: {grants:#?}",
+                path.display()
+            );
+        }
+        // The project hook is in a writable directory: protected read-only by name.
+        let protections = doc["protections"].as_array().unwrap();
+        assert!(
+            protections.iter().any(|p| p["path"]
+                == format!("{}/.claude/hooks/check.sh", w.project.display())
+                && p["kind"] == "read_only"),
+            "{protections:#?}"
+        );
+        // The unresolvable hook: one note, naming the configuration, before launch.
+        let local = format!("{home}/.claude/settings.local.json");
+        let notes: Vec<&str> = err
+            .lines()
+            .filter(|l| l.starts_with("sandy: note: a hook registered in"))
+            .collect();
+        assert_eq!(notes.len(), 1, "{err}");
+        assert!(
+            notes[0].contains(&local) && notes[0].contains("$MONITOR_HOME"),
+            "{err}"
+        );
+    });
+}
+
+#[test]
+fn a_hook_writes_its_record_inside_the_sandbox_with_either_network() {
+    for_each_user(|w| {
+        install_hooks(w);
+        let records_dir = w.home.join("records").display().to_string();
+        for net in [&[][..], &["--block-net"][..]] {
+            std::fs::write(w.home.join("records/events"), "").unwrap();
+            w.chown_all();
+            let mut flags = vec!["--read-write", records_dir.as_str()];
+            flags.extend_from_slice(net);
+            // The agent runs each hook command through a shell, as Claude Code does.
+            let script = format!(
+                "{MONITOR_COMMAND} && echo '{{}}' | {PYTHON_COMMAND} && \
+                 CLAUDE_PROJECT_DIR=\"$PWD\" sh -c '{}'",
+                PROJECT_COMMAND.replace('\'', "'\\''")
+            );
+            let o = run_sh(w, &flags, &script);
+            assert_code(&o, 0, &format!("hooks with {net:?}"));
+            let got = records(w);
+            assert_eq!(
+                got,
+                "monitor pre\n{\"hook\": \"python\", \"event\": null, \"tool\": null}\nproject\n",
+                "{net:?}: {}",
+                stderr(&o)
+            );
+        }
+        // Negative: without the registration, the script under ~/.config is out of
+        // reach (an executable on PATH is reachable either way, as every PATH tool is).
+        std::fs::write(w.home.join(".claude/settings.json"), "{}\n").unwrap();
+        std::fs::write(w.home.join("records/events"), "").unwrap();
+        let o = run_sh(w, &["--read-write", &records_dir], PYTHON_COMMAND);
+        assert_ne!(o.status.code(), Some(0), "an unregistered script ran");
+        assert_eq!(records(w), "");
+    });
+}
+
+/// Hooks in directories the sandbox can write: a script in Claude Code's own (writable)
+/// configuration directory, outside `hooks/`, and the project hook.
+#[test]
+fn the_agent_cannot_rewrite_or_replace_a_hook_or_its_registration() {
+    for_each_user(|w| {
+        install_hooks(w);
+        let in_config = w.write("home/.claude/monitor/run.sh", SHELL_HOOK);
+        std::fs::set_permissions(&in_config, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let project_settings = w.project.join(".claude/settings.json");
+        std::fs::write(
+            &project_settings,
+            claude_hooks(&[PROJECT_COMMAND, "~/.claude/monitor/run.sh post"]),
+        )
+        .unwrap();
+        w.chown_all();
+        let watched: Vec<PathBuf> = vec![
+            in_config,
+            w.project.join(".claude/hooks/check.sh"),
+            project_settings,
+            w.home.join(".claude/settings.json"),
+            w.home.join("tools/monitor/bin/monitor-hook"),
+            w.home.join(".config/monitor/hook.py"),
+        ];
+        let before: Vec<Vec<u8>> = watched.iter().map(|p| std::fs::read(p).unwrap()).collect();
+        let marker = w.root.join("planted-marker");
+        let plant = format!("#!/bin/sh\ntouch {}\n", marker.display());
+        // Each attack from inside; none may succeed (each is judged on the host below).
+        for target in &watched {
+            let t = target.display();
+            for attack in [
+                format!("printf '%s' '{plant}' > {t}"),
+                format!("printf '%s' '{plant}' >> {t}"),
+                format!("rm -f {t} && printf '%s' '{plant}' > {t}"),
+                format!("mv {t} {t}.old; printf '%s' '{plant}' > {t}"),
+                format!("chmod 000 {t}"),
+            ] {
+                let _ = run_sh(w, &[], &attack);
+            }
+        }
+        // Replacing the directories that hold them.
+        let claude_dir = w.project.join(".claude");
+        let _ = run_sh(
+            w,
+            &[],
+            &format!(
+                "mv {d}/hooks {d}/hooks.old; mkdir -p {d}/hooks; printf '%s' '{plant}' > {d}/hooks/check.sh; chmod +x {d}/hooks/check.sh",
+                d = claude_dir.display()
+            ),
+        );
+        let _ = run_sh(
+            w,
+            &[],
+            &format!(
+                "mv {d} {d}.old; mkdir -p {d}; printf '%s' '{plant}' > {d}/run.sh",
+                d = w.home.join(".claude/monitor").display()
+            ),
+        );
+        for (path, bytes) in watched.iter().zip(&before) {
+            assert_eq!(
+                std::fs::read(path).ok().as_ref(),
+                Some(bytes),
+                "{} changed",
+                path.display()
+            );
+            let mode = std::fs::metadata(path).unwrap().permissions().mode();
+            assert_ne!(mode & 0o777, 0, "{} lost its mode", path.display());
+        }
+        // Run outside afterwards: the hooks as registered; no planted code runs.
+        std::fs::write(w.home.join("records/events"), "").unwrap();
+        w.chown_all();
+        let o = w
+            .host("/bin/sh")
+            .env("PATH", user_path(w))
+            .env("CLAUDE_PROJECT_DIR", &w.project)
+            .arg("-c")
+            .arg(format!(
+                "{MONITOR_COMMAND}; {PROJECT_COMMAND}; {}/.claude/monitor/run.sh post",
+                w.home.display()
+            ))
+            .output()
+            .unwrap();
+        assert_code(&o, 0, "the hooks on the host");
+        assert_eq!(records(w), "monitor pre\nproject\nmonitor post\n");
+        assert!(!marker.exists(), "planted code ran on the host");
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// A real agent: Claude Code fires a registered PreToolUse hook inside Sandy.
+
+const DEFAULT_PREFIX: &str = "/opt/sandy-test-agents";
+const AGENT_TIMEOUT: u64 = 180;
+
+fn claude_bin() -> Option<PathBuf> {
+    let prefix = std::env::var_os("SANDY_TEST_AGENTS")
+        .filter(|p| !p.is_empty())
+        .map_or_else(|| PathBuf::from(DEFAULT_PREFIX), PathBuf::from);
+    let bin = prefix.join("node_modules/.bin");
+    if bin.join("claude").exists() {
+        Some(bin)
+    } else {
+        skip(&format!(
+            "Claude Code is not in {}; run scripts/install-agents.sh",
+            bin.display()
+        ));
+        None
+    }
+}
+
+/// Starts the stand-in model API as the test user; returns it and its port.
+fn fake_api(w: &World, script: &Value) -> (Reaped, u16) {
+    let helper = w.write("api/fake_model_api.py", &helper_text("fake_model_api.py"));
+    let script_path = w.write("api/script.json", &script.to_string());
+    let mut cmd = w.host(PYTHON);
+    cmd.arg(&helper).arg(w.root.join("api")).arg(&script_path);
+    let (child, info) = start_announcing(cmd, "the fake model API");
+    let port = u16::try_from(info["port"].as_u64().unwrap()).unwrap();
+    (child, port)
+}
+
+fn run_collected(mut cmd: Command, secs: u64) -> Output {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let what = format!("{:?}", cmd.get_args().collect::<Vec<_>>());
+    let mut child = Reaped(cmd.spawn().unwrap());
+    let collector = Collector::start(&mut child.0);
+    let status = wait_timeout(&mut child.0, secs, &what);
+    collector.finish_allowing_open(status, Duration::from_secs(10))
+}
+
+#[test]
+fn claude_code_fires_a_registered_pre_tool_use_hook_whose_record_reaches_the_host() {
+    let Some(bin) = claude_bin() else {
+        return;
+    };
+    for_each_user(|w| {
+        for block_net in [false, true] {
+            let w = &World::new(w.user);
+            install_hooks(w);
+            w.write("home/.claude.json", "{}\n");
+            let notes = w.project.join("notes.txt");
+            let script = json!({
+                "steps": [{"tool": "Bash", "input": {
+                    "command": format!("echo hello > {}", notes.display()),
+                    "description": "scripted step"}}],
+                "final": "done",
+            });
+            let (_api, port) = fake_api(w, &script);
+            let records_dir = w.home.join("records").display().to_string();
+            let port_arg = port.to_string();
+            let mut args = vec!["run", "--read-write", records_dir.as_str()];
+            if block_net {
+                args.extend_from_slice(&["--block-net", "--allow-local-port", &port_arg]);
+            }
+            args.extend_from_slice(&[
+                "--",
+                "claude",
+                "-p",
+                "do the task",
+                "--allowedTools",
+                "Bash",
+                "--output-format",
+                "json",
+            ]);
+            let mut cmd = w.sandy(args);
+            cmd.env("PATH", format!("{}:{}", bin.display(), user_path(w)))
+                .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+                .env("ANTHROPIC_API_KEY", "dummy")
+                .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+                .env("DISABLE_TELEMETRY", "1")
+                .env("DISABLE_AUTOUPDATER", "1")
+                .env("DISABLE_ERROR_REPORTING", "1");
+            let o = run_collected(cmd, AGENT_TIMEOUT);
+            let context = format!(
+                "block_net {block_net}\nstdout: {}\nstderr: {}\nrequests: {}",
+                stdout(&o),
+                stderr(&o),
+                std::fs::read_to_string(w.root.join("api/requests.jsonl")).unwrap_or_default()
+            );
+            assert_code(&o, 0, &context);
+            assert_eq!(
+                std::fs::read_to_string(&notes).unwrap_or_default(),
+                "hello\n",
+                "{context}"
+            );
+            // Judged on the host: each registered hook left its record, the Python one
+            // with the event Claude Code gave it.
+            let got = records(w);
+            assert!(got.contains("monitor pre\n"), "{context}\nrecords: {got}");
+            assert!(got.contains("project\n"), "{context}\nrecords: {got}");
+            assert!(
+                got.contains(r#"{"hook": "python", "event": "PreToolUse", "tool": "Bash"}"#),
+                "{context}\nrecords: {got}"
+            );
+        }
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Numbat, as upstream Sandy recognises it: the registration Numbat's installer writes
+// (`BIN hook EVENT --agent AGENT --installed-by=numbat --output=file --output-file F`).
+
+/// A stand-in for Numbat's hook command: checks its rules directory is readable, appends
+/// one record line to the output file and bumps the sequence number in its state file.
+const NUMBAT_STAND_IN: &str = r#"#!/bin/sh
+[ "$1" = hook ] || exit 2
+event=$2; shift 2
+out=; state="$HOME/.numbat/state.db"; rules=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --output-file) out=$2; shift ;;
+    --state-db) state=$2; shift ;;
+    --rules-dir) rules=$2; shift ;;
+  esac
+  shift
+done
+[ -z "$rules" ] || cat "$rules"/*.rules > /dev/null || exit 3
+cat > /dev/null
+n=$(cat "$state" 2>/dev/null); n=$(( ${n:-0} + 1 ))
+printf '%s\n' "$n" > "$state" || exit 4
+printf '{"event":"%s","seq":%s}\n' "$event" "$n" >> "$out" || exit 5
+"#;
+
+/// Installs the stand-in Numbat, its rules, output and state, and registers it in
+/// Claude Code's user settings in upstream's shape (a program with `args`).
+fn install_numbat(w: &World, extra_args: &[&str]) -> PathBuf {
+    let bin = w.write("home/.local/share/numbat/bin/numbat", NUMBAT_STAND_IN);
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    w.write("home/.numbat/rules/default.rules", "deny rm -rf /\n");
+    w.write("home/.numbat/events.jsonl", "");
+    w.write("home/.numbat/state.db", "0\n");
+    let output = w.home.join(".numbat/events.jsonl");
+    let mut args = vec![
+        "hook".to_owned(),
+        "pre-tool".to_owned(),
+        "--agent".to_owned(),
+        "claude".to_owned(),
+        "--installed-by=numbat".to_owned(),
+        "--output=file".to_owned(),
+        "--output-file".to_owned(),
+        output.display().to_string(),
+        "--rules-dir".to_owned(),
+        "~/.numbat/rules".to_owned(),
+    ];
+    args.extend(extra_args.iter().map(|a| (*a).to_owned()));
+    let settings = json!({"hooks": {"PreToolUse": [{"hooks": [{
+        "type": "command", "command": bin.display().to_string(), "args": args, "timeout": 10
+    }]}]}});
+    w.write(
+        "home/.claude/settings.json",
+        &serde_json::to_string_pretty(&settings).unwrap(),
+    );
+    bin
+}
+
+/// The hook as Claude Code runs it (the registered program and arguments).
+fn numbat_invocation(w: &World) -> String {
+    format!(
+        "echo '{{}}' | {}/.local/share/numbat/bin/numbat hook pre-tool --agent claude \
+         --installed-by=numbat --output=file --output-file {}/.numbat/events.jsonl \
+         --rules-dir {}/.numbat/rules",
+        w.home.display(),
+        w.home.display(),
+        w.home.display()
+    )
+}
+
+#[test]
+fn numbat_records_inside_with_either_network_and_its_registration_stays_immutable() {
+    for_each_user(|w| {
+        let bin = install_numbat(w, &[]);
+        let (doc, _) = dry_run(w);
+        let numbat: Vec<&Value> = doc["runtime_controls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["service"] == "Numbat" && c["enabled"] == true)
+            .collect();
+        assert_eq!(numbat.len(), 1, "{:#?}", doc["runtime_controls"]);
+        assert_eq!(numbat[0]["path"], bin.display().to_string());
+        for (i, net) in [&[][..], &["--block-net"][..]].iter().enumerate() {
+            let mut flags = vec!["--numbat"];
+            flags.extend_from_slice(net);
+            let o = run_sh(w, &flags, &numbat_invocation(w));
+            assert_code(&o, 0, &format!("numbat with {net:?}"));
+            let events = std::fs::read_to_string(w.home.join(".numbat/events.jsonl")).unwrap();
+            assert_eq!(
+                events.lines().count(),
+                i + 1,
+                "{net:?}: {events}\n{}",
+                stderr(&o)
+            );
+            assert!(events.ends_with(&format!("{{\"event\":\"pre-tool\",\"seq\":{}}}\n", i + 1)));
+        }
+        // Registration, executable and rules are immutable from inside.
+        let watched = [
+            bin,
+            w.home.join(".numbat/rules/default.rules"),
+            w.home.join(".claude/settings.json"),
+        ];
+        let before: Vec<Vec<u8>> = watched.iter().map(|p| std::fs::read(p).unwrap()).collect();
+        for target in &watched {
+            let t = target.display();
+            let _ = run_sh(w, &[], &format!("echo planted > {t}"));
+            let _ = run_sh(w, &[], &format!("rm -f {t}; echo planted > {t}"));
+        }
+        let rules = w.home.join(".numbat/rules");
+        let _ = run_sh(
+            w,
+            &[],
+            &format!("echo allow > {}/planted.rules", rules.display()),
+        );
+        for (path, bytes) in watched.iter().zip(&before) {
+            assert_eq!(
+                std::fs::read(path).ok().as_ref(),
+                Some(bytes),
+                "{}",
+                path.display()
+            );
+        }
+        assert!(!rules.join("planted.rules").exists());
+    });
+}
+
+#[test]
+fn numbat_flag_requires_a_healthy_registration() {
+    for_each_user(|w| {
+        // No registration at all.
+        let o = run_sh(w, &["--numbat"], "true");
+        assert_code(&o, 125, "--numbat without Numbat");
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains("--numbat") && err.contains("numbat hook install --agent claude"),
+            "{err}"
+        );
+        // A registration Sandy cannot keep working (direct HTTP delivery).
+        install_numbat(
+            w,
+            &["--output=http", "--http-url", "https://numbat.invalid"],
+        );
+        let o = run_sh(w, &["--numbat"], "true");
+        assert_code(&o, 125, "--numbat with HTTP output");
+        assert!(stderr(&o).contains("http"), "{}", stderr(&o));
+        // Without the flag, the run goes ahead and says why Numbat will not work.
+        let o = run_sh(w, &[], "true");
+        assert_code(&o, 0, "without --numbat");
+        assert!(
+            stderr(&o).contains("sandy: note: Numbat's hooks will likely fail"),
+            "{}",
+            stderr(&o)
+        );
+        // A missing state file: not created by Sandy, reported.
+        install_numbat(w, &[]);
+        std::fs::remove_file(w.home.join(".numbat/state.db")).unwrap();
+        let o = run_sh(w, &["--numbat"], "true");
+        assert_code(&o, 125, "--numbat with no state file");
+        assert!(!w.home.join(".numbat/state.db").exists());
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Codex (`hooks.json`, `notify` in config.toml) and Gemini CLI (settings hooks).
+
+fn dry_run_as(w: &World, profile: &str) -> (Value, String) {
+    let mut cmd = w.sandy(["run", "--dry-run", "--profile", profile, "--", "/bin/true"]);
+    cmd.env("PATH", user_path(w));
+    let o = cmd.output().unwrap();
+    assert_code(&o, 0, "dry run");
+    (parse_dry_run(&o.stdout, "dry run"), stderr(&o))
+}
+
+#[test]
+fn codex_and_gemini_hooks_are_discovered_granted_and_run() {
+    for_each_user(|w| {
+        install_hooks(w);
+        let home = w.home.display().to_string();
+        let script = format!("{home}/.config/monitor/hook.py");
+        // Codex: notify is an argument vector run without a shell; hooks.json as Claude's.
+        w.write(
+            "home/.codex/config.toml",
+            &format!("model = \"gpt-5\"\nnotify = [\"python3\", \"{script}\"]\n"),
+        );
+        w.write("home/.codex/hooks.json", &claude_hooks(&[MONITOR_COMMAND]));
+        // Gemini CLI: its own events, the same shape.
+        let gemini = json!({"hooks": {"BeforeTool": [{"matcher": "*", "hooks": [
+            {"type": "command", "command": PYTHON_COMMAND},
+            {"type": "command", "command": "missing-gemini-hook --x"}
+        ]}]}});
+        w.write("home/.gemini/settings.json", &gemini.to_string());
+        let (codex, _) = dry_run_as(w, "codex");
+        let hooks = hooks_in(&codex);
+        let notify = json!({"service": "hook", "enabled": true, "version": null,
+            "path": "/usr/bin/python3", "script": script,
+            "configuration": format!("{home}/.codex/config.toml")});
+        let registered = json!({"service": "hook", "enabled": true, "version": null,
+            "path": format!("{home}/.local/bin/monitor-hook"), "script": null,
+            "configuration": format!("{home}/.codex/hooks.json")});
+        assert!(hooks.contains(&notify), "{hooks:#?}");
+        assert!(hooks.contains(&registered), "{hooks:#?}");
+        let (gem, err) = dry_run_as(w, "gemini");
+        let hooks = hooks_in(&gem);
+        assert_eq!(hooks.len(), 1, "{hooks:#?}");
+        assert_eq!(hooks[0]["script"], json!(script));
+        assert_eq!(
+            hooks[0]["configuration"],
+            json!(format!("{home}/.gemini/settings.json"))
+        );
+        assert!(
+            err.contains("sandy: note: a hook registered in")
+                && err.contains("missing-gemini-hook"),
+            "{err}"
+        );
+        // The notify command runs inside under the codex profile and its record reaches
+        // the host; the same script without the registration is out of reach.
+        let records_dir = w.home.join("records").display().to_string();
+        let run = |profile: &str| {
+            let mut cmd = w.sandy([
+                "run",
+                "--profile",
+                profile,
+                "--read-write",
+                &records_dir,
+                "--",
+                "python3",
+                &script,
+                "{}",
+            ]);
+            cmd.env("PATH", user_path(w));
+            cmd.output().unwrap()
+        };
+        std::fs::write(w.home.join("records/events"), "").unwrap();
+        w.chown_all();
+        let o = run("codex");
+        assert_code(&o, 0, "notify under codex");
+        assert_eq!(
+            records(w),
+            "{\"hook\": \"python\", \"event\": null, \"tool\": null}\n"
+        );
+        let o = run("generic");
+        assert_ne!(
+            o.status.code(),
+            Some(0),
+            "the script ran without a registration"
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// OpenCode plugins, and Numbat's generated OpenCode plugin.
+
+/// A plugin in the shape Numbat's installer generates for OpenCode (upstream's fixture
+/// shape): it runs NUMBAT_BIN with EXTRA_ARGS on each tool call.
+fn numbat_plugin(bin: &Path, output: &Path) -> String {
+    format!(
+        "// numbat-managed plugin - do not edit\n\
+         import {{ spawn }} from \"node:child_process\";\n\n\
+         const NUMBAT_BIN = \"{}\";\n\
+         const EXTRA_ARGS = [\"--installed-by=numbat\", \"--output=file\", \"--output-file\", \"{}\"];\n\n\
+         function forward(lifecycle, payload) {{\n\
+         \x20 const child = spawn(NUMBAT_BIN, [\"hook\", lifecycle, \"--agent\", \"opencode\", ...EXTRA_ARGS], {{\n\
+         \x20   stdio: [\"pipe\", \"ignore\", \"ignore\"],\n\
+         \x20 }});\n\
+         \x20 child.stdin.write(JSON.stringify(payload));\n\
+         \x20 child.stdin.end();\n\
+         }}\n\n\
+         export const NumbatPlugin = async ({{ directory }}) => {{\n\
+         \x20 return {{\n\
+         \x20   \"tool.execute.before\": async (input, output) => {{\n\
+         \x20     forward(\"opencode-pre-tool\", {{ directory, input, output }});\n\
+         \x20   }},\n\
+         \x20 }};\n\
+         }};\n\n\
+         export default NumbatPlugin;\n",
+        bin.display(),
+        output.display()
+    )
+}
+
+#[test]
+fn opencode_plugins_are_listed_and_numbats_plugin_keeps_recording() {
+    for_each_user(|w| {
+        let bin = install_numbat(w, &[]);
+        // Not registered for Claude Code here: only OpenCode's plugin.
+        std::fs::remove_file(w.home.join(".claude/settings.json")).unwrap();
+        let output = w.home.join(".numbat/events.jsonl");
+        let plugin = w.write(
+            "home/.config/opencode/plugin/numbat.ts",
+            &numbat_plugin(&bin, &output),
+        );
+        let audit = w.write(
+            "home/project/.opencode/plugins/audit.js",
+            "export default async () => ({});\n",
+        );
+        let (doc, _) = dry_run_as(w, "opencode");
+        let hooks: Vec<&Value> = doc["runtime_controls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["path"].is_string())
+            .collect();
+        let numbat = json!({"service": "Numbat", "enabled": true, "version": null,
+            "path": bin.display().to_string(), "script": null,
+            "configuration": plugin.display().to_string()});
+        let listed = json!({"service": "hook", "enabled": true, "version": null,
+            "path": audit.display().to_string(), "script": null,
+            "configuration": w.project.join(".opencode/plugins").display().to_string()});
+        assert!(hooks.contains(&&numbat), "{hooks:#?}");
+        assert!(hooks.contains(&&listed), "{hooks:#?}");
+        // What the plugin runs, run inside under the opencode profile with --numbat.
+        let invocation = format!(
+            "echo '{{}}' | {} hook opencode-pre-tool --agent opencode --installed-by=numbat \
+             --output=file --output-file {}",
+            bin.display(),
+            output.display()
+        );
+        let mut cmd = w.sandy([
+            "run",
+            "--numbat",
+            "--block-net",
+            "--profile",
+            "opencode",
+            "--",
+            "/bin/sh",
+            "-c",
+            &invocation,
+        ]);
+        cmd.env("PATH", user_path(w));
+        let o = cmd.output().unwrap();
+        assert_code(&o, 0, "numbat's opencode plugin command");
+        assert_eq!(
+            std::fs::read_to_string(&output).unwrap(),
+            "{\"event\":\"opencode-pre-tool\",\"seq\":1}\n"
+        );
+        // The plugin itself cannot be rewritten from inside.
+        let before = std::fs::read(&plugin).unwrap();
+        let mut cmd = w.sandy([
+            "run",
+            "--profile",
+            "opencode",
+            "--",
+            "/bin/sh",
+            "-c",
+            &format!("echo planted > {}", plugin.display()),
+        ]);
+        cmd.env("PATH", user_path(w));
+        let _ = cmd.output().unwrap();
+        assert_eq!(std::fs::read(&plugin).unwrap(), before);
+    });
+}
+
+#[test]
+fn doctor_numbat_checks_an_installation_without_changing_it() {
+    for_each_user(|w| {
+        // Nothing registered: not usable, with the setup command; exit 1.
+        let o = w.sandy(["doctor", "--numbat"]).output().unwrap();
+        assert_code(&o, 1, "doctor --numbat without Numbat");
+        assert!(
+            stdout(&o).contains("numbat hook install --agent claude"),
+            "{}",
+            stdout(&o)
+        );
+        // A healthy registration: ok, naming the executable and the configuration.
+        let bin = install_numbat(w, &[]);
+        let settings = w.home.join(".claude/settings.json");
+        let before = std::fs::read(&settings).unwrap();
+        let o = w.sandy(["doctor", "--numbat"]).output().unwrap();
+        assert_code(&o, 0, "doctor --numbat with Numbat");
+        let out = stdout(&o);
+        assert!(
+            out.contains(&format!(
+                "{} registered in {}",
+                bin.display(),
+                settings.display()
+            )),
+            "{out}"
+        );
+        // Another agent's configuration has none.
+        let o = w
+            .sandy(["doctor", "--numbat", "--agent", "codex"])
+            .output()
+            .unwrap();
+        assert_code(&o, 1, "doctor --numbat --agent codex");
+        assert!(stdout(&o).contains("--agent codex"), "{}", stdout(&o));
+        // A broken one (its state file gone): not usable, and nothing was created.
+        std::fs::remove_file(w.home.join(".numbat/state.db")).unwrap();
+        let o = w.sandy(["doctor", "--numbat"]).output().unwrap();
+        assert_code(&o, 1, "doctor --numbat with no state file");
+        assert!(stdout(&o).contains("state.db"), "{}", stdout(&o));
+        assert!(!w.home.join(".numbat/state.db").exists());
+        assert_eq!(std::fs::read(&settings).unwrap(), before);
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// `sandy integrations setup numbat`: the host-side path.
+
+/// A stand-in Numbat whose `hook install --agent claude` does what Numbat's installer
+/// does (creates its output, state and rules, registers its hook in Claude Code's user
+/// settings, shell form) and counts its installs; `hook ...` records like the stand-in
+/// above. With `broken`, the installer reports success and registers nothing.
+fn numbat_with_installer(w: &World, broken: bool) -> PathBuf {
+    let bin = w.home.join("numbat-dist/bin/numbat");
+    let install = if broken {
+        "echo x >> \"$HOME/installs\"; exit 0".to_owned()
+    } else {
+        format!(
+            "echo x >> \"$HOME/installs\"\n\
+             mkdir -p \"$HOME/.numbat/rules\" \"$HOME/.claude\"\n\
+             : > \"$HOME/.numbat/events.jsonl\"; echo 0 > \"$HOME/.numbat/state.db\"\n\
+             cat > \"$HOME/.claude/settings.json\" <<JSON\n\
+             {{\"hooks\": {{\"PreToolUse\": [{{\"hooks\": [{{\"type\": \"command\", \"command\": \"'{bin}' hook pre-tool --agent claude --installed-by=numbat --output=file --output-file '$HOME/.numbat/events.jsonl'\"}}]}}]}}}}\n\
+             JSON\n\
+             exit 0",
+            bin = bin.display()
+        )
+    };
+    let script = NUMBAT_STAND_IN.replacen(
+        "[ \"$1\" = hook ] || exit 2\n",
+        &format!("[ \"$1\" = hook ] || exit 2\nif [ \"$2\" = install ]; then\n{install}\nfi\n"),
+        1,
+    );
+    w.write("home/numbat-dist/bin/numbat", &script);
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    w.chown_all();
+    bin
+}
+
+fn setup(w: &World) -> Output {
+    let mut cmd = w.sandy(["integrations", "setup", "numbat", "--agent", "claude"]);
+    cmd.env(
+        "PATH",
+        format!("{}/numbat-dist/bin:/usr/bin:/bin", w.home.display()),
+    );
+    cmd.output().unwrap()
+}
+
+#[test]
+fn integrations_setup_installs_through_the_provider_then_reuses_it() {
+    for_each_user(|w| {
+        let bin = numbat_with_installer(w, false);
+        let o = setup(w);
+        assert_code(&o, 0, "first setup");
+        let settings = w.home.join(".claude/settings.json");
+        assert!(
+            stdout(&o).contains(&format!(
+                "set up: {} registered in {}",
+                bin.display(),
+                settings.display()
+            )),
+            "{}",
+            stdout(&o)
+        );
+        assert_eq!(
+            std::fs::read_to_string(w.home.join("installs")).unwrap(),
+            "x\n"
+        );
+        // Healthy now: reused, the installer not run again.
+        let o = setup(w);
+        assert_code(&o, 0, "second setup");
+        assert!(stdout(&o).contains("already set up"), "{}", stdout(&o));
+        assert_eq!(
+            std::fs::read_to_string(w.home.join("installs")).unwrap(),
+            "x\n"
+        );
+        // And the run keeps it working.
+        let invocation = format!(
+            "echo '{{}}' | {} hook pre-tool --agent claude --installed-by=numbat \
+             --output=file --output-file {}/.numbat/events.jsonl",
+            bin.display(),
+            w.home.display()
+        );
+        let o = run_sh(w, &["--numbat"], &invocation);
+        assert_code(&o, 0, "run --numbat after setup");
+        assert_eq!(
+            std::fs::read_to_string(w.home.join(".numbat/events.jsonl")).unwrap(),
+            "{\"event\":\"pre-tool\",\"seq\":1}\n"
+        );
+    });
+}
+
+#[test]
+fn integrations_setup_reports_an_installer_that_does_not_deliver() {
+    for_each_user(|w| {
+        numbat_with_installer(w, true);
+        let o = setup(w);
+        assert_code(&o, 1, "setup with a broken installer");
+        assert!(stdout(&o).contains("still not usable"), "{}", stdout(&o));
+        // No provider at all on PATH.
+        std::fs::remove_file(w.home.join("numbat-dist/bin/numbat")).unwrap();
+        let o = setup(w);
+        assert_code(&o, 1, "setup without numbat");
+        assert!(stdout(&o).contains("cannot run numbat"), "{}", stdout(&o));
+    });
+}
+
+/// A registration in a file a sandboxed run could have written (the project's settings,
+/// or a local settings file a run could have created) does not widen the sandbox: the
+/// next launch must not read policy from the sandbox's own writes.
+#[test]
+fn a_registration_the_sandbox_could_write_does_not_widen_the_sandbox() {
+    for_each_user(|w| {
+        install_hooks(w);
+        // A file outside every grant that such a registration would expose.
+        w.write("home/notes/private.txt", "private\n");
+        let private = w.home.join("notes/private.txt");
+        w.write(
+            "home/project/.claude/settings.json",
+            &claude_hooks(&[&format!("python3 {}", private.display())]),
+        );
+        w.write(
+            "home/.claude/settings.local.json",
+            &claude_hooks(&["python3 ~/notes/private.txt"]),
+        );
+        let (doc, err) = dry_run(w);
+        let grants = doc["file_grants"].as_array().unwrap();
+        assert!(
+            !grants
+                .iter()
+                .any(|g| g["path"] == private.display().to_string()),
+            "{grants:#?}"
+        );
+        let refused: Vec<&str> = err
+            .lines()
+            .filter(|l| l.contains("could") && l.contains("private.txt"))
+            .collect();
+        assert_eq!(refused.len(), 2, "{err}");
+        // Inside, the file stays out of reach.
+        let o = run_sh(w, &[], &format!("cat {}", private.display()));
+        assert_ne!(o.status.code(), Some(0), "{}", stdout(&o));
+        assert!(!stdout(&o).contains("private"));
+        // The same registration in the user settings (a placeholder keeps it read-only
+        // inside, so no run can have written it) does widen.
+        std::fs::write(
+            w.home.join(".claude/settings.json"),
+            claude_hooks(&[&format!("python3 {}", private.display())]),
+        )
+        .unwrap();
+        let (doc, _) = dry_run(w);
+        assert!(doc["file_grants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["path"] == private.display().to_string()));
+    });
+}
