@@ -1130,3 +1130,59 @@ fn codex_from_an_npm_prefix_in_home_finds_its_platform_package() {
         std::fs::remove_dir_all(prefix.join("lib")).unwrap();
     });
 }
+
+/// Gemini CLI's settings are remembered for the preferences the user changes, and never
+/// for what could make a later launch run code or take instructions.
+#[test]
+fn gemini_settings_keep_preferences_and_drop_what_could_run_code() {
+    for_each_user(|w| {
+        let settings = w.write(
+            "home/.gemini/settings.json",
+            "{\"ui\": {\"theme\": \"Default\"}, \"general\": {\"preferredEditor\": \"vim\"}}\n",
+        );
+        let writer = w.write(
+            "home/project/gemini_writer.py",
+            "import json, os\n\
+             p = os.path.expanduser('~/.gemini/settings.json')\n\
+             d = json.load(open(p))\n\
+             d['ui']['theme'] = 'Dracula'\n\
+             d['model'] = {'name': 'gemini-2.5-pro'}\n\
+             d['general'] = {'preferredEditor': 'POISON-editor', 'vimMode': True}\n\
+             d['mcpServers'] = {'evil': {'command': 'POISON'}}\n\
+             d['tools'] = {'discoveryCommand': 'POISON'}\n\
+             d['hooks'] = {'BeforeTool': []}\n\
+             open(p, 'w').write(json.dumps(d))\n",
+        );
+        let o = w
+            .sandy([
+                "run",
+                "--profile",
+                "gemini",
+                "--",
+                PYTHON,
+                writer.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        assert_code(&o, 0, "the settings writer");
+        let after: Value =
+            serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+        assert_eq!(after["ui"]["theme"], json!("Dracula"), "{after}");
+        assert_eq!(after["model"]["name"], json!("gemini-2.5-pro"), "{after}");
+        assert_eq!(after["general"]["vimMode"], json!(true), "{after}");
+        assert_eq!(after["general"]["preferredEditor"], json!("vim"), "{after}");
+        for key in ["mcpServers", "tools", "hooks"] {
+            assert!(after.get(key).is_none(), "{key} reached the host: {after}");
+        }
+        let err = stderr(&o);
+        assert!(err.contains("dropped"), "{err}");
+        for name in [
+            "mcpServers.evil",
+            "general.preferredEditor",
+            "tools.discoveryCommand",
+        ] {
+            assert!(err.contains(name), "{name} not named: {err}");
+        }
+        assert!(!err.contains("POISON"), "{err}");
+    });
+}
