@@ -167,11 +167,15 @@ fn read_bounded_flags(path: &Path, flags: i32) -> std::io::Result<Vec<u8>> {
 /// An agent's state file at launch: its content, or an empty document (`{}` for JSON,
 /// nothing for TOML) when it does not exist yet.
 fn read_state(path: &Path, format: StateFormat) -> std::io::Result<Vec<u8>> {
+    let empty = || match format {
+        StateFormat::Json => b"{}\n".to_vec(),
+        StateFormat::Toml => Vec::new(),
+    };
     match read_bounded(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(match format {
-            StateFormat::Json => b"{}\n".to_vec(),
-            StateFormat::Toml => Vec::new(),
-        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(empty()),
+        // The empty mount point Sandy created for a state file bound in place (absent on
+        // the host): the agent starts from an empty document, not from invalid JSON.
+        Ok(content) if content.trim_ascii().is_empty() => Ok(empty()),
         other => other,
     }
 }

@@ -499,16 +499,22 @@ fn end_to_end(scenario: &Scenario) {
         for (n, step) in steps.iter().enumerate() {
             if step.hostile {
                 let r = api.result_of(n);
+                // Either the write failed visibly, or it went to the agent's private copy
+                // of a remembered state file (Gemini CLI's settings) and was dropped and
+                // reported after the run; the host files are unchanged either way
+                // (checked above).
+                let dropped = stderr(&o).contains("dropped the run's changes to hooks");
                 assert!(
-                    [
-                        "Read-only file system",
-                        "Permission denied",
-                        "No such file",
-                        "EROFS",
-                        "EACCES",
-                    ]
-                    .iter()
-                    .any(|e| r.contains(e)),
+                    dropped
+                        || [
+                            "Read-only file system",
+                            "Permission denied",
+                            "No such file",
+                            "EROFS",
+                            "EACCES",
+                        ]
+                        .iter()
+                        .any(|e| r.contains(e)),
                     "{context}\nstep {n} should have failed visibly: {r}"
                 );
             }

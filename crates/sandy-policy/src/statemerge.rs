@@ -102,7 +102,9 @@ pub fn merge_json(
     };
     let before = object(before, MergeError::Before)?;
     let after = object(after, MergeError::After)?;
-    let mut current = match current {
+    // An empty host file is the mount point Sandy created for a state file bound in
+    // place (absent before the run): it holds no state yet.
+    let mut current = match current.filter(|t| !t.trim().is_empty()) {
         Some(text) => object(text, MergeError::Current)?,
         None => Value::Object(Map::new()),
     };

@@ -1025,22 +1025,36 @@ fn a_missing_profile_state_directory_is_created_at_launch() {
         Scope::Subtree,
         Origin::Profile
     )));
+    // The state directory, and the mount point of its settings' private copy (removed
+    // after the run unless the merge wrote allowed preferences there).
     assert_eq!(
         policy.created_at_launch,
-        vec![LaunchCreation {
-            path: "/home/u/.gemini".into(),
-            kind: Placeholder::Directory
-        }]
+        vec![
+            LaunchCreation {
+                path: "/home/u/.gemini".into(),
+                kind: Placeholder::Directory
+            },
+            LaunchCreation {
+                path: "/home/u/.gemini/settings.json".into(),
+                kind: Placeholder::EmptyFile
+            }
+        ]
     );
     assert!(policy.notices.is_empty());
     // Its protections hold from the first launch: placeholders below the new directory.
-    let settings = policy
+    let extensions = policy
         .protections
         .iter()
-        .find(|p| p.path == Path::new("/home/u/.gemini/settings.json"))
+        .find(|p| p.path == Path::new("/home/u/.gemini/extensions"))
         .unwrap();
-    assert_eq!(settings.placeholder, Some(Placeholder::EmptyJsonObject));
-    assert!(!settings.exists);
+    assert_eq!(extensions.placeholder, Some(Placeholder::Directory));
+    assert!(!extensions.exists);
+    // The settings are a private copy instead (merged back through an allowlist).
+    assert!(policy
+        .views
+        .iter()
+        .any(|v| v.target == Path::new("/home/u/.gemini/settings.json")
+            && v.kind == ViewKind::PrivateCopy));
 }
 
 #[test]
