@@ -40,20 +40,28 @@ const WALK_MAX: usize = gitscan::MAX_WALK_DIRS;
 /// without blocking: `Ok(None)` when `path` is not a regular file (a FIFO, a device, a
 /// symlink) or is larger than `max`.
 pub fn read_bounded(path: &Path, max: usize) -> std::io::Result<Option<Vec<u8>>> {
+    match read_regular(path, max, false) {
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => Ok(None),
+        other => other,
+    }
+}
+
+/// Reads a regular file of at most `max` bytes without blocking on a FIFO or becoming
+/// the controlling terminal; `follow` decides whether a symlink at the name itself is
+/// followed (the user's own dotfile links) or refused (`ELOOP`). `Ok(None)` when the
+/// file is not a regular file or is larger than `max`. The one bounded read Sandy uses
+/// for files it copies or compares.
+pub fn read_regular(path: &Path, max: usize, follow: bool) -> std::io::Result<Option<Vec<u8>>> {
+    let nofollow = if follow { 0 } else { nix::libc::O_NOFOLLOW };
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
-        .open(path);
-    let file = match file {
-        Ok(f) => f,
-        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => return Ok(None),
-        Err(e) => return Err(e),
-    };
+        .custom_flags(nofollow | nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+        .open(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() || meta.len() > u64::try_from(max).unwrap_or(u64::MAX) {
         return Ok(None);
     }
-    let mut buf = Vec::new();
+    let mut buf = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
     let limit = u64::try_from(max).unwrap_or(u64::MAX) + 1;
     file.take(limit).read_to_end(&mut buf)?;
     if buf.len() > max {

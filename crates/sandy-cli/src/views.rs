@@ -3,7 +3,6 @@
 //! per-run directory next to the private `/tmp` (mode 0700, removed after the run), which
 //! the sandbox cannot see.
 
-use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -12,9 +11,10 @@ use sandy_policy::{FileView, ManifestView, StateFile, StateFormat, ViewKind};
 
 use crate::error::SandyError;
 use crate::run::PrivateTmp;
+use crate::verify::read_regular;
 
 /// The largest host file Sandy copies into a view.
-const MAX_VIEW_BYTES: u64 = 4 * 1024 * 1024;
+const MAX_VIEW_BYTES: usize = 4 * 1024 * 1024;
 
 /// The prepared copies of one run. Dropping it removes them.
 pub struct PreparedViews {
@@ -136,32 +136,17 @@ impl PreparedViews {
 /// Reads a regular file (following the user's own symlinks), without blocking on a FIFO
 /// and refusing anything larger than [`MAX_VIEW_BYTES`].
 pub(crate) fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
-    read_bounded_flags(path, 0)
+    read_view_source(path, true)
 }
 
 /// [`read_bounded`] without following a symlink at the name itself.
 pub(crate) fn read_bounded_nofollow(path: &Path) -> std::io::Result<Vec<u8>> {
-    read_bounded_flags(path, nix::fcntl::OFlag::O_NOFOLLOW.bits())
+    read_view_source(path, false)
 }
 
-fn read_bounded_flags(path: &Path, flags: i32) -> std::io::Result<Vec<u8>> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc_nonblock() | flags)
-        .open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    if meta.len() > MAX_VIEW_BYTES {
-        return Err(std::io::Error::other("larger than 4 MiB"));
-    }
-    let mut out = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    file.take(MAX_VIEW_BYTES + 1).read_to_end(&mut out)?;
-    if out.len() as u64 > MAX_VIEW_BYTES {
-        return Err(std::io::Error::other("larger than 4 MiB"));
-    }
-    Ok(out)
+fn read_view_source(path: &Path, follow: bool) -> std::io::Result<Vec<u8>> {
+    read_regular(path, MAX_VIEW_BYTES, follow)?
+        .ok_or_else(|| std::io::Error::other("not a regular file, or larger than 4 MiB"))
 }
 
 /// An agent's state file at launch: its content, or an empty document (`{}` for JSON,
@@ -196,10 +181,6 @@ fn write_private_copy(path: &Path, content: &[u8]) -> std::io::Result<()> {
         _ => {}
     }
     write_new(path, content, 0o600)
-}
-
-fn libc_nonblock() -> i32 {
-    nix::fcntl::OFlag::O_NONBLOCK.bits()
 }
 
 fn write_new(path: &Path, content: &[u8], mode: u32) -> std::io::Result<()> {
