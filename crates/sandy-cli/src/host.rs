@@ -68,3 +68,14 @@ pub fn gather_without_git() -> Result<HostContext, SandyError> {
 fn is_terminal_device(p: &Path) -> bool {
     p.starts_with("/dev/pts/") || p.to_str().is_some_and(|s| s.starts_with("/dev/tty"))
 }
+
+/// Whether this process runs with `no_new_privs` (inside Sandy, or another sandbox that
+/// sets it).
+pub fn no_new_privs() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines().any(|l| {
+            l.strip_prefix("NoNewPrivs:")
+                .is_some_and(|v| v.trim() == "1")
+        })
+    })
+}

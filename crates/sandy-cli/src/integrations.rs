@@ -47,18 +47,10 @@ pub fn numbat_status(agent: &str) -> Result<Result<Vec<String>, String>, SandyEr
     }
 }
 
-/// Whether this process runs with `no_new_privs` (inside Sandy or another sandbox).
-fn inside_a_sandbox() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .any(|l| l.starts_with("NoNewPrivs:") && l.trim_end().ends_with('1'))
-    })
-}
-
 /// `sandy integrations ...`.
 pub fn command(args: IntegrationsArgs) -> Result<u8, SandyError> {
     let IntegrationsCommand::Setup { provider, agent } = args.command;
-    if inside_a_sandbox() {
+    if crate::host::no_new_privs() {
         return Err(SandyError::Usage(
             "sandy integrations setup runs only outside any sandbox (this process has \
              no_new_privs set): run it in your own terminal",

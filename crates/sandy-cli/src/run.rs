@@ -587,13 +587,7 @@ fn make_writable(dir: &Path) {
 fn inside_sandy() -> bool {
     let init = std::fs::read_to_string("/proc/1/comm")
         .is_ok_and(|c| c.trim_end() == sandy_linux::INIT_NAME);
-    let no_new_privs = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines().any(|l| {
-            l.strip_prefix("NoNewPrivs:")
-                .is_some_and(|v| v.trim() == "1")
-        })
-    });
-    init && no_new_privs
+    init && host::no_new_privs()
 }
 
 #[cfg(test)]

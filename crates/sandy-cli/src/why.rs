@@ -32,12 +32,13 @@ struct Document<'a> {
 }
 
 pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
-    if args.connect && inside::own_policy().is_some() {
-        return Err(SandyError::Usage(
-            "sandy why --connect inside a sandbox: ask outside, with the run's network flags",
-        ));
-    }
     if let Some(document) = inside::own_policy() {
+        if args.connect {
+            return Err(SandyError::Usage(
+                "sandy why --connect inside a sandbox: ask outside, with the run's network \
+                 flags",
+            ));
+        }
         return inside::why(&args, &document);
     }
     let host = host::gather(&args.read_write)?;
@@ -339,11 +340,7 @@ mod inside {
     /// The sandbox's own policy, when this process runs inside one: the document exists
     /// and `no_new_privs` is set (Sandy sets it for everything inside).
     pub fn own_policy() -> Option<Document> {
-        let status = std::fs::read_to_string("/proc/self/status").ok()?;
-        let nnp = status
-            .lines()
-            .any(|l| l.starts_with("NoNewPrivs:") && l.trim_end().ends_with('1'));
-        if !nnp {
+        if !crate::host::no_new_privs() {
             return None;
         }
         let text = std::fs::read_to_string(POLICY_DOCUMENT_PATH).ok()?;
