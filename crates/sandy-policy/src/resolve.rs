@@ -887,13 +887,31 @@ pub(crate) fn private_dirs(runtime_dir: Option<&Path>) -> Vec<&Path> {
 /// `path` (or a directory above it) through; `privates` are the directories the mount
 /// layer replaces.
 fn hidden_by<'a>(path: &Path, privates: &[&'a Path], grants: &GrantSet) -> Option<&'a Path> {
-    let private = privates.iter().find(|p| path.starts_with(p))?;
-    let carried = grants.0.iter().any(|g| {
-        !privates.contains(&g.path.as_path())
-            && g.path.starts_with(private)
-            && (g.path == path || (g.scope == Scope::Subtree && path.starts_with(&g.path)))
-    });
-    (!carried).then_some(*private)
+    match carrying(path, privates, &grants.0)? {
+        (private, None) => Some(private),
+        (_, Some(_)) => None,
+    }
+}
+
+/// The private directory `path` lies in, and the most specific grant that carries
+/// `path` through it into the sandbox (`None` when nothing does); `None` when `path` is
+/// under no private directory. The one answer the launch (a hidden command) and `sandy
+/// why` (a write on a read-only carried mount) both use.
+pub(crate) fn carrying<'a, 'g>(
+    path: &Path,
+    privates: &[&'a Path],
+    grants: &'g [Grant],
+) -> Option<(&'a Path, Option<&'g Grant>)> {
+    let private = *privates.iter().find(|p| path.starts_with(p))?;
+    let carrier = grants
+        .iter()
+        .filter(|g| {
+            !privates.contains(&g.path.as_path())
+                && g.path.starts_with(private)
+                && (g.path == path || (g.scope == Scope::Subtree && path.starts_with(&g.path)))
+        })
+        .max_by_key(|g| g.path.as_os_str().len());
+    Some((private, carrier))
 }
 
 /// What the dry run grants, the run must honour: the command's path must exist inside.

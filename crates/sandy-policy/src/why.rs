@@ -238,21 +238,13 @@ fn carried_grant<'a>(policy: &'a ResolvedPolicy, path: &Path) -> Option<&'a Gran
     carrying(policy, path)?.1
 }
 
-/// The private directory `path` lies in, and the most specific grant that carries
-/// `path` through it (`None` when nothing does).
+/// The private directory `path` lies in, and the grant carrying it through, if any.
 fn carrying<'a>(policy: &'a ResolvedPolicy, path: &Path) -> Option<(&'a Path, Option<&'a Grant>)> {
-    let privates = private_dirs(policy.runtime_dir.as_deref());
-    let private = *privates.iter().find(|p| path.starts_with(p))?;
-    let carrier = policy
-        .grants
-        .iter()
-        .filter(|g| {
-            !privates.contains(&g.path.as_path())
-                && g.path.starts_with(private)
-                && (g.path == path || (g.scope == Scope::Subtree && path.starts_with(&g.path)))
-        })
-        .max_by_key(|g| g.path.as_os_str().len());
-    Some((private, carrier))
+    crate::resolve::carrying(
+        path,
+        &private_dirs(policy.runtime_dir.as_deref()),
+        &policy.grants,
+    )
 }
 
 /// `path` resolved through the symlinks of its longest existing prefix, the rest appended.
