@@ -1,9 +1,14 @@
-//! `sandy __bootstrap --manifest-fd N`: a fresh exec of Sandy that reads the manifest from
-//! an inherited descriptor, re-validates it, applies the sandbox and starts the target
+//! The bootstrap of a run: the process that applies the sandbox and starts the target
 //! (see [`sandy_linux::launch`] for the process tree of a run).
+//!
+//! `sandy run` forks it from the supervisor ([`forked`]), which is single-threaded at
+//! that moment; only the channel to the supervisor crosses over. `sandy __bootstrap
+//! --manifest-fd N` is the same launch for a manifest in its wire form on an inherited
+//! descriptor, bounded, parsed and validated.
 
 use std::fs::File;
 use std::io::Read;
+use std::os::fd::OwnedFd;
 
 use sandy_policy::{ValidatedManifest, MAX_MANIFEST_BYTES};
 
@@ -29,6 +34,26 @@ pub fn bootstrap(manifest_fd: i32, relay_fd: Option<i32>, observe: bool) -> Sand
         }
     };
     SandyError::Launch(sandy_linux::launch(&manifest, relay, observe))
+}
+
+/// The bootstrap forked by the supervisor: launches with the validated manifest and the
+/// channel (descriptor 3, the only one left besides the standard streams). Never
+/// returns: on failure it prints the one-line reason and exits with Sandy's status for
+/// it, without running anything of the supervisor's (its cleanup is the supervisor's).
+pub fn forked(
+    manifest: &ValidatedManifest,
+    channel: OwnedFd,
+    observe: bool,
+    one: sandy_linux::sys::process::OneThread,
+) -> ! {
+    let err = SandyError::Launch(sandy_linux::launch_forked(
+        manifest,
+        Some(channel),
+        observe,
+        one,
+    ));
+    eprintln!("sandy: {err}");
+    std::process::exit(i32::from(crate::error::exit_code(&err)))
 }
 
 fn read_manifest(fd: i32) -> Result<ValidatedManifest, SandyError> {

@@ -1,20 +1,16 @@
 //! `sandy run`: the supervisor. Resolves the policy, hands the manifest to a fresh
 //! bootstrap on an inherited descriptor, waits, forwards signals, returns the status.
 
-use std::io::{Seek, SeekFrom, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use nix::fcntl::{fcntl, FcntlArg, Flock, FlockArg, SealFlag};
-use nix::sys::memfd::{memfd_create, MFdFlags};
+use nix::fcntl::{Flock, FlockArg};
 use nix::sys::signal::{kill, SigSet, SigmaskHow, Signal};
 use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::{dup, Pid};
+use nix::unistd::Pid;
 use sandy_linux::relay::{receive_listeners, receive_target};
 use sandy_linux::sys::ignore_signal;
+use sandy_linux::sys::process::{fork_bootstrap, BootstrapFork, OneThread};
 use sandy_net::relay::spawn_relay;
 use sandy_policy::{
     resolve, DryRunDocument, LaunchManifest, RealFs, RestoredSignal, RunRequest, ValidatedManifest,
@@ -89,7 +85,6 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         return print_document(&json);
     }
 
-    sweep_stale_run_dirs(&tmp_base);
     let private_tmp = PrivateTmp::create(&tmp_base)?;
     request.private_tmp = private_tmp.path.clone();
     let mut policy = resolve(&request, &host, &RealFs)?;
@@ -142,14 +137,18 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let document = DryRunDocument::new(&policy, support.landlock_abi.unwrap_or(0));
     launch.policy_document = serde_json::to_string_pretty(&document).ok();
     let manifest = ValidatedManifest::new(launch)?;
-    let bytes = manifest.encode()?;
+    // The wire form's bound holds for the launch too (it is what `__bootstrap` reads).
+    manifest.encode()?;
 
     let ports: Vec<u16> = policy.local_ports.iter().map(|p| p.port).collect();
     let mut proxy = crate::egress::Proxy::prepare(policy.egress.as_ref(), args.net_log.as_deref())?;
     // The refusal observer (`--explain`): explains after the run, never decides.
     let mut observed = None;
     let observe = (explain != ExplainMode::Off).then_some(&mut observed);
-    let status = spawn_and_wait(&bytes, &ports, &mut proxy, &waited, observe);
+    let status = spawn_and_wait(&manifest, &ports, &mut proxy, &waited, observe, || {
+        // Per-run directories of supervisors that died, removed while the bootstrap works.
+        sweep_stale_run_dirs(&tmp_base)
+    });
     proxy.report();
     drop(private_tmp);
     drop(placeholders);
@@ -192,55 +191,22 @@ fn announce(policy: &sandy_policy::ResolvedPolicy) {
     }
 }
 
-/// Writes the manifest into a sealed memfd, spawns the bootstrap with it as an inherited
-/// descriptor, and waits for the target.
+/// Forks the bootstrap, which applies the sandbox and starts the target, and waits for
+/// the target; `meanwhile` runs in the supervisor while the bootstrap sets the sandbox up.
 ///
 /// With `observed`, the target installs the refusal observer and the supervisor serves
 /// it until every process of the run is gone; what it saw is left in `observed`.
 fn spawn_and_wait(
-    manifest: &[u8],
+    manifest: &ValidatedManifest,
     ports: &[u16],
     proxy: &mut crate::egress::Proxy,
     waited: &SigSet,
     observed: Option<&mut Option<crate::explain::Observations>>,
+    meanwhile: impl FnOnce(),
 ) -> Result<u8, SandyError> {
     let sys = |step| move |source| SandyError::Sys { step, source };
     let io = |step| move |source| SandyError::Io { step, source };
 
-    let memfd = memfd_create(
-        "sandy-manifest",
-        MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
-    )
-    .map_err(sys("cannot create the manifest descriptor"))?;
-    let mut file = std::fs::File::from(memfd);
-    file.write_all(manifest)
-        .map_err(io("cannot write the launch manifest"))?;
-    file.seek(SeekFrom::Start(0))
-        .map_err(io("cannot rewind the launch manifest"))?;
-    fcntl(
-        &file,
-        FcntlArg::F_ADD_SEALS(
-            SealFlag::F_SEAL_SEAL
-                | SealFlag::F_SEAL_SHRINK
-                | SealFlag::F_SEAL_GROW
-                | SealFlag::F_SEAL_WRITE,
-        ),
-    )
-    .map_err(sys("cannot seal the launch manifest"))?;
-    // A duplicate without close-on-exec is what the bootstrap inherits. The supervisor is
-    // single-threaded, so no other child can inherit it in between.
-    let inherited = dup(&file).map_err(sys("cannot pass the launch manifest"))?;
-
-    let mut child = Command::new("/proc/self/exe");
-    child
-        .arg0("sandy")
-        .arg("__bootstrap")
-        .arg("--manifest-fd")
-        .arg(inherited.as_raw_fd().to_string())
-        // The bootstrap runs Sandy's own code before the sandbox exists: nothing from the
-        // caller's environment (LD_PRELOAD and friends) may reach it. The target's
-        // environment travels in the manifest.
-        .env_clear();
     // The channel on which the bootstrap hands back the listeners for local-port grants
     // and the egress proxy (created inside the sandbox's network namespace), then the
     // target's pid.
@@ -252,25 +218,26 @@ fn spawn_and_wait(
         SockFlag::SOCK_CLOEXEC,
     )
     .map_err(sys("cannot create the channel to the bootstrap"))?;
-    let theirs_inherited = dup(&theirs).map_err(sys("cannot pass the channel to the bootstrap"))?;
-    drop(theirs);
-    child
-        .arg("--relay-fd")
-        .arg(theirs_inherited.as_raw_fd().to_string());
-    if observed.is_some() {
-        child.arg("--observe");
-    }
+    let observe = observed.is_some();
     // The target is started as the supervisor's own child (in the sandbox's PID
     // namespace); the sandbox's init becomes one when the bootstrap ends, and the
     // supervisor reaps it last.
     nix::sys::prctl::set_child_subreaper(true).map_err(sys("cannot become a subreaper"))?;
-    let bootstrap = child
-        .spawn()
-        .map_err(io("cannot start the sandbox bootstrap"))?;
-    drop(inherited);
-    drop(theirs_inherited);
-    drop(file);
-    let bootstrap = Pid::from_raw(i32::try_from(bootstrap.id()).unwrap_or(i32::MAX));
+    // The bootstrap is a fork of this process, which has no other thread yet (the fork
+    // is refused otherwise): no exec of a second copy of Sandy, and only the channel
+    // crosses over (every other descriptor is closed in the child).
+    let one = OneThread::check().map_err(|_| SandyError::Sys {
+        step: "cannot fork the bootstrap from a multi-threaded supervisor",
+        source: nix::errno::Errno::EDEADLK,
+    })?;
+    let bootstrap =
+        match fork_bootstrap(&one, theirs).map_err(sys("cannot start the sandbox bootstrap"))? {
+            BootstrapFork::Child(channel, one) => {
+                crate::bootstrap::forked(manifest, channel, observe, one)
+            }
+            BootstrapFork::Parent(pid) => pid,
+        };
+    meanwhile();
     if !handed.is_empty() {
         if let Some(listeners) = receive_listeners(&ours, handed.len())
             .map_err(io("cannot receive the local-port listeners"))?

@@ -627,6 +627,76 @@ fn the_sandbox_has_its_own_proc() {
     });
 }
 
+/// Reads every other process of the sandbox through /proc (environ, cmdline and, where
+/// the maps can be read, the memory itself) and reports where `argv[1]-argv[2]` appears
+/// (given in two parts, so that only the probe's own memory holds it whole) and what
+/// reading pid 1's environment gave. Further arguments limit the scan to those pids.
+const MEMORY_PROBE: &str = r#"
+import json, os, sys
+canary = (sys.argv[1] + "-" + sys.argv[2]).encode()
+found, denied = [], {}
+me = str(os.getpid())
+pids = sys.argv[3:] or [p for p in os.listdir("/proc") if p.isdigit() and p != me]
+for pid in pids:
+    for part in ("environ", "cmdline"):
+        try:
+            with open(f"/proc/{pid}/{part}", "rb") as f:
+                if canary in f.read():
+                    found.append(f"{pid}/{part}")
+        except OSError as e:
+            denied[f"{pid}/{part}"] = e.errno
+    try:
+        with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb") as mem:
+            for line in maps:
+                lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+                try:
+                    mem.seek(lo)
+                    if canary in mem.read(hi - lo):
+                        found.append(f"{pid}/mem")
+                        break
+                except (OSError, OverflowError, ValueError):
+                    pass
+    except OSError as e:
+        denied[f"{pid}/mem"] = e.errno
+print(json.dumps({"found": found, "init_environ": denied.get("1/environ", 0)}), flush=True)
+"#;
+
+/// The bootstrap is a fork of the supervisor, and the sandbox's init a fork of the
+/// bootstrap: both hold a copy of the supervisor's memory, with the caller's whole
+/// environment (including what the target does not get). Nothing inside can read it.
+#[test]
+fn the_supervisors_memory_cannot_be_read_from_inside() {
+    for_each_user(|w| {
+        let (head, tail) = ("canary-3f9a", "agent-socket");
+        let canary = format!("{head}-{tail}");
+        in_project(w, "memory_probe.py", MEMORY_PROBE);
+        let mut cmd = w.sandy(["run", "--", PYTHON, "memory_probe.py", head, tail]);
+        // Removed from the target's environment, so only the supervisor's copies hold it.
+        cmd.env("SSH_AUTH_SOCK", format!("/nonexistent/{canary}"));
+        let o = run_timeout(cmd, 30);
+        assert_code(&o, 0, "memory probe inside");
+        let inside = probe_results(&o);
+        assert_eq!(inside["found"], serde_json::json!([]), "{inside}");
+        assert_eq!(
+            inside["init_environ"], 13,
+            "reading the init's environment was not refused (EACCES): {inside}"
+        );
+
+        // Control: outside, the same probe finds the canary in the environment of a
+        // process that holds it (a shell that waits for the probe).
+        let mut control = w.host("/bin/sh");
+        control
+            .args([
+                "-c",
+                &format!("{PYTHON} memory_probe.py {head} {tail} $$; true"),
+            ])
+            .env("SSH_AUTH_SOCK", format!("/nonexistent/{canary}"));
+        let control = probe_results(&run_timeout(control, 20));
+        let found = control["found"].as_array().unwrap();
+        assert!(!found.is_empty(), "control: {control}");
+    });
+}
+
 #[test]
 fn sandy_inside_sandy_says_so() {
     for_each_user(|w| {

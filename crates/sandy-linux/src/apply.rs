@@ -18,7 +18,7 @@ use sandy_policy::{OsBytes, ValidatedManifest};
 
 use crate::error::LinuxError;
 use crate::probe::probe;
-use crate::sys::process::Forked;
+use crate::sys::process::{Forked, OneThread};
 use crate::{landlock, namespaces, plan, relay, seccomp, sys};
 
 /// Why the target did not start.
@@ -67,7 +67,30 @@ pub fn launch(
     channel: Option<OwnedFd>,
     observe: bool,
 ) -> ExecFailure {
-    match launch_inner(manifest, channel, observe) {
+    // Landlock and seccomp (without TSYNC) bind only the calling thread, and the
+    // bootstrap forks: it must be single-threaded.
+    let one = match OneThread::check() {
+        Ok(one) => one,
+        Err(Some(threads)) => return LinuxError::MultiThreaded { threads }.into(),
+        Err(None) => {
+            return LinuxError::ThreadCount {
+                source: std::io::Error::other("no thread count in /proc/self/status"),
+            }
+            .into()
+        }
+    };
+    launch_forked(manifest, channel, observe, one)
+}
+
+/// [`launch`] in the child of a fork, single-threaded by construction (`sandy run`
+/// forks its bootstrap from the supervisor).
+pub fn launch_forked(
+    manifest: &ValidatedManifest,
+    channel: Option<OwnedFd>,
+    observe: bool,
+    one: OneThread,
+) -> ExecFailure {
+    match launch_inner(manifest, channel, observe, &one) {
         Ok(never) => match never {},
         Err(e) => e,
     }
@@ -85,12 +108,11 @@ fn launch_inner(
     manifest: &ValidatedManifest,
     channel: Option<OwnedFd>,
     observe: bool,
+    one: &OneThread,
 ) -> Result<Infallible, ExecFailure> {
     let m = manifest.manifest();
 
-    // Preconditions. Landlock and seccomp (without TSYNC) bind only the calling thread, so
-    // the bootstrap must be single-threaded. If the supervisor dies, so do we.
-    check_single_threaded()?;
+    // Preconditions: one thread (the token). If the supervisor dies, so do we.
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
         .map_err(|source| LinuxError::ParentDeathSignal { source })?;
     if u32::try_from(getppid().as_raw()).ok() != Some(m.supervisor_pid) {
@@ -138,6 +160,14 @@ fn launch_inner(
         })?;
         relay::hand_over_listeners(channel, &handed)?;
     }
+    // The bootstrap, and the init forked from it, hold a copy of the supervisor's memory
+    // (the caller's whole environment, the files Sandy read): not dumpable, so that no
+    // process of the sandbox can read it through /proc/1 (environ, mem) or ptrace. Set
+    // only now: the user namespace's id maps are written as this process's own files.
+    nix::sys::prctl::set_dumpable(false).map_err(|source| LinuxError::Init {
+        step: "cannot make the bootstrap non-dumpable",
+        source,
+    })?;
     namespaces::apply(&plan.mounts)?;
     unshare(CloneFlags::CLONE_NEWPID).map_err(|source| LinuxError::PidNamespace { source })?;
 
@@ -145,11 +175,11 @@ fn launch_inner(
         step: "cannot create the init's parent-death pipe",
         source,
     })?;
-    let init = match sys::process::fork().map_err(|source| LinuxError::Init {
+    let init = match sys::process::fork(one).map_err(|source| LinuxError::Init {
         step: "cannot start the sandbox's init",
         source,
     })? {
-        Forked::Child => {
+        Forked::Child(_) => {
             drop(channel);
             drop(alive_write);
             run_init(alive_read)
@@ -161,15 +191,15 @@ fn launch_inner(
     // Without a channel (a bootstrap started by hand rather than by the supervisor) the
     // target is the bootstrap's own child, and the bootstrap ends with its status.
     let forked = if channel.is_some() {
-        sys::process::fork_as_sibling()
+        sys::process::fork_as_sibling(one)
     } else {
-        sys::process::fork()
+        sys::process::fork(one)
     };
     let target = match forked.map_err(|source| LinuxError::Init {
         step: "cannot start the target in the sandbox",
         source,
     })? {
-        Forked::Child => {
+        Forked::Child(_) => {
             drop(alive_write);
             let observer = observer.zip(channel);
             return become_target(m, &plan, observer, &program, &argv, &envp);
@@ -326,22 +356,6 @@ fn namespaces_proc() -> Result<(), LinuxError> {
         path: target.to_path_buf(),
         source,
     })
-}
-
-fn check_single_threaded() -> Result<(), LinuxError> {
-    let status = std::fs::read_to_string("/proc/self/status")
-        .map_err(|source| LinuxError::ThreadCount { source })?;
-    let threads = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Threads:"))
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .ok_or_else(|| LinuxError::ThreadCount {
-            source: std::io::Error::other("no Threads line in /proc/self/status"),
-        })?;
-    if threads != 1 {
-        return Err(LinuxError::MultiThreaded { threads });
-    }
-    Ok(())
 }
 
 /// Clears the ambient, inheritable, effective and permitted sets, and the bounding set

@@ -1,44 +1,86 @@
 //! Raw process and namespace syscalls that no safe wrapper covers (part of the `sys`
 //! module: every `unsafe` block of Sandy lives under `sys`).
 
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
 
 use nix::errno::Errno;
 use nix::unistd::Pid;
 
+/// Proof that this process has exactly one thread: after a fork, the child runs Rust
+/// code (allocation, formatting), which is only sound when no other thread could have
+/// held a lock at the moment of the fork. Made by [`OneThread::check`], or handed to the
+/// child of a fork (which has one thread by construction). Neither `Send` nor `Sync`, so
+/// it stays with the thread that was checked; whoever holds one must not start threads.
+#[derive(Debug)]
+pub struct OneThread(std::marker::PhantomData<*const ()>);
+
+impl OneThread {
+    /// Counts this process's threads (`/proc/self/status`); `Err(Some(n))` with `n`
+    /// threads, `Err(None)` when the count cannot be read.
+    pub fn check() -> Result<OneThread, Option<usize>> {
+        let status = std::fs::read_to_string("/proc/self/status").map_err(|_| None)?;
+        let threads = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Threads:"))
+            .and_then(|v| v.trim().parse::<usize>().ok());
+        match threads {
+            Some(1) => Ok(OneThread(std::marker::PhantomData)),
+            other => Err(other),
+        }
+    }
+}
+
 /// Which side of a fork the caller is on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Forked {
-    /// The new process.
-    Child,
+    /// The new process (single-threaded, as every fork child).
+    Child(OneThread),
     /// The caller; the new process has this pid (in the caller's PID namespace).
     Parent(Pid),
 }
 
-/// Fails unless this process has exactly one thread: after a fork, the child runs Rust
-/// code (allocation, formatting), which is only sound when no other thread could have
-/// held a lock at the moment of the fork.
-fn single_threaded() -> nix::Result<()> {
-    let status = std::fs::read_to_string("/proc/self/status").map_err(|_| Errno::EIO)?;
-    let threads = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Threads:"))
-        .and_then(|v| v.trim().parse::<usize>().ok());
-    if threads == Some(1) {
-        Ok(())
-    } else {
-        Err(Errno::EDEADLK)
+/// `fork()`.
+pub fn fork(_: &OneThread) -> nix::Result<Forked> {
+    // SAFETY: the process is single-threaded (the token), so no lock can be held by a
+    // thread that does not exist in the child; the child may run any Rust code.
+    match unsafe { nix::unistd::fork() }? {
+        nix::unistd::ForkResult::Child => Ok(Forked::Child(OneThread(std::marker::PhantomData))),
+        nix::unistd::ForkResult::Parent { child } => Ok(Forked::Parent(child)),
     }
 }
 
-/// `fork()`. Refused (`EDEADLK`) in a multi-threaded process.
-pub fn fork() -> nix::Result<Forked> {
-    single_threaded()?;
-    // SAFETY: the process is single-threaded (checked above), so no lock can be held by a
-    // thread that does not exist in the child; the child may run any Rust code.
-    match unsafe { nix::unistd::fork() }? {
-        nix::unistd::ForkResult::Child => Ok(Forked::Child),
-        nix::unistd::ForkResult::Parent { child } => Ok(Forked::Parent(child)),
+/// Which side of [`fork_bootstrap`] the caller is on.
+#[derive(Debug)]
+pub enum BootstrapFork {
+    /// The bootstrap, with the kept descriptor (now number 3).
+    Child(OwnedFd, OneThread),
+    /// The supervisor; the bootstrap has this pid.
+    Parent(Pid),
+}
+
+/// Forks the bootstrap of a run from the supervisor. In the child, `keep` becomes
+/// descriptor 3 and every other descriptor above the standard streams is closed, so that
+/// nothing the supervisor holds crosses into the sandbox but the channel.
+///
+/// The child must never return to the supervisor's code, and never drop the copies of
+/// the supervisor's objects that owned the descriptors closed here (it execs or exits).
+pub fn fork_bootstrap(one: &OneThread, keep: OwnedFd) -> nix::Result<BootstrapFork> {
+    let child = match fork(one)? {
+        Forked::Parent(pid) => return Ok(BootstrapFork::Parent(pid)),
+        Forked::Child(child) => child,
+    };
+    let raw = keep.into_raw_fd();
+    // SAFETY: dup3 and close_range act on descriptors only. `raw` was just released by
+    // its owner; after dup3 it is closed by close_range with every other descriptor from
+    // 4 up, whose owners in this forked copy are never dropped (the contract above).
+    // Descriptor 3 gets exactly one owner below. A failed dup3 (descriptors exhausted)
+    // ends the child before anything runs.
+    unsafe {
+        if raw != 3 && libc::dup3(raw, 3, libc::O_CLOEXEC) < 0 {
+            libc::_exit(125);
+        }
+        libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32);
+        Ok(BootstrapFork::Child(OwnedFd::from_raw_fd(3), child))
     }
 }
 
@@ -46,15 +88,13 @@ pub fn fork() -> nix::Result<Forked> {
 /// caller's parent, which is notified of its stops and exit as of any child of its own.
 /// The bootstrap uses it so that the supervisor waits for the target directly (exit
 /// status, stops for job control) while the target lives in the bootstrap's new PID
-/// namespace. Refused (`EDEADLK`) in a multi-threaded process; the kernel refuses it
-/// (`EINVAL`) in the init of a PID namespace.
-pub fn fork_as_sibling() -> nix::Result<Forked> {
-    single_threaded()?;
+/// namespace. The kernel refuses it (`EINVAL`) in the init of a PID namespace.
+pub fn fork_as_sibling(_: &OneThread) -> nix::Result<Forked> {
     let flags = (libc::CLONE_PARENT | libc::SIGCHLD) as libc::c_ulong;
     // SAFETY: clone with no new stack (NULL: the child continues on a copy of the
     // caller's stack, as with fork), no TLS, no tid pointers: the child is a copy of this
-    // single-threaded process (checked above), so no lock is held by a missing thread and
-    // it may run any Rust code. glibc's fork handlers do not run; Sandy registers none.
+    // single-threaded process (the token), so no lock is held by a missing thread and it
+    // may run any Rust code. glibc's fork handlers do not run; Sandy registers none.
     let ret = unsafe {
         libc::syscall(
             libc::SYS_clone,
@@ -66,7 +106,7 @@ pub fn fork_as_sibling() -> nix::Result<Forked> {
         )
     };
     match Errno::result(ret)? {
-        0 => Ok(Forked::Child),
+        0 => Ok(Forked::Child(OneThread(std::marker::PhantomData))),
         pid => Ok(Forked::Parent(Pid::from_raw(
             i32::try_from(pid).map_err(|_| Errno::EOVERFLOW)?,
         ))),
