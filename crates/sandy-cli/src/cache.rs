@@ -10,9 +10,12 @@
 //! The overlays are mounted `volatile` (no sync of the upper layer's filesystem when the
 //! sandbox's mount namespace goes away, which would otherwise cost every run a `syncfs`
 //! of the home's filesystem). A volatile mount marks its work directory as unusable for a
-//! later mount, so each run gets a fresh work directory, removed after the run. After a
-//! system crash during a run, files the run wrote to a layer may be incomplete:
-//! `sandy cache --clear` discards them.
+//! later mount, so each run gets a fresh work directory. It is not removed when the run
+//! ends (removing a directory tree costs milliseconds on a busy disk, and Sandy would
+//! make the caller wait for it): the next run removes the work directories of runs whose
+//! supervisor is gone, while its bootstrap sets the sandbox up, and `sandy cache --clear`
+//! removes them too. After a system crash during a run, files the run wrote to a layer
+//! may be incomplete: `sandy cache --clear` discards them.
 
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -30,6 +33,7 @@ pub fn prepare_layers(caches: &[ToolCache]) -> Result<PreparedLayers, SandyError
     let io = |step| move |source| SandyError::Io { step, source };
     let mut prepared = PreparedLayers {
         overlays: Vec::new(),
+        layers: Vec::new(),
     };
     for cache in caches.iter().filter(|c| c.kind == CacheKind::Overlay) {
         let fresh = match std::fs::create_dir(&cache.layer) {
@@ -67,14 +71,18 @@ pub fn prepare_layers(caches: &[ToolCache]) -> Result<PreparedLayers, SandyError
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(io("cannot create a cache layer directory")(e)),
         }
-        if !fresh {
-            remove_stale_work_dirs(&cache.layer);
-        }
         let work = cache.layer.join(format!("work-{}", std::process::id()));
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&work)
-            .map_err(io("cannot create a cache layer's work directory"))?;
+        let create = || std::fs::DirBuilder::new().mode(0o700).create(&work);
+        match create() {
+            // Left by an earlier supervisor that had this pid: never reused.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                remove_tree(&work)
+                    .and_then(|()| create())
+                    .map_err(io("cannot create a cache layer's work directory"))?;
+            }
+            other => other.map_err(io("cannot create a cache layer's work directory"))?,
+        }
+        prepared.layers.push(cache.layer.clone());
         prepared.overlays.push(ManifestOverlay {
             lower: cache.path.as_path().into(),
             upper: cache.upper().as_path().into(),
@@ -84,10 +92,12 @@ pub fn prepare_layers(caches: &[ToolCache]) -> Result<PreparedLayers, SandyError
     Ok(prepared)
 }
 
-/// This run's overlays, with their per-run work directories (removed on drop, after the
-/// sandbox is gone).
+/// This run's overlays, with their per-run work directories (left in place after the
+/// run; the next run's [`PreparedLayers::sweep_stale`] removes them).
 pub struct PreparedLayers {
     overlays: Vec<ManifestOverlay>,
+    /// The layer directories of this run's overlays.
+    layers: Vec<PathBuf>,
 }
 
 impl PreparedLayers {
@@ -95,18 +105,12 @@ impl PreparedLayers {
     pub fn manifest_overlays(&self) -> Vec<ManifestOverlay> {
         self.overlays.clone()
     }
-}
 
-impl Drop for PreparedLayers {
-    fn drop(&mut self) {
-        for overlay in &self.overlays {
-            let work = overlay.work.as_path();
-            if let Err(e) = remove_tree(work) {
-                eprintln!(
-                    "sandy: cannot remove the cache overlay's work directory {}: {e}",
-                    work.display()
-                );
-            }
+    /// Removes, from this run's layers, the work directories of runs whose supervisor is
+    /// gone (this run's own and those of concurrent runs stay).
+    pub fn sweep_stale(&self) {
+        for layer in &self.layers {
+            remove_stale_work_dirs(layer);
         }
     }
 }

@@ -146,8 +146,10 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let mut observed = None;
     let observe = (explain != ExplainMode::Off).then_some(&mut observed);
     let status = spawn_and_wait(&manifest, &ports, &mut proxy, &waited, observe, || {
-        // Per-run directories of supervisors that died, removed while the bootstrap works.
-        sweep_stale_run_dirs(&tmp_base)
+        // What runs that ended left behind (per-run directories of supervisors that
+        // died, the cache overlays' work directories), removed while the bootstrap works.
+        sweep_stale_run_dirs(&tmp_base);
+        layers.sweep_stale();
     });
     proxy.report();
     drop(private_tmp);
@@ -157,7 +159,6 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     verify::after(snapshot);
     agentstate::merge_after_run(&policy, &views);
     drop(views);
-    drop(layers);
     agentstate::remove_mount_points(&created);
     if let Some(seen) = &observed {
         crate::explain::report(explain, seen, &policy, &request, &host);

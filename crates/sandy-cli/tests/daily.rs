@@ -184,6 +184,15 @@ fn npm_install_and_npx_work_on_a_copy_on_write_cache() {
         assert_eq!(npm["path"], npm_cache.display().to_string());
         let layer = PathBuf::from(npm["layer"].as_str().unwrap());
         assert!(layer.join("upper/_cacache/planted").exists());
+        // Each run leaves its overlay's work directory behind; the next run removes
+        // those of finished runs: after two runs, only the second's is left.
+        let work: Vec<String> = std::fs::read_dir(&layer)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("work-"))
+            .collect();
+        assert_eq!(work.len(), 1, "{work:?}");
         let mode = std::fs::metadata(&layer).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700, "layer mode {mode:o}");
         let o = w.sandy(["cache"]).output().unwrap();
