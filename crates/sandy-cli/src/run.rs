@@ -145,12 +145,21 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // The refusal observer (`--explain`): explains after the run, never decides.
     let mut observed = None;
     let observe = (explain != ExplainMode::Off).then_some(&mut observed);
-    let status = spawn_and_wait(&manifest, &ports, &mut proxy, &waited, observe, || {
-        // What runs that ended left behind (per-run directories of supervisors that
-        // died, the cache overlays' work directories), removed while the bootstrap works.
-        sweep_stale_run_dirs(&tmp_base);
-        layers.sweep_stale();
-    });
+    let certain = crate::explain::Certain::from_policy(&policy);
+    let status = spawn_and_wait(
+        &manifest,
+        &ports,
+        &mut proxy,
+        &waited,
+        observe,
+        certain,
+        || {
+            // What runs that ended left behind (per-run directories of supervisors that
+            // died, the cache overlays' work directories), removed while the bootstrap works.
+            sweep_stale_run_dirs(&tmp_base);
+            layers.sweep_stale();
+        },
+    );
     proxy.report();
     drop(private_tmp);
     drop(placeholders);
@@ -203,6 +212,7 @@ fn spawn_and_wait(
     proxy: &mut crate::egress::Proxy,
     waited: &SigSet,
     observed: Option<&mut Option<crate::explain::Observations>>,
+    certain: crate::explain::Certain,
     meanwhile: impl FnOnce(),
 ) -> Result<u8, SandyError> {
     let sys = |step| move |source| SandyError::Sys { step, source };
@@ -259,7 +269,10 @@ fn spawn_and_wait(
         Ok(None) | Err(_) => return Ok(wait_bootstrap(bootstrap)),
     };
     drop(ours);
-    let observer = match listener.map(crate::explain::Observer::start).transpose() {
+    let observer = match listener
+        .map(|l| crate::explain::Observer::start(l, certain))
+        .transpose()
+    {
         Ok(observer) => observer,
         // The listener is dropped with the error: watched calls then fail (ENOSYS), so
         // the run would not be the same; Sandy fails instead.

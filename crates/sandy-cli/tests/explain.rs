@@ -104,6 +104,36 @@ fn a_write_outside_the_grants_names_the_flag_that_allows_it() {
     });
 }
 
+/// Writes inside the project are answered at once without a record (nothing there can
+/// refuse them), except through a name that leads elsewhere: a symbolic link in the
+/// project to a directory outside the grants. That write is refused and explained.
+#[test]
+fn a_write_through_a_symlink_in_the_project_is_explained() {
+    for_each_user(|w| {
+        let other = w.root.join("elsewhere");
+        std::fs::create_dir_all(&other).unwrap();
+        std::os::unix::fs::symlink(&other, w.project.join("out")).unwrap();
+        w.chown_all();
+        let script = "mkdir -p build/deep && echo ok > build/deep/file && \
+                      echo data > out/new.txt; echo status $?";
+        let o = w.sh(&[], script);
+        assert_code(&o, 0, "refused write");
+        assert!(stdout(&o).contains("status 2"), "{}", stdout(&o));
+        assert!(!other.join("new.txt").exists(), "the refused write landed");
+        assert_eq!(
+            std::fs::read_to_string(w.project.join("build/deep/file")).unwrap(),
+            "ok\n"
+        );
+        let lines = report(&o);
+        assert!(
+            lines.iter().any(|l| l.contains("new.txt") && l.contains("refused")),
+            "{lines:?}\nstderr: {}",
+            stderr(&o)
+        );
+        assert!(!lines.iter().any(|l| l.contains("build/deep")), "{lines:?}");
+    });
+}
+
 /// A masked path: refused, no flag, the reason; the host file is unchanged.
 #[test]
 fn a_write_to_a_masked_path_is_explained() {

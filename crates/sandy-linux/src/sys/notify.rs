@@ -94,6 +94,28 @@ pub fn install_with_listener(program: &[sock_filter]) -> nix::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// `SECCOMP_IOCTL_NOTIF_SET_FLAGS`: `_IOW('!', 4, __u64)`.
+const NOTIF_SET_FLAGS: u64 = ioc(IOC_WRITE, 4, std::mem::size_of::<u64>());
+/// `SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP` (Linux 6.6).
+const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: u64 = 1;
+
+/// Asks the kernel to hand each notification over synchronously: the waiting caller and
+/// the thread that answers it switch on one CPU, as in a synchronous call, instead of
+/// waking each other across CPUs. Each round trip then costs a fraction of the cross-CPU
+/// wake-ups. `EINVAL` on kernels before 6.6 (the listener works as before).
+pub fn set_sync_wakeup(listener: BorrowedFd<'_>) -> nix::Result<()> {
+    // SAFETY: NOTIF_SET_FLAGS takes the flags by value in the argument (the kernel's
+    // handler reads the argument itself, not memory behind it); no memory is passed.
+    let ret = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            NOTIF_SET_FLAGS as _,
+            SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP,
+        )
+    };
+    Errno::result(ret).map(drop)
+}
+
 /// Waits for the next notification on `listener`. `ENOENT`: the caller was gone (killed)
 /// before it could be received; `EINTR`: interrupted.
 pub fn receive(listener: BorrowedFd<'_>) -> nix::Result<Notification> {
