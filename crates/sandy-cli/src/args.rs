@@ -180,6 +180,12 @@ pub struct RunArgs {
     /// Without it, a recognised Numbat registration is kept working anyway.
     #[arg(long)]
     pub numbat: bool,
+    /// Require a healthy Kontext installation: its hooks registered in the agent's
+    /// settings, `kontext doctor --json` healthy, and its daemon's same-user socket,
+    /// which stays reachable inside (also under --block-net). Exit 125 with the reason
+    /// otherwise. Without it, a verified installation is kept working anyway.
+    #[arg(long)]
+    pub kontext: bool,
     /// Use this agent profile (claude, codex, gemini, generic, opencode) instead of the
     /// one detected from the command name.
     #[arg(
@@ -349,10 +355,16 @@ pub struct DoctorArgs {
     /// Check the Numbat installation registered in the agent's configuration instead
     /// (exit 0 when `sandy run --numbat` would keep it working, 1 with the reason and the
     /// setup command when not). Never installs or repairs anything.
-    #[arg(long, conflicts_with = "selftest")]
+    #[arg(long, conflicts_with_all = ["selftest", "kontext"])]
     pub numbat: bool,
-    /// The agent whose configuration --numbat checks.
-    #[arg(long, value_name = "AGENT", default_value = "claude", requires = "numbat",
+    /// Check the Kontext installation registered in the agent's configuration instead
+    /// (exit 0 and `Kontext integration: available (VERSION)` when `sandy run --kontext`
+    /// would keep it working, 1 with the reason and the setup command when not). Runs
+    /// only the bounded `kontext doctor --json`; never installs or repairs anything.
+    #[arg(long, conflicts_with = "selftest")]
+    pub kontext: bool,
+    /// The agent whose configuration --numbat or --kontext checks.
+    #[arg(long, value_name = "AGENT", default_value = "claude",
           value_parser = ["claude", "codex", "opencode"])]
     pub agent: String,
 }
@@ -367,8 +379,8 @@ pub struct IntegrationsArgs {
 pub enum IntegrationsCommand {
     /// Set up PROVIDER's hooks for AGENT (reused when already healthy).
     Setup {
-        /// The provider (numbat; Kontext is not supported on Linux yet).
-        #[arg(value_parser = ["numbat"])]
+        /// The provider: numbat or kontext (Kontext: claude and codex only).
+        #[arg(value_parser = ["numbat", "kontext"])]
         provider: String,
         /// The agent to register the hooks in.
         #[arg(long, value_parser = ["claude", "codex", "opencode"])]

@@ -536,6 +536,44 @@ pub(crate) fn numbat_opencode_plugin(body: &str) -> Option<Result<Vec<String>, S
     Some(parse())
 }
 
+/// Kontext's hook aliases in a Claude Code settings file (`BIN hook ALIAS`).
+const KONTEXT_CLAUDE_ALIASES: &[&str] = &[
+    "session-start",
+    "pre-tool-use",
+    "post-tool-use",
+    "post-tool-use-failure",
+    "session-end",
+];
+/// Kontext's hook aliases in Codex's `hooks.json` (`BIN hook --agent codex ALIAS`).
+const KONTEXT_CODEX_ALIASES: &[&str] = &[
+    "session-start",
+    "pre-tool-use",
+    "post-tool-use",
+    "user-prompt-submit",
+    "stop",
+];
+
+/// The Kontext executable of a hook registration in the exact shape `kontext setup`
+/// writes for `agent`: an absolute path whose file name is `kontext`, then `hook`, then
+/// (Codex only) `--agent codex`, then one of Kontext's event aliases, and nothing else.
+/// Any other shape is an ordinary hook, never evidence of a Kontext installation.
+pub(crate) fn kontext_binary(words: &[String], agent: &str) -> Option<PathBuf> {
+    let (first, rest) = words.split_first()?;
+    let shape = match (agent, rest) {
+        ("claude", [hook, alias]) => hook == "hook" && KONTEXT_CLAUDE_ALIASES.contains(&&**alias),
+        ("codex", [hook, flag, name, alias]) => {
+            hook == "hook"
+                && flag == "--agent"
+                && name == "codex"
+                && KONTEXT_CODEX_ALIASES.contains(&&**alias)
+        }
+        _ => false,
+    };
+    let binary = PathBuf::from(first);
+    (shape && binary.is_absolute() && binary.file_name().is_some_and(|n| n == "kontext"))
+        .then_some(binary)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -694,5 +732,35 @@ mod tests {
         assert!(resolve("$(which numbat)").is_err());
         assert!(resolve("~other/bin/x").is_err());
         assert!(resolve("\"unterminated").is_err());
+    }
+
+    #[test]
+    fn kontext_is_recognised_only_in_the_shape_its_setup_writes() {
+        let w = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
+        let bin = Some(PathBuf::from("/usr/local/bin/kontext"));
+        assert_eq!(
+            kontext_binary(&w("/usr/local/bin/kontext hook pre-tool-use"), "claude"),
+            bin
+        );
+        assert_eq!(
+            kontext_binary(
+                &w("/usr/local/bin/kontext hook --agent codex stop"),
+                "codex"
+            ),
+            bin
+        );
+        // The other agent's shape, an unknown alias, extra words, a relative name, another
+        // file name, another agent: ordinary hooks.
+        for (cmd, agent) in [
+            ("/usr/local/bin/kontext hook --agent codex stop", "claude"),
+            ("/usr/local/bin/kontext hook pre-tool-use", "codex"),
+            ("/usr/local/bin/kontext hook not-an-event", "claude"),
+            ("/usr/local/bin/kontext hook pre-tool-use extra", "claude"),
+            ("kontext hook pre-tool-use", "claude"),
+            ("/usr/local/bin/kontext-x hook pre-tool-use", "claude"),
+            ("/usr/local/bin/kontext hook pre-tool-use", "opencode"),
+        ] {
+            assert_eq!(kontext_binary(&w(cmd), agent), None, "{cmd} ({agent})");
+        }
     }
 }

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use super::{Ctx, GrantSet};
 use crate::error::ResolveError;
 use crate::hooks::{
-    is_numbat, numbat_opencode_plugin, parse_numbat, plain_words, resolve_hook, HookEnv,
-    NumbatHook, NUMBAT_MARKER,
+    is_numbat, kontext_binary, numbat_opencode_plugin, parse_numbat, plain_words, resolve_hook,
+    HookEnv, NumbatHook, NUMBAT_MARKER,
 };
 use crate::host::HostContext;
 use crate::inspect::FileKind;
@@ -274,8 +274,16 @@ impl Ctx<'_> {
                             }
                             protect(path.clone(), &mut protections);
                         }
+                        // Kontext's own registration, in the shape `kontext setup` writes:
+                        // evidence of an installation the supervisor then verifies (only
+                        // from a registration no sandboxed run can have written).
+                        let kontext = widen
+                            && words
+                                .as_deref()
+                                .and_then(|w| kontext_binary(w, &profile.name))
+                                .is_some_and(|b| b == hook.executable);
                         let entry = RuntimeHook {
-                            service: "hook".to_owned(),
+                            service: if kontext { "Kontext" } else { "hook" }.to_owned(),
                             path: hook.executable,
                             script: hook.script,
                             configuration: file.clone(),
