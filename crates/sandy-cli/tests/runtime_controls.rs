@@ -1516,3 +1516,127 @@ fn claude_code_fires_a_kontext_pre_tool_use_hook_that_reaches_the_host_daemon() 
         }
     });
 }
+
+// ---------------------------------------------------------------------------------------
+// Codex's managed requirements (`/etc/codex/requirements.toml`): Numbat's managed block is
+// recognised there. The test gives Sandy its own `/etc/codex` in a private mount namespace
+// (the host's `/etc/codex` is only created empty as a mount point when absent).
+
+/// Numbat's managed block, in the shape Numbat writes it into Codex's requirements.
+fn numbat_requirements(bin: &Path, output: &Path) -> String {
+    format!(
+        "[features]\nhooks = true # numbat-managed\n\n\
+         # BEGIN numbat managed codex hooks\n\
+         [[hooks.PreToolUse]]\nmatcher = \".*\"\n\n\
+         [[hooks.PreToolUse.hooks]]\ntype = \"command\"\n\
+         command = \"'{}' hook codex-pre-tool --agent codex --installed-by=numbat --output=file --output-file '{}'\"\n\
+         timeout = 10\n# END numbat managed codex hooks\n",
+        bin.display(),
+        output.display()
+    )
+}
+
+/// `sandy ARGS` as the test user, with `etc_codex` mounted at `/etc/codex` for it only.
+fn sandy_with_etc_codex(w: &World, etc_codex: &Path, args: &[&str]) -> Output {
+    static MOUNT_POINT: std::sync::Once = std::sync::Once::new();
+    MOUNT_POINT.call_once(|| {
+        let _ = std::fs::create_dir("/etc/codex");
+    });
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--mount", "--propagation", "private", "--", "/bin/sh", "-c"])
+        .arg(format!(
+            "mount --bind \"$0\" /etc/codex && exec setpriv --reuid={} --regid={} --clear-groups -- \"$@\"",
+            w.user.uid, w.user.gid
+        ))
+        .arg(etc_codex)
+        .arg(sandy_bin())
+        .args(args)
+        .current_dir(&w.project)
+        .env_clear()
+        .envs(w.base_env())
+        .env("PATH", user_path(w))
+        .stdin(Stdio::null());
+    cmd.output().unwrap()
+}
+
+#[test]
+fn numbats_managed_block_in_codex_requirements_is_recognised_and_records() {
+    if !is_root() {
+        skip("a private /etc/codex needs root (unshare, mount)");
+        return;
+    }
+    for_each_user(|w| {
+        let bin = install_numbat(w, &[]);
+        // Only the managed block registers Numbat for Codex.
+        w.write("home/.claude/settings.json", "{}\n");
+        let output = w.home.join(".numbat/events.jsonl");
+        let etc = w.root.join("etc-codex");
+        std::fs::create_dir_all(&etc).unwrap();
+        let requirements = etc.join("requirements.toml");
+        std::fs::write(&requirements, numbat_requirements(&bin, &output)).unwrap();
+        let o = sandy_with_etc_codex(
+            w,
+            &etc,
+            &[
+                "run",
+                "--dry-run",
+                "--numbat",
+                "--profile",
+                "codex",
+                "--",
+                "/bin/true",
+            ],
+        );
+        assert_code(&o, 0, &format!("dry run: {}", stderr(&o)));
+        let doc = parse_dry_run(&o.stdout, "dry run");
+        let numbat: Vec<&Value> = doc["runtime_controls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["service"] == "Numbat" && c["enabled"] == true)
+            .collect();
+        assert_eq!(numbat.len(), 1, "{:#}", doc["runtime_controls"]);
+        assert_eq!(numbat[0]["path"], bin.display().to_string());
+        assert_eq!(numbat[0]["configuration"], "/etc/codex/requirements.toml");
+        // It keeps recording inside with a blocked network, as Codex would run it.
+        let hook = format!(
+            "echo '{{}}' | '{}' hook codex-pre-tool --agent codex --installed-by=numbat \
+             --output=file --output-file '{}'",
+            bin.display(),
+            output.display()
+        );
+        let o = sandy_with_etc_codex(
+            w,
+            &etc,
+            &[
+                "run",
+                "--numbat",
+                "--block-net",
+                "--profile",
+                "codex",
+                "--",
+                "/bin/sh",
+                "-c",
+                &hook,
+            ],
+        );
+        assert_code(&o, 0, &format!("hook: {}", stderr(&o)));
+        assert_eq!(
+            std::fs::read_to_string(&output).unwrap(),
+            "{\"event\":\"codex-pre-tool\",\"seq\":1}\n"
+        );
+        // Negative: without the managed block, --numbat has nothing to keep working.
+        std::fs::write(&requirements, "[features]\nhooks = true\n").unwrap();
+        let o = sandy_with_etc_codex(
+            w,
+            &etc,
+            &["run", "--numbat", "--profile", "codex", "--", "/bin/true"],
+        );
+        assert_code(&o, 125, "no managed block");
+        assert!(
+            stderr(&o).contains("no Numbat hook is registered"),
+            "{}",
+            stderr(&o)
+        );
+    });
+}
