@@ -1640,3 +1640,113 @@ fn numbats_managed_block_in_codex_requirements_is_recognised_and_records() {
         );
     });
 }
+
+// ---------------------------------------------------------------------------------------
+// OpenCode plugins installed from npm: named in `opencode.json`'s `plugin` array, loaded
+// from OpenCode's cache (`packages/SPEC/node_modules/NAME`, or `node_modules/NAME` as
+// older releases laid it out).
+
+#[test]
+fn opencode_npm_plugins_are_listed_and_their_packages_protected() {
+    for_each_user(|w| {
+        let cache = w.home.join(".cache/opencode");
+        let current = cache.join("packages/opencode-acme-plugin@1.2.0");
+        let current_pkg = current.join("node_modules/opencode-acme-plugin");
+        let legacy_pkg = cache.join("node_modules/@acme/watch");
+        let unrelated = cache.join("packages/unrelated/node_modules/unrelated");
+        for dir in [&current_pkg, &legacy_pkg, &unrelated] {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::write(dir.join("index.js"), "export const P = async () => ({})\n").unwrap();
+        }
+        std::fs::create_dir_all(w.home.join(".config/opencode/local-plugin")).unwrap();
+        // A commented configuration, as OpenCode accepts it.
+        w.write(
+            "home/.config/opencode/opencode.jsonc",
+            "{\n  // monitoring\n  \"plugin\": [\n    \"opencode-acme-plugin@1.2.0\",\n    \
+             {\"package\": \"@acme/watch\", \"options\": {}},\n    \"not-installed-plugin\",\n    \
+             \"./local-plugin\",\n  ],\n}\n",
+        );
+        w.chown_all();
+        let (doc, err) = dry_run_as(w, "opencode");
+        let config = w
+            .home
+            .join(".config/opencode/opencode.jsonc")
+            .display()
+            .to_string();
+        let listed: Vec<String> = hooks_in(&doc)
+            .iter()
+            .filter(|h| h["configuration"] == config)
+            .map(|h| h["path"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            listed,
+            vec![
+                current_pkg.display().to_string(),
+                legacy_pkg.display().to_string(),
+                w.home
+                    .join(".config/opencode/local-plugin")
+                    .display()
+                    .to_string(),
+            ],
+            "{:#}",
+            doc["runtime_controls"]
+        );
+        assert!(
+            err.contains(&format!(
+                "sandy: note: a plugin registered in {config} cannot be resolved before launch: \
+                 the npm plugin 'not-installed-plugin' is not installed in {}",
+                cache.display()
+            )),
+            "{err}"
+        );
+        let protected = |p: &Path| {
+            doc["protections"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x["path"] == p.display().to_string() && x["kind"] == "read_only")
+        };
+        assert!(protected(&current), "{:#}", doc["protections"]);
+        assert!(protected(&legacy_pkg), "{:#}", doc["protections"]);
+        assert!(!protected(&unrelated));
+        // Inside: the plugins load (readable) but cannot be rewritten or replaced; a
+        // package the configuration does not name stays as writable as the rest of the
+        // cache.
+        let script = format!(
+            "cat {a}/index.js >/dev/null && echo loads; \
+             echo 'evil()' > {a}/index.js; echo 'evil()' > {b}/index.js; \
+             mv {c} {c}.x; rm -rf {c}; echo ok > {u}/index.js && echo unrelated-writable",
+            a = current_pkg.display(),
+            b = legacy_pkg.display(),
+            c = current.display(),
+            u = unrelated.display(),
+        );
+        let mut cmd = w.sandy([
+            "run",
+            "--profile",
+            "opencode",
+            "--",
+            "/bin/sh",
+            "-c",
+            &script,
+        ]);
+        cmd.env("PATH", user_path(w));
+        let o = cmd.output().unwrap();
+        let context = format!("{}\n{}", stdout(&o), stderr(&o));
+        assert!(stdout(&o).contains("loads"), "{context}");
+        assert!(stdout(&o).contains("unrelated-writable"), "{context}");
+        // Judged from the host.
+        let original = "export const P = async () => ({})\n";
+        assert_eq!(
+            std::fs::read_to_string(current_pkg.join("index.js")).unwrap(),
+            original,
+            "{context}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(legacy_pkg.join("index.js")).unwrap(),
+            original,
+            "{context}"
+        );
+        assert!(current.is_dir() && !PathBuf::from(format!("{}.x", current.display())).exists());
+    });
+}
