@@ -1217,8 +1217,7 @@ fn kontext_hook_reaches_its_socket_inside_with_either_network_and_nothing_adjace
             doc["runtime_controls"][0],
             json!({"service": "Kontext", "enabled": true, "version": KONTEXT_VERSION,
                    "path": bin.display().to_string(), "script": null,
-                   "configuration": w.home.join(".claude/settings.json").display().to_string(),
-                   "socket": socket})
+                   "configuration": w.home.join(".claude/settings.json").display().to_string()})
         );
         let grants = doc["file_grants"].as_array().unwrap();
         assert!(grants

@@ -107,9 +107,6 @@ pub struct RuntimeControl {
     pub script: Option<String>,
     /// The configuration file that registers the hook.
     pub configuration: Option<String>,
-    /// Kontext's daemon socket, granted exactly (only on the enabled Kontext entry).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub socket: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -161,7 +158,6 @@ fn runtime_controls(policy: &ResolvedPolicy) -> Vec<RuntimeControl> {
         path: None,
         script: None,
         configuration: None,
-        socket: None,
     };
     let kontext = match &policy.kontext {
         Some(k) => RuntimeControl {
@@ -171,7 +167,6 @@ fn runtime_controls(policy: &ResolvedPolicy) -> Vec<RuntimeControl> {
             path: Some(lossy(&k.executable)),
             script: None,
             configuration: Some(lossy(&k.configuration)),
-            socket: Some(lossy(&k.socket)),
         },
         None => control("Kontext", false),
     };
@@ -190,7 +185,6 @@ fn runtime_controls(policy: &ResolvedPolicy) -> Vec<RuntimeControl> {
         path: Some(lossy(&h.path)),
         script: h.script.as_deref().map(lossy),
         configuration: Some(lossy(&h.configuration)),
-        socket: None,
     }));
     controls
 }
