@@ -51,12 +51,13 @@ pub enum Command {
                       anything missing, and an overall verdict."
     )]
     Doctor(DoctorArgs),
-    /// Set up a runtime control (Numbat) on the host, outside any sandbox.
+    /// Set up a runtime control (Numbat, Kontext) on the host, outside any sandbox.
     #[command(
-        long_about = "Reuses a healthy Numbat hook registration in the agent's \
-                      configuration, or runs Numbat's own setup command (numbat hook install \
-                      --agent AGENT) and verifies the result the way `sandy run --numbat` \
-                      would. Runs only outside any sandbox. Exit 0 when set up, 1 when not."
+        long_about = "Reuses a healthy registration in the agent's configuration, or runs \
+                      the provider's own setup command (numbat hook install --agent AGENT; \
+                      kontext setup, for claude and codex) and verifies the result the way \
+                      `sandy run --numbat` or `--kontext` would. Runs only outside any \
+                      sandbox. Exit 0 when set up, 1 when not."
     )]
     Integrations(IntegrationsArgs),
     /// Show the copy-on-write layers of the tool caches (cargo, npm, pip, ...) that

@@ -1537,17 +1537,20 @@ fn numbat_requirements(bin: &Path, output: &Path) -> String {
 
 /// `sandy ARGS` as the test user, with `etc_codex` mounted at `/etc/codex` for it only.
 fn sandy_with_etc_codex(w: &World, etc_codex: &Path, args: &[&str]) -> Output {
-    static MOUNT_POINT: std::sync::Once = std::sync::Once::new();
-    MOUNT_POINT.call_once(|| {
-        let _ = std::fs::create_dir("/etc/codex");
-    });
+    sandy_with_etc(w, "/etc/codex", etc_codex, args)
+}
+
+/// `sandy ARGS` as the test user, in a private mount namespace where `dir` is mounted at
+/// `target` (a system configuration directory; created empty on the host when absent).
+fn sandy_with_etc(w: &World, target: &str, dir: &Path, args: &[&str]) -> Output {
+    let _ = std::fs::create_dir(target);
     let mut cmd = Command::new("unshare");
     cmd.args(["--mount", "--propagation", "private", "--", "/bin/sh", "-c"])
         .arg(format!(
-            "mount --bind \"$0\" /etc/codex && exec setpriv --reuid={} --regid={} --clear-groups -- \"$@\"",
+            "mount --bind \"$0\" {target} && exec setpriv --reuid={} --regid={} --clear-groups -- \"$@\"",
             w.user.uid, w.user.gid
         ))
-        .arg(etc_codex)
+        .arg(dir)
         .arg(sandy_bin())
         .args(args)
         .current_dir(&w.project)
@@ -1747,5 +1750,80 @@ fn opencode_npm_plugins_are_listed_and_their_packages_protected() {
             "{context}"
         );
         assert!(current.is_dir() && !PathBuf::from(format!("{}.x", current.display())).exists());
+    });
+}
+
+#[test]
+fn kontext_registered_in_claude_managed_settings_is_recognised() {
+    if !is_root() {
+        skip("a private /etc/claude-code needs root (unshare, mount)");
+        return;
+    }
+    for_each_user(|w| {
+        let bin = install_kontext(w, true);
+        // Only the managed settings register it.
+        let user_settings = w.home.join(".claude/settings.json");
+        let registration = std::fs::read_to_string(&user_settings).unwrap();
+        std::fs::write(&user_settings, "{}\n").unwrap();
+        let etc = w.root.join("etc-claude-code");
+        std::fs::create_dir_all(&etc).unwrap();
+        std::fs::write(etc.join("managed-settings.json"), &registration).unwrap();
+        let daemon = kontext_daemon(w.user.uid);
+        let o = sandy_with_etc(
+            w,
+            "/etc/claude-code",
+            &etc,
+            &[
+                "run",
+                "--dry-run",
+                "--kontext",
+                "--profile",
+                "claude",
+                "--",
+                "/bin/true",
+            ],
+        );
+        assert_code(&o, 0, &format!("dry run: {}", stderr(&o)));
+        let doc = parse_dry_run(&o.stdout, "dry run");
+        assert_eq!(doc["runtime_controls"][0]["enabled"], true);
+        assert_eq!(
+            doc["runtime_controls"][0]["path"],
+            bin.display().to_string()
+        );
+        assert_eq!(
+            doc["runtime_controls"][0]["configuration"],
+            "/etc/claude-code/managed-settings.json"
+        );
+        let hook = format!(
+            "echo '{{\"tool_name\":\"managed\"}}' | '{}' hook 'pre-tool-use'",
+            bin.display()
+        );
+        let o = sandy_with_etc(
+            w,
+            "/etc/claude-code",
+            &etc,
+            &[
+                "run",
+                "--kontext",
+                "--block-net",
+                "--profile",
+                "claude",
+                "--",
+                "/bin/sh",
+                "-c",
+                &hook,
+            ],
+        );
+        assert_code(&o, 0, &format!("hook: {}", stderr(&o)));
+        daemon.expect(r#"{"alias": "pre-tool-use", "tool": "managed"}"#, "managed");
+        // Negative: without the managed registration, --kontext has no evidence.
+        std::fs::write(etc.join("managed-settings.json"), "{}\n").unwrap();
+        let o = sandy_with_etc(
+            w,
+            "/etc/claude-code",
+            &etc,
+            &["run", "--kontext", "--profile", "claude", "--", "/bin/true"],
+        );
+        assert_code(&o, 125, "no managed registration");
     });
 }
