@@ -356,16 +356,16 @@ pub struct DoctorArgs {
     /// Check the Numbat installation registered in the agent's configuration instead
     /// (exit 0 when `sandy run --numbat` would keep it working, 1 with the reason and the
     /// setup command when not). Never installs or repairs anything.
-    #[arg(long, conflicts_with_all = ["selftest", "kontext"])]
+    #[arg(long, group = "integration", conflicts_with = "selftest")]
     pub numbat: bool,
     /// Check the Kontext installation registered in the agent's configuration instead
     /// (exit 0 and `Kontext integration: available (VERSION)` when `sandy run --kontext`
     /// would keep it working, 1 with the reason and the setup command when not). Runs
     /// only the bounded `kontext doctor --json`; never installs or repairs anything.
-    #[arg(long, conflicts_with = "selftest")]
+    #[arg(long, group = "integration", conflicts_with = "selftest")]
     pub kontext: bool,
     /// The agent whose configuration --numbat or --kontext checks.
-    #[arg(long, value_name = "AGENT", default_value = "claude",
+    #[arg(long, value_name = "AGENT", default_value = "claude", requires = "integration",
           value_parser = ["claude", "codex", "opencode"])]
     pub agent: String,
 }

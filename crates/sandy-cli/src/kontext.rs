@@ -98,6 +98,22 @@ fn verify(policy: &ResolvedPolicy, host: &HostContext) -> Result<Option<Verified
         .home
         .as_deref()
         .ok_or("cannot resolve the home directory for Kontext resources")?;
+    // The preflight runs this executable on the host, outside any sandbox: never one a
+    // sandboxed run could have written.
+    let canonical = std::fs::canonicalize(&first.path)
+        .map_err(|e| format!("cannot resolve the Kontext executable: {e}"))?;
+    let writable = policy.grants.iter().any(|g| {
+        g.access == sandy_policy::Access::ReadWrite
+            && (g.path == canonical
+                || (g.scope == sandy_policy::Scope::Subtree && canonical.starts_with(&g.path)))
+    });
+    if writable {
+        return Err(format!(
+            "the Kontext executable {} lies where a sandboxed run can write; install \
+             Kontext outside the project and the agent's state",
+            first.path.display()
+        ));
+    }
     let report = doctor(&first.path, home)?;
     let root = sandy_policy::kontext_root(home, host.var("XDG_CONFIG_HOME").map(Path::new));
     let files = sandy_policy::check_kontext_report(&report, &root)?;

@@ -1008,6 +1008,11 @@ esac
 const KONTEXT_VERSION: &str = "1.4.2";
 
 /// The health report `kontext doctor --json` gives for the world's home.
+/// Where [`install_kontext`] puts the stand-in.
+fn kontext_bin_of(w: &World) -> PathBuf {
+    w.home.join("opt/kontext/bin/kontext")
+}
+
 fn kontext_report(w: &World, healthy: bool) -> String {
     json!({
         "healthy": healthy, "configured": true, "self_serve": true, "daemon_running": true,
@@ -1021,7 +1026,8 @@ fn kontext_report(w: &World, healthy: bool) -> String {
 /// Installs the stand-in and its configuration; `registered`: the hooks in the user's
 /// Claude Code settings, upstream-shaped (quoted words, one per event).
 fn install_kontext(w: &World, registered: bool) -> PathBuf {
-    let bin = w.write("home/opt/kontext/bin/kontext", KONTEXT_STAND_IN);
+    let bin = kontext_bin_of(w);
+    w.write("home/opt/kontext/bin/kontext", KONTEXT_STAND_IN);
     std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     w.write(
         "home/.config/kontext/profiles/test/managed.json",
@@ -1374,8 +1380,38 @@ fn kontext_flag_requires_a_healthy_installation_and_optional_failure_warns() {
             "planted",
         );
         assert_eq!(planted.records(), "");
-        // And a plain file in the user's own directory is no socket either.
+        // An executable a sandboxed run could have written is never run on the host.
         drop(planted);
+        let _daemon = kontext_daemon(w.user.uid);
+        let planted_bin = w.project.join("tools/kontext");
+        std::fs::create_dir_all(planted_bin.parent().unwrap()).unwrap();
+        let host_marker = w.root.join("doctor-ran");
+        std::fs::write(
+            &planted_bin,
+            format!(
+                "#!/bin/sh\ntouch {}\nexec {} \"$@\"\n",
+                host_marker.display(),
+                kontext_bin_of(w).display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&planted_bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let settings = json!({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [
+            {"type": "command", "command": format!("'{}' hook 'pre-tool-use'", planted_bin.display())}]}]}});
+        w.write("home/.claude/settings.json", &settings.to_string());
+        let o = run_sh(w, &["--kontext"], &script);
+        refused(
+            &o,
+            "lies where a sandboxed run can write",
+            "executable in the project",
+        );
+        assert!(
+            !host_marker.exists(),
+            "the planted executable ran on the host"
+        );
+        drop(_daemon);
+        // And a plain file in the user's own directory is no socket either.
+        install_kontext(w, true);
         let turn = take_socket_dir(w.user.uid, w.user.uid);
         std::fs::write(turn.dir.join("kontext.sock"), "").unwrap();
         std::os::unix::fs::lchown(turn.dir.join("kontext.sock"), Some(w.user.uid), None).unwrap();
@@ -1825,5 +1861,58 @@ fn kontext_registered_in_claude_managed_settings_is_recognised() {
             &["run", "--kontext", "--profile", "claude", "--", "/bin/true"],
         );
         assert_code(&o, 125, "no managed registration");
+    });
+}
+
+#[test]
+fn kontext_in_codex_hooks_is_recognised_in_codex_shape_only() {
+    for_each_user(|w| {
+        let bin = install_kontext(w, false);
+        w.write("home/.kontext-doctor.json", &kontext_report(w, true));
+        let _daemon = kontext_daemon(w.user.uid);
+        let codex_hooks = |alias_words: &str| {
+            json!({"hooks": {"PreToolUse": [{"hooks": [{"type": "command",
+                "command": format!("'{}' hook {alias_words}", bin.display())}]}]}})
+            .to_string()
+        };
+        let hooks = w.home.join(".codex/hooks.json");
+        let dry = |w: &World| {
+            let mut cmd = w.sandy([
+                "run",
+                "--dry-run",
+                "--kontext",
+                "--profile",
+                "codex",
+                "--",
+                "/bin/true",
+            ]);
+            cmd.env("PATH", user_path(w));
+            cmd.output().unwrap()
+        };
+        // Codex's shape: `--agent codex` before the alias.
+        w.write(
+            "home/.codex/hooks.json",
+            &codex_hooks("--agent codex pre-tool-use"),
+        );
+        let o = dry(w);
+        assert_code(&o, 0, &stderr(&o));
+        let doc = parse_dry_run(&o.stdout, "codex dry run");
+        assert_eq!(doc["runtime_controls"][0]["enabled"], true);
+        assert_eq!(
+            doc["runtime_controls"][0]["configuration"],
+            hooks.display().to_string()
+        );
+        // Claude's shape in Codex's file is not Kontext's registration for Codex.
+        w.write("home/.codex/hooks.json", &codex_hooks("pre-tool-use"));
+        let o = dry(w);
+        assert_code(&o, 125, "claude shape in codex hooks");
+        assert!(
+            stderr(&o).contains("--kontext requires installed hooks"),
+            "{}",
+            stderr(&o)
+        );
+        // doctor --agent without --numbat or --kontext is a usage error.
+        let o = w.sandy(["doctor", "--agent", "codex"]).output().unwrap();
+        assert_code(&o, 2, "doctor --agent alone");
     });
 }
