@@ -182,7 +182,14 @@ pub fn doctor(binary: &Path, home: &Path) -> Result<KontextReport, String> {
         .map_err(|e| format!("cannot run kontext doctor --json: {e}"))?;
     let deadline = Instant::now() + DOCTOR_TIMEOUT;
     let status = loop {
-        let size = output.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
+        let size = match output.metadata() {
+            Ok(m) => m.len(),
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("cannot inspect kontext doctor --json output: {e}"));
+            }
+        };
         if size > MAX_DOCTOR_OUTPUT {
             let _ = child.kill();
             let _ = child.wait();
