@@ -51,12 +51,13 @@ pub enum Command {
                       anything missing, and an overall verdict."
     )]
     Doctor(DoctorArgs),
-    /// Set up a runtime control (Numbat) on the host, outside any sandbox.
+    /// Set up a runtime control (Numbat, Kontext) on the host, outside any sandbox.
     #[command(
-        long_about = "Reuses a healthy Numbat hook registration in the agent's \
-                      configuration, or runs Numbat's own setup command (numbat hook install \
-                      --agent AGENT) and verifies the result the way `sandy run --numbat` \
-                      would. Runs only outside any sandbox. Exit 0 when set up, 1 when not."
+        long_about = "Reuses a healthy registration in the agent's configuration, or runs \
+                      the provider's own setup command (numbat hook install --agent AGENT; \
+                      kontext setup, for claude and codex) and verifies the result the way \
+                      `sandy run --numbat` or `--kontext` would. Runs only outside any \
+                      sandbox. Exit 0 when set up, 1 when not."
     )]
     Integrations(IntegrationsArgs),
     /// Show the copy-on-write layers of the tool caches (cargo, npm, pip, ...) that
@@ -180,6 +181,12 @@ pub struct RunArgs {
     /// Without it, a recognised Numbat registration is kept working anyway.
     #[arg(long)]
     pub numbat: bool,
+    /// Require a healthy Kontext installation: its hooks registered in the agent's
+    /// settings, `kontext doctor --json` healthy, and its daemon's same-user socket,
+    /// which stays reachable inside (also under --block-net). Exit 125 with the reason
+    /// otherwise. Without it, a verified installation is kept working anyway.
+    #[arg(long)]
+    pub kontext: bool,
     /// Use this agent profile (claude, codex, gemini, generic, opencode) instead of the
     /// one detected from the command name.
     #[arg(
@@ -349,10 +356,16 @@ pub struct DoctorArgs {
     /// Check the Numbat installation registered in the agent's configuration instead
     /// (exit 0 when `sandy run --numbat` would keep it working, 1 with the reason and the
     /// setup command when not). Never installs or repairs anything.
-    #[arg(long, conflicts_with = "selftest")]
+    #[arg(long, group = "integration", conflicts_with = "selftest")]
     pub numbat: bool,
-    /// The agent whose configuration --numbat checks.
-    #[arg(long, value_name = "AGENT", default_value = "claude", requires = "numbat",
+    /// Check the Kontext installation registered in the agent's configuration instead
+    /// (exit 0 and `Kontext integration: available (VERSION)` when `sandy run --kontext`
+    /// would keep it working, 1 with the reason and the setup command when not). Runs
+    /// only the bounded `kontext doctor --json`; never installs or repairs anything.
+    #[arg(long, group = "integration", conflicts_with = "selftest")]
+    pub kontext: bool,
+    /// The agent whose configuration --numbat or --kontext checks.
+    #[arg(long, value_name = "AGENT", default_value = "claude", requires = "integration",
           value_parser = ["claude", "codex", "opencode"])]
     pub agent: String,
 }
@@ -367,8 +380,8 @@ pub struct IntegrationsArgs {
 pub enum IntegrationsCommand {
     /// Set up PROVIDER's hooks for AGENT (reused when already healthy).
     Setup {
-        /// The provider (numbat; Kontext is not supported on Linux yet).
-        #[arg(value_parser = ["numbat"])]
+        /// The provider: numbat or kontext (Kontext: claude and codex only).
+        #[arg(value_parser = ["numbat", "kontext"])]
         provider: String,
         /// The agent to register the hooks in.
         #[arg(long, value_parser = ["claude", "codex", "opencode"])]

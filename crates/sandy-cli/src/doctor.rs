@@ -54,10 +54,45 @@ fn numbat(args: &DoctorArgs) -> Result<u8, SandyError> {
     Ok(code)
 }
 
+/// `sandy doctor --kontext [--agent claude|codex]`: whether `sandy run --kontext` would
+/// keep Kontext working: the same resolution and preflight (the bounded `kontext doctor
+/// --json`, the socket check); nothing is installed, changed or launched.
+fn kontext(args: &DoctorArgs) -> Result<u8, SandyError> {
+    let agent = &args.agent;
+    let (line, code) = if agent == "opencode" {
+        (
+            "Kontext integration: not usable: Kontext supports claude and codex".to_owned(),
+            EXIT_NOT_ENFORCEABLE,
+        )
+    } else {
+        match crate::kontext::status(agent)? {
+            Ok(version) => (
+                format!(
+                    "Kontext integration: available ({})",
+                    version.as_deref().unwrap_or("unknown")
+                ),
+                0,
+            ),
+            Err(reason) => (
+                format!("Kontext integration: not usable: {reason}"),
+                EXIT_NOT_ENFORCEABLE,
+            ),
+        }
+    };
+    crate::print_line(&line).map_err(|source| SandyError::Io {
+        step: "cannot write the doctor report",
+        source,
+    })?;
+    Ok(code)
+}
+
 /// `sandy doctor [--json] [--selftest]`.
 pub fn doctor(args: DoctorArgs) -> Result<u8, SandyError> {
     if args.numbat {
         return numbat(&args);
+    }
+    if args.kontext {
+        return kontext(&args);
     }
     let exe = std::env::current_exe().map_err(|source| SandyError::Io {
         step: "cannot locate the sandy binary",

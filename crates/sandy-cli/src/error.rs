@@ -46,6 +46,10 @@ pub enum SandyError {
     /// Nowhere to create something Sandy needs; `tried` names each place and why not.
     #[error("cannot create {what}; tried: {tried}")]
     NoPlace { what: &'static str, tried: String },
+    /// A required runtime control (`--kontext`) cannot be kept working: one line with
+    /// the reason and the setup command (exit 125, the target never runs).
+    #[error("{0}")]
+    RuntimeControl(String),
     #[error("{step}: {source}")]
     Sys {
         step: &'static str,

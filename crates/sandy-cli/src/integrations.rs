@@ -1,4 +1,4 @@
-//! `sandy integrations setup numbat --agent AGENT`: the trusted, host-side way to install
+//! `sandy integrations setup numbat|kontext --agent AGENT`: the trusted, host-side way to install
 //! a runtime control (RUNTIME_CONTROLS.md). It runs outside any sandbox only. A healthy
 //! registration is reused; otherwise the provider's own setup command runs (found on the
 //! caller's `PATH`, with the terminal), and the result is verified the way `sandy run
@@ -56,10 +56,8 @@ pub fn command(args: IntegrationsArgs) -> Result<u8, SandyError> {
              no_new_privs set): run it in your own terminal",
         ));
     }
-    if provider != "numbat" {
-        return Err(SandyError::Usage(
-            "only numbat can be set up on Linux (Kontext is not supported yet)",
-        ));
+    if provider == "kontext" {
+        return setup_kontext(&agent);
     }
     let say = |line: String| {
         crate::print_line(&line).map_err(|source| SandyError::Io {
@@ -106,6 +104,78 @@ pub fn command(args: IntegrationsArgs) -> Result<u8, SandyError> {
         Err(reason) => {
             say(format!(
                 "Numbat ({agent}): the installation is still not usable: {reason}"
+            ))?;
+            Ok(EXIT_NOT_ENFORCEABLE)
+        }
+    }
+}
+
+/// `sandy integrations setup kontext --agent claude|codex`: reuses a healthy installation;
+/// otherwise runs Kontext's official `kontext setup` (found on `PATH`, with the terminal:
+/// it owns authentication, the daemon and the hook registration) and verifies the result
+/// as `sandy run --kontext` would. Kontext itself is not installed here: there is no
+/// Linux package Sandy could verify, so a missing `kontext` is one line saying so.
+fn setup_kontext(agent: &str) -> Result<u8, SandyError> {
+    let say = |line: String| {
+        crate::print_line(&line).map_err(|source| SandyError::Io {
+            step: "cannot write the setup report",
+            source,
+        })
+    };
+    if agent == "opencode" {
+        say("Kontext: setup is supported for claude and codex".to_owned())?;
+        return Ok(EXIT_NOT_ENFORCEABLE);
+    }
+    if let Ok(version) = crate::kontext::status(agent)? {
+        say(format!(
+            "Kontext ({agent}): was already installed and configured ({}); Sandy verified \
+             the {agent} registration's runtime capabilities",
+            version.as_deref().unwrap_or("unknown version")
+        ))?;
+        return Ok(0);
+    }
+    let on_path = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|d| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(d.join("kontext"))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    });
+    if !on_path {
+        say(format!(
+            "Kontext ({agent}): kontext is not on PATH; install Kontext by its vendor's \
+             instructions (upstream documents Homebrew: brew install \
+             kontext-security/tap/kontext), then run this command again"
+        ))?;
+        return Ok(EXIT_NOT_ENFORCEABLE);
+    }
+    say(format!("Kontext ({agent}): running kontext setup"))?;
+    match Command::new("kontext").arg("setup").status() {
+        Ok(s) if s.success() => {}
+        Ok(s) => {
+            say(format!(
+                "Kontext ({agent}): kontext setup failed ({})",
+                crate::doctor::describe_status(s)
+            ))?;
+            return Ok(EXIT_NOT_ENFORCEABLE);
+        }
+        Err(e) => {
+            say(format!("Kontext ({agent}): cannot run kontext setup ({e})"))?;
+            return Ok(EXIT_NOT_ENFORCEABLE);
+        }
+    }
+    match crate::kontext::status(agent)? {
+        Ok(version) => {
+            say(format!(
+                "Kontext ({agent}): is now configured ({}); Sandy verified the {agent} \
+                 registration's runtime capabilities",
+                version.as_deref().unwrap_or("unknown version")
+            ))?;
+            Ok(0)
+        }
+        Err(reason) => {
+            say(format!(
+                "Kontext ({agent}): the installation is still not usable: {reason}"
             ))?;
             Ok(EXIT_NOT_ENFORCEABLE)
         }

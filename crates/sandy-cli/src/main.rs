@@ -16,6 +16,7 @@ mod explain;
 mod gitscan;
 mod host;
 mod integrations;
+mod kontext;
 mod placeholders;
 mod run;
 mod selftest;

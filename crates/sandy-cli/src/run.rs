@@ -61,8 +61,14 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         profile: args.profile,
     };
 
+    let kontext = if args.kontext {
+        crate::kontext::Mode::Required
+    } else {
+        crate::kontext::Mode::Optional
+    };
     if args.dry_run {
-        let policy = resolve(&request, &host, &RealFs)?;
+        let mut policy = resolve(&request, &host, &RealFs)?;
+        crate::kontext::attach(&mut policy, &host, kontext)?;
         announce(&policy);
         let manifest = ValidatedManifest::new(LaunchManifest::from_policy(
             &policy,
@@ -88,6 +94,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let private_tmp = PrivateTmp::create(&tmp_base)?;
     request.private_tmp = private_tmp.path.clone();
     let mut policy = resolve(&request, &host, &RealFs)?;
+    crate::kontext::attach(&mut policy, &host, kontext)?;
     announce(&policy);
     // A first launch: the agent's own absent state directories and files (placeholders
     // inside them need them).

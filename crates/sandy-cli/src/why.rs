@@ -397,6 +397,7 @@ mod inside {
             egress: None,
             caches: Vec::new(),
             hooks: Vec::new(),
+            kontext: None,
         };
         let question = super::question(args);
         let cwd = std::env::current_dir().unwrap_or_else(|_| doc.working_directory.clone());

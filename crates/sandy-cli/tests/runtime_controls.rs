@@ -960,3 +960,959 @@ fn a_registration_the_sandbox_could_write_does_not_widen_the_sandbox() {
             .any(|g| g["path"] == private.display().to_string()));
     });
 }
+
+// ---------------------------------------------------------------------------------------
+// Kontext, as upstream Sandy recognises it: its hooks in the agent's settings in the shape
+// `kontext setup` writes (`'BIN' hook 'ALIAS'`), a healthy `kontext doctor --json`, and
+// its daemon's socket `/tmp/kontext-managed-observe-UID/kontext.sock` on the host, which
+// the hook reaches from inside the private /tmp, also under --block-net.
+
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::net::UnixListener;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// A stand-in for the `kontext` command, following its documented contract:
+/// `kontext doctor --json` prints the health report (kept in `~/.kontext-doctor.json`, so a
+/// test can make it unhealthy), `kontext hook [--agent codex] ALIAS` reads the agent's hook
+/// input on stdin and sends one JSON record to the daemon's socket, and `kontext setup`
+/// (the official setup) registers the hooks and makes the installation healthy.
+const KONTEXT_STAND_IN: &str = r#"#!/bin/sh
+case "$1" in
+doctor)
+  [ "$2" = --json ] || exit 2
+  exec cat "$HOME/.kontext-doctor.json" ;;
+hook)
+  alias=$2; [ "$alias" = --agent ] && alias=$4
+  input=$(cat)
+  exec /usr/bin/python3 -c '
+import json, os, socket, sys
+try:
+    tool = json.loads(sys.argv[2]).get("tool_name")
+except Exception:
+    tool = None
+s = socket.socket(socket.AF_UNIX)
+s.connect("/tmp/kontext-managed-observe-%d/kontext.sock" % os.getuid())
+s.sendall((json.dumps({"alias": sys.argv[1], "tool": tool}) + "\n").encode())
+s.close()
+' "$alias" "$input" ;;
+setup)
+  echo x >> "$HOME/kontext-setups"
+  self=$(readlink -f "$0")
+  printf '{"hooks":{"PreToolUse":[{"matcher":"*","hooks":[{"type":"command","command":"'"'"'%s'"'"' hook '"'"'pre-tool-use'"'"'"}]}]}}\n' "$self" > "$HOME/.claude/settings.json"
+  cp "$HOME/.kontext-healthy.json" "$HOME/.kontext-doctor.json" ;;
+*) exit 2 ;;
+esac
+"#;
+
+const KONTEXT_VERSION: &str = "1.4.2";
+
+/// The health report `kontext doctor --json` gives for the world's home.
+/// Where [`install_kontext`] puts the stand-in.
+fn kontext_bin_of(w: &World) -> PathBuf {
+    w.home.join("opt/kontext/bin/kontext")
+}
+
+fn kontext_report(w: &World, healthy: bool) -> String {
+    json!({
+        "healthy": healthy, "configured": true, "self_serve": true, "daemon_running": true,
+        "installed_version": KONTEXT_VERSION,
+        "config_path": w.home.join(".config/kontext/profiles/test/managed.json"),
+        "active_profile": "test", "legacy_install": false, "mode": "observe",
+    })
+    .to_string()
+}
+
+/// Installs the stand-in and its configuration; `registered`: the hooks in the user's
+/// Claude Code settings, upstream-shaped (quoted words, one per event).
+fn install_kontext(w: &World, registered: bool) -> PathBuf {
+    let bin = kontext_bin_of(w);
+    w.write("home/opt/kontext/bin/kontext", KONTEXT_STAND_IN);
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    w.write(
+        "home/.config/kontext/profiles/test/managed.json",
+        "{\"mode\":\"observe\"}\n",
+    );
+    w.write("home/.config/kontext/active", "test\n");
+    w.write("home/.kontext-healthy.json", &kontext_report(w, true));
+    w.write("home/.kontext-doctor.json", &kontext_report(w, registered));
+    if registered {
+        let command = |alias: &str| format!("'{}' hook '{alias}'", bin.display());
+        let settings = json!({"hooks": {
+            "PreToolUse": [{"matcher": "*", "hooks": [
+                {"type": "command", "command": command("pre-tool-use")}]}],
+            "SessionStart": [{"hooks": [
+                {"type": "command", "command": command("session-start")}]}],
+        }});
+        w.write("home/.claude/settings.json", &settings.to_string());
+    } else {
+        w.write("home/.claude/settings.json", "{}\n");
+    }
+    w.chown_all();
+    bin
+}
+
+/// One socket path per uid: tests that listen there take turns.
+static KONTEXT_SOCKET: Mutex<()> = Mutex::new(());
+
+/// A listening Unix socket on the host, owned by `uid`, that collects one line per
+/// connection.
+struct Listener {
+    path: PathBuf,
+    records: Arc<Mutex<String>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Listener {
+    fn start(path: &Path, uid: u32) -> Listener {
+        let _ = std::fs::remove_file(path);
+        let listener = UnixListener::bind(path).unwrap();
+        std::os::unix::fs::lchown(path, Some(uid), Some(uid)).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let records = Arc::new(Mutex::new(String::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (r, s) = (records.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            use std::io::Read;
+            while !s.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((mut conn, _)) => {
+                        conn.set_nonblocking(false).unwrap();
+                        conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                        let mut line = String::new();
+                        let _ = conn.read_to_string(&mut line);
+                        r.lock().unwrap().push_str(&line);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        });
+        Listener {
+            path: path.to_path_buf(),
+            records,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn records(&self) -> String {
+        self.records.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The stand-in daemon on the host at `/tmp/kontext-managed-observe-UID/kontext.sock`,
+/// its directory 0700, both owned by the test user (as Kontext's daemon lays it out).
+struct KontextDaemon {
+    listener: Option<Listener>,
+    dir: PathBuf,
+    _turn: MutexGuard<'static, ()>,
+}
+
+fn socket_dir(uid: u32) -> PathBuf {
+    PathBuf::from(format!("/tmp/kontext-managed-observe-{uid}"))
+}
+
+/// Takes this uid's socket path for the test (no daemon yet), with a fresh directory owned
+/// by `owner`.
+fn take_socket_dir(uid: u32, owner: u32) -> KontextDaemon {
+    let turn = KONTEXT_SOCKET.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = socket_dir(uid);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::lchown(&dir, Some(owner), Some(owner)).unwrap();
+    KontextDaemon {
+        listener: None,
+        dir,
+        _turn: turn,
+    }
+}
+
+fn kontext_daemon(uid: u32) -> KontextDaemon {
+    let mut d = take_socket_dir(uid, uid);
+    d.listener = Some(Listener::start(&d.dir.join("kontext.sock"), uid));
+    d
+}
+
+impl KontextDaemon {
+    fn records(&self) -> String {
+        self.listener
+            .as_ref()
+            .map(Listener::records)
+            .unwrap_or_default()
+    }
+
+    /// Waits briefly for `want` to arrive (the hook's connection is handled in a thread).
+    fn expect(&self, want: &str, context: &str) {
+        let arrived = wait_for(5, || self.records().contains(want));
+        assert!(arrived, "{context}: the daemon got {:?}", self.records());
+    }
+}
+
+impl Drop for KontextDaemon {
+    fn drop(&mut self) {
+        drop(self.listener.take());
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A Python one-liner that tries to connect to a Unix socket and prints the outcome.
+fn try_connect(path: &Path, tag: &str) -> String {
+    format!(
+        "/usr/bin/python3 -c 'import socket; s = socket.socket(socket.AF_UNIX)\n\
+         try:\n    s.connect(\"{}\"); s.sendall(b\"{tag}\\n\"); print(\"{tag} reached\")\n\
+         except OSError as e:\n    print(\"{tag} refused\", e.errno)'",
+        path.display()
+    )
+}
+
+#[test]
+fn kontext_hook_reaches_its_socket_inside_with_either_network_and_nothing_adjacent() {
+    for_each_user(|w| {
+        let bin = install_kontext(w, true);
+        let daemon = kontext_daemon(w.user.uid);
+        // Adjacent host sockets: one beside Kontext's in its directory, one in /tmp.
+        let beside = Listener::start(&daemon.dir.join("other.sock"), w.user.uid);
+        let elsewhere = Listener::start(
+            &PathBuf::from(format!("/tmp/{}.sock", unique("kontext-adjacent"))),
+            w.user.uid,
+        );
+        for net in [&[][..], &["--block-net"][..]] {
+            let mut flags = vec!["--kontext"];
+            flags.extend_from_slice(net);
+            let script = format!(
+                "echo '{{\"tool_name\":\"Bash\",\"net\":\"{net:?}\"}}' | '{}' hook 'pre-tool-use' \
+                 && echo hook-ok; {}; {}",
+                bin.display(),
+                try_connect(&beside.path, "beside"),
+                try_connect(&elsewhere.path, "elsewhere"),
+            );
+            let o = run_sh(w, &flags, &script);
+            let context = format!("{net:?}: {}\n{}", stdout(&o), stderr(&o));
+            assert_code(&o, 0, &context);
+            assert!(stdout(&o).contains("hook-ok"), "{context}");
+            daemon.expect(r#"{"alias": "pre-tool-use", "tool": "Bash"}"#, &context);
+            // Negative: the neighbouring host sockets stay out of reach.
+            assert!(stdout(&o).contains("beside refused"), "{context}");
+            assert!(stdout(&o).contains("elsewhere refused"), "{context}");
+        }
+        assert_eq!(beside.records(), "");
+        assert_eq!(elsewhere.records(), "");
+        assert_eq!(
+            daemon.records().lines().count(),
+            2,
+            "one record per run: {}",
+            daemon.records()
+        );
+        // The dry run lists it: enabled, its version, executable, registration and socket;
+        // the socket is a read grant of its own and protected read-only.
+        let (doc, _) = dry_run(w);
+        let socket = daemon.dir.join("kontext.sock").display().to_string();
+        assert_eq!(
+            doc["runtime_controls"][0],
+            json!({"service": "Kontext", "enabled": true, "version": KONTEXT_VERSION,
+                   "path": bin.display().to_string(), "script": null,
+                   "configuration": w.home.join(".claude/settings.json").display().to_string()})
+        );
+        let grants = doc["file_grants"].as_array().unwrap();
+        assert!(grants
+            .iter()
+            .any(|g| g["path"] == socket && g["access"] == "read" && g["scope"] == "exact"));
+        assert!(!grants
+            .iter()
+            .any(|g| g["path"] == daemon.dir.display().to_string()));
+        assert!(doc["protections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["path"] == socket && p["kind"] == "read_only"));
+    });
+}
+
+#[test]
+fn kontext_socket_hook_and_registration_cannot_be_replaced_from_inside() {
+    for_each_user(|w| {
+        let bin = install_kontext(w, true);
+        let daemon = kontext_daemon(w.user.uid);
+        let socket = daemon.dir.join("kontext.sock");
+        let settings = w.home.join(".claude/settings.json");
+        let config = w.home.join(".config/kontext/profiles/test/managed.json");
+        let before = |p: &Path| std::fs::read(p).unwrap();
+        let (bin_bytes, settings_bytes, config_bytes) =
+            (before(&bin), before(&settings), before(&config));
+        let socket_ino = std::fs::symlink_metadata(&socket).unwrap().ino();
+        let marker = w.root.join("planted-marker");
+        // Every way the agent could swap the hook, its registration, its configuration
+        // or the socket (so that the next hook talks to the agent instead).
+        let attack = format!(
+            "rm -f {s}; mv {d} {d}.moved; mv {s} /tmp/stolen.sock; \
+             /usr/bin/python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"{s}\")'; \
+             printf '#!/bin/sh\\ntouch {m}\\n' > {b}; rm -f {b}; \
+             echo '{{}}' > {set}; rm -f {set}; echo '{{}}' > {cfg}; \
+             echo '{{\"tool_name\":\"after\"}}' | '{b}' hook 'pre-tool-use' && echo still-reaches",
+            s = socket.display(),
+            d = daemon.dir.display(),
+            m = marker.display(),
+            b = bin.display(),
+            set = settings.display(),
+            cfg = config.display(),
+        );
+        let o = run_sh(w, &["--kontext", "--block-net"], &attack);
+        let context = format!("{}\n{}", stdout(&o), stderr(&o));
+        // Inside, after every attempt, the hook still reaches the real daemon.
+        assert!(stdout(&o).contains("still-reaches"), "{context}");
+        daemon.expect(r#"{"alias": "pre-tool-use", "tool": "after"}"#, &context);
+        // Judged from the host: nothing changed.
+        assert_eq!(std::fs::read(&bin).unwrap(), bin_bytes, "{context}");
+        assert_eq!(
+            std::fs::read(&settings).unwrap(),
+            settings_bytes,
+            "{context}"
+        );
+        assert_eq!(std::fs::read(&config).unwrap(), config_bytes, "{context}");
+        let meta = std::fs::symlink_metadata(&socket).unwrap();
+        assert_eq!(meta.ino(), socket_ino, "the host socket was replaced");
+        assert!(!PathBuf::from(format!("{}.moved", daemon.dir.display())).exists());
+        // The hook runs outside afterwards as installed: its record arrives, and no
+        // planted code ran.
+        let mut outside = w.host("/bin/sh");
+        outside.args([
+            "-c",
+            &format!(
+                "echo '{{\"tool_name\":\"outside\"}}' | '{}' hook 'pre-tool-use'",
+                bin.display()
+            ),
+        ]);
+        assert!(outside.status().unwrap().success());
+        daemon.expect(r#"{"alias": "pre-tool-use", "tool": "outside"}"#, "outside");
+        assert!(!marker.exists(), "planted code ran outside");
+    });
+}
+
+#[test]
+fn kontext_flag_requires_a_healthy_installation_and_optional_failure_warns() {
+    for_each_user(|w| {
+        let marker = w.project.join("target-ran");
+        let script = format!("touch {}", marker.display());
+        let refused = |o: &Output, want: &str, what: &str| {
+            assert_code(o, 125, what);
+            let err = stderr(o);
+            assert!(err.contains(want), "{what}: {err}");
+            assert_eq!(
+                err.lines().filter(|l| l.contains("Kontext")).count(),
+                1,
+                "{what}: one line: {err}"
+            );
+            assert!(!marker.exists(), "{what}: the target ran");
+        };
+        // No registration at all.
+        install_kontext(w, false);
+        let daemon = kontext_daemon(w.user.uid);
+        let o = run_sh(w, &["--kontext"], &script);
+        refused(
+            &o,
+            "sandy: --kontext requires installed hooks; install Kontext and run kontext setup, or omit --kontext",
+            "no registration",
+        );
+        // Registered, but the doctor reports it unhealthy.
+        install_kontext(w, true);
+        w.write("home/.kontext-doctor.json", &kontext_report(w, false));
+        let o = run_sh(w, &["--kontext"], &script);
+        refused(&o, "sandy: Kontext runtime control failed: the configured self-serve installation is unhealthy", "unhealthy");
+        assert!(
+            stderr(&o).contains("sandy integrations setup kontext"),
+            "{}",
+            stderr(&o)
+        );
+        // Optional: one warning line, and the run goes on without the socket.
+        let o = run_sh(
+            w,
+            &[],
+            &format!(
+                "{script}; {}",
+                try_connect(&daemon.dir.join("kontext.sock"), "sock")
+            ),
+        );
+        assert_code(&o, 0, "optional, unhealthy");
+        assert!(
+            stderr(&o).contains(
+                "sandy: optional Kontext runtime control unavailable; continuing without it: \
+                 the configured self-serve installation is unhealthy"
+            ),
+            "{}",
+            stderr(&o)
+        );
+        assert!(marker.exists());
+        assert!(stdout(&o).contains("sock refused"), "{}", stdout(&o));
+        std::fs::remove_file(&marker).unwrap();
+        let (doc, _) = dry_run(w);
+        assert_eq!(doc["runtime_controls"][0]["enabled"], false);
+        // Healthy, but the daemon is not running (no socket).
+        w.write("home/.kontext-doctor.json", &kontext_report(w, true));
+        drop(daemon);
+        let turn = take_socket_dir(w.user.uid, w.user.uid);
+        let o = run_sh(w, &["--kontext"], &script);
+        refused(
+            &o,
+            "Kontext runtime control failed: cannot inspect the Kontext daemon socket",
+            "no socket",
+        );
+        drop(turn);
+        // A same-named socket planted by another user.
+        let other = if w.user.uid == 0 { 12345 } else { 0 };
+        let mut planted = take_socket_dir(w.user.uid, other);
+        planted.listener = Some(Listener::start(&planted.dir.join("kontext.sock"), other));
+        let o = run_sh(w, &["--kontext"], &script);
+        refused(
+            &o,
+            "the Kontext daemon endpoint is not a same-user Unix socket",
+            "planted",
+        );
+        assert_eq!(planted.records(), "");
+        // An executable a sandboxed run could have written is never run on the host.
+        drop(planted);
+        let _daemon = kontext_daemon(w.user.uid);
+        let planted_bin = w.project.join("tools/kontext");
+        std::fs::create_dir_all(planted_bin.parent().unwrap()).unwrap();
+        let host_marker = w.root.join("doctor-ran");
+        std::fs::write(
+            &planted_bin,
+            format!(
+                "#!/bin/sh\ntouch {}\nexec {} \"$@\"\n",
+                host_marker.display(),
+                kontext_bin_of(w).display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&planted_bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let settings = json!({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [
+            {"type": "command", "command": format!("'{}' hook 'pre-tool-use'", planted_bin.display())}]}]}});
+        w.write("home/.claude/settings.json", &settings.to_string());
+        let o = run_sh(w, &["--kontext"], &script);
+        refused(
+            &o,
+            "lies where a sandboxed run can write",
+            "executable in the project",
+        );
+        assert!(
+            !host_marker.exists(),
+            "the planted executable ran on the host"
+        );
+        drop(_daemon);
+        // And a plain file in the user's own directory is no socket either.
+        install_kontext(w, true);
+        let turn = take_socket_dir(w.user.uid, w.user.uid);
+        std::fs::write(turn.dir.join("kontext.sock"), "").unwrap();
+        std::os::unix::fs::lchown(turn.dir.join("kontext.sock"), Some(w.user.uid), None).unwrap();
+        let o = run_sh(w, &["--kontext"], &script);
+        refused(
+            &o,
+            "the Kontext daemon endpoint is not a same-user Unix socket",
+            "file",
+        );
+    });
+}
+
+#[test]
+fn doctor_kontext_and_integrations_setup_kontext() {
+    for_each_user(|w| {
+        let bin = install_kontext(w, false);
+        let _daemon = kontext_daemon(w.user.uid);
+        let path = format!("{}:/usr/bin:/bin", bin.parent().unwrap().display());
+        let sandy = |args: &[&str]| {
+            let mut cmd = w.sandy(args);
+            cmd.env("PATH", &path);
+            cmd.output().unwrap()
+        };
+        // Not registered: the doctor says so and changes nothing.
+        let o = sandy(&["doctor", "--kontext"]);
+        assert_code(&o, 1, "doctor before setup");
+        assert!(
+            stdout(&o).contains("--kontext requires installed hooks"),
+            "{}",
+            stdout(&o)
+        );
+        assert_eq!(
+            std::fs::read_to_string(w.home.join(".claude/settings.json")).unwrap(),
+            "{}\n"
+        );
+        // OpenCode is not a Kontext agent.
+        let o = sandy(&["integrations", "setup", "kontext", "--agent", "opencode"]);
+        assert_code(&o, 1, "opencode");
+        assert!(stdout(&o).contains("claude and codex"), "{}", stdout(&o));
+        // Setup runs `kontext setup` once, then verifies.
+        let o = sandy(&["integrations", "setup", "kontext", "--agent", "claude"]);
+        assert_code(&o, 0, &format!("setup: {}{}", stdout(&o), stderr(&o)));
+        assert!(
+            stdout(&o).contains("is now configured (1.4.2)"),
+            "{}",
+            stdout(&o)
+        );
+        assert_eq!(
+            std::fs::read_to_string(w.home.join("kontext-setups")).unwrap(),
+            "x\n"
+        );
+        let o = sandy(&["integrations", "setup", "kontext", "--agent", "claude"]);
+        assert_code(&o, 0, "second setup");
+        assert!(
+            stdout(&o).contains("was already installed and configured"),
+            "{}",
+            stdout(&o)
+        );
+        assert_eq!(
+            std::fs::read_to_string(w.home.join("kontext-setups")).unwrap(),
+            "x\n"
+        );
+        let o = sandy(&["doctor", "--kontext"]);
+        assert_code(&o, 0, "doctor after setup");
+        assert_eq!(stdout(&o).trim(), "Kontext integration: available (1.4.2)");
+        // Without kontext on PATH, setup says how to get it and installs nothing.
+        w.write("home/.claude/settings.json", "{}\n");
+        let mut cmd = w.sandy(["integrations", "setup", "kontext", "--agent", "codex"]);
+        cmd.env("PATH", "/usr/bin:/bin");
+        let o = cmd.output().unwrap();
+        assert_code(&o, 1, "no kontext");
+        assert!(
+            stdout(&o).contains("kontext is not on PATH"),
+            "{}",
+            stdout(&o)
+        );
+    });
+}
+
+#[test]
+fn claude_code_fires_a_kontext_pre_tool_use_hook_that_reaches_the_host_daemon() {
+    let Some(agents) = claude_bin() else {
+        return;
+    };
+    for_each_user(|w| {
+        for block_net in [false, true] {
+            let w = &World::new(w.user);
+            install_kontext(w, true);
+            let daemon = kontext_daemon(w.user.uid);
+            w.write("home/.claude.json", "{}\n");
+            let notes = w.project.join("notes.txt");
+            let script = json!({
+                "steps": [{"tool": "Bash", "input": {
+                    "command": format!("echo hello > {}", notes.display()),
+                    "description": "scripted step"}}],
+                "final": "done",
+            });
+            let (_api, port) = fake_api(w, &script);
+            let port_arg = port.to_string();
+            let mut args = vec!["run", "--kontext"];
+            if block_net {
+                args.extend_from_slice(&["--block-net", "--allow-local-port", &port_arg]);
+            }
+            args.extend_from_slice(&[
+                "--",
+                "claude",
+                "-p",
+                "do the task",
+                "--allowedTools",
+                "Bash",
+                "--output-format",
+                "json",
+            ]);
+            let mut cmd = w.sandy(args);
+            cmd.env("PATH", format!("{}:{}", agents.display(), user_path(w)))
+                .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+                .env("ANTHROPIC_API_KEY", "dummy")
+                .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+                .env("DISABLE_TELEMETRY", "1")
+                .env("DISABLE_AUTOUPDATER", "1")
+                .env("DISABLE_ERROR_REPORTING", "1");
+            let o = run_collected(cmd, AGENT_TIMEOUT);
+            let context = format!(
+                "block_net {block_net}\nstdout: {}\nstderr: {}",
+                stdout(&o),
+                stderr(&o)
+            );
+            assert_code(&o, 0, &context);
+            assert_eq!(
+                std::fs::read_to_string(&notes).unwrap_or_default(),
+                "hello\n",
+                "{context}"
+            );
+            // Judged on the host daemon: the PreToolUse record, with the tool Claude Code
+            // named in the hook input.
+            daemon.expect(r#"{"alias": "pre-tool-use", "tool": "Bash"}"#, &context);
+        }
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Codex's managed requirements (`/etc/codex/requirements.toml`): Numbat's managed block is
+// recognised there. The test gives Sandy its own `/etc/codex` in a private mount namespace
+// (the host's `/etc/codex` is only created empty as a mount point when absent).
+
+/// Numbat's managed block, in the shape Numbat writes it into Codex's requirements.
+fn numbat_requirements(bin: &Path, output: &Path) -> String {
+    format!(
+        "[features]\nhooks = true # numbat-managed\n\n\
+         # BEGIN numbat managed codex hooks\n\
+         [[hooks.PreToolUse]]\nmatcher = \".*\"\n\n\
+         [[hooks.PreToolUse.hooks]]\ntype = \"command\"\n\
+         command = \"'{}' hook codex-pre-tool --agent codex --installed-by=numbat --output=file --output-file '{}'\"\n\
+         timeout = 10\n# END numbat managed codex hooks\n",
+        bin.display(),
+        output.display()
+    )
+}
+
+/// `sandy ARGS` as the test user, with `etc_codex` mounted at `/etc/codex` for it only.
+fn sandy_with_etc_codex(w: &World, etc_codex: &Path, args: &[&str]) -> Output {
+    sandy_with_etc(w, "/etc/codex", etc_codex, args)
+}
+
+/// `sandy ARGS` as the test user, in a private mount namespace where `dir` is mounted at
+/// `target` (a system configuration directory; created empty on the host when absent).
+fn sandy_with_etc(w: &World, target: &str, dir: &Path, args: &[&str]) -> Output {
+    let _ = std::fs::create_dir(target);
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--mount", "--propagation", "private", "--", "/bin/sh", "-c"])
+        .arg(format!(
+            "mount --bind \"$0\" {target} && exec setpriv --reuid={} --regid={} --clear-groups -- \"$@\"",
+            w.user.uid, w.user.gid
+        ))
+        .arg(dir)
+        .arg(sandy_bin())
+        .args(args)
+        .current_dir(&w.project)
+        .env_clear()
+        .envs(w.base_env())
+        .env("PATH", user_path(w))
+        .stdin(Stdio::null());
+    cmd.output().unwrap()
+}
+
+#[test]
+fn numbats_managed_block_in_codex_requirements_is_recognised_and_records() {
+    if !is_root() {
+        skip("a private /etc/codex needs root (unshare, mount)");
+        return;
+    }
+    for_each_user(|w| {
+        let bin = install_numbat(w, &[]);
+        // Only the managed block registers Numbat for Codex.
+        w.write("home/.claude/settings.json", "{}\n");
+        let output = w.home.join(".numbat/events.jsonl");
+        let etc = w.root.join("etc-codex");
+        std::fs::create_dir_all(&etc).unwrap();
+        let requirements = etc.join("requirements.toml");
+        std::fs::write(&requirements, numbat_requirements(&bin, &output)).unwrap();
+        let o = sandy_with_etc_codex(
+            w,
+            &etc,
+            &[
+                "run",
+                "--dry-run",
+                "--numbat",
+                "--profile",
+                "codex",
+                "--",
+                "/bin/true",
+            ],
+        );
+        assert_code(&o, 0, &format!("dry run: {}", stderr(&o)));
+        let doc = parse_dry_run(&o.stdout, "dry run");
+        let numbat: Vec<&Value> = doc["runtime_controls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["service"] == "Numbat" && c["enabled"] == true)
+            .collect();
+        assert_eq!(numbat.len(), 1, "{:#}", doc["runtime_controls"]);
+        assert_eq!(numbat[0]["path"], bin.display().to_string());
+        assert_eq!(numbat[0]["configuration"], "/etc/codex/requirements.toml");
+        // It keeps recording inside with a blocked network, as Codex would run it.
+        let hook = format!(
+            "echo '{{}}' | '{}' hook codex-pre-tool --agent codex --installed-by=numbat \
+             --output=file --output-file '{}'",
+            bin.display(),
+            output.display()
+        );
+        let o = sandy_with_etc_codex(
+            w,
+            &etc,
+            &[
+                "run",
+                "--numbat",
+                "--block-net",
+                "--profile",
+                "codex",
+                "--",
+                "/bin/sh",
+                "-c",
+                &hook,
+            ],
+        );
+        assert_code(&o, 0, &format!("hook: {}", stderr(&o)));
+        assert_eq!(
+            std::fs::read_to_string(&output).unwrap(),
+            "{\"event\":\"codex-pre-tool\",\"seq\":1}\n"
+        );
+        // Negative: without the managed block, --numbat has nothing to keep working.
+        std::fs::write(&requirements, "[features]\nhooks = true\n").unwrap();
+        let o = sandy_with_etc_codex(
+            w,
+            &etc,
+            &["run", "--numbat", "--profile", "codex", "--", "/bin/true"],
+        );
+        assert_code(&o, 125, "no managed block");
+        assert!(
+            stderr(&o).contains("no Numbat hook is registered"),
+            "{}",
+            stderr(&o)
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// OpenCode plugins installed from npm: named in `opencode.json`'s `plugin` array, loaded
+// from OpenCode's cache (`packages/SPEC/node_modules/NAME`, or `node_modules/NAME` as
+// older releases laid it out).
+
+#[test]
+fn opencode_npm_plugins_are_listed_and_their_packages_protected() {
+    for_each_user(|w| {
+        let cache = w.home.join(".cache/opencode");
+        let current = cache.join("packages/opencode-acme-plugin@1.2.0");
+        let current_pkg = current.join("node_modules/opencode-acme-plugin");
+        let legacy_pkg = cache.join("node_modules/@acme/watch");
+        let unrelated = cache.join("packages/unrelated/node_modules/unrelated");
+        for dir in [&current_pkg, &legacy_pkg, &unrelated] {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::write(dir.join("index.js"), "export const P = async () => ({})\n").unwrap();
+        }
+        std::fs::create_dir_all(w.home.join(".config/opencode/local-plugin")).unwrap();
+        // A commented configuration, as OpenCode accepts it.
+        w.write(
+            "home/.config/opencode/opencode.jsonc",
+            "{\n  // monitoring\n  \"plugin\": [\n    \"opencode-acme-plugin@1.2.0\",\n    \
+             {\"package\": \"@acme/watch\", \"options\": {}},\n    \"not-installed-plugin\",\n    \
+             \"./local-plugin\",\n  ],\n}\n",
+        );
+        w.chown_all();
+        let (doc, err) = dry_run_as(w, "opencode");
+        let config = w
+            .home
+            .join(".config/opencode/opencode.jsonc")
+            .display()
+            .to_string();
+        let listed: Vec<String> = hooks_in(&doc)
+            .iter()
+            .filter(|h| h["configuration"] == config)
+            .map(|h| h["path"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            listed,
+            vec![
+                current_pkg.display().to_string(),
+                legacy_pkg.display().to_string(),
+                w.home
+                    .join(".config/opencode/local-plugin")
+                    .display()
+                    .to_string(),
+            ],
+            "{:#}",
+            doc["runtime_controls"]
+        );
+        assert!(
+            err.contains(&format!(
+                "sandy: note: a plugin registered in {config} cannot be resolved before launch: \
+                 the npm plugin 'not-installed-plugin' is not installed in {}",
+                cache.display()
+            )),
+            "{err}"
+        );
+        let protected = |p: &Path| {
+            doc["protections"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x["path"] == p.display().to_string() && x["kind"] == "read_only")
+        };
+        assert!(protected(&current), "{:#}", doc["protections"]);
+        assert!(protected(&legacy_pkg), "{:#}", doc["protections"]);
+        assert!(!protected(&unrelated));
+        // Inside: the plugins load (readable) but cannot be rewritten or replaced; a
+        // package the configuration does not name stays as writable as the rest of the
+        // cache.
+        let script = format!(
+            "cat {a}/index.js >/dev/null && echo loads; \
+             echo 'evil()' > {a}/index.js; echo 'evil()' > {b}/index.js; \
+             mv {c} {c}.x; rm -rf {c}; echo ok > {u}/index.js && echo unrelated-writable",
+            a = current_pkg.display(),
+            b = legacy_pkg.display(),
+            c = current.display(),
+            u = unrelated.display(),
+        );
+        let mut cmd = w.sandy([
+            "run",
+            "--profile",
+            "opencode",
+            "--",
+            "/bin/sh",
+            "-c",
+            &script,
+        ]);
+        cmd.env("PATH", user_path(w));
+        let o = cmd.output().unwrap();
+        let context = format!("{}\n{}", stdout(&o), stderr(&o));
+        assert!(stdout(&o).contains("loads"), "{context}");
+        assert!(stdout(&o).contains("unrelated-writable"), "{context}");
+        // Judged from the host.
+        let original = "export const P = async () => ({})\n";
+        assert_eq!(
+            std::fs::read_to_string(current_pkg.join("index.js")).unwrap(),
+            original,
+            "{context}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(legacy_pkg.join("index.js")).unwrap(),
+            original,
+            "{context}"
+        );
+        assert!(current.is_dir() && !PathBuf::from(format!("{}.x", current.display())).exists());
+    });
+}
+
+#[test]
+fn kontext_registered_in_claude_managed_settings_is_recognised() {
+    if !is_root() {
+        skip("a private /etc/claude-code needs root (unshare, mount)");
+        return;
+    }
+    for_each_user(|w| {
+        let bin = install_kontext(w, true);
+        // Only the managed settings register it.
+        let user_settings = w.home.join(".claude/settings.json");
+        let registration = std::fs::read_to_string(&user_settings).unwrap();
+        std::fs::write(&user_settings, "{}\n").unwrap();
+        let etc = w.root.join("etc-claude-code");
+        std::fs::create_dir_all(&etc).unwrap();
+        std::fs::write(etc.join("managed-settings.json"), &registration).unwrap();
+        let daemon = kontext_daemon(w.user.uid);
+        let o = sandy_with_etc(
+            w,
+            "/etc/claude-code",
+            &etc,
+            &[
+                "run",
+                "--dry-run",
+                "--kontext",
+                "--profile",
+                "claude",
+                "--",
+                "/bin/true",
+            ],
+        );
+        assert_code(&o, 0, &format!("dry run: {}", stderr(&o)));
+        let doc = parse_dry_run(&o.stdout, "dry run");
+        assert_eq!(doc["runtime_controls"][0]["enabled"], true);
+        assert_eq!(
+            doc["runtime_controls"][0]["path"],
+            bin.display().to_string()
+        );
+        assert_eq!(
+            doc["runtime_controls"][0]["configuration"],
+            "/etc/claude-code/managed-settings.json"
+        );
+        let hook = format!(
+            "echo '{{\"tool_name\":\"managed\"}}' | '{}' hook 'pre-tool-use'",
+            bin.display()
+        );
+        let o = sandy_with_etc(
+            w,
+            "/etc/claude-code",
+            &etc,
+            &[
+                "run",
+                "--kontext",
+                "--block-net",
+                "--profile",
+                "claude",
+                "--",
+                "/bin/sh",
+                "-c",
+                &hook,
+            ],
+        );
+        assert_code(&o, 0, &format!("hook: {}", stderr(&o)));
+        daemon.expect(r#"{"alias": "pre-tool-use", "tool": "managed"}"#, "managed");
+        // Negative: without the managed registration, --kontext has no evidence.
+        std::fs::write(etc.join("managed-settings.json"), "{}\n").unwrap();
+        let o = sandy_with_etc(
+            w,
+            "/etc/claude-code",
+            &etc,
+            &["run", "--kontext", "--profile", "claude", "--", "/bin/true"],
+        );
+        assert_code(&o, 125, "no managed registration");
+    });
+}
+
+#[test]
+fn kontext_in_codex_hooks_is_recognised_in_codex_shape_only() {
+    for_each_user(|w| {
+        let bin = install_kontext(w, false);
+        w.write("home/.kontext-doctor.json", &kontext_report(w, true));
+        let _daemon = kontext_daemon(w.user.uid);
+        let codex_hooks = |alias_words: &str| {
+            json!({"hooks": {"PreToolUse": [{"hooks": [{"type": "command",
+                "command": format!("'{}' hook {alias_words}", bin.display())}]}]}})
+            .to_string()
+        };
+        let hooks = w.home.join(".codex/hooks.json");
+        let dry = |w: &World| {
+            let mut cmd = w.sandy([
+                "run",
+                "--dry-run",
+                "--kontext",
+                "--profile",
+                "codex",
+                "--",
+                "/bin/true",
+            ]);
+            cmd.env("PATH", user_path(w));
+            cmd.output().unwrap()
+        };
+        // Codex's shape: `--agent codex` before the alias.
+        w.write(
+            "home/.codex/hooks.json",
+            &codex_hooks("--agent codex pre-tool-use"),
+        );
+        let o = dry(w);
+        assert_code(&o, 0, &stderr(&o));
+        let doc = parse_dry_run(&o.stdout, "codex dry run");
+        assert_eq!(doc["runtime_controls"][0]["enabled"], true);
+        assert_eq!(
+            doc["runtime_controls"][0]["configuration"],
+            hooks.display().to_string()
+        );
+        // Claude's shape in Codex's file is not Kontext's registration for Codex.
+        w.write("home/.codex/hooks.json", &codex_hooks("pre-tool-use"));
+        let o = dry(w);
+        assert_code(&o, 125, "claude shape in codex hooks");
+        assert!(
+            stderr(&o).contains("--kontext requires installed hooks"),
+            "{}",
+            stderr(&o)
+        );
+        // doctor --agent without --numbat or --kontext is a usage error.
+        let o = w.sandy(["doctor", "--agent", "codex"]).output().unwrap();
+        assert_code(&o, 2, "doctor --agent alone");
+    });
+}

@@ -96,7 +96,8 @@ pub struct DryRunEgress {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RuntimeControl {
-    /// `Kontext`, `Numbat`, `Numbat collector`, or `hook`.
+    /// `Kontext`, `Numbat`, `Numbat collector`, or `hook` (a Kontext or Numbat hook is
+    /// listed under its provider's name).
     pub service: String,
     pub enabled: bool,
     pub version: Option<String>,
@@ -145,9 +146,11 @@ pub struct DryRunDocument {
     pub enforcement: Enforcement,
 }
 
-/// Kontext and Numbat integrations are not recognised yet; the Numbat collector is a
-/// local port grant; then every registered hook Sandy resolved.
+/// Kontext (enabled when the supervisor verified an installation), Numbat (its hooks are
+/// listed below, service `Numbat`), the Numbat collector when it is a local port grant;
+/// then every registered hook Sandy resolved.
 fn runtime_controls(policy: &ResolvedPolicy) -> Vec<RuntimeControl> {
+    let lossy = |p: &std::path::Path| p.to_string_lossy().into_owned();
     let control = |service: &str, enabled| RuntimeControl {
         service: service.to_owned(),
         enabled,
@@ -156,7 +159,18 @@ fn runtime_controls(policy: &ResolvedPolicy) -> Vec<RuntimeControl> {
         script: None,
         configuration: None,
     };
-    let mut controls = vec![control("Kontext", false), control("Numbat", false)];
+    let kontext = match &policy.kontext {
+        Some(k) => RuntimeControl {
+            service: "Kontext".to_owned(),
+            enabled: true,
+            version: k.version.clone(),
+            path: Some(lossy(&k.executable)),
+            script: None,
+            configuration: Some(lossy(&k.configuration)),
+        },
+        None => control("Kontext", false),
+    };
+    let mut controls = vec![kontext, control("Numbat", false)];
     if policy
         .local_ports
         .iter()
@@ -164,7 +178,6 @@ fn runtime_controls(policy: &ResolvedPolicy) -> Vec<RuntimeControl> {
     {
         controls.push(control("Numbat collector", true));
     }
-    let lossy = |p: &std::path::Path| p.to_string_lossy().into_owned();
     controls.extend(policy.hooks.iter().map(|h| RuntimeControl {
         service: h.service.clone(),
         enabled: true,

@@ -536,6 +536,169 @@ pub(crate) fn numbat_opencode_plugin(body: &str) -> Option<Result<Vec<String>, S
     Some(parse())
 }
 
+/// Kontext's hook aliases in a Claude Code settings file (`BIN hook ALIAS`).
+const KONTEXT_CLAUDE_ALIASES: &[&str] = &[
+    "session-start",
+    "pre-tool-use",
+    "post-tool-use",
+    "post-tool-use-failure",
+    "session-end",
+];
+/// Kontext's hook aliases in Codex's `hooks.json` (`BIN hook --agent codex ALIAS`).
+const KONTEXT_CODEX_ALIASES: &[&str] = &[
+    "session-start",
+    "pre-tool-use",
+    "post-tool-use",
+    "user-prompt-submit",
+    "stop",
+];
+
+/// The Kontext executable of a hook registration in the exact shape `kontext setup`
+/// writes for `agent`: an absolute path whose file name is `kontext`, then `hook`, then
+/// (Codex only) `--agent codex`, then one of Kontext's event aliases, and nothing else.
+/// Any other shape is an ordinary hook, never evidence of a Kontext installation.
+pub(crate) fn kontext_binary(words: &[String], agent: &str) -> Option<PathBuf> {
+    let (first, rest) = words.split_first()?;
+    let shape = match (agent, rest) {
+        ("claude", [hook, alias]) => hook == "hook" && KONTEXT_CLAUDE_ALIASES.contains(&&**alias),
+        ("codex", [hook, flag, name, alias]) => {
+            hook == "hook"
+                && flag == "--agent"
+                && name == "codex"
+                && KONTEXT_CODEX_ALIASES.contains(&&**alias)
+        }
+        _ => false,
+    };
+    let binary = PathBuf::from(first);
+    (shape && binary.is_absolute() && binary.file_name().is_some_and(|n| n == "kontext"))
+        .then_some(binary)
+}
+
+/// A JSON-with-comments document (OpenCode's `opencode.jsonc`) as plain JSON: `//` and
+/// `/* */` comments and trailing commas removed, strings left alone.
+pub(crate) fn strip_jsonc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let mut in_string = false;
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            match c {
+                '\\' => {
+                    if let Some(n) = chars.next() {
+                        out.push(n);
+                    }
+                }
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match (c, chars.peek()) {
+            ('"', _) => {
+                in_string = true;
+                out.push(c);
+            }
+            ('/', Some('/')) => {
+                for n in chars.by_ref() {
+                    if n == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            ('/', Some('*')) => {
+                chars.next();
+                let mut last = ' ';
+                for n in chars.by_ref() {
+                    if last == '*' && n == '/' {
+                        break;
+                    }
+                    last = n;
+                }
+                out.push(' ');
+            }
+            (']' | '}', _) => {
+                // A trailing comma before the closing bracket.
+                let trimmed = out.trim_end().len();
+                if out[..trimmed].ends_with(',') {
+                    out.truncate(trimmed - 1);
+                }
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// An entry of OpenCode's plugin array.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PluginSpec {
+    /// An npm package: the spec as written (`name`, `name@1.2.0`, `@scope/name`), and the
+    /// package name.
+    Npm { spec: String, name: String },
+    /// A local path (`./x`, `../x`, `/x`, `file:///x`, `~/x`), as written.
+    Local(String),
+}
+
+/// Reads one plugin entry: a string, or an object with `package`. `Err` names why it is
+/// not a spec Sandy can follow (an npm name with `..`, a URL of another kind).
+pub(crate) fn plugin_spec(entry: &serde_json::Value) -> Result<PluginSpec, String> {
+    let spec = entry
+        .as_str()
+        .or_else(|| entry.get("package").and_then(|p| p.as_str()))
+        .or_else(|| {
+            entry
+                .as_array()
+                .and_then(|a| a.first())
+                .and_then(|p| p.as_str())
+        })
+        .ok_or("it is not a package name")?;
+    if spec.starts_with("./")
+        || spec.starts_with("../")
+        || spec.starts_with('/')
+        || spec.starts_with("~/")
+        || spec.starts_with("file://")
+    {
+        return Ok(PluginSpec::Local(spec.to_owned()));
+    }
+    let (scope, rest) = match spec.strip_prefix('@') {
+        Some(scoped) => {
+            let (scope, rest) = scoped.split_once('/').ok_or("it is not a package name")?;
+            (Some(scope), rest)
+        }
+        None => (None, spec),
+    };
+    let bare = rest.split_once('@').map_or(rest, |(n, _)| n);
+    let valid = |part: &str| {
+        !part.is_empty()
+            && !part.starts_with('.')
+            && part
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '~'))
+    };
+    if !valid(bare) || scope.is_some_and(|s| !valid(s)) {
+        return Err(format!(
+            "'{spec}' is not an npm package name Sandy can follow"
+        ));
+    }
+    let version = &rest[bare.len()..];
+    if version.contains('/') || version.contains("..") {
+        return Err(format!(
+            "'{spec}' is not an npm package name Sandy can follow"
+        ));
+    }
+    let name = match scope {
+        Some(scope) => format!("@{scope}/{bare}"),
+        None => bare.to_owned(),
+    };
+    Ok(PluginSpec::Npm {
+        spec: spec.to_owned(),
+        name,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -694,5 +857,81 @@ mod tests {
         assert!(resolve("$(which numbat)").is_err());
         assert!(resolve("~other/bin/x").is_err());
         assert!(resolve("\"unterminated").is_err());
+    }
+
+    #[test]
+    fn kontext_is_recognised_only_in_the_shape_its_setup_writes() {
+        let w = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
+        let bin = Some(PathBuf::from("/usr/local/bin/kontext"));
+        assert_eq!(
+            kontext_binary(&w("/usr/local/bin/kontext hook pre-tool-use"), "claude"),
+            bin
+        );
+        assert_eq!(
+            kontext_binary(
+                &w("/usr/local/bin/kontext hook --agent codex stop"),
+                "codex"
+            ),
+            bin
+        );
+        // The other agent's shape, an unknown alias, extra words, a relative name, another
+        // file name, another agent: ordinary hooks.
+        for (cmd, agent) in [
+            ("/usr/local/bin/kontext hook --agent codex stop", "claude"),
+            ("/usr/local/bin/kontext hook pre-tool-use", "codex"),
+            ("/usr/local/bin/kontext hook not-an-event", "claude"),
+            ("/usr/local/bin/kontext hook pre-tool-use extra", "claude"),
+            ("kontext hook pre-tool-use", "claude"),
+            ("/usr/local/bin/kontext-x hook pre-tool-use", "claude"),
+            ("/usr/local/bin/kontext hook pre-tool-use", "opencode"),
+        ] {
+            assert_eq!(kontext_binary(&w(cmd), agent), None, "{cmd} ({agent})");
+        }
+    }
+
+    #[test]
+    fn opencode_plugin_entries_are_read_as_npm_packages_or_local_paths() {
+        let npm = |spec: &str, name: &str| PluginSpec::Npm {
+            spec: spec.to_owned(),
+            name: name.to_owned(),
+        };
+        let read = |v: serde_json::Value| plugin_spec(&v);
+        assert_eq!(read(serde_json::json!("acme")), Ok(npm("acme", "acme")));
+        assert_eq!(
+            read(serde_json::json!("acme@1.2.0")),
+            Ok(npm("acme@1.2.0", "acme"))
+        );
+        assert_eq!(
+            read(serde_json::json!("@a/b@^2")),
+            Ok(npm("@a/b@^2", "@a/b"))
+        );
+        assert_eq!(
+            read(serde_json::json!({"package": "@a/b", "options": {}})),
+            Ok(npm("@a/b", "@a/b"))
+        );
+        assert_eq!(
+            read(serde_json::json!("./plugins/x")),
+            Ok(PluginSpec::Local("./plugins/x".to_owned()))
+        );
+        for bad in [
+            "..",
+            "../../x@1",
+            "@a/../b",
+            "a@1/../../x",
+            "@/x",
+            ".hidden",
+        ] {
+            if let Ok(PluginSpec::Npm { .. }) = read(serde_json::json!(bad)) {
+                panic!("{bad} read as a package");
+            }
+        }
+        assert!(read(serde_json::json!(3)).is_err());
+    }
+
+    #[test]
+    fn jsonc_comments_and_trailing_commas_are_removed_outside_strings() {
+        let text = "{\n  // a comment\n  \"plugin\": [\"a//b\", /* x */ \"c\",],\n}";
+        let v: serde_json::Value = serde_json::from_str(&strip_jsonc(text)).unwrap();
+        assert_eq!(v, serde_json::json!({"plugin": ["a//b", "c"]}));
     }
 }

@@ -31,6 +31,7 @@ mod gitfacts;
 mod hooks;
 mod host;
 mod inspect;
+mod kontext;
 mod manifest;
 mod osbytes;
 mod policy;
@@ -49,6 +50,10 @@ pub use error::{ManifestError, ResolveError};
 pub use gitfacts::{GitDir, GitDirKind, GitFacts};
 pub use host::HostContext;
 pub use inspect::{FileKind, PathInspector, RealFs};
+pub use kontext::{
+    attach_kontext, check_report as check_kontext_report, kontext_executables, kontext_root,
+    kontext_socket, KontextControl, KontextMode, KontextReport, KONTEXT,
+};
 pub use manifest::{
     EnvEntry, LaunchManifest, ManifestGrant, ManifestOverlay, ManifestProtection, ManifestView,
     RestoredSignal, ValidatedManifest, MANIFEST_SCHEMA_VERSION, MAX_MANIFEST_BYTES,

@@ -231,6 +231,9 @@ pub struct ResolvedPolicy {
     /// Hooks the agent's configuration registers (runtime controls), each resolved to
     /// its executable (and script) before launch, granted and protected read-only.
     pub hooks: Vec<RuntimeHook>,
+    /// A verified Kontext installation (its socket granted); `None` when there is none
+    /// or it could not be verified. Set by the supervisor after its preflight.
+    pub kontext: Option<crate::kontext::KontextControl>,
 }
 
 /// A hook a configuration file registers: what runs it, found before launch.

@@ -78,6 +78,19 @@ pub struct ProfileNamedCommands {
     pub why: String,
 }
 
+/// A configuration file whose `keys` name plugin packages the agent installs from npm
+/// into `cache` and loads (OpenCode's `plugin` array): each one is listed as a runtime
+/// control and its installed package directory protected read-only; one that is not
+/// installed (or not a package name) is reported.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfilePluginPackages {
+    pub file: String,
+    pub keys: Vec<String>,
+    pub cache: String,
+    pub why: String,
+}
+
 /// A directory whose JavaScript/TypeScript files the agent loads as plugins: each one is
 /// listed as a runtime control, and Numbat's generated plugin is recognised.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -206,6 +219,9 @@ pub struct Profile {
     /// Directories of plugins the agent loads (runtime controls).
     #[serde(default)]
     pub plugin_directories: Vec<ProfilePluginDirectory>,
+    /// Plugin packages named in configuration files (runtime controls).
+    #[serde(default)]
+    pub plugin_packages: Vec<ProfilePluginPackages>,
     /// The agent is an npm package that starts a platform package, one of its
     /// `optionalDependencies` installed beside it (`@openai/codex` starts
     /// `@openai/codex-linux-x64`): those found beside the program's package are granted
@@ -306,6 +322,8 @@ pub fn parse(name: &str, text: &str) -> Result<Profile, ProfileError> {
         .chain(profile.state_files.iter().map(|f| &f.path))
         .chain(profile.named_commands.iter().map(|c| &c.file))
         .chain(profile.plugin_directories.iter().map(|d| &d.path))
+        .chain(profile.plugin_packages.iter().map(|d| &d.file))
+        .chain(profile.plugin_packages.iter().map(|d| &d.cache))
         .chain(profile.state_files.iter().filter_map(|f| f.inside.as_ref()))
         .chain(profile.state_files.iter().filter_map(|f| f.mirror.as_ref()));
     for path in paths {

@@ -440,6 +440,7 @@ pub fn resolve(
         state_files: applied.state_files,
         caches,
         hooks: applied.hooks,
+        kontext: None,
     })
 }
 

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use super::{Ctx, GrantSet};
 use crate::error::ResolveError;
 use crate::hooks::{
-    is_numbat, numbat_opencode_plugin, parse_numbat, plain_words, resolve_hook, HookEnv,
-    NumbatHook, NUMBAT_MARKER,
+    is_numbat, kontext_binary, numbat_opencode_plugin, parse_numbat, plain_words, plugin_spec,
+    resolve_hook, strip_jsonc, HookEnv, NumbatHook, PluginSpec, NUMBAT_MARKER,
 };
 use crate::host::HostContext;
 use crate::inspect::FileKind;
@@ -274,8 +274,16 @@ impl Ctx<'_> {
                             }
                             protect(path.clone(), &mut protections);
                         }
+                        // Kontext's own registration, in the shape `kontext setup` writes:
+                        // evidence of an installation the supervisor then verifies (only
+                        // from a registration no sandboxed run can have written).
+                        let kontext = widen
+                            && words
+                                .as_deref()
+                                .and_then(|w| kontext_binary(w, &profile.name))
+                                .is_some_and(|b| b == hook.executable);
                         let entry = RuntimeHook {
-                            service: "hook".to_owned(),
+                            service: if kontext { "Kontext" } else { "hook" }.to_owned(),
                             path: hook.executable,
                             script: hook.script,
                             configuration: file.clone(),
@@ -357,6 +365,102 @@ impl Ctx<'_> {
                 };
                 if !hooks.contains(&entry) {
                     hooks.push(entry);
+                }
+            }
+        }
+        // Plugins named in configuration and installed from npm into the agent's cache:
+        // each listed with the package directory it loads from, protected read-only (and
+        // granted read when the registration may widen the sandbox).
+        for packages in &profile.plugin_packages {
+            let (Some(file), Some(cache)) = (expand(&packages.file), expand(&packages.cache))
+            else {
+                continue;
+            };
+            let Some(doc) = self
+                .fs
+                .read_head(&file, 1024 * 1024)
+                .and_then(|b| String::from_utf8(b).ok())
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&strip_jsonc(&t)).ok())
+            else {
+                continue;
+            };
+            let widen = may_widen(&file, grants);
+            let entries = packages
+                .keys
+                .iter()
+                .filter_map(|k| doc.get(k).and_then(|v| v.as_array()))
+                .flatten();
+            for entry in entries {
+                let found = match plugin_spec(entry) {
+                    Ok(PluginSpec::Npm { spec, name }) => {
+                        // OpenCode's layout: `packages/SPEC/node_modules/NAME` (the install
+                        // directory holds the package and its dependencies); older
+                        // releases: `node_modules/NAME`.
+                        let install = cache.join("packages").join(&spec);
+                        let candidates = [
+                            (install.join("node_modules").join(&name), install.clone()),
+                            (
+                                cache.join("node_modules").join(&name),
+                                cache.join("node_modules").join(&name),
+                            ),
+                        ];
+                        candidates
+                            .into_iter()
+                            .find(|(package, _)| self.fs.kind(package) == Some(FileKind::Directory))
+                            .ok_or_else(|| {
+                                format!(
+                                    "the npm plugin '{spec}' is not installed in {} (OpenCode                                      would install it at launch, inside the sandbox,                                      unprotected; run OpenCode once outside Sandy)",
+                                    cache.display()
+                                )
+                            })
+                    }
+                    Ok(PluginSpec::Local(written)) => {
+                        let path = written.strip_prefix("file://").unwrap_or(&written);
+                        let path = match path.strip_prefix("~/") {
+                            Some(rest) => self.home.map(|h| h.join(rest)),
+                            None => file
+                                .parent()
+                                .map(|d| crate::resolve::normalize(&d.join(path))),
+                        };
+                        path.filter(|p| self.fs.kind(p).is_some())
+                            .map(|p| (p.clone(), p))
+                            .ok_or_else(|| format!("the local plugin '{written}' does not exist"))
+                    }
+                    Err(reason) => Err(reason),
+                };
+                match found {
+                    Ok((package, loaded_from)) => {
+                        if widen {
+                            if let Ok(canonical) = self.fs.canonicalize(&loaded_from) {
+                                if self.sensitive_overlap(&canonical).is_none()
+                                    && !grants.covers(&canonical, Access::Read)
+                                {
+                                    let scope = if self.fs.kind(&canonical)
+                                        == Some(FileKind::Directory)
+                                    {
+                                        Scope::Subtree
+                                    } else {
+                                        Scope::Exact
+                                    };
+                                    grants.push(canonical, Access::Read, scope, Origin::Profile);
+                                }
+                            }
+                        }
+                        protect(loaded_from, &mut protections);
+                        let entry = RuntimeHook {
+                            service: "hook".to_owned(),
+                            path: package,
+                            script: None,
+                            configuration: file.clone(),
+                        };
+                        if !hooks.contains(&entry) {
+                            hooks.push(entry);
+                        }
+                    }
+                    Err(reason) => hook_notices.push(format!(
+                        "note: a plugin registered in {} cannot be resolved before launch: {reason}",
+                        file.display()
+                    )),
                 }
             }
         }

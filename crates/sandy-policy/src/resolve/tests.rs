@@ -262,6 +262,7 @@ fn plain_run_resolves_to_the_default_policy() {
         state_files: vec![],
         caches: vec![],
         hooks: vec![],
+        kontext: None,
     };
     assert_eq!(policy, expected);
 }
