@@ -1273,6 +1273,11 @@ fn kontext_socket_hook_and_registration_cannot_be_replaced_from_inside() {
         // Inside, after every attempt, the hook still reaches the real daemon.
         assert!(stdout(&o).contains("still-reaches"), "{context}");
         daemon.expect(r#"{"alias": "pre-tool-use", "tool": "after"}"#, &context);
+        // The refusal report names the protection, and no flag (none lifts it).
+        assert!(
+            !stderr(&o).contains(&format!("--read-write {}", daemon.dir.display())),
+            "{context}"
+        );
         // Judged from the host: nothing changed.
         assert_eq!(std::fs::read(&bin).unwrap(), bin_bytes, "{context}");
         assert_eq!(

@@ -121,31 +121,8 @@ pub fn decide(
             ),
         );
     }
-    // A grant carried into a private directory is a mount of its own, read-only unless
-    // the grant is read-write: the /tmp grant around it lets Landlock allow a write, but
-    // the mount refuses it (EROFS).
-    if question == Question::Write {
-        if let Some(g) = carried_grant(policy, &resolved).filter(|g| g.access != Access::ReadWrite)
-        {
-            return decision(
-                false,
-                Rule::Grant {
-                    path: g.path.clone(),
-                    access: g.access,
-                    scope: g.scope,
-                    origin: g.origin,
-                },
-                None,
-            );
-        }
-    }
-    if let Some(view) = policy
-        .views
-        .iter()
-        .find(|v| names.contains(&v.target.as_path()))
-    {
-        return decide_view(view, question, resolved.clone());
-    }
+    // A protection is the reason a write is refused, whatever grant is around it (a
+    // protected socket carried into the private /tmp, for instance): no flag changes it.
     if question == Question::Write {
         if let Some(p) = policy
             .protections
@@ -172,6 +149,31 @@ pub fn decide(
                 Some(why),
             );
         }
+    }
+    // A grant carried into a private directory is a mount of its own, read-only unless
+    // the grant is read-write: the /tmp grant around it lets Landlock allow a write, but
+    // the mount refuses it (EROFS).
+    if question == Question::Write {
+        if let Some(g) = carried_grant(policy, &resolved).filter(|g| g.access != Access::ReadWrite)
+        {
+            return decision(
+                false,
+                Rule::Grant {
+                    path: g.path.clone(),
+                    access: g.access,
+                    scope: g.scope,
+                    origin: g.origin,
+                },
+                None,
+            );
+        }
+    }
+    if let Some(view) = policy
+        .views
+        .iter()
+        .find(|v| names.contains(&v.target.as_path()))
+    {
+        return decide_view(view, question, resolved.clone());
     }
     match granting(policy, &resolved, question.needs()) {
         Some(g) => decision(
