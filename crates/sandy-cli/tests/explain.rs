@@ -126,7 +126,9 @@ fn a_write_through_a_symlink_in_the_project_is_explained() {
         );
         let lines = report(&o);
         assert!(
-            lines.iter().any(|l| l.contains("new.txt") && l.contains("refused")),
+            lines
+                .iter()
+                .any(|l| l.contains("new.txt") && l.contains("refused")),
             "{lines:?}\nstderr: {}",
             stderr(&o)
         );

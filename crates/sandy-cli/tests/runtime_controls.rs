@@ -1866,6 +1866,35 @@ fn kontext_registered_in_claude_managed_settings_is_recognised() {
             &["run", "--kontext", "--profile", "claude", "--", "/bin/true"],
         );
         assert_code(&o, 125, "no managed registration");
+        // The drop-in directory, read after it in name order (a file not named .json is
+        // not read).
+        std::fs::create_dir_all(etc.join("managed-settings.d")).unwrap();
+        std::fs::write(etc.join("managed-settings.d/README"), "not settings\n").unwrap();
+        std::fs::write(
+            etc.join("managed-settings.d/20-kontext.json"),
+            &registration,
+        )
+        .unwrap();
+        let o = sandy_with_etc(
+            w,
+            "/etc/claude-code",
+            &etc,
+            &[
+                "run",
+                "--dry-run",
+                "--kontext",
+                "--profile",
+                "claude",
+                "--",
+                "/bin/true",
+            ],
+        );
+        assert_code(&o, 0, &format!("drop-in dry run: {}", stderr(&o)));
+        let doc = parse_dry_run(&o.stdout, "drop-in dry run");
+        assert_eq!(
+            doc["runtime_controls"][0]["configuration"],
+            "/etc/claude-code/managed-settings.d/20-kontext.json"
+        );
     });
 }
 

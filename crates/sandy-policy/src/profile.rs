@@ -61,7 +61,7 @@ pub struct ProfileProtection {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProfileNamedCommands {
-    /// The settings file.
+    /// The settings file, or `DIR/*.json`: every `.json` file of a drop-in directory.
     pub file: String,
     /// Key paths of command strings, dot-separated; `*` is any key or array element.
     #[serde(default)]

@@ -181,10 +181,31 @@ impl Ctx<'_> {
             !grants.covers(&location, Access::ReadWrite)
                 || placeholders.iter().any(|p| config.starts_with(p))
         };
-        for named in &profile.named_commands {
-            let Some(file) = expand(&named.file) else {
-                continue;
-            };
+        // Each entry names one settings file, or a drop-in directory (`DIR/*.json`): every
+        // `.json` file in it, in name order, as the agent reads them.
+        let named_files: Vec<(&crate::profile::ProfileNamedCommands, PathBuf)> = profile
+            .named_commands
+            .iter()
+            .flat_map(|named| {
+                let files = match named.file.strip_suffix("/*.json") {
+                    Some(dir) => expand(dir)
+                        .map(|dir| {
+                            let mut files: Vec<PathBuf> = self
+                                .fs
+                                .files_in(&dir, 256)
+                                .into_iter()
+                                .filter(|f| f.extension().is_some_and(|e| e == "json"))
+                                .collect();
+                            files.sort();
+                            files
+                        })
+                        .unwrap_or_default(),
+                    None => expand(&named.file).into_iter().collect(),
+                };
+                files.into_iter().map(move |file| (named, file))
+            })
+            .collect();
+        for (named, file) in named_files {
             let widen = may_widen(&file, grants);
             let keys: Vec<String> = named.commands.iter().chain(&named.hooks).cloned().collect();
             for path in self.commands_named_in(&file, &keys, project) {
