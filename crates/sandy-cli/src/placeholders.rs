@@ -189,18 +189,8 @@ pub fn create(policy: &mut ResolvedPolicy) -> Result<Placeholders, PlaceholderEr
             }
         }
     }
-    if !out.created.is_empty() {
-        let names: Vec<String> = out
-            .created
-            .iter()
-            .map(|c| c.path.display().to_string())
-            .collect();
-        eprintln!(
-            "sandy: created read-only placeholders for absent protected paths (removed after \
-             the run): {}",
-            names.join(", ")
-        );
-    }
+    // Not announced on every run (in a git repository without `config.worktree`, that
+    // would be every run): the dry run lists each placeholder under `protections`.
     Ok(out)
 }
 
