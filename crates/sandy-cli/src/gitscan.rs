@@ -252,41 +252,35 @@ impl Git {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = cmd.spawn().map_err(|e| cannot(e.to_string()))?;
-        let (Some(mut out), Some(mut err)) = (child.stdout.take(), child.stderr.take()) else {
+        let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
             let _ = child.kill();
             let _ = child.wait();
             return Err(cannot("no pipe to git".into()));
         };
-        let (tx, stdout) = std::sync::mpsc::channel();
-        let stderr = std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = (&mut err).take(64 * 1024).read_to_end(&mut buf);
-            buf
-        });
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let limit = u64::try_from(GIT_MAX_OUTPUT).unwrap_or(u64::MAX) + 1;
-            let r = (&mut out).take(limit).read_to_end(&mut buf);
-            let _ = tx.send(r.map(|_| buf));
-        });
         Ok(Running {
             child,
-            stdout,
-            stderr,
+            out,
+            err,
             deadline: std::time::Instant::now() + GIT_TIMEOUT,
             repo: repo.to_path_buf(),
         })
     }
 }
 
-/// A git command started by [`Git::start`].
+/// A git command started by [`Git::start`]. Its output is collected by the caller's own
+/// thread ([`Running::finish`]): the supervisor starts no thread before it forks the
+/// bootstrap, which it may only do with a single thread.
 struct Running {
     child: std::process::Child,
-    stdout: std::sync::mpsc::Receiver<std::io::Result<Vec<u8>>>,
-    stderr: std::thread::JoinHandle<Vec<u8>>,
+    out: std::process::ChildStdout,
+    err: std::process::ChildStderr,
     deadline: std::time::Instant,
     repo: PathBuf,
 }
+
+/// At most this much of git's stderr is kept (the reason of a failure is in its first
+/// lines).
+const GIT_MAX_STDERR: usize = 64 * 1024;
 
 impl Running {
     /// Waits (until the command's deadline) for its answer; a command past its deadline
@@ -297,21 +291,14 @@ impl Running {
             repo: repo.clone(),
             reason,
         };
-        let wait = self
-            .deadline
-            .saturating_duration_since(std::time::Instant::now());
-        let stdout = match self.stdout.recv_timeout(wait) {
-            Ok(Ok(buf)) if buf.len() <= GIT_MAX_OUTPUT => Ok(buf),
-            Ok(Ok(_)) => Err(format!("more than {GIT_MAX_OUTPUT} bytes of output")),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err(format!("no answer within {} s", GIT_TIMEOUT.as_secs())),
-        };
-        if stdout.is_err() {
+        let mut stdout = Vec::new();
+        let mut stderr = Vec::new();
+        let collected = self.collect(&mut stdout, &mut stderr);
+        if collected.is_err() {
             let _ = self.child.kill();
         }
         let status = self.child.wait().map_err(|e| cannot(e.to_string()))?;
-        let stdout = stdout.map_err(&cannot)?;
-        let stderr = self.stderr.join().unwrap_or_default();
+        collected.map_err(&cannot)?;
         if status.success() {
             return Ok(Ok(stdout));
         }
@@ -333,6 +320,67 @@ impl Running {
             .unwrap_or("no message")
             .to_owned();
         Ok(Err(line))
+    }
+
+    /// Reads both pipes until git closes them, its deadline passes or its output
+    /// exceeds the bound.
+    fn collect(&mut self, stdout: &mut Vec<u8>, stderr: &mut Vec<u8>) -> Result<(), String> {
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        use std::os::fd::AsFd;
+        let mut open = [true, true];
+        let mut buf = vec![0u8; 64 * 1024];
+        while open[0] || open[1] {
+            let left = self
+                .deadline
+                .saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(format!("no answer within {} s", GIT_TIMEOUT.as_secs()));
+            }
+            let mut fds = Vec::with_capacity(2);
+            if open[0] {
+                fds.push(PollFd::new(self.out.as_fd(), PollFlags::POLLIN));
+            }
+            if open[1] {
+                fds.push(PollFd::new(self.err.as_fd(), PollFlags::POLLIN));
+            }
+            let timeout = PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX);
+            match poll(&mut fds, timeout) {
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => return Err(e.to_string()),
+            }
+            let ready: Vec<bool> = fds
+                .iter()
+                .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+                .collect();
+            drop(fds);
+            let mut ready = ready.into_iter();
+            for (which, is_open) in open.iter_mut().enumerate() {
+                if !*is_open || !ready.next().unwrap_or(false) {
+                    continue;
+                }
+                let n = if which == 0 {
+                    self.out.read(&mut buf)
+                } else {
+                    self.err.read(&mut buf)
+                };
+                match n {
+                    Ok(0) => *is_open = false,
+                    Ok(n) if which == 0 => {
+                        stdout.extend_from_slice(&buf[..n]);
+                        if stdout.len() > GIT_MAX_OUTPUT {
+                            return Err(format!("more than {GIT_MAX_OUTPUT} bytes of output"));
+                        }
+                    }
+                    Ok(n) => {
+                        let room = GIT_MAX_STDERR.saturating_sub(stderr.len());
+                        stderr.extend_from_slice(&buf[..n.min(room)]);
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+        }
+        Ok(())
     }
 }
 
