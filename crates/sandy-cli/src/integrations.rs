@@ -10,12 +10,10 @@ use std::process::Command;
 use crate::args::{IntegrationsArgs, IntegrationsCommand};
 use crate::error::{SandyError, EXIT_NOT_ENFORCEABLE};
 
-/// Whether a Numbat installation is kept working for `agent`: `Ok` with one line per
-/// recognised registration, or `Err` with the reason and the setup command. The same
-/// resolution as a launch with `--numbat`; nothing is run or changed.
-pub fn numbat_status(agent: &str) -> Result<Result<Vec<String>, String>, SandyError> {
-    let host = crate::host::gather(&[])?;
-    let request = sandy_policy::RunRequest {
+/// The launch whose resolution `doctor` and `integrations setup` ask about a provider:
+/// `true` under `agent`'s profile (with `--numbat` when `numbat`); nothing is created.
+pub fn status_request(agent: &str, numbat: bool) -> sandy_policy::RunRequest {
+    sandy_policy::RunRequest {
         command: vec!["true".into()],
         read: Vec::new(),
         read_write: Vec::new(),
@@ -23,10 +21,18 @@ pub fn numbat_status(agent: &str) -> Result<Result<Vec<String>, String>, SandyEr
         block_net: false,
         allow_local_ports: Vec::new(),
         numbat_collector: None,
-        numbat: true,
+        numbat,
         profile: Some(agent.to_owned()),
         egress: sandy_policy::EgressRequest::default(),
-    };
+    }
+}
+
+/// Whether a Numbat installation is kept working for `agent`: `Ok` with one line per
+/// recognised registration, or `Err` with the reason and the setup command. The same
+/// resolution as a launch with `--numbat`; nothing is run or changed.
+pub fn numbat_status(agent: &str) -> Result<Result<Vec<String>, String>, SandyError> {
+    let host = crate::host::gather(&[])?;
+    let request = status_request(agent, true);
     match sandy_policy::resolve(&request, &host, &sandy_policy::RealFs) {
         Ok(policy) => Ok(Ok(policy
             .hooks

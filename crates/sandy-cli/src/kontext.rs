@@ -234,18 +234,7 @@ pub fn doctor(binary: &Path, home: &Path) -> Result<KontextReport, String> {
 /// `Ok(Err(reason))` when not.
 pub fn status(agent: &str) -> Result<Result<Option<String>, String>, SandyError> {
     let host = crate::host::gather(&[])?;
-    let request = sandy_policy::RunRequest {
-        command: vec!["true".into()],
-        read: Vec::new(),
-        read_write: Vec::new(),
-        private_tmp: PathBuf::from("/tmp/sandy-integrations"),
-        block_net: false,
-        allow_local_ports: Vec::new(),
-        numbat_collector: None,
-        numbat: false,
-        profile: Some(agent.to_owned()),
-        egress: sandy_policy::EgressRequest::default(),
-    };
+    let request = crate::integrations::status_request(agent, false);
     let mut policy = sandy_policy::resolve(&request, &host, &sandy_policy::RealFs)?;
     match attach(&mut policy, &host, Mode::Required) {
         Ok(()) => Ok(Ok(policy.kontext.and_then(|k| k.version))),

@@ -74,6 +74,18 @@ pub struct Decision {
     pub unchangeable: Option<String>,
 }
 
+impl Rule {
+    /// The rule that is `grant`.
+    fn of_grant(grant: &Grant) -> Rule {
+        Rule::Grant {
+            path: grant.path.clone(),
+            access: grant.access,
+            scope: grant.scope,
+            origin: grant.origin,
+        }
+    }
+}
+
 /// Decides `question` on `path` (absolute) under `policy`.
 pub fn decide(
     policy: &ResolvedPolicy,
@@ -156,16 +168,7 @@ pub fn decide(
     if question == Question::Write {
         if let Some(g) = carried_grant(policy, &resolved).filter(|g| g.access != Access::ReadWrite)
         {
-            return decision(
-                false,
-                Rule::Grant {
-                    path: g.path.clone(),
-                    access: g.access,
-                    scope: g.scope,
-                    origin: g.origin,
-                },
-                None,
-            );
+            return decision(false, Rule::of_grant(g), None);
         }
     }
     if let Some(view) = policy
@@ -176,16 +179,7 @@ pub fn decide(
         return decide_view(view, question, resolved.clone());
     }
     match granting(policy, &resolved, question.needs()) {
-        Some(g) => decision(
-            true,
-            Rule::Grant {
-                path: g.path.clone(),
-                access: g.access,
-                scope: g.scope,
-                origin: g.origin,
-            },
-            None,
-        ),
+        Some(g) => decision(true, Rule::of_grant(g), None),
         None => decision(false, Rule::NoGrant, None),
     }
 }
