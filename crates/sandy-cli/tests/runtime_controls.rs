@@ -113,6 +113,35 @@ fn hooks_in(doc: &Value) -> Vec<Value> {
         .collect()
 }
 
+/// `sandy run FLAGS [--block-net --allow-local-port PORT] -- claude -p "do the task"`
+/// with the real Claude Code from `bin`, against the API stand-in on `port`, offline.
+fn claude_prints(w: &World, flags: &[&str], block_net: bool, port: &str, bin: &Path) -> Output {
+    let mut args = vec!["run"];
+    args.extend_from_slice(flags);
+    if block_net {
+        args.extend_from_slice(&["--block-net", "--allow-local-port", port]);
+    }
+    args.extend_from_slice(&[
+        "--",
+        "claude",
+        "-p",
+        "do the task",
+        "--allowedTools",
+        "Bash",
+        "--output-format",
+        "json",
+    ]);
+    let mut cmd = w.sandy(args);
+    cmd.env("PATH", format!("{}:{}", bin.display(), user_path(w)))
+        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .env("ANTHROPIC_API_KEY", "dummy")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("DISABLE_ERROR_REPORTING", "1");
+    run_collected(cmd, AGENT_TIMEOUT)
+}
+
 #[test]
 fn every_registered_hook_is_listed_in_the_dry_run_and_an_unresolvable_one_is_noted() {
     for_each_user(|w| {
@@ -364,29 +393,13 @@ fn claude_code_fires_a_registered_pre_tool_use_hook_whose_record_reaches_the_hos
             let (_api, port) = fake_api(w, &script);
             let records_dir = w.home.join("records").display().to_string();
             let port_arg = port.to_string();
-            let mut args = vec!["run", "--read-write", records_dir.as_str()];
-            if block_net {
-                args.extend_from_slice(&["--block-net", "--allow-local-port", &port_arg]);
-            }
-            args.extend_from_slice(&[
-                "--",
-                "claude",
-                "-p",
-                "do the task",
-                "--allowedTools",
-                "Bash",
-                "--output-format",
-                "json",
-            ]);
-            let mut cmd = w.sandy(args);
-            cmd.env("PATH", format!("{}:{}", bin.display(), user_path(w)))
-                .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
-                .env("ANTHROPIC_API_KEY", "dummy")
-                .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-                .env("DISABLE_TELEMETRY", "1")
-                .env("DISABLE_AUTOUPDATER", "1")
-                .env("DISABLE_ERROR_REPORTING", "1");
-            let o = run_collected(cmd, AGENT_TIMEOUT);
+            let o = claude_prints(
+                w,
+                &["--read-write", records_dir.as_str()],
+                block_net,
+                &port_arg,
+                &bin,
+            );
             let context = format!(
                 "block_net {block_net}\nstdout: {}\nstderr: {}\nrequests: {}",
                 stdout(&o),
@@ -1516,29 +1529,7 @@ fn claude_code_fires_a_kontext_pre_tool_use_hook_that_reaches_the_host_daemon() 
             });
             let (_api, port) = fake_api(w, &script);
             let port_arg = port.to_string();
-            let mut args = vec!["run", "--kontext"];
-            if block_net {
-                args.extend_from_slice(&["--block-net", "--allow-local-port", &port_arg]);
-            }
-            args.extend_from_slice(&[
-                "--",
-                "claude",
-                "-p",
-                "do the task",
-                "--allowedTools",
-                "Bash",
-                "--output-format",
-                "json",
-            ]);
-            let mut cmd = w.sandy(args);
-            cmd.env("PATH", format!("{}:{}", agents.display(), user_path(w)))
-                .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
-                .env("ANTHROPIC_API_KEY", "dummy")
-                .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-                .env("DISABLE_TELEMETRY", "1")
-                .env("DISABLE_AUTOUPDATER", "1")
-                .env("DISABLE_ERROR_REPORTING", "1");
-            let o = run_collected(cmd, AGENT_TIMEOUT);
+            let o = claude_prints(w, &["--kontext"], block_net, &port_arg, &agents);
             let context = format!(
                 "block_net {block_net}\nstdout: {}\nstderr: {}",
                 stdout(&o),
