@@ -48,6 +48,8 @@ struct Tally {
     failed: u64,
     hint: Option<String>,
     reason: Option<String>,
+    /// What a refused destination is, when the policy knows it (`--net agent`'s left out).
+    known: Option<String>,
 }
 
 struct Shared {
@@ -183,7 +185,12 @@ impl ProxyHandle {
                 (None, Some(r)) => format!(": {r}"),
                 (None, None) => String::new(),
             };
-            lines.push(format!("network: refused {target} {times}{how}"));
+            let what = t
+                .known
+                .as_ref()
+                .map(|k| format!(" ({k})"))
+                .unwrap_or_default();
+            lines.push(format!("network: refused {target}{what} {times}{how}"));
         }
         lines
     }
@@ -221,6 +228,12 @@ impl Shared {
                 Verdict::Deny(denial, reason) => {
                     t.denied += 1;
                     t.hint = self.policy.hint(denial, &o.host, o.port);
+                    if matches!(denial, Denial::NotAllowed) {
+                        t.known = self
+                            .policy
+                            .left_out(&o.host, o.port)
+                            .map(|l| l.note.clone());
+                    }
                     t.reason = Some(reason.clone());
                 }
                 Verdict::Failed(_, reason) => {
@@ -879,6 +892,7 @@ mod tests {
                     note: None,
                 })
                 .collect(),
+            left_out: vec![],
         };
         let handle = spawn(l, ProxyConfig { policy, log: None }).unwrap();
         std::mem::forget(handle);
