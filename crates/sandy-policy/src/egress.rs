@@ -264,4 +264,109 @@ mod tests {
             assert!(base_url_pattern(bad).is_none(), "{bad}");
         }
     }
+
+    fn host_with(env: &[(&str, &str)]) -> HostContext {
+        HostContext {
+            cwd: "/home/u/proj".into(),
+            home: Some("/home/u".into()),
+            env: env
+                .iter()
+                .map(|(k, v)| ((*k).into(), (*v).into()))
+                .collect(),
+            terminals: vec![],
+            supervisor_pid: 7,
+            uid: 1000,
+            git: crate::gitfacts::GitFacts::default(),
+        }
+    }
+
+    #[test]
+    fn net_agent_allows_model_login_and_service_hosts_and_names_the_rest() {
+        let agent = EgressRequest {
+            agent: true,
+            ..EgressRequest::default()
+        };
+        for profile in crate::profile::builtin_profiles().unwrap() {
+            if profile.network.endpoints.is_empty() {
+                continue;
+            }
+            let e = resolve_egress(&agent, false, &profile, &host_with(&[]), &[])
+                .unwrap()
+                .unwrap();
+            for endpoint in &profile.network.endpoints {
+                let allowed =
+                    e.policy.rules.iter().any(|r| {
+                        r.action == Action::Allow && r.pattern.to_string() == endpoint.host
+                    });
+                let named = e
+                    .policy
+                    .left_out
+                    .iter()
+                    .find(|l| l.pattern.to_string() == endpoint.host);
+                if endpoint.kind.allowed_by_agent() {
+                    assert!(allowed, "{} {}", profile.name, endpoint.host);
+                } else if !profile
+                    .network
+                    .endpoints
+                    .iter()
+                    .any(|o| o.host == endpoint.host && o.kind.allowed_by_agent())
+                {
+                    // A host no allowed endpoint shares stays refused, with its role.
+                    assert!(!allowed, "{} {}", profile.name, endpoint.host);
+                    let note = &named.unwrap().note;
+                    assert!(note.contains(&endpoint.role), "{note}");
+                    assert!(note.contains("--net agent leaves it out"), "{note}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_base_url_replaces_its_host_which_is_then_named_as_replaced() {
+        let profile = crate::profile::builtin_profiles()
+            .unwrap()
+            .into_iter()
+            .find(|p| p.name == "claude")
+            .unwrap();
+        let agent = EgressRequest {
+            agent: true,
+            ..EgressRequest::default()
+        };
+        let host = host_with(&[("ANTHROPIC_BASE_URL", "http://gw.example:8080/a")]);
+        let e = resolve_egress(&agent, false, &profile, &host, &[])
+            .unwrap()
+            .unwrap();
+        let patterns: Vec<String> = e
+            .policy
+            .rules
+            .iter()
+            .map(|r| r.pattern.to_string())
+            .collect();
+        assert!(
+            patterns.contains(&"gw.example:8080".to_owned()),
+            "{patterns:?}"
+        );
+        assert!(
+            !patterns.contains(&"api.anthropic.com".to_owned()),
+            "{patterns:?}"
+        );
+        let replaced = e
+            .policy
+            .left_out
+            .iter()
+            .find(|l| l.pattern.to_string() == "api.anthropic.com")
+            .unwrap();
+        assert_eq!(
+            replaced.note,
+            "claude model API, replaced by ANTHROPIC_BASE_URL"
+        );
+        // Telemetry, update checks and the like never become rules.
+        for host in [
+            "registry.npmjs.org",
+            "raw.githubusercontent.com",
+            "downloads.claude.ai",
+        ] {
+            assert!(!patterns.contains(&host.to_owned()), "{host}: {patterns:?}");
+        }
+    }
 }
