@@ -1,7 +1,7 @@
 //! The egress proxy's rows: one large download, connection latency (median and p99),
 //! 200 concurrent connections, and the supervisor's peak RSS under that load, each side by
 //! side with a direct connection in the same run. The download is measured twice more
-//! from a server that paces its writes to a 1 and a 10 Gbit/s link (the kernel here has
+//! from a server that paces its writes to a 1, a 5 and a 10 Gbit/s link (the kernel here has
 //! no `tc`/netem to shape a real one): the unpaced row is the CPU-bound worst case, the
 //! paced rows what a user sees when a link sets the pace.
 //!
@@ -71,9 +71,9 @@ fn sh(cmd: &mut Command) -> Res<()> {
     }
 }
 
-/// The paced downloads' rates (Mbit/s): a 1 and a 10 Gbit/s link, as `tc`/netem (not
+/// The paced downloads' rates (Mbit/s): a 1, a 5 and a 10 Gbit/s link, as `tc`/netem (not
 /// available in this kernel) would shape them.
-const PACED_MBIT: [u64; 2] = [1_000, 10_000];
+const PACED_MBIT: [u64; 3] = [1_000, 5_000, 10_000];
 
 /// Answers `GET /big` with `BIG` bytes as fast as it can, `GET /paced/MBIT` with `BIG`
 /// bytes at that rate (writes of 64 KiB, each sent when the schedule reaches it), and
@@ -104,7 +104,14 @@ fn serve(listener: TcpListener) {
                 let _ = stream.write_all(b"ok\n");
                 return;
             }
-            let chunk = vec![0u8; if paced.is_some() { 64 * 1024 } else { 256 * 1024 }];
+            let chunk = vec![
+                0u8;
+                if paced.is_some() {
+                    64 * 1024
+                } else {
+                    256 * 1024
+                }
+            ];
             let start = Instant::now();
             let mut sent = 0usize;
             while sent < BIG {
