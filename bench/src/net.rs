@@ -1,6 +1,9 @@
 //! The egress proxy's rows: one large download, connection latency (median and p99),
 //! 200 concurrent connections, and the supervisor's peak RSS under that load, each side by
-//! side with a direct connection in the same run.
+//! side with a direct connection in the same run. The download is measured twice more
+//! from a server that paces its writes to a 1, a 5 and a 10 Gbit/s link (the kernel here has
+//! no `tc`/netem to shape a real one): the unpaced row is the CPU-bound worst case, the
+//! paced rows what a user sees when a link sets the pace.
 //!
 //! It needs its own network: as root, the benchmark re-runs itself under
 //! `unshare -n -m` (`__net-rows`), puts a public-looking address (198.51.100.7) on that
@@ -68,7 +71,13 @@ fn sh(cmd: &mut Command) -> Res<()> {
     }
 }
 
-/// Answers `GET /big` with `BIG` bytes and anything else with a short body.
+/// The paced downloads' rates (Mbit/s): a 1, a 5 and a 10 Gbit/s link, as `tc`/netem (not
+/// available in this kernel) would shape them.
+const PACED_MBIT: [u64; 3] = [1_000, 5_000, 10_000];
+
+/// Answers `GET /big` with `BIG` bytes as fast as it can, `GET /paced/MBIT` with `BIG`
+/// bytes at that rate (writes of 64 KiB, each sent when the schedule reaches it), and
+/// anything else with a short body.
 fn serve(listener: TcpListener) {
     for stream in listener.incoming().flatten() {
         std::thread::spawn(move || {
@@ -81,24 +90,43 @@ fn serve(listener: TcpListener) {
                     Ok(n) => head.extend_from_slice(&buf[..n]),
                 }
             }
-            let big = head.windows(5).any(|w| w == b"/big ");
+            let text = String::from_utf8_lossy(&head);
+            let path = text.split_whitespace().nth(1).unwrap_or("/");
+            let path = path.rsplit_once(NAME).map_or(path, |(_, p)| p);
+            let paced: Option<u64> = path.strip_prefix("/paced/").and_then(|r| r.parse().ok());
+            let big = path == "/big" || paced.is_some();
             let len = if big { BIG } else { 3 };
             let _ = write!(
                 stream,
                 "HTTP/1.1 200 OK\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n"
             );
-            if big {
-                let chunk = vec![0u8; 256 * 1024];
-                let mut left = BIG;
-                while left > 0 {
-                    let k = left.min(chunk.len());
-                    if stream.write_all(&chunk[..k]).is_err() {
-                        return;
-                    }
-                    left -= k;
-                }
-            } else {
+            if !big {
                 let _ = stream.write_all(b"ok\n");
+                return;
+            }
+            let chunk = vec![
+                0u8;
+                if paced.is_some() {
+                    64 * 1024
+                } else {
+                    256 * 1024
+                }
+            ];
+            let start = Instant::now();
+            let mut sent = 0usize;
+            while sent < BIG {
+                if let Some(mbit) = paced {
+                    // Bytes per second = mbit * 125_000; wait until `sent` is due.
+                    let due = Duration::from_secs_f64(sent as f64 / (mbit as f64 * 125_000.0));
+                    if let Some(wait) = due.checked_sub(start.elapsed()) {
+                        std::thread::sleep(wait);
+                    }
+                }
+                let k = (BIG - sent).min(chunk.len());
+                if stream.write_all(&chunk[..k]).is_err() {
+                    return;
+                }
+                sent += k;
             }
         });
     }
@@ -180,6 +208,36 @@ pub fn rows_child(sandy: &Path, scratch: &Path) -> Res<()> {
             yes_no(pr >= 0.9 * dr),
         ],
     );
+
+    // 1b. The same download from a server paced to a link's rate: what a user sees
+    // when the link, not the CPU, sets the pace.
+    for mbit in PACED_MBIT {
+        let path = format!("/paced/{mbit}");
+        let mut direct = Vec::new();
+        let mut proxied = Vec::new();
+        for _ in 0..3 {
+            direct.extend(samples(bare(&["download", "direct", &path]))?);
+            proxied.extend(samples(sandboxed(&["download", "proxy", &path]))?);
+        }
+        let (d, p) = (Stats::of(direct), Stats::of(proxied));
+        let (dr, pr) = (mib / (d.median / 1000.0), mib / (p.median / 1000.0));
+        row(
+            &format!(
+                "egress: one {} MiB download from a server paced to {} Gbit/s ({:.0} MiB/s)",
+                BIG >> 20,
+                mbit / 1000,
+                mbit as f64 * 125_000.0 / (1024.0 * 1024.0)
+            ),
+            [
+                format!("{dr:.0} MiB/s"),
+                format!("{pr:.0} MiB/s"),
+                format!("{:+.1}%", 100.0 * (pr - dr) / dr),
+                format!("{:.3}", pr / dr),
+                "throughput ≥ 90% of direct".to_owned(),
+                yes_no(pr >= 0.9 * dr),
+            ],
+        );
+    }
 
     // 2. Connection latency: sequential requests, time to the whole (tiny) response.
     let d = Stats::of(samples(bare(&["latency", "direct"]))?);
@@ -292,13 +350,18 @@ fn request(addr: &str, line: &str) -> Res<usize> {
 
 /// The client, inside or outside the sandbox: prints its samples (ms) or error count.
 pub fn client(args: &[String]) -> Res<()> {
-    let (what, mode) = match args {
-        [w, m] => (w.as_str(), m.as_str()),
-        _ => return Err("usage: __net-client download|latency|concurrent direct|proxy".into()),
+    let (what, mode, path) = match args {
+        [w, m] => (w.as_str(), m.as_str(), "/big"),
+        [w, m, p] => (w.as_str(), m.as_str(), p.as_str()),
+        _ => {
+            return Err(
+                "usage: __net-client download|latency|concurrent direct|proxy [PATH]".into(),
+            )
+        }
     };
     match what {
         "download" => {
-            let (addr, line) = target(mode, "/big")?;
+            let (addr, line) = target(mode, path)?;
             let t = Instant::now();
             let n = request(&addr, &line)?;
             if n < BIG {

@@ -112,6 +112,12 @@ fn reference_document() -> Value {
                 },
                 { "action": "allow", "pattern": "claude.ai", "origin": "profile", "note": "login" }
             ],
+            "left_out": [
+                {
+                    "pattern": "api.anthropic.com",
+                    "note": "claude model API, replaced by ANTHROPIC_BASE_URL"
+                }
+            ],
             "refused_address_classes": ["loopback", "private", "cloud_metadata"]
         },
         "file_grants": [

@@ -867,12 +867,43 @@ fn the_dry_run_shows_the_mode_and_every_rule_with_its_origin() {
             has("allow", "gateway.example.com:8443", "base_url"),
             "{rules:?}"
         );
-        assert!(has("allow", "claude.ai", "profile"), "{rules:?}");
-        // The base URL replaced the default API host.
+        assert!(has("allow", "platform.claude.com", "profile"), "{rules:?}");
+        // The base URL replaced the default API host; telemetry, update checks and the
+        // like are left out, named with their role, and allow nothing.
         assert!(
             !rules.iter().any(|r| r.1 == "api.anthropic.com"),
             "{rules:?}"
         );
+        let left_out: Vec<(String, String)> = egress["left_out"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| {
+                (
+                    l["pattern"].as_str().unwrap().to_owned(),
+                    l["note"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        let note = |p: &str| {
+            left_out
+                .iter()
+                .find(|l| l.0 == p)
+                .map(|l| l.1.clone())
+                .unwrap_or_else(|| panic!("{p} not left out: {left_out:?}"))
+        };
+        assert!(note("api.anthropic.com").contains("replaced by ANTHROPIC_BASE_URL"));
+        assert!(note("raw.githubusercontent.com").contains("notices"));
+        assert!(note("downloads.claude.ai").contains("plugins"));
+        for (pattern, _) in &left_out {
+            assert!(
+                !rules.iter().any(|r| &r.1 == pattern && r.2 == "profile"),
+                "{pattern} both allowed by the profile and left out: {rules:?}"
+            );
+        }
+        // Without --net agent nothing is left out.
+        let flags_only = dry(&["--allow-domain", "example.com"], &[]);
+        assert_eq!(flags_only["egress"]["left_out"], serde_json::json!([]));
         let set = doc["environment"]["set"].as_array().unwrap();
         for v in ["HTTP_PROXY", "https_proxy", "ALL_PROXY", "no_proxy"] {
             assert!(set.iter().any(|s| s == v), "{v} not set: {set:?}");

@@ -26,8 +26,8 @@ pub mod rules;
 pub use addr::{classify, AddressClass};
 pub use host::{parse_host, Host, NameError};
 pub use rules::{
-    Action, Decision, Denial, EgressPolicy, HostPattern, Mode, Pattern, PatternError, PortSpec,
-    Rule, RuleOrigin,
+    Action, Decision, Denial, EgressPolicy, HostPattern, LeftOut, Mode, Pattern, PatternError,
+    PortSpec, Rule, RuleOrigin,
 };
 
 /// The values `NO_PROXY` and `no_proxy` get inside: loopback stays direct (local-port

@@ -262,11 +262,24 @@ pub enum Mode {
     Allowlist,
 }
 
+/// A destination the agent is known to contact that the policy leaves out (`--net agent`
+/// allows only an agent's model API, login and service endpoints; its telemetry, update
+/// checks and the like stay refused, as does a default host a base URL replaced). It
+/// allows nothing: a refusal of it names what it is.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct LeftOut {
+    pub pattern: Pattern,
+    /// What the agent uses it for, and why it is left out.
+    pub note: String,
+}
+
 /// The complete egress policy of one run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct EgressPolicy {
     pub mode: Mode,
     pub rules: Vec<Rule>,
+    /// Known destinations left out; only refusals read them.
+    pub left_out: Vec<LeftOut>,
 }
 
 /// Why a request is refused.
@@ -349,8 +362,22 @@ impl EgressPolicy {
             .position(|r| r.action == action && m(&r.pattern))
     }
 
+    /// What a refused name is when it is a known destination the policy leaves out.
+    pub fn left_out(&self, host: &str, port: u16) -> Option<&LeftOut> {
+        self.left_out
+            .iter()
+            .find(|l| l.pattern.matches_name(host, port))
+    }
+
     /// One sentence for the user: why, and the flag that would allow it.
     pub fn explain(&self, denial: &Denial, host: &str, port: u16) -> String {
+        if let (Denial::NotAllowed, Some(known)) = (denial, self.left_out(host, port)) {
+            return format!(
+                "{host}:{port} is not allowed ({}); allow it with --allow-domain {}",
+                known.note,
+                suggest(host, port)
+            );
+        }
         match denial {
             Denial::Blocked => "network blocked by --block-net".to_owned(),
             Denial::DeniedByRule(i) => match self.rules.get(*i) {
@@ -410,6 +437,7 @@ mod tests {
         EgressPolicy {
             mode: Mode::Allowlist,
             rules: rules.iter().map(|(a, s)| rule(*a, s)).collect(),
+            left_out: vec![],
         }
     }
 
@@ -559,6 +587,7 @@ mod tests {
         let pol = EgressPolicy {
             mode: Mode::Blocked,
             rules: vec![],
+            left_out: vec![],
         };
         assert_eq!(
             pol.decide(&name("example.com"), 443),
@@ -578,5 +607,32 @@ mod tests {
             pol.hint(&Denial::NotAllowed, "example.com", 443).as_deref(),
             Some("--allow-domain example.com")
         );
+    }
+
+    #[test]
+    fn a_known_destination_left_out_is_refused_and_named_in_the_message() {
+        let mut pol = policy(&[(Action::Allow, "api.example")]);
+        pol.left_out.push(LeftOut {
+            pattern: p("metrics.example"),
+            note: "telemetry of the agent, left out by --net agent".to_owned(),
+        });
+        let d = pol.decide(&name("metrics.example"), 443);
+        assert_eq!(d, Decision::Deny(Denial::NotAllowed));
+        assert_eq!(
+            pol.explain(&Denial::NotAllowed, "metrics.example", 443),
+            "metrics.example:443 is not allowed (telemetry of the agent, left out by --net \
+             agent); allow it with --allow-domain metrics.example"
+        );
+        // Another port of the same host, and other hosts, get the plain message.
+        assert_eq!(
+            pol.explain(&Denial::NotAllowed, "metrics.example", 8443),
+            "metrics.example:8443 is not allowed; allow it with --allow-domain \
+             metrics.example:8443"
+        );
+        assert_eq!(
+            pol.explain(&Denial::NotAllowed, "other.example", 443),
+            "other.example:443 is not allowed; allow it with --allow-domain other.example"
+        );
+        assert_eq!(pol.decide(&name("api.example"), 443), Decision::Allow(0));
     }
 }

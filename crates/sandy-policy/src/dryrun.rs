@@ -90,6 +90,8 @@ pub struct DryRunEgress {
     pub proxy: String,
     /// Deny rules first (they win), then allow rules.
     pub rules: Vec<sandy_net::Rule>,
+    /// Destinations the agent is known to contact that `--net agent` leaves out.
+    pub left_out: Vec<sandy_net::LeftOut>,
     /// Address classes refused unless a rule names the address.
     pub refused_address_classes: Vec<&'static str>,
 }
@@ -204,6 +206,7 @@ impl DryRunDocument {
                 mode: e.policy.mode,
                 proxy: format!("127.0.0.1:{}", e.proxy_port),
                 rules: e.policy.rules.clone(),
+                left_out: e.policy.left_out.clone(),
                 refused_address_classes: vec![
                     "loopback",
                     "private",

@@ -3,8 +3,10 @@
 //! sandbox a private network namespace with only loopback; the proxy's listener is the
 //! only way out.
 
+use serde::Deserialize;
+
 use sandy_net::{
-    Action, EgressPolicy, Host, HostPattern, Mode, Pattern, PortSpec, Rule, RuleOrigin,
+    Action, EgressPolicy, Host, HostPattern, LeftOut, Mode, Pattern, PortSpec, Rule, RuleOrigin,
 };
 
 use crate::error::ResolveError;
@@ -14,6 +16,50 @@ use crate::profile::Profile;
 /// The loopback port the proxy listens on inside the sandbox (the next free one when a
 /// local-port grant takes it).
 pub const DEFAULT_PROXY_PORT: u16 = 3128;
+
+/// What an agent's endpoint carries (`kind` in a profile's `[network] endpoints`).
+/// `--net agent` allows what the agent needs to work for the user (`model`, `login`,
+/// `service`) and leaves out what only reports on the user or changes the agent
+/// (`telemetry`, `update`, `plugins`, `notices`): those stay refused like any other host,
+/// and a refusal names them, so one `--allow-domain HOST` brings one back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndpointKind {
+    /// The model API.
+    Model,
+    /// Signing in and refreshing the sign-in.
+    Login,
+    /// Something else the agent needs to do its work (a model catalogue).
+    #[default]
+    Service,
+    /// Usage statistics, metrics, event logging, error reports.
+    Telemetry,
+    /// Checking for or downloading a newer version of the agent.
+    Update,
+    /// Plugin, skill and extension marketplaces synced in the background.
+    Plugins,
+    /// Release notes, announcements and tips.
+    Notices,
+}
+
+impl EndpointKind {
+    /// Whether `--net agent` allows endpoints of this kind.
+    pub fn allowed_by_agent(self) -> bool {
+        matches!(self, Self::Model | Self::Login | Self::Service)
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Model => "model API",
+            Self::Login => "login",
+            Self::Service => "service",
+            Self::Telemetry => "telemetry",
+            Self::Update => "update check",
+            Self::Plugins => "plugins",
+            Self::Notices => "notices",
+        }
+    }
+}
 
 /// What the user asked of the network, after argument parsing.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -71,14 +117,16 @@ pub(crate) fn resolve_egress(
     // Deny rules first: they win, and the dry run lists them first.
     let mut rules: Vec<Rule> = request.deny.iter().map(|p| flag(Action::Deny, p)).collect();
     rules.extend(request.allow.iter().map(|p| flag(Action::Allow, p)));
+    let mut left_out = Vec::new();
     if request.agent {
-        let endpoints = agent_rules(profile, host)?;
+        let (endpoints, known) = agent_rules(profile, host)?;
         if endpoints.is_empty() {
             return Err(ResolveError::NoAgentEndpoints {
                 profile: profile.name.clone(),
             });
         }
         rules.extend(endpoints);
+        left_out = known;
     }
     let mut unique: Vec<Rule> = Vec::with_capacity(rules.len());
     for r in rules {
@@ -96,36 +144,58 @@ pub(crate) fn resolve_egress(
         policy: EgressPolicy {
             mode,
             rules: unique,
+            left_out,
         },
         proxy_port,
     }))
 }
 
-/// The profile's endpoints, each replaced by the host of its base URL variable when the
-/// caller set one.
-fn agent_rules(profile: &Profile, host: &HostContext) -> Result<Vec<Rule>, ResolveError> {
+/// The profile's endpoints that `--net agent` allows, each replaced by the host of its
+/// base URL variable when the caller set one; and the known ones it leaves out (kinds it
+/// does not allow, and default hosts a base URL replaced), for the refusals to name.
+fn agent_rules(
+    profile: &Profile,
+    host: &HostContext,
+) -> Result<(Vec<Rule>, Vec<LeftOut>), ResolveError> {
     let mut rules = Vec::new();
+    let mut left_out = Vec::new();
     for endpoint in &profile.network.endpoints {
+        let pattern: Pattern = endpoint.host.parse().map_err(|_| ResolveError::BaseUrl {
+            variable: format!("profile endpoint {}", endpoint.host),
+        })?;
+        let agent = &profile.name;
+        if !endpoint.kind.allowed_by_agent() {
+            left_out.push(LeftOut {
+                pattern,
+                note: format!(
+                    "{agent} {}: {}; --net agent leaves it out",
+                    endpoint.kind.name(),
+                    endpoint.role
+                ),
+            });
+            continue;
+        }
         let configured = endpoint
             .base_url_env
             .iter()
             .find_map(|name| host.var(name).filter(|v| !v.is_empty()).map(|v| (name, v)));
         if let Some((name, value)) = configured {
             let value = value.to_string_lossy();
-            let pattern = base_url_pattern(&value).ok_or_else(|| ResolveError::BaseUrl {
+            let replacement = base_url_pattern(&value).ok_or_else(|| ResolveError::BaseUrl {
                 variable: name.clone(),
             })?;
             rules.push(Rule {
                 action: Action::Allow,
-                pattern,
+                pattern: replacement,
                 origin: RuleOrigin::BaseUrl,
                 note: Some(format!("{name}, in place of {}", endpoint.host)),
             });
+            left_out.push(LeftOut {
+                pattern,
+                note: format!("{agent} {}, replaced by {name}", endpoint.kind.name()),
+            });
             continue;
         }
-        let pattern: Pattern = endpoint.host.parse().map_err(|_| ResolveError::BaseUrl {
-            variable: format!("profile endpoint {}", endpoint.host),
-        })?;
         rules.push(Rule {
             action: Action::Allow,
             pattern,
@@ -133,7 +203,7 @@ fn agent_rules(profile: &Profile, host: &HostContext) -> Result<Vec<Rule>, Resol
             note: Some(endpoint.role.clone()),
         });
     }
-    Ok(rules)
+    Ok((rules, left_out))
 }
 
 /// The destination a base URL names: its host and its port (the scheme's default when it
@@ -192,6 +262,111 @@ mod tests {
             "",
         ] {
             assert!(base_url_pattern(bad).is_none(), "{bad}");
+        }
+    }
+
+    fn host_with(env: &[(&str, &str)]) -> HostContext {
+        HostContext {
+            cwd: "/home/u/proj".into(),
+            home: Some("/home/u".into()),
+            env: env
+                .iter()
+                .map(|(k, v)| ((*k).into(), (*v).into()))
+                .collect(),
+            terminals: vec![],
+            supervisor_pid: 7,
+            uid: 1000,
+            git: crate::gitfacts::GitFacts::default(),
+        }
+    }
+
+    #[test]
+    fn net_agent_allows_model_login_and_service_hosts_and_names_the_rest() {
+        let agent = EgressRequest {
+            agent: true,
+            ..EgressRequest::default()
+        };
+        for profile in crate::profile::builtin_profiles().unwrap() {
+            if profile.network.endpoints.is_empty() {
+                continue;
+            }
+            let e = resolve_egress(&agent, false, &profile, &host_with(&[]), &[])
+                .unwrap()
+                .unwrap();
+            for endpoint in &profile.network.endpoints {
+                let allowed =
+                    e.policy.rules.iter().any(|r| {
+                        r.action == Action::Allow && r.pattern.to_string() == endpoint.host
+                    });
+                let named = e
+                    .policy
+                    .left_out
+                    .iter()
+                    .find(|l| l.pattern.to_string() == endpoint.host);
+                if endpoint.kind.allowed_by_agent() {
+                    assert!(allowed, "{} {}", profile.name, endpoint.host);
+                } else if !profile
+                    .network
+                    .endpoints
+                    .iter()
+                    .any(|o| o.host == endpoint.host && o.kind.allowed_by_agent())
+                {
+                    // A host no allowed endpoint shares stays refused, with its role.
+                    assert!(!allowed, "{} {}", profile.name, endpoint.host);
+                    let note = &named.unwrap().note;
+                    assert!(note.contains(&endpoint.role), "{note}");
+                    assert!(note.contains("--net agent leaves it out"), "{note}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_base_url_replaces_its_host_which_is_then_named_as_replaced() {
+        let profile = crate::profile::builtin_profiles()
+            .unwrap()
+            .into_iter()
+            .find(|p| p.name == "claude")
+            .unwrap();
+        let agent = EgressRequest {
+            agent: true,
+            ..EgressRequest::default()
+        };
+        let host = host_with(&[("ANTHROPIC_BASE_URL", "http://gw.example:8080/a")]);
+        let e = resolve_egress(&agent, false, &profile, &host, &[])
+            .unwrap()
+            .unwrap();
+        let patterns: Vec<String> = e
+            .policy
+            .rules
+            .iter()
+            .map(|r| r.pattern.to_string())
+            .collect();
+        assert!(
+            patterns.contains(&"gw.example:8080".to_owned()),
+            "{patterns:?}"
+        );
+        assert!(
+            !patterns.contains(&"api.anthropic.com".to_owned()),
+            "{patterns:?}"
+        );
+        let replaced = e
+            .policy
+            .left_out
+            .iter()
+            .find(|l| l.pattern.to_string() == "api.anthropic.com")
+            .unwrap();
+        assert_eq!(
+            replaced.note,
+            "claude model API, replaced by ANTHROPIC_BASE_URL"
+        );
+        // Telemetry, update checks and the like never become rules.
+        for host in [
+            "registry.npmjs.org",
+            "raw.githubusercontent.com",
+            "downloads.claude.ai",
+        ] {
+            assert!(!patterns.contains(&host.to_owned()), "{host}: {patterns:?}");
         }
     }
 }

@@ -180,6 +180,10 @@ pub struct ProfileEndpoint {
     pub host: String,
     /// What the agent uses it for.
     pub role: String,
+    /// The kind of traffic; decides whether `--net agent` allows it (see
+    /// [`crate::egress::EndpointKind`]). Absent: `service`, allowed.
+    #[serde(default)]
+    pub kind: crate::egress::EndpointKind,
     /// Variables holding a base URL that replaces this host when set (first set wins).
     #[serde(default)]
     pub base_url_env: Vec<String>,
