@@ -3,7 +3,7 @@
 //! This crate turns what the user asked for (parsed command-line arguments) and what the
 //! host looks like (a [`HostContext`] gathered once by the supervisor) into a
 //! [`ResolvedPolicy`], and from it a [`LaunchManifest`], the typed, versioned document that
-//! the bootstrap re-validates before it applies any kernel layer.
+//! is validated before the bootstrap applies any kernel layer.
 //!
 //! Resolution is a pure function: it never reads the process environment and only looks
 //! at the filesystem through the narrow [`PathInspector`] trait, which tests replace with

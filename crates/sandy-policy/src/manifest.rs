@@ -1,5 +1,6 @@
-//! The launch manifest: the typed, versioned, size-bounded document the supervisor hands
-//! to the bootstrap on an inherited descriptor.
+//! The launch manifest: the typed, versioned, size-bounded document the bootstrap applies.
+//! `sandy run` validates it and hands it to the bootstrap it forks; `sandy __bootstrap`
+//! reads its wire form from an inherited descriptor and validates it there.
 
 use std::path::Path;
 
