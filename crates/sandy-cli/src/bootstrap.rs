@@ -53,7 +53,9 @@ pub fn forked(
         one,
     ));
     eprintln!("sandy: {err}");
-    std::process::exit(i32::from(crate::error::exit_code(&err)))
+    // `_exit`: nothing of the supervisor's (its buffered output, exit handlers) runs
+    // twice.
+    sandy_linux::sys::process::exit_now(i32::from(crate::error::exit_code(&err)))
 }
 
 fn read_manifest(fd: i32) -> Result<ValidatedManifest, SandyError> {

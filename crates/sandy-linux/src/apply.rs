@@ -217,15 +217,16 @@ fn launch_inner(
 }
 
 /// A bootstrap started without a supervisor: waits for its target and exits with its
-/// status (128+N for signal N); the init, and the namespace with it, end with this
+/// status (`_exit` here and below: a forked bootstrap must not run the supervisor's exit
+/// handlers or flush its buffers) (128+N for signal N); the init, and the namespace with it, end with this
 /// process.
 fn end_with(target: Pid) -> ! {
     loop {
         match waitpid(target, None) {
-            Ok(WaitStatus::Exited(_, code)) => std::process::exit(code),
-            Ok(WaitStatus::Signaled(_, sig, _)) => std::process::exit(128 + sig as i32),
+            Ok(WaitStatus::Exited(_, code)) => crate::sys::process::exit_now(code),
+            Ok(WaitStatus::Signaled(_, sig, _)) => crate::sys::process::exit_now(128 + sig as i32),
             Err(Errno::EINTR) | Ok(_) => continue,
-            Err(_) => std::process::exit(125),
+            Err(_) => crate::sys::process::exit_now(125),
         }
     }
 }
@@ -235,7 +236,7 @@ fn end_with(target: Pid) -> ! {
 fn hold(init: Pid, alive: OwnedFd) -> ! {
     while let Err(Errno::EINTR) = waitpid(init, None) {}
     drop(alive);
-    std::process::exit(0)
+    crate::sys::process::exit_now(0)
 }
 
 /// Pid 1 of the sandbox: reaps every process orphaned inside it, and never ends on its
@@ -247,12 +248,12 @@ fn run_init(alive: OwnedFd) -> ! {
         let _ = nix::sys::prctl::set_name(&name);
     }
     if nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).is_err() {
-        std::process::exit(1);
+        crate::sys::process::exit_now(1);
     }
     let mut fds = [PollFd::new(alive.as_fd(), PollFlags::POLLIN)];
     match poll(&mut fds, PollTimeout::ZERO) {
         Ok(0) => {}
-        _ => std::process::exit(1),
+        _ => crate::sys::process::exit_now(1),
     }
     // The terminal or the pipes of the run are the target's; the init never writes.
     for fd in 0..3 {

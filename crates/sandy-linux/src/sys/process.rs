@@ -136,3 +136,12 @@ pub fn signal_pending(sig: nix::sys::signal::Signal) -> bool {
     // SAFETY: sigpending succeeded, so the set is initialised; sigismember only reads it.
     unsafe { libc::sigismember(set.as_ptr(), sig as libc::c_int) == 1 }
 }
+
+/// Ends the process at once with `code` (`_exit`): no exit handlers, no flushing of
+/// buffered output. A forked bootstrap (and the init forked from it) leaves that way, so
+/// that nothing of the supervisor it was copied from runs twice.
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: `_exit` takes no pointer and never returns; it ends the process without
+    // running any code of this process.
+    unsafe { libc::_exit(code) }
+}
