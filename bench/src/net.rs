@@ -132,6 +132,19 @@ fn serve(listener: TcpListener) {
     }
 }
 
+/// The cells of a throughput row: direct and proxied MiB/s, the difference, the ratio and
+/// the goal (proxied ≥ 90% of direct).
+fn throughput_cells(direct: f64, proxied: f64) -> [String; 6] {
+    [
+        format!("{direct:.0} MiB/s"),
+        format!("{proxied:.0} MiB/s"),
+        format!("{:+.1}%", 100.0 * (proxied - direct) / direct),
+        format!("{:.3}", proxied / direct),
+        "throughput ≥ 90% of direct".to_owned(),
+        yes_no(proxied >= 0.9 * direct),
+    ]
+}
+
 /// In the namespace: sets it up, measures, prints the rows (tab-separated).
 pub fn rows_child(sandy: &Path, scratch: &Path) -> Res<()> {
     sh(Command::new("ip").args(["link", "set", "lo", "up"]))?;
@@ -199,14 +212,7 @@ pub fn rows_child(sandy: &Path, scratch: &Path) -> Res<()> {
             "egress: one {} MiB download through the proxy vs direct",
             BIG >> 20
         ),
-        [
-            format!("{dr:.0} MiB/s"),
-            format!("{pr:.0} MiB/s"),
-            format!("{:+.1}%", 100.0 * (pr - dr) / dr),
-            format!("{:.3}", pr / dr),
-            "throughput ≥ 90% of direct".to_owned(),
-            yes_no(pr >= 0.9 * dr),
-        ],
+        throughput_cells(dr, pr),
     );
 
     // 1b. The same download from a server paced to a link's rate: what a user sees
@@ -228,14 +234,7 @@ pub fn rows_child(sandy: &Path, scratch: &Path) -> Res<()> {
                 mbit / 1000,
                 mbit as f64 * 125_000.0 / (1024.0 * 1024.0)
             ),
-            [
-                format!("{dr:.0} MiB/s"),
-                format!("{pr:.0} MiB/s"),
-                format!("{:+.1}%", 100.0 * (pr - dr) / dr),
-                format!("{:.3}", pr / dr),
-                "throughput ≥ 90% of direct".to_owned(),
-                yes_no(pr >= 0.9 * dr),
-            ],
+            throughput_cells(dr, pr),
         );
     }
 

@@ -1572,6 +1572,25 @@ fn sandy_with_etc_codex(w: &World, etc_codex: &Path, args: &[&str]) -> Output {
     sandy_with_etc(w, "/etc/codex", etc_codex, args)
 }
 
+/// `sandy run --dry-run --kontext --profile claude -- /bin/true` with `etc` as
+/// `/etc/claude-code`.
+fn claude_managed_dry_run(w: &World, etc: &Path) -> Output {
+    sandy_with_etc(
+        w,
+        "/etc/claude-code",
+        etc,
+        &[
+            "run",
+            "--dry-run",
+            "--kontext",
+            "--profile",
+            "claude",
+            "--",
+            "/bin/true",
+        ],
+    )
+}
+
 /// `sandy ARGS` as the test user, in a private mount namespace where `dir` is mounted at
 /// `target` (a system configuration directory; created empty on the host when absent).
 fn sandy_with_etc(w: &World, target: &str, dir: &Path, args: &[&str]) -> Output {
@@ -1801,20 +1820,7 @@ fn kontext_registered_in_claude_managed_settings_is_recognised() {
         std::fs::create_dir_all(&etc).unwrap();
         std::fs::write(etc.join("managed-settings.json"), &registration).unwrap();
         let daemon = kontext_daemon(w.user.uid);
-        let o = sandy_with_etc(
-            w,
-            "/etc/claude-code",
-            &etc,
-            &[
-                "run",
-                "--dry-run",
-                "--kontext",
-                "--profile",
-                "claude",
-                "--",
-                "/bin/true",
-            ],
-        );
+        let o = claude_managed_dry_run(w, &etc);
         assert_code(&o, 0, &format!("dry run: {}", stderr(&o)));
         let doc = parse_dry_run(&o.stdout, "dry run");
         assert_eq!(doc["runtime_controls"][0]["enabled"], true);
@@ -1866,20 +1872,7 @@ fn kontext_registered_in_claude_managed_settings_is_recognised() {
             &registration,
         )
         .unwrap();
-        let o = sandy_with_etc(
-            w,
-            "/etc/claude-code",
-            &etc,
-            &[
-                "run",
-                "--dry-run",
-                "--kontext",
-                "--profile",
-                "claude",
-                "--",
-                "/bin/true",
-            ],
-        );
+        let o = claude_managed_dry_run(w, &etc);
         assert_code(&o, 0, &format!("drop-in dry run: {}", stderr(&o)));
         let doc = parse_dry_run(&o.stdout, "drop-in dry run");
         assert_eq!(
