@@ -18,13 +18,11 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Command;
 
 use common::*;
 use serde_json::Value;
 
-const AGENTS_BIN: &str = "/opt/sandy-test-agents/node_modules/.bin";
 const API_HOST: &str = "api.stand-in.test";
 const MADE: &str = "made-by-the-agent.txt";
 
@@ -248,11 +246,7 @@ fn every_host_is_classified(agent: &Agent<'_>) {
     if !ready() {
         return;
     }
-    if !Path::new(AGENTS_BIN).join(agent.name).exists() {
-        skip(&format!(
-            "{} is not installed in /opt/sandy-test-agents; run scripts/install-agents.sh",
-            agent.name
-        ));
+    if !agent_installed(agent.name) {
         return;
     }
     for_each_user(|w| {

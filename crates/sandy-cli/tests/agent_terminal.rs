@@ -20,8 +20,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::{json, Value};
 
-const AGENTS_BIN: &str = "/opt/sandy-test-agents/node_modules/.bin";
-
 fn ready() -> Option<PathBuf> {
     let bin = std::env::var_os("SANDY_TEST_AGENTS")
         .filter(|p| !p.is_empty())

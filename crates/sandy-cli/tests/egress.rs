@@ -21,7 +21,6 @@ use serde_json::Value;
 /// A refusal must arrive well within this (seconds).
 const FAST: f64 = 2.0;
 const PROXY_PORT: u16 = 3128;
-const AGENTS_BIN: &str = "/opt/sandy-test-agents/node_modules/.bin";
 
 const HOSTS: &str = "127.0.0.1 localhost
 ::1 localhost
@@ -626,11 +625,7 @@ fn agent_through_the_proxy(run: &AgentRun<'_>) {
     if !ready() {
         return;
     }
-    if !Path::new(AGENTS_BIN).join(run.agent).exists() {
-        skip(&format!(
-            "{} is not installed in /opt/sandy-test-agents; run scripts/install-agents.sh",
-            run.agent
-        ));
+    if !agent_installed(run.agent) {
         return;
     }
     for_each_user(|w| {

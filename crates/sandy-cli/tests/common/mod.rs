@@ -589,3 +589,19 @@ pub fn start_announcing(cmd: Command, what: &str) -> (Reaped, serde_json::Value)
         .unwrap_or_else(|e| panic!("{what} did not start ({e}): {line:?}"));
     (child, info)
 }
+
+/// Where `scripts/install-agents.sh` puts the real agent CLIs' commands.
+pub const AGENTS_BIN: &str = "/opt/sandy-test-agents/node_modules/.bin";
+
+/// Whether the real agent CLI `name` is installed in [`AGENTS_BIN`]; a reported skip
+/// (a failure under CI) when it is not.
+#[allow(dead_code)]
+pub fn agent_installed(name: &str) -> bool {
+    if Path::new(AGENTS_BIN).join(name).exists() {
+        return true;
+    }
+    skip(&format!(
+        "{name} is not installed in /opt/sandy-test-agents; run scripts/install-agents.sh"
+    ));
+    false
+}
