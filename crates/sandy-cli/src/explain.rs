@@ -118,7 +118,12 @@ impl Observer {
         let thread = std::thread::Builder::new()
             .name("observer".to_owned())
             .stack_size(256 * 1024)
-            .spawn(move || serve(&listener, &stopping, certain))?;
+            .spawn(move || {
+                // The sockets this thread creates for the sandbox carry its credentials:
+                // none of the supervisor's capabilities (a root caller's) go with them.
+                let brokering = sandy_linux::sys::drop_thread_capabilities().is_ok();
+                serve(&listener, &stopping, certain, brokering)
+            })?;
         Ok(Observer { stop, thread })
     }
 
@@ -131,7 +136,12 @@ impl Observer {
 
 /// Answers every notification until no process uses the filter (the listener hangs
 /// up), or the supervisor says the run is over and nothing is pending.
-fn serve(listener: &OwnedFd, stop: &AtomicBool, mut certain: Certain) -> Observations {
+fn serve(
+    listener: &OwnedFd,
+    stop: &AtomicBool,
+    mut certain: Certain,
+    brokering: bool,
+) -> Observations {
     let mut seen = Observations::default();
     loop {
         let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
@@ -154,6 +164,10 @@ fn serve(listener: &OwnedFd, stop: &AtomicBool, mut certain: Certain) -> Observa
             // The caller died or its call was interrupted: nothing to answer.
             Err(_) => continue,
         };
+        if i64::from(notif.data.nr) == libc::SYS_socket {
+            broker_socket(listener, &notif, brokering);
+            continue;
+        }
         // Read while the caller waits: its memory, its directories and its view of the
         // file system (its mounts) are gone as soon as it exits, which a refused call
         // often makes it do at once.
@@ -196,6 +210,29 @@ fn serve(listener: &OwnedFd, stop: &AtomicBool, mut certain: Certain) -> Observa
         }
     }
     seen
+}
+
+/// The socket broker: a `socket()` of IPv4, IPv6 or netlink in the sandbox (whose own
+/// network namespace has only loopback) is created here, in the host's namespace, by
+/// this thread without capabilities, and installed in the caller as the call's result;
+/// the kernel checks the request (type, protocol) exactly as for the caller itself, which
+/// has no capabilities either. A failure is the call's error.
+fn broker_socket(listener: &OwnedFd, notif: &Notification, brokering: bool) {
+    let a = notif.data.args;
+    let (domain, kind, protocol) = (a[0] as i32, a[1] as i32, a[2] as i32);
+    if !brokering {
+        let _ = notify::answer_with_error(listener.as_fd(), notif.id, nix::errno::Errno::EACCES);
+        return;
+    }
+    let cloexec = kind & libc::SOCK_CLOEXEC != 0;
+    match sandy_linux::sys::raw_socket(domain, kind & !libc::SOCK_CLOEXEC, protocol) {
+        Ok(socket) => {
+            let _ = notify::answer_with_fd(listener.as_fd(), notif.id, socket.as_fd(), cloexec);
+        }
+        Err(errno) => {
+            let _ = notify::answer_with_error(listener.as_fd(), notif.id, errno);
+        }
+    }
 }
 
 /// Whether the call could have been refused by the sandbox: a call that needs its path

@@ -222,6 +222,9 @@ fn spawn_and_wait(
     certain: crate::explain::Certain,
     meanwhile: impl FnOnce(),
 ) -> Result<u8, SandyError> {
+    // With the host's network, the sandbox's sockets are made by the supervisor (the
+    // socket broker, served by the notifier's thread).
+    let broker = manifest.manifest().network == sandy_policy::Network::AllowAll;
     let sys = |step| move |source| SandyError::Sys { step, source };
     let io = |step| move |source| SandyError::Io { step, source };
 
@@ -269,7 +272,9 @@ fn spawn_and_wait(
             }
         }
     }
-    let (target, listener) = match receive_target(&ours, observed.is_some()) {
+    // The notifier's listener comes with the target's pid when the target watches its
+    // writes (`--explain`) or its sockets are brokered (the host's network).
+    let (target, listener) = match receive_target(&ours, observed.is_some() || broker) {
         Ok(Some((pid, listener))) => (Pid::from_raw(pid), listener),
         // The bootstrap failed before starting the target, and said why: its status is
         // the run's.
@@ -294,8 +299,11 @@ fn spawn_and_wait(
 
     let status = wait_target(target, bootstrap, waited);
     end_sandbox(bootstrap, ports);
-    if let (Some(observer), Some(observed)) = (observer, observed) {
-        *observed = Some(observer.finish());
+    if let Some(observer) = observer {
+        let seen = observer.finish();
+        if let Some(observed) = observed {
+            *observed = Some(seen);
+        }
     }
     status
 }

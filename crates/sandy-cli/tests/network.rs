@@ -1079,3 +1079,89 @@ fn bad_port_flags_are_usage_errors_and_run_nothing() {
         assert!(marker.exists(), "the control run did not create the marker");
     });
 }
+
+/// Inside with the host's network: the sandbox's sockets are made in the host's network
+/// namespace by the supervisor (the socket broker), so TCP and UDP reach the host, names
+/// resolve with `AI_ADDRCONFIG`, the interfaces are the host's, and the socket's flags
+/// are the ones asked for; a raw socket stays refused (no capability goes with the
+/// broker), and the host's Unix sockets are not listed. With the observer off too.
+const BROKER_PROBE: &str = r#"
+import errno, fcntl, json, os, socket, sys
+tcp_port, udp_port = int(sys.argv[1]), int(sys.argv[2])
+res = {}
+c = socket.create_connection(("127.0.0.1", tcp_port), timeout=5)
+c.sendall(b"hello-tcp\n"); c.close()
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.sendto(b"hello-udp\n", ("127.0.0.1", udp_port)); u.close()
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC)
+res["nonblock"] = bool(fcntl.fcntl(s, fcntl.F_GETFL) & os.O_NONBLOCK)
+res["cloexec"] = bool(fcntl.fcntl(s, fcntl.F_GETFD) & fcntl.FD_CLOEXEC)
+import ctypes  # Python always asks for SOCK_CLOEXEC; the C library does not
+fd = ctypes.CDLL(None, use_errno=True).socket(socket.AF_INET, socket.SOCK_STREAM, 0)
+res["plain_cloexec"] = bool(fcntl.fcntl(fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC)
+res["addrconfig"] = len(socket.getaddrinfo("localhost", 80, flags=socket.AI_ADDRCONFIG)) > 0
+res["interfaces"] = sorted(n for _, n in socket.if_nameindex())
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    res["raw"] = "allowed"
+except OSError as e:
+    res["raw"] = errno.errorcode.get(e.errno, str(e.errno))
+print(json.dumps(res), flush=True)
+"#;
+
+/// A host TCP and UDP server on loopback that logs each line it receives.
+const BROKER_HOST: &str = r#"
+import socket, sys, threading
+log = open(sys.argv[1], "a", buffering=1)
+t = socket.socket(); t.bind(("127.0.0.1", 0)); t.listen()
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("127.0.0.1", 0))
+def tcp():
+    while True:
+        c, _ = t.accept(); log.write(c.recv(100).decode())
+def udp():
+    while True:
+        log.write(u.recv(100).decode())
+threading.Thread(target=tcp, daemon=True).start()
+threading.Thread(target=udp, daemon=True).start()
+print(t.getsockname()[1], u.getsockname()[1], flush=True)
+threading.Event().wait(60)
+"#;
+
+#[test]
+fn the_hosts_network_is_reached_through_the_socket_broker() {
+    for_each_user(|w| {
+        w.write("home/project/broker_probe.py", BROKER_PROBE);
+        let host_py = w.write("broker_host.py", BROKER_HOST);
+        let log = w.root.join("broker.log");
+        let mut host = w.host(PYTHON);
+        host.arg(&host_py).arg(&log);
+        let (_host, line) = start_announcing_line(host, "the host servers");
+        let ports: Vec<&str> = line.split_whitespace().collect();
+        let interfaces = |o: &Output| json_line(o, "probe")["interfaces"].clone();
+        let mut control = w.host(PYTHON);
+        control.args(["broker_probe.py", ports[0], ports[1]]);
+        let control = run_timeout(control, 20);
+        assert_code(&control, 0, "control outside");
+        for flags in [&[][..], &["--explain=off"][..]] {
+            let _ = std::fs::write(&log, "");
+            let o = sandy_run(w, flags, &[PYTHON, "broker_probe.py", ports[0], ports[1]]);
+            assert_code(&o, 0, &format!("probe inside {flags:?}"));
+            let inside = json_line(&o, "probe");
+            assert_eq!(inside["nonblock"], true, "{inside}");
+            assert_eq!(inside["cloexec"], true, "{inside}");
+            assert_eq!(inside["plain_cloexec"], false, "{inside}");
+            assert_eq!(inside["addrconfig"], true, "{inside}");
+            assert_eq!(inside["raw"], "EPERM", "{inside}");
+            assert_eq!(inside["interfaces"], interfaces(&control), "{inside}");
+            // Judged from the host: both datagrams of the run arrived.
+            assert!(
+                wait_for(5, || {
+                    std::fs::read_to_string(&log)
+                        .is_ok_and(|s| s.contains("hello-tcp") && s.contains("hello-udp"))
+                }),
+                "the host servers never heard from the sandbox: {:?}",
+                std::fs::read_to_string(&log)
+            );
+        }
+    });
+}

@@ -13,7 +13,7 @@ use nix::sched::{unshare, CloneFlags};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{chdir, execve, getppid, pipe2, Pid};
-use sandy_policy::RestoredSignal;
+use sandy_policy::{Network, RestoredSignal};
 use sandy_policy::{OsBytes, ValidatedManifest};
 
 use crate::error::LinuxError;
@@ -126,8 +126,18 @@ fn launch_inner(
     let support = probe();
     let plan = plan::plan(manifest, &support).map_err(LinuxError::from)?;
     let program = cstring(&m.program)?;
-    let observer = match (observe, &channel) {
-        (true, Some(_)) => seccomp::compile_observer().ok(),
+    // With the host's network, the run still gets a private network namespace (so that
+    // nothing inside lists the host's sockets in /proc/net), and the supervisor creates
+    // its IPv4, IPv6 and netlink sockets in the host's namespace (the socket broker).
+    // That needs the notifier and the channel; a bootstrap started by hand has neither
+    // and keeps the host's namespace.
+    let broker = m.network == Network::AllowAll && channel.is_some();
+    let observer = match (observe || broker, &channel) {
+        (true, Some(_)) => match seccomp::compile_notifier(observe, broker) {
+            Ok(program) => Some(program),
+            Err(e) if broker => return Err(LinuxError::from(e).into()),
+            Err(_) => None,
+        },
         _ => None,
     };
     let argv = m.argv.iter().map(cstring).collect::<Result<Vec<_>, _>>()?;
@@ -150,7 +160,11 @@ fn launch_inner(
     // Layer 1: private user, mount, IPC and PID namespaces with the protections, masks
     // and private directories. The working directory is entered afterwards, so that it is
     // looked up through the new mounts.
-    namespaces::enter(m.network)?;
+    namespaces::enter(match (m.network, broker) {
+        (Network::BlockAll, _) => namespaces::PrivateNetwork::WithLoopback,
+        (Network::AllowAll, true) => namespaces::PrivateNetwork::Brokered,
+        (Network::AllowAll, false) => namespaces::PrivateNetwork::None,
+    })?;
     // The egress proxy's listener travels with the local-port listeners.
     let handed: Vec<u16> = m.local_ports.iter().copied().chain(m.proxy_port).collect();
     if !handed.is_empty() {
@@ -315,11 +329,14 @@ fn become_target(
     // supervisor before the first watched call, which would wait for an answer. A failure
     // leaves the target without the observer, never without a layer.
     if let Some((observer, channel)) = observer {
-        if let Ok(listener) = seccomp::apply_observer(&observer) {
+        match seccomp::apply_observer(&observer) {
             // Without the supervisor holding the listener, watched calls would fail
             // (ENOSYS); the hand-over failing means the supervisor is gone, and the
             // parent-death signal ends this process.
-            relay::hand_over_observer(&channel, &listener)?;
+            Ok(listener) => relay::hand_over_observer(&channel, &listener)?,
+            // Without the broker the run would have no network at all: fail closed.
+            Err(e) if m.network == Network::AllowAll => return Err(e.into()),
+            Err(_) => {}
         }
     }
 

@@ -260,7 +260,19 @@ pub fn mount_plan(manifest: &ValidatedManifest) -> MountPlan {
 /// Enters a new user namespace (mapping the caller's own uid and gid, so files keep their
 /// owners), a new mount namespace and, when the network is blocked, a new network
 /// namespace whose only interface is loopback.
-pub fn enter(network: Network) -> Result<(), LinuxError> {
+/// The network namespace of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrivateNetwork {
+    /// The host's (a bootstrap started by hand with the host's network).
+    None,
+    /// Its own, with loopback up: `--block-net` and the egress proxy's runs.
+    WithLoopback,
+    /// Its own, left empty: every IP and netlink socket of the run is made in the host's
+    /// namespace by the supervisor (the socket broker), so nothing uses its loopback.
+    Brokered,
+}
+
+pub fn enter(private_network: PrivateNetwork) -> Result<(), LinuxError> {
     let (uid, gid) = (getuid(), getgid());
     // A private IPC namespace too: System V IPC objects and POSIX message queues of the
     // host are out of reach.
@@ -289,10 +301,12 @@ pub fn enter(network: Network) -> Result<(), LinuxError> {
     write("/proc/self/setgroups", "deny".to_owned())?;
     write("/proc/self/uid_map", format!("{uid} {uid} 1\n"))?;
     write("/proc/self/gid_map", format!("{gid} {gid} 1\n"))?;
-    if network == Network::BlockAll {
+    if private_network != PrivateNetwork::None {
         // Separately, so that a kernel without network namespaces is named as such.
         unshare(CloneFlags::CLONE_NEWNET)
             .map_err(|source| LinuxError::NetworkNamespace { source })?;
+    }
+    if private_network == PrivateNetwork::WithLoopback {
         sys::loopback_up().map_err(|source| LinuxError::Loopback { source })?;
     }
     Ok(())

@@ -662,6 +662,22 @@ const BPF_JMP_JSET_K: u16 = 0x05 | 0x40;
 /// numbers like the floor's; a watched call returns `SECCOMP_RET_USER_NOTIF`, after a
 /// flag test for the opens; everything else is allowed.
 pub fn compile_observer() -> Result<BpfProgram, PlanError> {
+    compile_notifier(true, false)
+}
+
+/// The socket families whose sockets the supervisor creates in the host's network
+/// namespace when the sandbox shares the host network (the socket broker): IPv4, IPv6
+/// and netlink (interfaces and addresses, which name resolution asks for).
+pub const BROKERED_FAMILIES: [u32; 3] = [
+    libc::AF_INET as u32,
+    libc::AF_INET6 as u32,
+    libc::AF_NETLINK as u32,
+];
+
+/// The notifier program: the observer's write-intent calls when `writes`, and, when
+/// `sockets`, `socket()` of the [`BROKERED_FAMILIES`] (the socket broker). Everything
+/// else is allowed (the floor decides).
+pub fn compile_notifier(writes: bool, sockets: bool) -> Result<BpfProgram, PlanError> {
     let nr = |n: i64| {
         u32::try_from(n).map_err(|e| PlanError::Seccomp {
             reason: e.to_string(),
@@ -675,7 +691,12 @@ pub fn compile_observer() -> Result<BpfProgram, PlanError> {
     a.stmt(BPF_LD_W_ABS, SECCOMP_DATA_NR);
     let mut targets = Vec::new();
     let mut checked = Vec::new();
-    for watch in observed() {
+    let watched = if writes { observed() } else { Vec::new() };
+    let socket_block = a.label();
+    if sockets {
+        targets.push((nr(libc::SYS_socket)?, socket_block));
+    }
+    for watch in watched {
         match watch.when {
             Watch::Always => targets.push((nr(watch.nr)?, notify)),
             Watch::AnyFlag { index, mask } => {
@@ -691,6 +712,14 @@ pub fn compile_observer() -> Result<BpfProgram, PlanError> {
         a.place(block);
         a.stmt(BPF_LD_W_ABS, low_word(index));
         a.jump(BPF_JMP_JSET_K, mask, To::Label(notify), To::Label(allow));
+    }
+    if sockets {
+        a.place(socket_block);
+        a.stmt(BPF_LD_W_ABS, low_word(0));
+        for family in BROKERED_FAMILIES {
+            a.jump(BPF_JMP_JEQ_K, family, To::Label(notify), To::Next);
+        }
+        a.goto(allow);
     }
     a.place(notify);
     a.ret(SECCOMP_RET_USER_NOTIF);

@@ -226,3 +226,19 @@ pub fn raw_socket(
     // SAFETY: the kernel just returned this descriptor; nothing else knows or owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
+
+/// Drops every capability of the calling thread only (capabilities are per thread): the
+/// socket broker's thread creates sockets for the sandbox with no more privilege than
+/// the sandbox itself has. Nothing to do for a caller without capabilities.
+pub fn drop_thread_capabilities() -> Result<(), String> {
+    use caps::CapSet;
+    for set in [
+        CapSet::Ambient,
+        CapSet::Inheritable,
+        CapSet::Effective,
+        CapSet::Permitted,
+    ] {
+        caps::clear(None, set).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}

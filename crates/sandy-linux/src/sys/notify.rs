@@ -116,6 +116,67 @@ pub fn set_sync_wakeup(listener: BorrowedFd<'_>) -> nix::Result<()> {
     Errno::result(ret).map(drop)
 }
 
+/// `struct seccomp_notif_addfd`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct AddFd {
+    id: u64,
+    flags: u32,
+    srcfd: u32,
+    newfd: u32,
+    newfd_flags: u32,
+}
+/// `SECCOMP_IOCTL_NOTIF_ADDFD`: `_IOW('!', 3, struct seccomp_notif_addfd)`.
+const NOTIF_ADDFD: u64 = ioc(IOC_WRITE, 3, std::mem::size_of::<AddFd>());
+/// `SECCOMP_ADDFD_FLAG_SEND`: add the descriptor and answer the call with its number.
+const SECCOMP_ADDFD_FLAG_SEND: u32 = 1 << 1;
+
+/// Answers notification `id` with a copy of `fd` installed in the caller (close-on-exec
+/// when `cloexec`): the call returns its number, as if it had created it.
+pub fn answer_with_fd(
+    listener: BorrowedFd<'_>,
+    id: u64,
+    fd: BorrowedFd<'_>,
+    cloexec: bool,
+) -> nix::Result<i32> {
+    let mut addfd = AddFd {
+        id,
+        flags: SECCOMP_ADDFD_FLAG_SEND,
+        srcfd: u32::try_from(fd.as_raw_fd()).map_err(|_| Errno::EBADF)?,
+        newfd: 0,
+        newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
+    };
+    // SAFETY: NOTIF_ADDFD reads one `struct seccomp_notif_addfd` (the size encoded in the
+    // request, equal to `AddFd`'s repr(C) layout) from the live local.
+    let ret = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            NOTIF_ADDFD as _,
+            &mut addfd as *mut AddFd,
+        )
+    };
+    Errno::result(ret)
+}
+
+/// Answers notification `id` with the error `errno`: the call fails with it.
+pub fn answer_with_error(listener: BorrowedFd<'_>, id: u64, errno: Errno) -> nix::Result<()> {
+    let mut resp = Response {
+        id,
+        val: 0,
+        error: -(errno as i32),
+        flags: 0,
+    };
+    // SAFETY: NOTIF_SEND reads one `struct seccomp_notif_resp` from the live local.
+    let ret = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            NOTIF_SEND as _,
+            &mut resp as *mut Response,
+        )
+    };
+    Errno::result(ret).map(drop)
+}
+
 /// Waits for the next notification on `listener`. `ENOENT`: the caller was gone (killed)
 /// before it could be received; `EINTR`: interrupted.
 pub fn receive(listener: BorrowedFd<'_>) -> nix::Result<Notification> {
