@@ -160,13 +160,21 @@ pub fn answer_with_fd(
 
 /// Answers notification `id` with the error `errno`: the call fails with it.
 pub fn answer_with_error(listener: BorrowedFd<'_>, id: u64, errno: Errno) -> nix::Result<()> {
-    let mut resp = Response {
-        id,
-        val: 0,
-        error: -(errno as i32),
-        flags: 0,
-    };
-    // SAFETY: NOTIF_SEND reads one `struct seccomp_notif_resp` from the live local.
+    send(
+        listener,
+        Response {
+            id,
+            val: 0,
+            error: -(errno as i32),
+            flags: 0,
+        },
+    )
+}
+
+/// `SECCOMP_IOCTL_NOTIF_SEND` with `resp`.
+fn send(listener: BorrowedFd<'_>, mut resp: Response) -> nix::Result<()> {
+    // SAFETY: NOTIF_SEND reads one `struct seccomp_notif_resp` from the live local (the
+    // kernel declares it read-write but does not change it).
     let ret = unsafe {
         libc::ioctl(
             listener.as_raw_fd(),
@@ -199,22 +207,15 @@ pub fn receive(listener: BorrowedFd<'_>) -> nix::Result<Notification> {
 /// every other layer deciding exactly as if it had not been intercepted. `ENOENT`: the
 /// caller is gone, or its call was interrupted by a signal.
 pub fn continue_call(listener: BorrowedFd<'_>, id: u64) -> nix::Result<()> {
-    let mut resp = Response {
-        id,
-        val: 0,
-        error: 0,
-        flags: SECCOMP_USER_NOTIF_FLAG_CONTINUE,
-    };
-    // SAFETY: NOTIF_SEND reads one `struct seccomp_notif_resp` from the live local (the
-    // kernel declares it read-write but does not change it).
-    let ret = unsafe {
-        libc::ioctl(
-            listener.as_raw_fd(),
-            NOTIF_SEND as _,
-            &mut resp as *mut Response,
-        )
-    };
-    Errno::result(ret).map(drop)
+    send(
+        listener,
+        Response {
+            id,
+            val: 0,
+            error: 0,
+            flags: SECCOMP_USER_NOTIF_FLAG_CONTINUE,
+        },
+    )
 }
 
 /// Whether notification `id` is still pending: its caller has not died and no other
