@@ -213,7 +213,7 @@ fn serve(
 }
 
 /// The socket broker: a `socket()` of IPv4, IPv6 or netlink in the sandbox (whose own
-/// network namespace has only loopback) is created here, in the host's namespace, by
+/// network namespace is empty, its loopback left down) is created here, in the host's namespace, by
 /// this thread without capabilities, and installed in the caller as the call's result;
 /// the kernel checks the request (type, protocol) exactly as for the caller itself, which
 /// has no capabilities either. A failure is the call's error.

@@ -59,7 +59,7 @@ pub enum ExecFailure {
 /// bootstrap's own child and the bootstrap ends with its status.
 ///
 /// With `observe` (and a channel), the target also installs the refusal observer
-/// ([`seccomp::compile_observer`]) just before the floor and sends its listener to the
+/// ([`seccomp::compile_notifier`]) just before the floor and sends its listener to the
 /// supervisor on the channel before `execve`. If the observer cannot be installed, the
 /// target runs without it (it only ever explains); the supervisor then has no report.
 pub fn launch(

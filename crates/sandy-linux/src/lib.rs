@@ -8,7 +8,7 @@
 //!    copy-on-write tool caches of [`overlay`]),
 //! 2. `no_new_privs` and every capability dropped,
 //! 3. Landlock: filesystem rights of the pinned ABI, signal and abstract-socket scopes,
-//! 4. seccomp: with `--explain`, the refusal observer ([`seccomp::compile_observer`]),
+//! 4. seccomp: with `--explain`, the refusal observer ([`seccomp::compile_notifier`]),
 //!    then the fixed syscall floor ([`seccomp::rules`]), installed last,
 //! 5. every descriptor above 2 marked close-on-exec, then `execve`.
 //!

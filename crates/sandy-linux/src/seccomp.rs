@@ -657,14 +657,6 @@ pub fn observed() -> Vec<Observe> {
 /// `BPF_JMP | BPF_JSET | BPF_K`.
 const BPF_JMP_JSET_K: u16 = 0x05 | 0x40;
 
-/// Compiles the observer into its own program: a foreign architecture is left to the
-/// floor (allowed here; the floor kills it), then a binary search over the watched
-/// numbers like the floor's; a watched call returns `SECCOMP_RET_USER_NOTIF`, after a
-/// flag test for the opens; everything else is allowed.
-pub fn compile_observer() -> Result<BpfProgram, PlanError> {
-    compile_notifier(true, false)
-}
-
 /// The socket families whose sockets the supervisor creates in the host's network
 /// namespace when the sandbox shares the host network (the socket broker): IPv4, IPv6
 /// and netlink (interfaces and addresses, which name resolution asks for).
@@ -674,9 +666,12 @@ pub const BROKERED_FAMILIES: [u32; 3] = [
     libc::AF_NETLINK as u32,
 ];
 
-/// The notifier program: the observer's write-intent calls when `writes`, and, when
-/// `sockets`, `socket()` of the [`BROKERED_FAMILIES`] (the socket broker). Everything
-/// else is allowed (the floor decides).
+/// Compiles the notifier into its own program: the observer's write-intent calls when
+/// `writes`, and, when `sockets`, `socket()` of the [`BROKERED_FAMILIES`] (the socket
+/// broker). A foreign architecture is left to the floor (allowed here; the floor kills
+/// it), then a binary search over the watched numbers like the floor's; a watched call
+/// returns `SECCOMP_RET_USER_NOTIF`, after a flag test for the opens and a family test
+/// for `socket()`; everything else is allowed (the floor decides).
 pub fn compile_notifier(writes: bool, sockets: bool) -> Result<BpfProgram, PlanError> {
     let nr = |n: i64| {
         u32::try_from(n).map_err(|e| PlanError::Seccomp {
@@ -1117,7 +1112,7 @@ mod tests {
     /// else (x32 and out-of-range numbers included, which the floor decides).
     #[test]
     fn the_observer_notifies_exactly_the_write_intent_calls() {
-        let program = compile_observer().unwrap();
+        let program = compile_notifier(true, false).unwrap();
         let flags: Vec<u64> = vec![
             0,
             libc::O_RDONLY as u64 | libc::O_CLOEXEC as u64,
@@ -1159,6 +1154,39 @@ mod tests {
         assert!(program.len() <= 56, "{} instructions", program.len());
     }
 
+    /// The socket broker's part: `socket()` of IPv4, IPv6 and netlink is handed over,
+    /// any other family is not, and with `writes` off no write-intent call is.
+    #[test]
+    fn the_notifier_hands_over_exactly_the_brokered_sockets() {
+        let socket = libc::SYS_socket as u32;
+        let openat = libc::SYS_openat as u32;
+        let write = [0, 0, libc::O_WRONLY as u64, 0, 0, 0];
+        for (writes, program) in [
+            (false, compile_notifier(false, true).unwrap()),
+            (true, compile_notifier(true, true).unwrap()),
+        ] {
+            for family in 0..64u64 {
+                let expected = if BROKERED_FAMILIES.contains(&(family as u32)) {
+                    SECCOMP_RET_USER_NOTIF
+                } else {
+                    libc::SECCOMP_RET_ALLOW
+                };
+                let args = [family, libc::SOCK_STREAM as u64, 0, 0, 0, 0];
+                assert_eq!(run(&program, socket, args), expected, "family {family}");
+            }
+            let expected = if writes {
+                SECCOMP_RET_USER_NOTIF
+            } else {
+                libc::SECCOMP_RET_ALLOW
+            };
+            assert_eq!(run(&program, openat, write), expected, "writes {writes}");
+        }
+        // Without the broker, sockets are never handed over.
+        let observer = compile_notifier(true, false).unwrap();
+        let inet = [libc::AF_INET as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0];
+        assert_eq!(run(&observer, socket, inet), libc::SECCOMP_RET_ALLOW);
+    }
+
     /// Installed for real on one thread: a write-intent open waits for the listener,
     /// which answers "continue" (the file is created as without the observer); a read
     /// never reaches it.
@@ -1167,7 +1195,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("sandy-observe-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("created");
-        let program = compile_observer().unwrap();
+        let program = compile_notifier(true, false).unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         let path = file;
         let worker = std::thread::spawn(move || {
