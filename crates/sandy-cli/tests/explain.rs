@@ -43,6 +43,25 @@ fn host_git(w: &World, dir: &Path, args: &[&str]) {
     assert_code(&o, 0, &format!("host git {args:?}"));
 }
 
+/// One empty commit in the project's repository, made on the host.
+fn empty_commit(w: &World) {
+    host_git(
+        w,
+        &w.project,
+        &[
+            "-c",
+            "user.email=t@example.com",
+            "-c",
+            "user.name=t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "one",
+        ],
+    );
+}
+
 /// `echo >> ~/.bashrc` and `git config user.name x`: both refused with their reason and
 /// no flag; the host files are unchanged; the target's own status passes through.
 #[test]
@@ -162,21 +181,7 @@ fn git_push_to_a_local_remote_gets_a_note_before_launch_and_the_flag_works() {
         host_git(w, &w.project, &["init", "-q"]);
         let url = remote.display().to_string();
         host_git(w, &w.project, &["remote", "add", "origin", &url]);
-        host_git(
-            w,
-            &w.project,
-            &[
-                "-c",
-                "user.email=t@example.com",
-                "-c",
-                "user.name=t",
-                "commit",
-                "-q",
-                "--allow-empty",
-                "-m",
-                "one",
-            ],
-        );
+        empty_commit(w);
         let note = format!(
             "sandy: note: the git remote 'origin' is the local path {url}, outside the \
              writable grants: git push and fetch to it fail inside the sandbox; add \
@@ -348,21 +353,7 @@ fn a_local_remote_through_a_symlink_or_inside_the_project() {
             &["remote", "add", "origin", "../../link.git"],
         );
         host_git(w, &w.project, &["remote", "add", "inner", "inner.git"]);
-        host_git(
-            w,
-            &w.project,
-            &[
-                "-c",
-                "user.email=t@example.com",
-                "-c",
-                "user.name=t",
-                "commit",
-                "-q",
-                "--allow-empty",
-                "-m",
-                "one",
-            ],
-        );
+        empty_commit(w);
         w.chown_all();
         let real = std::fs::canonicalize(w.root.join("remote.git")).unwrap();
         let real = real.display().to_string();
