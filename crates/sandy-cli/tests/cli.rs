@@ -83,6 +83,64 @@ fn a_missing_command_exits_127() {
     });
 }
 
+/// Runs the rest of its command line as a child subreaper, so that whatever the command
+/// leaves running or unreaped becomes this process's child, then prints the command's
+/// exit status, its stderr lines, and what was left ("none", or the pids and "running").
+const LEFT_BEHIND: &str = r#"
+import ctypes, os, subprocess, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+p = subprocess.run(sys.argv[1:], capture_output=True)
+time.sleep(0.3)
+left = []
+try:
+    while True:
+        pid, _ = os.waitpid(-1, os.WNOHANG)
+        if pid == 0:
+            left.append("running")
+            break
+        left.append(str(pid))
+except ChildProcessError:
+    pass
+print(p.returncode, len(p.stderr.splitlines()), ",".join(left) or "none")
+sys.stderr.write(p.stderr.decode())
+"#;
+
+/// The bootstrap is forked before the policy is resolved (it makes the run's namespaces
+/// meanwhile). A run refused during resolution ends it and reaps it, and only the
+/// supervisor's reason is printed: run under a subreaper that would inherit anything left
+/// behind, nothing is.
+#[test]
+fn a_run_refused_before_launch_leaves_no_process_behind() {
+    for_each_user(|w| {
+        let missing = w.home.join("no-such-path").display().to_string();
+        let cases: [(&str, Vec<&str>, &str); 3] = [
+            (
+                "missing command",
+                vec!["run", "--", "/no/such/command"],
+                "127 1 none",
+            ),
+            (
+                "missing grant",
+                vec!["run", "--read", &missing, "--", "true"],
+                "125 1 none",
+            ),
+            ("launched", vec!["run", "--", "true"], "0 0 none"),
+        ];
+        for (what, args, expected) in cases {
+            let o = w
+                .host("/usr/bin/python3")
+                .arg("-c")
+                .arg(LEFT_BEHIND)
+                .arg(sandy_bin())
+                .args(&args)
+                .output()
+                .unwrap();
+            assert_eq!(stdout(&o).trim(), expected, "{what}: {}", stderr(&o));
+        }
+    });
+}
+
 #[test]
 fn a_non_executable_file_exits_126_and_does_not_run() {
     for_each_user(|w| {

@@ -91,7 +91,7 @@ pub enum LinuxError {
         step: &'static str,
         source: nix::errno::Errno,
     },
-    #[error("cannot create a private network namespace for --block-net: {}", source.desc())]
+    #[error("cannot create the sandbox's network namespace: {}", source.desc())]
     NetworkNamespace { source: nix::errno::Errno },
     #[error("cannot bring up loopback in the private network namespace: {}", source.desc())]
     Loopback { source: nix::errno::Errno },
