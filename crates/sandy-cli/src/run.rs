@@ -1,7 +1,6 @@
 //! `sandy run`: the supervisor. Resolves the policy, hands the manifest to a fresh
 //! bootstrap on an inherited descriptor, waits, forwards signals, returns the status.
 
-use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use nix::fcntl::{Flock, FlockArg};
@@ -36,14 +35,6 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     if inside_sandy() {
         return Err(SandyError::Nested);
     }
-    // Everything but a dry run launches: the bootstrap starts now and makes the run's
-    // namespaces while the policy is resolved (the kernel's share of the start-up); it
-    // gets the manifest when the policy is ready, and ends silently if there is none.
-    let bootstrap = if args.dry_run {
-        None
-    } else {
-        Some(Bootstrap::start(args.explain != ExplainMode::Off)?)
-    };
     let host = host::gather(&args.read_write)?;
     let explain = args.explain;
     let tmp_base = host
@@ -75,9 +66,30 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     } else {
         crate::kontext::Mode::Optional
     };
-    let Some(mut bootstrap) = bootstrap else {
-        return dry_run(&request, &host, kontext, args.format);
-    };
+    if args.dry_run {
+        let mut policy = resolve(&request, &host, &RealFs)?;
+        crate::kontext::attach(&mut policy, &host, kontext)?;
+        announce(&policy);
+        let manifest = ValidatedManifest::new(LaunchManifest::from_policy(
+            &policy,
+            host.supervisor_pid,
+            vec![],
+        ))?;
+        let plan = sandy_linux::plan(&manifest, &sandy_linux::probe())?;
+        let doc = DryRunDocument::new(&policy, plan.landlock_abi);
+        drop(plan);
+        if args.format == DryRunFormat::Text {
+            return print_document(&sandy_policy::summary::render(
+                &policy,
+                host.home.as_deref(),
+            ));
+        }
+        let json = serde_json::to_string_pretty(&doc).map_err(|e| SandyError::Io {
+            step: "cannot render the dry-run document",
+            source: e.into(),
+        })?;
+        return print_document(&json);
+    }
 
     let private_tmp = PrivateTmp::create(&tmp_base)?;
     request.private_tmp = private_tmp.path.clone();
@@ -92,7 +104,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let snapshot = verify::before(&policy, &host);
     let placeholders = crate::placeholders::create(&mut policy)?;
 
-    // Block the signals we wait for or forward before the target is started, so none is
+    // Block the signals we wait for or forward before anything is spawned, so none is
     // lost; ignore the terminal's SIGINT and SIGQUIT (the target gets them directly).
     let mut waited = SigSet::empty();
     waited.add(Signal::SIGCHLD);
@@ -124,7 +136,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let mut launch = LaunchManifest::from_policy(&policy, host.supervisor_pid, restore);
     launch.views = views.manifest_views();
     launch.overlays = layers.manifest_overlays();
-    // Fail before the launch if this kernel cannot carry the policy. The rules
+    // Fail before spawning anything if this kernel cannot carry the policy. The rules
     // themselves are built once, by the bootstrap.
     let support = sandy_linux::probe();
     sandy_linux::check_support(&support)?;
@@ -132,8 +144,8 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let document = DryRunDocument::new(&policy, support.landlock_abi.unwrap_or(0));
     launch.policy_document = serde_json::to_string_pretty(&document).ok();
     let manifest = ValidatedManifest::new(launch)?;
-    // The bootstrap reads the manifest in its wire form, as `__bootstrap` does.
-    let wire = manifest.encode()?;
+    // The wire form's bound holds for the launch too (it is what `__bootstrap` reads).
+    manifest.encode()?;
 
     let ports: Vec<u16> = policy.local_ports.iter().map(|p| p.port).collect();
     let mut proxy = crate::egress::Proxy::prepare(policy.egress.as_ref(), args.net_log.as_deref())?;
@@ -141,10 +153,8 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let mut observed = None;
     let observe = (explain != ExplainMode::Off).then_some(&mut observed);
     let certain = crate::explain::Certain::from_policy(&policy);
-    let status = launch_and_wait(
-        &mut bootstrap,
+    let status = spawn_and_wait(
         &manifest,
-        &wire,
         &ports,
         &mut proxy,
         &waited,
@@ -170,37 +180,6 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         crate::explain::report(explain, seen, &policy, &request, &host);
     }
     status
-}
-
-/// `sandy run --dry-run`: resolves the policy and prints it, launching nothing.
-fn dry_run(
-    request: &RunRequest,
-    host: &sandy_policy::HostContext,
-    kontext: crate::kontext::Mode,
-    format: DryRunFormat,
-) -> Result<u8, SandyError> {
-    let mut policy = resolve(request, host, &RealFs)?;
-    crate::kontext::attach(&mut policy, host, kontext)?;
-    announce(&policy);
-    let manifest = ValidatedManifest::new(LaunchManifest::from_policy(
-        &policy,
-        host.supervisor_pid,
-        vec![],
-    ))?;
-    let plan = sandy_linux::plan(&manifest, &sandy_linux::probe())?;
-    let doc = DryRunDocument::new(&policy, plan.landlock_abi);
-    drop(plan);
-    if format == DryRunFormat::Text {
-        return print_document(&sandy_policy::summary::render(
-            &policy,
-            host.home.as_deref(),
-        ));
-    }
-    let json = serde_json::to_string_pretty(&doc).map_err(|e| SandyError::Io {
-        step: "cannot render the dry-run document",
-        source: e.into(),
-    })?;
-    print_document(&json)
 }
 
 /// Prints the dry-run document. A reader that stops early (`| head`) is not an error:
@@ -229,88 +208,13 @@ fn announce(policy: &sandy_policy::ResolvedPolicy) {
     }
 }
 
-/// The run's bootstrap, forked from the supervisor before the policy is resolved. It
-/// makes the run's namespaces meanwhile and waits for the manifest on a pipe; if the
-/// supervisor drops it without sending one (the run is refused, or fails before the
-/// launch), it ends and is reaped here.
-struct Bootstrap {
-    pid: Pid,
-    /// The channel on which the bootstrap hands back the listeners for local-port grants
-    /// and the egress proxy (created inside the sandbox's network namespace), then the
-    /// target's pid.
-    channel: OwnedFd,
-    /// The pipe's writing end, until the manifest is sent.
-    manifest: Option<OwnedFd>,
-}
-
-impl Bootstrap {
-    /// Forks the bootstrap. The supervisor has no other thread yet (checked; the fork is
-    /// refused otherwise), and only the channel and the manifest's pipe cross over: every
-    /// other descriptor is closed in the child.
-    fn start(observe: bool) -> Result<Bootstrap, SandyError> {
-        let sys = |step| move |source| SandyError::Sys { step, source };
-        let one = OneThread::check().map_err(|_| SandyError::Sys {
-            step: "cannot fork the bootstrap from a multi-threaded supervisor",
-            source: nix::errno::Errno::EDEADLK,
-        })?;
-        let (ours, theirs) = socketpair(
-            AddressFamily::Unix,
-            SockType::SeqPacket,
-            None,
-            SockFlag::SOCK_CLOEXEC,
-        )
-        .map_err(sys("cannot create the channel to the bootstrap"))?;
-        let (manifest_in, manifest_out) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-            .map_err(sys("cannot create the bootstrap's manifest pipe"))?;
-        let supervisor = std::process::id();
-        match fork_bootstrap(&one, vec![theirs, manifest_in])
-            .map_err(sys("cannot start the sandbox bootstrap"))?
-        {
-            BootstrapFork::Child(kept, one) => match <[OwnedFd; 2]>::try_from(kept) {
-                Ok([channel, manifest]) => {
-                    crate::bootstrap::early(supervisor, channel, manifest, observe, one)
-                }
-                Err(_) => sandy_linux::sys::process::exit_now(125),
-            },
-            BootstrapFork::Parent(pid) => Ok(Bootstrap {
-                pid,
-                channel: ours,
-                manifest: Some(manifest_out),
-            }),
-        }
-    }
-
-    /// Hands the manifest over: the bootstrap launches. A bootstrap that is gone (killed
-    /// from outside) shows on the channel, which it closes.
-    fn send(&mut self, wire: &[u8]) {
-        use std::io::Write;
-        if let Some(pipe) = self.manifest.take() {
-            let _ = std::fs::File::from(pipe).write_all(wire);
-        }
-    }
-}
-
-impl Drop for Bootstrap {
-    /// A bootstrap that never got its manifest is ended and reaped.
-    fn drop(&mut self) {
-        if self.manifest.take().is_some() {
-            let _ = kill(self.pid, Signal::SIGKILL);
-            while let Err(nix::errno::Errno::EINTR) = waitpid(self.pid, None) {}
-        }
-    }
-}
-
-/// Sends the manifest to the bootstrap, which applies the sandbox and starts the target,
-/// and waits for the target; `meanwhile` runs in the supervisor while the bootstrap sets
-/// the sandbox up.
+/// Forks the bootstrap, which applies the sandbox and starts the target, and waits for
+/// the target; `meanwhile` runs in the supervisor while the bootstrap sets the sandbox up.
 ///
 /// With `observed`, the target installs the refusal observer and the supervisor serves
 /// it until every process of the run is gone; what it saw is left in `observed`.
-#[allow(clippy::too_many_arguments)]
-fn launch_and_wait(
-    bootstrap: &mut Bootstrap,
+fn spawn_and_wait(
     manifest: &ValidatedManifest,
-    wire: &[u8],
     ports: &[u16],
     proxy: &mut crate::egress::Proxy,
     waited: &SigSet,
@@ -323,16 +227,40 @@ fn launch_and_wait(
     let broker = manifest.manifest().network == sandy_policy::Network::AllowAll;
     let sys = |step| move |source| SandyError::Sys { step, source };
     let io = |step| move |source| SandyError::Io { step, source };
+
+    // The channel on which the bootstrap hands back the listeners for local-port grants
+    // and the egress proxy (created inside the sandbox's network namespace), then the
+    // target's pid.
     let handed: Vec<u16> = ports.iter().copied().chain(proxy.port()).collect();
+    let (ours, theirs) = socketpair(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(sys("cannot create the channel to the bootstrap"))?;
+    let observe = observed.is_some();
     // The target is started as the supervisor's own child (in the sandbox's PID
     // namespace); the sandbox's init becomes one when the bootstrap ends, and the
     // supervisor reaps it last.
     nix::sys::prctl::set_child_subreaper(true).map_err(sys("cannot become a subreaper"))?;
-    bootstrap.send(wire);
-    let (ours, bootstrap) = (&bootstrap.channel, bootstrap.pid);
+    // The bootstrap is a fork of this process, which has no other thread yet (the fork
+    // is refused otherwise): no exec of a second copy of Sandy, and only the channel
+    // crosses over (every other descriptor is closed in the child).
+    let one = OneThread::check().map_err(|_| SandyError::Sys {
+        step: "cannot fork the bootstrap from a multi-threaded supervisor",
+        source: nix::errno::Errno::EDEADLK,
+    })?;
+    let bootstrap =
+        match fork_bootstrap(&one, theirs).map_err(sys("cannot start the sandbox bootstrap"))? {
+            BootstrapFork::Child(channel, one) => {
+                crate::bootstrap::forked(manifest, channel, observe, one)
+            }
+            BootstrapFork::Parent(pid) => pid,
+        };
     meanwhile();
     if !handed.is_empty() {
-        if let Some(listeners) = receive_listeners(ours, handed.len())
+        if let Some(listeners) = receive_listeners(&ours, handed.len())
             .map_err(io("cannot receive the local-port listeners"))?
         {
             for (port, listener) in listeners {
@@ -346,12 +274,13 @@ fn launch_and_wait(
     }
     // The notifier's listener comes with the target's pid when the target watches its
     // writes (`--explain`) or its sockets are brokered (the host's network).
-    let (target, listener) = match receive_target(ours, observed.is_some() || broker) {
+    let (target, listener) = match receive_target(&ours, observed.is_some() || broker) {
         Ok(Some((pid, listener))) => (Pid::from_raw(pid), listener),
         // The bootstrap failed before starting the target, and said why: its status is
         // the run's.
         Ok(None) | Err(_) => return Ok(wait_bootstrap(bootstrap)),
     };
+    drop(ours);
     let observer = match listener
         .map(|l| crate::explain::Observer::start(l, certain))
         .transpose()

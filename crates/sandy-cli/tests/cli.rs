@@ -106,10 +106,9 @@ print(p.returncode, len(p.stderr.splitlines()), ",".join(left) or "none")
 sys.stderr.write(p.stderr.decode())
 "#;
 
-/// The bootstrap is forked before the policy is resolved (it makes the run's namespaces
-/// meanwhile). A run refused during resolution ends it and reaps it, and only the
-/// supervisor's reason is printed: run under a subreaper that would inherit anything left
-/// behind, nothing is.
+/// A run refused before launch, and a run that launched, leave no process of Sandy's
+/// behind (no bootstrap or init still running or unreaped), and a refusal prints one
+/// line: run under a subreaper that would inherit anything left behind, nothing is.
 #[test]
 fn a_run_refused_before_launch_leaves_no_process_behind() {
     for_each_user(|w| {

@@ -62,9 +62,6 @@ pub enum ExecFailure {
 /// ([`seccomp::compile_notifier`]) just before the floor and sends its listener to the
 /// supervisor on the channel before `execve`. If the observer cannot be installed, the
 /// target runs without it (it only ever explains); the supervisor then has no report.
-///
-/// `sandy run` does not call this: it forks its bootstrap before the policy is resolved
-/// and sends the manifest later ([`Early`]).
 pub fn launch(
     manifest: &ValidatedManifest,
     channel: Option<OwnedFd>,
@@ -82,114 +79,20 @@ pub fn launch(
             .into()
         }
     };
-    let m = manifest.manifest();
-    // A bootstrap started by hand has no channel, so no socket broker: with the host's
-    // network it keeps the host's namespace.
-    let own_network = m.network == Network::BlockAll || channel.is_some();
-    let result = Early::enter(m.supervisor_pid, own_network)
-        .map_err(ExecFailure::from)
-        .and_then(|early| finish(&early.support, manifest, channel, observe, &one));
-    match result {
+    launch_forked(manifest, channel, observe, one)
+}
+
+/// [`launch`] in the child of a fork, single-threaded by construction (`sandy run`
+/// forks its bootstrap from the supervisor).
+pub fn launch_forked(
+    manifest: &ValidatedManifest,
+    channel: Option<OwnedFd>,
+    observe: bool,
+    one: OneThread,
+) -> ExecFailure {
+    match launch_inner(manifest, channel, observe, &one) {
         Ok(never) => match never {},
         Err(e) => e,
-    }
-}
-
-/// The first half of a launch, which needs no manifest: a bootstrap forked by the
-/// supervisor before the policy is resolved makes the run's user, mount, IPC and network
-/// namespaces while the supervisor works, then waits for the manifest
-/// ([`Early::launch`]). Where a second CPU is free, this takes the kernel's cost of
-/// those namespaces (about 0.6 ms of CPU on the VM of BENCHMARKS.md, most of it the
-/// network namespace) off the path to the target's start; where the scheduler keeps both
-/// processes on one CPU (that VM packs its vCPUs), it costs nothing extra either.
-///
-/// A failure is kept, and reported only if the supervisor does send a manifest: a run
-/// that the supervisor refuses for a reason of its own ends with that reason alone.
-#[derive(Debug)]
-pub struct Early {
-    support: crate::probe::KernelSupport,
-    supervisor: u32,
-    entered: Result<(), LinuxError>,
-}
-
-impl Early {
-    /// In the bootstrap, just forked from the supervisor `supervisor`: dies with the
-    /// supervisor, blocks every signal, and enters the namespaces (with a network
-    /// namespace of its own if `own_network`). Never fails: see [`Early::launch`].
-    pub fn start(supervisor: u32, own_network: bool) -> Early {
-        let early = Self::enter(supervisor, own_network);
-        match early {
-            Ok(early) => early,
-            Err(e) => Early {
-                support: probe(),
-                supervisor,
-                entered: Err(e),
-            },
-        }
-    }
-
-    fn enter(supervisor: u32, own_network: bool) -> Result<Early, LinuxError> {
-        // Preconditions: one thread (the caller's token). If the supervisor dies, so do
-        // we.
-        nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
-            .map_err(|source| LinuxError::ParentDeathSignal { source })?;
-        if u32::try_from(getppid().as_raw()).ok() != Some(supervisor) {
-            return Err(LinuxError::SupervisorGone {
-                expected: supervisor,
-            });
-        }
-        let support = probe();
-        // The bootstrap and the init keep every signal blocked (the terminal's Ctrl-Z and
-        // a hang-up are for the target; the init only waits for SIGCHLD). Signals the
-        // caller ignored stay ignored; only the target gets the default actions back.
-        nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::all()), None)
-            .map_err(|source| LinuxError::Signals { source })?;
-        // Layer 1, first part: private user, mount, IPC and (unless a hand-started
-        // bootstrap keeps the host's) network namespaces. Nothing is mounted yet.
-        namespaces::enter(own_network)?;
-        // The bootstrap, and the init forked from it, hold a copy of the supervisor's
-        // memory (the caller's whole environment): not dumpable, so that no process of
-        // the sandbox can read it through /proc/1 (environ, mem) or ptrace. Set only now:
-        // the user namespace's id maps are written as this process's own files.
-        nix::sys::prctl::set_dumpable(false).map_err(|source| LinuxError::Init {
-            step: "cannot make the bootstrap non-dumpable",
-            source,
-        })?;
-        Ok(Early {
-            support,
-            supervisor,
-            entered: Ok(()),
-        })
-    }
-
-    /// The rest of the launch, with the manifest the supervisor sent: the failure of the
-    /// first half if there was one, otherwise as [`launch`]. Returns only on failure.
-    pub fn launch(
-        self,
-        manifest: &ValidatedManifest,
-        channel: OwnedFd,
-        observe: bool,
-        one: OneThread,
-    ) -> ExecFailure {
-        let Early {
-            support,
-            supervisor,
-            entered,
-        } = self;
-        let result = match entered {
-            Err(e) => Err(e.into()),
-            Ok(()) if manifest.manifest().supervisor_pid != supervisor => {
-                Err(LinuxError::SupervisorGone {
-                    expected: manifest.manifest().supervisor_pid,
-                }
-                .into())
-            }
-            Ok(()) => finish(&support, manifest, Some(channel), observe, &one),
-        };
-        match result {
-            Ok(never) => match never {},
-            Err(e) => e,
-        }
     }
 }
 
@@ -201,17 +104,27 @@ fn cstring(b: &OsBytes) -> Result<CString, LinuxError> {
 /// nested `sandy run` recognises that it is already inside one.
 pub const INIT_NAME: &str = "sandy-init";
 
-/// The second half of a launch, in a bootstrap that has entered its namespaces.
-fn finish(
-    support: &crate::probe::KernelSupport,
+fn launch_inner(
     manifest: &ValidatedManifest,
     channel: Option<OwnedFd>,
     observe: bool,
     one: &OneThread,
 ) -> Result<Infallible, ExecFailure> {
     let m = manifest.manifest();
-    // Decide everything before the first mount.
-    let plan = plan::plan(manifest, support).map_err(LinuxError::from)?;
+
+    // Preconditions: one thread (the token). If the supervisor dies, so do we.
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
+        .map_err(|source| LinuxError::ParentDeathSignal { source })?;
+    if u32::try_from(getppid().as_raw()).ok() != Some(m.supervisor_pid) {
+        return Err(LinuxError::SupervisorGone {
+            expected: m.supervisor_pid,
+        }
+        .into());
+    }
+
+    // Decide everything before the first irreversible step.
+    let support = probe();
+    let plan = plan::plan(manifest, &support).map_err(LinuxError::from)?;
     let program = cstring(&m.program)?;
     // With the host's network, the run still gets a private network namespace (so that
     // nothing inside lists the host's sockets in /proc/net), and the supervisor creates
@@ -238,11 +151,20 @@ fn finish(
         envp.push(CString::new(kv).map_err(|_| LinuxError::Nul)?);
     }
 
-    // `--block-net` and the egress proxy's runs: the namespace's only interface,
-    // loopback, comes up. (With the socket broker it stays down: nothing uses it.)
-    if m.network == Network::BlockAll {
-        sys::loopback_up().map_err(|source| LinuxError::Loopback { source })?;
-    }
+    // The bootstrap and the init keep every signal blocked (the terminal's Ctrl-Z and a
+    // hang-up are for the target; the init only waits for SIGCHLD). The supervisor's
+    // ignored SIGINT and SIGQUIT stay ignored here; only the target gets them back.
+    nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::all()), None)
+        .map_err(|source| LinuxError::Signals { source })?;
+
+    // Layer 1: private user, mount, IPC and PID namespaces with the protections, masks
+    // and private directories. The working directory is entered afterwards, so that it is
+    // looked up through the new mounts.
+    namespaces::enter(match (m.network, broker) {
+        (Network::BlockAll, _) => namespaces::PrivateNetwork::WithLoopback,
+        (Network::AllowAll, true) => namespaces::PrivateNetwork::Brokered,
+        (Network::AllowAll, false) => namespaces::PrivateNetwork::None,
+    })?;
     // The egress proxy's listener travels with the local-port listeners.
     let handed: Vec<u16> = m.local_ports.iter().copied().chain(m.proxy_port).collect();
     if !handed.is_empty() {
@@ -252,8 +174,14 @@ fn finish(
         })?;
         relay::hand_over_listeners(channel, &handed)?;
     }
-    // Layer 1, second part: the protections, masks and private directories. The working
-    // directory is entered afterwards, so that it is looked up through the new mounts.
+    // The bootstrap, and the init forked from it, hold a copy of the supervisor's memory
+    // (the caller's whole environment, the files Sandy read): not dumpable, so that no
+    // process of the sandbox can read it through /proc/1 (environ, mem) or ptrace. Set
+    // only now: the user namespace's id maps are written as this process's own files.
+    nix::sys::prctl::set_dumpable(false).map_err(|source| LinuxError::Init {
+        step: "cannot make the bootstrap non-dumpable",
+        source,
+    })?;
     namespaces::apply(&plan.mounts)?;
     unshare(CloneFlags::CLONE_NEWPID).map_err(|source| LinuxError::PidNamespace { source })?;
 

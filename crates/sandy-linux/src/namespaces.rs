@@ -257,11 +257,22 @@ pub fn mount_plan(manifest: &ValidatedManifest) -> MountPlan {
     }
 }
 
+/// The network namespace of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrivateNetwork {
+    /// The host's (a bootstrap started by hand with the host's network).
+    None,
+    /// Its own, with loopback up: `--block-net` and the egress proxy's runs.
+    WithLoopback,
+    /// Its own, left empty: every IP and netlink socket of the run is made in the host's
+    /// namespace by the supervisor (the socket broker), so nothing uses its loopback.
+    Brokered,
+}
+
 /// Enters a new user namespace (mapping the caller's own uid and gid, so files keep their
-/// owners), a new mount namespace, a new IPC namespace and, with `own_network`, a new
-/// network namespace, left as the kernel makes it: loopback down, nothing else. Whoever
-/// needs loopback brings it up ([`crate::sys::loopback_up`]).
-pub fn enter(own_network: bool) -> Result<(), LinuxError> {
+/// owners), a new mount namespace, a new IPC namespace and, unless `private_network` is
+/// [`PrivateNetwork::None`], a new network namespace.
+pub fn enter(private_network: PrivateNetwork) -> Result<(), LinuxError> {
     let (uid, gid) = (getuid(), getgid());
     // A private IPC namespace too: System V IPC objects and POSIX message queues of the
     // host are out of reach.
@@ -290,10 +301,13 @@ pub fn enter(own_network: bool) -> Result<(), LinuxError> {
     write("/proc/self/setgroups", "deny".to_owned())?;
     write("/proc/self/uid_map", format!("{uid} {uid} 1\n"))?;
     write("/proc/self/gid_map", format!("{gid} {gid} 1\n"))?;
-    if own_network {
+    if private_network != PrivateNetwork::None {
         // Separately, so that a kernel without network namespaces is named as such.
         unshare(CloneFlags::CLONE_NEWNET)
             .map_err(|source| LinuxError::NetworkNamespace { source })?;
+    }
+    if private_network == PrivateNetwork::WithLoopback {
+        sys::loopback_up().map_err(|source| LinuxError::Loopback { source })?;
     }
     Ok(())
 }

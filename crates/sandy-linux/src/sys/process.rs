@@ -52,62 +52,36 @@ pub fn fork(_: &OneThread) -> nix::Result<Forked> {
 /// Which side of [`fork_bootstrap`] the caller is on.
 #[derive(Debug)]
 pub enum BootstrapFork {
-    /// The bootstrap, with the kept descriptors (now numbers 3, 4, ... in their order).
-    Child(Vec<OwnedFd>, OneThread),
+    /// The bootstrap, with the kept descriptor (now number 3).
+    Child(OwnedFd, OneThread),
     /// The supervisor; the bootstrap has this pid.
     Parent(Pid),
 }
 
-/// Forks the bootstrap of a run from the supervisor. In the child, the descriptors in
-/// `keep` become 3, 4, ... (in their order) and every other descriptor above the standard
-/// streams is closed, so that nothing the supervisor holds crosses into the sandbox but
-/// what it hands over on purpose.
+/// Forks the bootstrap of a run from the supervisor. In the child, `keep` becomes
+/// descriptor 3 and every other descriptor above the standard streams is closed, so that
+/// nothing the supervisor holds crosses into the sandbox but the channel.
 ///
 /// The child must never return to the supervisor's code, and never drop the copies of
 /// the supervisor's objects that owned the descriptors closed here (it execs or exits).
-pub fn fork_bootstrap(one: &OneThread, keep: Vec<OwnedFd>) -> nix::Result<BootstrapFork> {
-    let count = i32::try_from(keep.len()).map_err(|_| Errno::EINVAL)?;
+pub fn fork_bootstrap(one: &OneThread, keep: OwnedFd) -> nix::Result<BootstrapFork> {
     let child = match fork(one)? {
         Forked::Parent(pid) => return Ok(BootstrapFork::Parent(pid)),
         Forked::Child(child) => child,
     };
-    let first_free = 3 + count;
-    let raws: Vec<RawFd> = keep.into_iter().map(IntoRawFd::into_raw_fd).collect();
-    let mut high = Vec::with_capacity(raws.len());
-    for raw in raws {
-        // SAFETY: fcntl(F_DUPFD_CLOEXEC) only makes a new descriptor. Every kept one is
-        // first copied above all the target numbers, so that moving one onto its slot
-        // below never replaces another still to be moved. A failure (descriptors
-        // exhausted) ends the child before anything runs.
-        let copy = unsafe { libc::fcntl(raw, libc::F_DUPFD_CLOEXEC, first_free) };
-        if copy < 0 {
-            exit_now(125);
-        }
-        high.push(copy);
-    }
-    let mut kept = Vec::with_capacity(high.len());
-    for (slot, copy) in (3..).zip(high) {
-        // SAFETY: dup3 onto a slot below `first_free`: what the slot held before is
-        // closed by the kernel, and its owner in this forked copy is never dropped (the
-        // contract above); the copies are above `first_free` and not touched.
-        if unsafe { libc::dup3(copy, slot, libc::O_CLOEXEC) } < 0 {
-            exit_now(125);
-        }
-        kept.push(slot);
-    }
-    // SAFETY: close_range closes the copies and every descriptor from `first_free` up,
-    // none with an owner that is used again here (the contract above); each kept slot
-    // below it gets exactly one owner.
+    let raw = keep.into_raw_fd();
+    // SAFETY: dup3 and close_range act on descriptors only. `raw` was just released by
+    // its owner; after dup3 it is closed by close_range with every other descriptor from
+    // 4 up, whose owners in this forked copy are never dropped (the contract above).
+    // Descriptor 3 gets exactly one owner below. A failed dup3 (descriptors exhausted)
+    // ends the child before anything runs.
     unsafe {
-        libc::syscall(libc::SYS_close_range, first_free as u32, u32::MAX, 0u32);
+        if raw != 3 && libc::dup3(raw, 3, libc::O_CLOEXEC) < 0 {
+            libc::_exit(125);
+        }
+        libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32);
+        Ok(BootstrapFork::Child(OwnedFd::from_raw_fd(3), child))
     }
-    Ok(BootstrapFork::Child(
-        kept.into_iter()
-            // SAFETY: each slot is open (dup3 succeeded) and owned by nothing else.
-            .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) })
-            .collect(),
-        child,
-    ))
 }
 
 /// `clone(CLONE_PARENT | SIGCHLD)`: like `fork()`, but the new process is a child of the
