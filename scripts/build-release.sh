@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds the release `sandy` and prints its path. `.cargo/config.toml` makes the build
-# static and names the host's target triple, so the binary is in target/<triple>/release/.
+# Builds the release `sandy` and prints its path. `.cargo/config.toml` names the target
+# (static musl), so the binary is in target/<target>/release/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+target=$(./scripts/rust-target.sh)
 cargo build --release --quiet -p sandy-cli
-host=$(rustc -vV | sed -n 's/^host: //p')
-echo "$PWD/target/$host/release/sandy"
+echo "$PWD/target/$target/release/sandy"

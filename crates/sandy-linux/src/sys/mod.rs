@@ -166,14 +166,20 @@ pub fn loopback_up() -> nix::Result<()> {
     }
     // SAFETY: SIOCGIFFLAGS reads the interface name from and writes the flags into `req`,
     // a live, correctly sized ifreq, on a valid socket.
-    let ret = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) };
+    let ret = unsafe {
+        libc::ioctl(
+            sock.as_raw_fd(),
+            libc::SIOCGIFFLAGS as libc::Ioctl,
+            &mut req,
+        )
+    };
     Errno::result(ret)?;
     // SAFETY: after SIOCGIFFLAGS the flags member of the union is the initialised one.
     unsafe {
         req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
     }
     // SAFETY: SIOCSIFFLAGS reads `req`, which names "lo" and carries the flags to set.
-    let ret = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) };
+    let ret = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS as libc::Ioctl, &req) };
     Errno::result(ret).map(drop)
 }
 
