@@ -3,7 +3,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, FromArgMatches, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -277,6 +277,24 @@ pub enum DryRunFormat {
     Text,
 }
 
+impl RunArgs {
+    /// `sandy run ...` parsed by clap with the `run` subcommand's own arguments only,
+    /// rather than the whole command tree (every subcommand's arguments and help), which
+    /// takes clap about 0.2 ms to build and walk on every launch. `None` when argv is not
+    /// `sandy run ...`, or when clap does not parse it this way (a usage error, `--help`):
+    /// the caller then parses with the whole tree, which prints exactly what it always
+    /// did. The unit tests check that both give the same result wherever this one parses.
+    pub fn from_argv(argv: impl Iterator<Item = OsString>) -> Option<Self> {
+        let argv: Vec<OsString> = argv.skip(1).collect();
+        if argv.first()? != "run" {
+            return None;
+        }
+        let command = RunArgs::augment_args(clap::Command::new("run"));
+        let matches = command.try_get_matches_from(argv).ok()?;
+        RunArgs::from_arg_matches(&matches).ok()
+    }
+}
+
 impl BootstrapArgs {
     /// `sandy __bootstrap --manifest-fd N [--relay-fd M]`, exactly as the supervisor
     /// writes it. `None` when argv is not a bootstrap invocation; `Some(Err)` when it is
@@ -525,6 +543,76 @@ mod tests {
             assert!(
                 matches!(BootstrapArgs::from_argv(argv(bad)), Some(Err(()))),
                 "{bad:?}"
+            );
+        }
+    }
+
+    /// Wherever the `run` fast path parses, it gives what the whole command tree gives;
+    /// everything else (usage errors, help, other subcommands) is left to the whole tree.
+    #[test]
+    fn the_run_fast_path_parses_exactly_as_the_whole_command_tree() {
+        let words = |line: &str| argv(&line.split_whitespace().collect::<Vec<_>>()).collect();
+        let same = [
+            "sandy run -- true",
+            "sandy run --read /a --read=/b --read-write /c -- x",
+            "sandy run --block-net --dry-run -- sh -c --read",
+            "sandy run --dry-run --format text -- claude",
+            "sandy run --allow-domain example.com --net-log l -- x",
+            "sandy run --net agent --deny-domain *.evil.test -- x",
+            "sandy run --block-net --allow-local-port 8080 --numbat -- x",
+            "sandy run --block-net --numbat-collector=4318 --kontext -- x",
+            "sandy run --block-net --numbat-collector -- x",
+            "sandy run --profile codex --explain=off -- codex -x",
+            "sandy run --explain full -- x -- --help",
+            "sandy run -- --help",
+            "sandy run -- --version -V",
+        ];
+        for line in same {
+            let a: Vec<OsString> = words(line);
+            let fast =
+                RunArgs::from_argv(a.clone().into_iter()).unwrap_or_else(|| panic!("{line}"));
+            let full = match Cli::try_parse_from(a).unwrap().command {
+                Command::Run(run) => run,
+                other => panic!("{line}: {other:?}"),
+            };
+            assert_eq!(format!("{fast:?}"), format!("{full:?}"), "{line}");
+        }
+        let left = [
+            "sandy",
+            "sandy run",
+            "sandy run --",
+            "sandy run true",
+            "sandy run --help",
+            "sandy run -h",
+            "sandy run --bogus -- x",
+            "sandy run --read",
+            "sandy run --net-log l -- x",
+            "sandy run --net nope -- x",
+            "sandy run --allow-local-port http -- x",
+            "sandy run --allow-local-port 8080 -- x",
+            "sandy run --block-net --numbat-collector 4318 -- x",
+            "sandy run --block-net --net agent -- x",
+            "sandy run --format text -- x",
+            "sandy --version",
+            "sandy why /etc -- x",
+            "sandy doctor",
+            "sandy Run -- x",
+        ];
+        for line in left {
+            let a: Vec<OsString> = words(line);
+            assert!(
+                RunArgs::from_argv(a.clone().into_iter()).is_none(),
+                "{line}"
+            );
+            // The whole tree refuses these too, or reads them as another subcommand.
+            assert!(
+                !matches!(
+                    Cli::try_parse_from(a),
+                    Ok(Cli {
+                        command: Command::Run(_)
+                    })
+                ),
+                "{line}"
             );
         }
     }

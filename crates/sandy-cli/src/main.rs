@@ -33,7 +33,12 @@ fn main() -> ExitCode {
     // than through clap, which would build the whole command tree first.
     let result = match args::BootstrapArgs::from_argv(std::env::args_os()) {
         Some(Ok(b)) => Err(bootstrap::bootstrap(b.manifest_fd, b.relay_fd, b.observe)),
-        Some(Err(())) | None => dispatch(args::Cli::parse()),
+        // `sandy run`, the command that runs on every launch, is parsed with its own
+        // arguments only when it can be (see `RunArgs::from_argv`).
+        Some(Err(())) | None => match args::RunArgs::from_argv(std::env::args_os()) {
+            Some(run_args) => run::run(run_args),
+            None => dispatch(args::Cli::parse()),
+        },
     };
     match result {
         Ok(code) => ExitCode::from(code),
