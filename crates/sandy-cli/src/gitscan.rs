@@ -89,13 +89,33 @@ pub enum DotGitKind {
 }
 
 /// Every `.git` entry at or below `root`, found by reading directories (the entry type
-/// comes from the directory listing; no `stat` per entry), not following symlinks and not
-/// descending into `.git` directories.
+/// comes from the directory listing; no `stat` per entry unless the file system does not
+/// say), not following symlinks and not descending into `.git` directories.
+///
+/// Each directory is opened relative to its parent's descriptor (`openat`, `O_NOFOLLOW`:
+/// a directory swapped for a symlink after it was listed is not followed out of the
+/// tree) and read with `getdents64` directly (rustix), not through the C library's
+/// `opendir`: in a `node_modules` of 20,000 directories that halves the time, because
+/// musl allocates and unmaps a buffer for every `opendir` and adds an `fcntl` to every
+/// `open` by path.
 pub fn find_dotgits(root: &Path, limit: usize) -> Result<Vec<DotGit>, GitScanError> {
+    use rustix::fs::{openat, statat, AtFlags, Dir, FileType, Mode, OFlags, CWD};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    // A directory still to read: its parent (kept open while any child is pending, so
+    // the open descriptors stay as many as the tree is deep), its name there, its path.
+    struct Pending {
+        parent: Option<std::rc::Rc<Dir>>,
+        name: std::ffi::CString,
+        path: PathBuf,
+    }
     let mut out = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
+    let mut stack = vec![Pending {
+        parent: None,
+        name: std::ffi::CString::default(),
+        path: root.to_path_buf(),
+    }];
     let mut visited = 0usize;
-    while let Some(dir) = stack.pop() {
+    while let Some(pending) = stack.pop() {
         visited += 1;
         if visited > limit {
             return Err(GitScanError::TooLarge {
@@ -103,31 +123,56 @@ pub fn find_dotgits(root: &Path, limit: usize) -> Result<Vec<DotGit>, GitScanErr
                 limit,
             });
         }
-        // A directory the caller cannot list is one the sandbox cannot list either.
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+        // A directory the caller cannot open is one the sandbox cannot list either.
+        let opened = match &pending.parent {
+            None => openat(CWD, &pending.path, flags, Mode::empty()),
+            Some(parent) => match parent.fd() {
+                Ok(fd) => openat(fd, &pending.name, flags | OFlags::NOFOLLOW, Mode::empty()),
+                Err(e) => Err(e),
+            },
+        };
+        let Ok(mut dir) = opened.and_then(Dir::new) else {
             continue;
         };
-        for entry in entries.flatten() {
-            let Ok(ft) = entry.file_type() else {
+        let mut children = Vec::new();
+        while let Some(Ok(entry)) = dir.read() {
+            let name = entry.file_name();
+            let bytes = name.to_bytes();
+            if bytes == b"." || bytes == b".." {
                 continue;
-            };
-            if entry.file_name() == ".git" {
-                let kind = if ft.is_dir() {
-                    DotGitKind::Directory
-                } else if ft.is_file() {
-                    DotGitKind::File
-                } else if ft.is_symlink() {
-                    DotGitKind::Symlink
-                } else {
-                    DotGitKind::Other
+            }
+            let mut kind = entry.file_type();
+            if kind == FileType::Unknown {
+                kind = match dir
+                    .fd()
+                    .and_then(|fd| statat(fd, name, AtFlags::SYMLINK_NOFOLLOW))
+                {
+                    Ok(st) => FileType::from_raw_mode(st.st_mode),
+                    Err(_) => continue,
+                };
+            }
+            if bytes == b".git" {
+                let kind = match kind {
+                    FileType::Directory => DotGitKind::Directory,
+                    FileType::RegularFile => DotGitKind::File,
+                    FileType::Symlink => DotGitKind::Symlink,
+                    _ => DotGitKind::Other,
                 };
                 out.push(DotGit {
-                    top: dir.clone(),
+                    top: pending.path.clone(),
                     kind,
                 });
-            } else if ft.is_dir() {
-                stack.push(entry.path());
+            } else if kind == FileType::Directory {
+                children.push((name.to_owned(), pending.path.join(OsStr::from_bytes(bytes))));
             }
+        }
+        if !children.is_empty() {
+            let dir = std::rc::Rc::new(dir);
+            stack.extend(children.into_iter().map(|(name, path)| Pending {
+                parent: Some(dir.clone()),
+                name,
+                path,
+            }));
         }
     }
     out.sort();
@@ -1061,6 +1106,10 @@ mod tests {
         std::fs::write(root.join("libs/sub/.git"), "gitdir: ../../.git/modules/x\n").unwrap();
         std::fs::create_dir_all(root.join("linked")).unwrap();
         std::os::unix::fs::symlink("../elsewhere", root.join("linked/.git")).unwrap();
+        // A symlink to a directory holding a repository is not followed.
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(outside.path().join("repo/.git")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("escape")).unwrap();
         let found = find_dotgits(root, 100).unwrap();
         let kinds: Vec<_> = found
             .iter()
