@@ -551,69 +551,75 @@ mod tests {
     /// everything else (usage errors, help, other subcommands) is left to the whole tree.
     #[test]
     fn the_run_fast_path_parses_exactly_as_the_whole_command_tree() {
-        let words = |line: &str| argv(&line.split_whitespace().collect::<Vec<_>>()).collect();
-        let same = [
-            "sandy run -- true",
-            "sandy run --read /a --read=/b --read-write /c -- x",
-            "sandy run --block-net --dry-run -- sh -c --read",
-            "sandy run --dry-run --format text -- claude",
-            "sandy run --allow-domain example.com --net-log l -- x",
-            "sandy run --net agent --deny-domain *.evil.test -- x",
-            "sandy run --block-net --allow-local-port 8080 --numbat -- x",
-            "sandy run --block-net --numbat-collector=4318 --kontext -- x",
-            "sandy run --block-net --numbat-collector -- x",
-            "sandy run --profile codex --explain=off -- codex -x",
-            "sandy run --explain full -- x -- --help",
-            "sandy run -- --help",
-            "sandy run -- --version -V",
+        // Each command line, and whether the fast path parses it.
+        let cases = [
+            ("sandy run -- true", true),
+            ("sandy run --read /a --read=/b --read-write /c -- x", true),
+            ("sandy run --block-net --dry-run -- sh -c --read", true),
+            ("sandy run --dry-run --format text -- claude", true),
+            (
+                "sandy run --allow-domain example.com --net-log l -- x",
+                true,
+            ),
+            ("sandy run --net agent --deny-domain *.evil.test -- x", true),
+            (
+                "sandy run --block-net --allow-local-port 8080 --numbat -- x",
+                true,
+            ),
+            (
+                "sandy run --block-net --numbat-collector=4318 --kontext -- x",
+                true,
+            ),
+            ("sandy run --block-net --numbat-collector -- x", true),
+            ("sandy run --profile codex --explain=off -- codex -x", true),
+            ("sandy run --explain full -- x -- --help", true),
+            ("sandy run -- --help", true),
+            ("sandy run -- --version -V", true),
+            ("sandy", false),
+            ("sandy run", false),
+            ("sandy run --", false),
+            ("sandy run true", false),
+            ("sandy run --help", false),
+            ("sandy run -h", false),
+            ("sandy run --bogus -- x", false),
+            ("sandy run --read", false),
+            ("sandy run --net-log l -- x", false),
+            ("sandy run --net nope -- x", false),
+            ("sandy run --allow-local-port http -- x", false),
+            ("sandy run --allow-local-port 8080 -- x", false),
+            ("sandy run --block-net --numbat-collector 4318 -- x", false),
+            ("sandy run --block-net --net agent -- x", false),
+            ("sandy run --format text -- x", false),
+            ("sandy --version", false),
+            ("sandy why /etc -- x", false),
+            ("sandy doctor", false),
+            ("sandy Run -- x", false),
         ];
-        for line in same {
-            let a: Vec<OsString> = words(line);
-            let fast =
-                RunArgs::from_argv(a.clone().into_iter()).unwrap_or_else(|| panic!("{line}"));
-            let full = match Cli::try_parse_from(a).unwrap().command {
-                Command::Run(run) => run,
-                other => panic!("{line}: {other:?}"),
-            };
-            assert_eq!(format!("{fast:?}"), format!("{full:?}"), "{line}");
-        }
-        let left = [
-            "sandy",
-            "sandy run",
-            "sandy run --",
-            "sandy run true",
-            "sandy run --help",
-            "sandy run -h",
-            "sandy run --bogus -- x",
-            "sandy run --read",
-            "sandy run --net-log l -- x",
-            "sandy run --net nope -- x",
-            "sandy run --allow-local-port http -- x",
-            "sandy run --allow-local-port 8080 -- x",
-            "sandy run --block-net --numbat-collector 4318 -- x",
-            "sandy run --block-net --net agent -- x",
-            "sandy run --format text -- x",
-            "sandy --version",
-            "sandy why /etc -- x",
-            "sandy doctor",
-            "sandy Run -- x",
-        ];
-        for line in left {
-            let a: Vec<OsString> = words(line);
-            assert!(
-                RunArgs::from_argv(a.clone().into_iter()).is_none(),
-                "{line}"
-            );
-            // The whole tree refuses these too, or reads them as another subcommand.
-            assert!(
-                !matches!(
-                    Cli::try_parse_from(a),
+        for (line, parses) in cases {
+            let a: Vec<OsString> = line.split_whitespace().map(OsString::from).collect();
+            let fast = RunArgs::from_argv(a.clone().into_iter());
+            let full = Cli::try_parse_from(a);
+            match (fast, full) {
+                (
+                    Some(fast),
                     Ok(Cli {
-                        command: Command::Run(_)
-                    })
+                        command: Command::Run(full),
+                    }),
+                ) if parses => {
+                    assert_eq!(format!("{fast:?}"), format!("{full:?}"), "{line}");
+                }
+                // The whole tree refuses these too, or reads them as another subcommand.
+                (None, full) if !parses => assert!(
+                    !matches!(
+                        full,
+                        Ok(Cli {
+                            command: Command::Run(_)
+                        })
+                    ),
+                    "{line}: only the whole tree parses it as a run"
                 ),
-                "{line}"
-            );
+                (fast, full) => panic!("{line}: fast {fast:?}, whole tree {full:?}"),
+            }
         }
     }
 }
