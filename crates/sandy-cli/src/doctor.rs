@@ -292,12 +292,7 @@ impl Report {
 
     fn verdict(&self) -> String {
         if self.enforceable {
-            let net = if self.block_net {
-                "--block-net is available"
-            } else {
-                "--block-net is unavailable (no network namespace)"
-            };
-            format!("enforceable: `sandy run` can enforce its default sandbox; {net}")
+            "enforceable: `sandy run` can enforce its default sandbox, and --block-net".to_owned()
         } else {
             let missing: Vec<&str> = self
                 .findings
@@ -328,13 +323,8 @@ impl Report {
         let mut last_fix: Option<&String> = None;
         for f in &self.findings {
             let state = if f.available { "available" } else { "missing" };
-            let optional = if f.layer.required() {
-                ""
-            } else {
-                " [--block-net only]"
-            };
             s.push_str(&format!(
-                "  {:width$}  {state:9}  {}{optional}\n",
+                "  {:width$}  {state:9}  {}\n",
                 f.layer.label(),
                 f.detail
             ));
@@ -421,10 +411,16 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_network_namespace_only_disables_block_net() {
+    fn a_missing_network_namespace_is_as_fatal_as_any_layer() {
+        // Every run gets a network namespace (the socket broker for the host's network).
         let r = report(&[Layer::NetworkNamespace]);
-        assert!(r.passed());
-        assert!(r.verdict().contains("--block-net is unavailable"));
+        assert!(!r.passed());
+        assert!(
+            r.verdict().contains("missing: network namespace"),
+            "{}",
+            r.verdict()
+        );
+        assert!(report(&[]).verdict().starts_with("enforceable"));
         let r = report(&[Layer::MountNamespace]);
         assert!(!r.passed());
         assert!(

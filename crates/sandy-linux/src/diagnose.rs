@@ -77,10 +77,11 @@ impl Layer {
         }
     }
 
-    /// Whether the default `sandy run` needs this layer (the network namespace is needed
-    /// for `--block-net` only).
+    /// Whether the default `sandy run` needs this layer: every one. The network namespace
+    /// too: every run gets one, also with the host's network, where the supervisor makes
+    /// the sandbox's sockets (the socket broker).
     pub fn required(self) -> bool {
-        self != Layer::NetworkNamespace
+        true
     }
 }
 
@@ -626,13 +627,13 @@ mod tests {
     }
 
     #[test]
-    fn layer_names_round_trip_and_only_the_network_is_optional() {
+    fn layer_names_round_trip_and_every_layer_is_required() {
         for layer in Layer::ALL {
             assert_eq!(Layer::from_name(layer.name()), Some(layer));
         }
         assert_eq!(Layer::from_name("nope"), None);
-        assert!(!Layer::NetworkNamespace.required());
-        assert_eq!(Layer::ALL.iter().filter(|l| l.required()).count(), 5);
+        assert!(Layer::NetworkNamespace.required());
+        assert!(Layer::ALL.iter().all(|l| l.required()));
     }
 
     #[test]
