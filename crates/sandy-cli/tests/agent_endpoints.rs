@@ -18,8 +18,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::*;
 use serde_json::Value;
 
@@ -61,15 +59,7 @@ struct Agent<'a> {
 }
 
 fn ready() -> bool {
-    if !is_root() {
-        skip("the agent endpoint tests make their own network namespace, which needs root");
-        return false;
-    }
-    kernel_ready()
-}
-
-fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
+    own_network_ready("agent endpoint")
 }
 
 /// Whether a dry-run pattern (`host`, `*.domain`, with an optional `:PORT`; without one,
@@ -106,17 +96,7 @@ fn classification(w: &World, agent: &Agent<'_>) -> (Vec<(String, String)>, Vec<S
     let o = cmd.output().unwrap();
     assert_code(&o, 0, "dry run");
     let doc = parse_dry_run(&o.stdout, "dry run");
-    let left_out = doc["egress"]["left_out"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| {
-            (
-                l["pattern"].as_str().unwrap().to_owned(),
-                l["note"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
+    let left_out = dry_run_left_out(&doc);
     let allowed = doc["egress"]["rules"]
         .as_array()
         .unwrap()
@@ -145,14 +125,7 @@ fn observe(w: &World, agent: &Agent<'_>) -> Vec<(Vec<Value>, String)> {
     )
     .unwrap();
     let d = dir.display();
-    let user = if w.user.uid == 0 {
-        String::new()
-    } else {
-        format!(
-            "setpriv --reuid={} --regid={} --clear-groups ",
-            w.user.uid, w.user.gid
-        )
-    };
+    let user = w.setpriv_prefix();
     let path = format!("{AGENTS_BIN}:/usr/local/bin:/usr/bin:/bin");
     let mut runs = String::new();
     for (i, s) in agent.scenarios.iter().enumerate() {
@@ -164,14 +137,14 @@ fn observe(w: &World, agent: &Agent<'_>) -> Vec<(Vec<Value>, String)> {
             .base_env()
             .into_iter()
             .filter(|(k, _)| k != "PATH")
-            .map(|(k, v)| format!("{k}={}", quote(&v)))
+            .map(|(k, v)| format!("{k}={}", shell_quote(&v)))
             .collect();
-        env.push(format!("PATH={}", quote(&path)));
+        env.push(format!("PATH={}", shell_quote(&path)));
         env.push("TERM=xterm-256color".to_owned());
-        env.extend(s.env.iter().map(|(k, v)| format!("{k}={}", quote(v))));
+        env.extend(s.env.iter().map(|(k, v)| format!("{k}={}", shell_quote(v))));
         let runner = format!(
             "#!/bin/sh\ncd {project}\nexec env -i {env} {var}=\"http://{API_HOST}:$(cat {d}/port){path}\" {sandy} run --profile {name} --net agent --net-log {d}/net-{i}.jsonl -- /bin/sh scenario-{i}.sh\n",
-            project = quote(&w.project.display().to_string()),
+            project = shell_quote(&w.project.display().to_string()),
             env = env.join(" "),
             var = agent.base_var,
             path = agent.base_path,
@@ -216,16 +189,7 @@ kill $(jobs -p) 2>/dev/null
 true
 "
     );
-    let mut cmd = Command::new("unshare");
-    cmd.args([
-        "-n",
-        "-m",
-        "--propagation",
-        "private",
-        "/bin/sh",
-        "-c",
-        &script,
-    ]);
+    let cmd = in_own_network(&script);
     let total: u32 = agent.scenarios.iter().map(|s| s.limit + 10).sum();
     let o = run_timeout(cmd, u64::from(total) + 30);
     assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));

@@ -127,14 +127,7 @@ fn launcher(w: &World, bin: &Path, args: &str, env: &[(&str, String)]) -> PathBu
         "LANG=C.UTF-8".into(),
     ];
     vars.extend(env.iter().map(|(k, v)| format!("{k}='{v}'")));
-    let drop_privileges = if w.user.uid == nix::unistd::getuid().as_raw() {
-        String::new()
-    } else {
-        format!(
-            "setpriv --reuid {} --regid {} --clear-groups ",
-            w.user.uid, w.user.gid
-        )
-    };
+    let drop_privileges = w.setpriv_prefix();
     let script = format!(
         "#!/bin/sh\ncd '{}' || exit 99\nexec {drop_privileges}env -i {} '{}' run -- {args}\n",
         w.project.display(),

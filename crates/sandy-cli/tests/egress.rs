@@ -13,7 +13,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::*;
 use serde_json::Value;
@@ -43,15 +42,7 @@ const SERVERS: &[&str] = &[
 ];
 
 fn ready() -> bool {
-    if !is_root() {
-        skip("the egress tests make their own network namespace, which needs root");
-        return false;
-    }
-    kernel_ready()
-}
-
-fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
+    own_network_ready("egress")
 }
 
 /// A test network around one world.
@@ -69,15 +60,6 @@ impl<'a> Net<'a> {
         std::fs::write(dir.join("requests.log"), "").unwrap();
         w.write("home/project/client.py", &helper_text("egress_client.py"));
         Net { w, dir }
-    }
-
-    /// `setpriv` to `uid`, or nothing when it is root.
-    fn as_uid(uid: u32, gid: u32) -> String {
-        if uid == 0 {
-            String::new()
-        } else {
-            format!("setpriv --reuid={uid} --regid={gid} --clear-groups ")
-        }
     }
 
     /// Runs `sandy run FLAGS -- /bin/sh inner.sh` (INNER written into the project) in the
@@ -121,10 +103,10 @@ impl<'a> Net<'a> {
         let mut envs: Vec<String> = w
             .base_env()
             .into_iter()
-            .map(|(k, v)| format!("{k}={}", quote(&v)))
+            .map(|(k, v)| format!("{k}={}", shell_quote(&v)))
             .collect();
-        envs.extend(env.iter().map(|(k, v)| format!("{k}={}", quote(v))));
-        let flags: Vec<String> = flags.iter().map(|f| quote(f)).collect();
+        envs.extend(env.iter().map(|(k, v)| format!("{k}={}", shell_quote(v))));
+        let flags: Vec<String> = flags.iter().map(|f| shell_quote(f)).collect();
         let script = format!(
             "set -u
 ip link set lo up
@@ -142,21 +124,12 @@ echo sandy_exit=$?
 kill $(jobs -p) 2>/dev/null
 ",
             project = w.project.display(),
-            user = Self::as_uid(w.user.uid, w.user.gid),
+            user = w.setpriv_prefix(),
             envs = envs.join(" "),
             sandy = sandy_bin().display(),
             flags = flags.join(" "),
         );
-        let mut cmd = Command::new("unshare");
-        cmd.args([
-            "-n",
-            "-m",
-            "--propagation",
-            "private",
-            "/bin/sh",
-            "-c",
-            &script,
-        ]);
+        let cmd = in_own_network(&script);
         let o = run_timeout(cmd, 180);
         (stdout(&o), stderr(&o))
     }
@@ -237,7 +210,7 @@ curl -sS -m 3 -o /dev/null -x http://127.0.0.1:{PROXY_PORT} http://api.stand-in.
 {other}curl -sS -m 3 -o /dev/null -x http://127.0.0.1:{PROXY_PORT} http://api.stand-in.test/denied-second-user 2>/dev/null; echo second_user=$?
 echo host_listeners=$(ss -Hltn | grep -c ':{PROXY_PORT} ')
 ",
-            other = Net::as_uid(second.0, second.1),
+            other = setpriv_prefix(second.0, second.1),
         );
         let (out, err) = net.run(
             &[
@@ -869,17 +842,7 @@ fn the_dry_run_shows_the_mode_and_every_rule_with_its_origin() {
             !rules.iter().any(|r| r.1 == "api.anthropic.com"),
             "{rules:?}"
         );
-        let left_out: Vec<(String, String)> = egress["left_out"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|l| {
-                (
-                    l["pattern"].as_str().unwrap().to_owned(),
-                    l["note"].as_str().unwrap().to_owned(),
-                )
-            })
-            .collect();
+        let left_out = dry_run_left_out(&doc);
         let note = |p: &str| {
             left_out
                 .iter()

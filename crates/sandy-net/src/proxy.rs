@@ -895,29 +895,33 @@ mod tests {
     use crate::rules::{Action, Mode, Rule, RuleOrigin};
     use std::io::Read;
 
-    /// An upstream on loopback that answers each connection with what it received (the
-    /// request head), then closes.
-    fn upstream() -> u16 {
+    /// A loopback listener that handles each connection on a thread of its own; its port.
+    fn serve(handle: fn(std::net::TcpStream)) -> u16 {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
         std::thread::spawn(move || {
             for s in l.incoming().flatten() {
-                std::thread::spawn(move || {
-                    let mut s = s;
-                    let mut head = Vec::new();
-                    let mut buf = [0u8; 1024];
-                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match s.read(&mut buf) {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => head.extend_from_slice(&buf[..n]),
-                        }
-                    }
-                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
-                    let _ = s.write_all(&head);
-                });
+                std::thread::spawn(move || handle(s));
             }
         });
         port
+    }
+
+    /// An upstream on loopback that answers each connection with what it received (the
+    /// request head), then closes.
+    fn upstream() -> u16 {
+        serve(|mut s| {
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
+            let _ = s.write_all(&head);
+        })
     }
 
     fn proxy(mode: Mode, rules: &[(Action, &str)]) -> u16 {
@@ -953,28 +957,20 @@ mod tests {
     /// A loopback server that sends back every byte it receives, and half-closes at the
     /// end of its input.
     fn echo() -> u16 {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        std::thread::spawn(move || {
-            for s in l.incoming().flatten() {
-                std::thread::spawn(move || {
-                    let mut s = s;
-                    let mut buf = vec![0u8; 100_000];
-                    loop {
-                        match s.read(&mut buf) {
-                            Ok(0) | Err(_) => break,
-                            Ok(n) => {
-                                if s.write_all(&buf[..n]).is_err() {
-                                    return;
-                                }
-                            }
+        serve(|mut s| {
+            let mut buf = vec![0u8; 100_000];
+            loop {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if s.write_all(&buf[..n]).is_err() {
+                            return;
                         }
                     }
-                    let _ = s.shutdown(std::net::Shutdown::Write);
-                });
+                }
             }
-        });
-        port
+            let _ = s.shutdown(std::net::Shutdown::Write);
+        })
     }
 
     #[test]

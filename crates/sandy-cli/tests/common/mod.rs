@@ -106,6 +106,51 @@ pub fn users() -> Vec<User> {
     ]
 }
 
+/// A `setpriv` prefix that makes the rest of a shell command line run as `uid` and `gid`,
+/// or nothing when this process already runs as `uid`.
+pub fn setpriv_prefix(uid: u32, gid: u32) -> String {
+    if uid == nix::unistd::getuid().as_raw() {
+        String::new()
+    } else {
+        format!("setpriv --reuid={uid} --regid={gid} --clear-groups ")
+    }
+}
+
+/// `s` single-quoted for a POSIX shell.
+pub fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// For tests that build their own network (addresses, servers, `/etc/hosts`): whether this
+/// run can, which needs root and a kernel Sandy runs on; reports a skip (a failure in CI)
+/// naming `suite` otherwise.
+pub fn own_network_ready(suite: &str) -> bool {
+    if !is_root() {
+        skip(&format!(
+            "the {suite} tests make their own network namespace, which needs root"
+        ));
+        return false;
+    }
+    kernel_ready()
+}
+
+/// `sh -c SCRIPT`, as root, in a network and a mount namespace of its own (mount
+/// propagation private): the script sets up the test's network there, and nothing it
+/// does reaches the host's.
+pub fn in_own_network(script: &str) -> Command {
+    let mut cmd = Command::new("unshare");
+    cmd.args([
+        "-n",
+        "-m",
+        "--propagation",
+        "private",
+        "/bin/sh",
+        "-c",
+        script,
+    ]);
+    cmd
+}
+
 fn env_u32(name: &str) -> Option<u32> {
     std::env::var(name).ok()?.parse().ok()
 }
@@ -259,6 +304,12 @@ impl World {
         ]
     }
 
+    /// A `setpriv` prefix that makes the rest of a shell command line run as the test
+    /// user, or nothing when the test already runs as that user.
+    pub fn setpriv_prefix(&self) -> String {
+        setpriv_prefix(self.user.uid, self.user.gid)
+    }
+
     /// `sandy ARGS...`, as the test user, in the project, with a clean environment.
     pub fn sandy<I, S>(&self, args: I) -> Command
     where
@@ -339,6 +390,21 @@ pub const DRY_RUN_SCHEMA_PATH: &str = concat!(
 /// Parses a dry-run document and asserts that it matches the published schema: every
 /// dry-run the suite produces goes through here.
 #[track_caller]
+/// The `egress.left_out` entries of a dry-run document: (pattern, note) each.
+pub fn dry_run_left_out(doc: &serde_json::Value) -> Vec<(String, String)> {
+    doc["egress"]["left_out"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["pattern"].as_str().unwrap().to_owned(),
+                l["note"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
 pub fn parse_dry_run(stdout: &[u8], what: &str) -> serde_json::Value {
     static VALIDATOR: OnceLock<jsonschema::Validator> = OnceLock::new();
     let validator = VALIDATOR.get_or_init(|| {
