@@ -99,7 +99,7 @@ pub fn doctor(args: DoctorArgs) -> Result<u8, SandyError> {
         source,
     })?;
     let findings = probe_all(&exe);
-    let enforceable = findings.iter().all(|f| f.available || !f.layer.required());
+    let enforceable = findings.iter().all(|f| f.available);
     let net = findings
         .iter()
         .find(|f| f.layer == Layer::NetworkNamespace)
@@ -297,7 +297,7 @@ impl Report {
             let missing: Vec<&str> = self
                 .findings
                 .iter()
-                .filter(|f| f.layer.required() && !f.available)
+                .filter(|f| !f.available)
                 .map(|f| f.layer.label())
                 .collect();
             format!(
@@ -354,7 +354,9 @@ impl Report {
                 json!({
                     "name": f.layer.name(),
                     "available": f.available,
-                    "required": f.layer.required(),
+                    // Every layer: the network namespace too, since every run gets one (with
+                    // the host's network, the socket broker).
+                    "required": true,
                     "detail": f.detail,
                     "fix": f.fix,
                 })
@@ -401,7 +403,7 @@ mod tests {
             .into_iter()
             .map(|l| finding(l, !missing.contains(&l)))
             .collect();
-        let enforceable = findings.iter().all(|f| f.available || !f.layer.required());
+        let enforceable = findings.iter().all(|f| f.available);
         Report {
             block_net: !missing.contains(&Layer::NetworkNamespace),
             findings,

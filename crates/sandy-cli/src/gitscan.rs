@@ -95,9 +95,9 @@ pub enum DotGitKind {
 /// Each directory is opened relative to its parent's descriptor (`openat`, `O_NOFOLLOW`:
 /// a directory swapped for a symlink after it was listed is not followed out of the
 /// tree) and read with `getdents64` directly (rustix), not through the C library's
-/// `opendir`: in a `node_modules` of 20,000 directories that halves the time, because
-/// musl allocates and unmaps a buffer for every `opendir` and adds an `fcntl` to every
-/// `open` by path.
+/// `opendir`: musl allocates and unmaps a buffer for every `opendir` and adds an `fcntl`
+/// to every `open` by path (in a tree of 20,400 directories, walked before and after a
+/// run, a launch took 234 ms this way against 281 ms).
 pub fn find_dotgits(root: &Path, limit: usize) -> Result<Vec<DotGit>, GitScanError> {
     use rustix::fs::{openat, statat, AtFlags, Dir, FileType, Mode, OFlags, CWD};
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;

@@ -76,13 +76,6 @@ impl Layer {
             Layer::NoNewPrivs => "no_new_privs",
         }
     }
-
-    /// Whether the default `sandy run` needs this layer: every one. The network namespace
-    /// too: every run gets one, also with the host's network, where the supervisor makes
-    /// the sandbox's sockets (the socket broker).
-    pub fn required(self) -> bool {
-        true
-    }
 }
 
 /// What a probe saw, as plain data (sent from the sacrificial child to the doctor).
@@ -627,13 +620,11 @@ mod tests {
     }
 
     #[test]
-    fn layer_names_round_trip_and_every_layer_is_required() {
+    fn layer_names_round_trip() {
         for layer in Layer::ALL {
             assert_eq!(Layer::from_name(layer.name()), Some(layer));
         }
         assert_eq!(Layer::from_name("nope"), None);
-        assert!(Layer::NetworkNamespace.required());
-        assert!(Layer::ALL.iter().all(|l| l.required()));
     }
 
     #[test]
