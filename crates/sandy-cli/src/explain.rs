@@ -279,6 +279,10 @@ fn read_paths(notif: &Notification) -> (Vec<(PathBuf, Needs, bool)>, bool) {
 /// on no protected, masked, copied, overlaid or private path, not above one (whose names
 /// are pinned), and below directories that are real directories, not symbolic links.
 ///
+/// A writable grant under a private directory (a project in `/var/tmp`) is carried
+/// through it: mounted at its host path over the private directory, so the sandbox sees
+/// it there too, and the private directory around it is no hazard for the paths inside.
+///
 /// The directories are looked at once, from the supervisor (which sees the same tree
 /// there: nothing is mounted on it) and remembered; a directory the target later
 /// replaces with a symbolic link is not looked at again, so a write refused through it
@@ -287,6 +291,8 @@ fn read_paths(notif: &Notification) -> (Vec<(PathBuf, Needs, bool)>, bool) {
 pub struct Certain {
     roots: Vec<PathBuf>,
     hazards: Vec<PathBuf>,
+    /// The private directories (a fresh, empty directory inside in place of the host's).
+    private: Vec<PathBuf>,
     plain: std::collections::HashSet<PathBuf>,
 }
 
@@ -301,17 +307,19 @@ impl Certain {
             .collect();
         private.push(policy.private_tmp.clone());
         private.extend(policy.runtime_dir.iter().cloned());
+        // The private directories themselves are never carried through (the bootstrap's
+        // mount plan): a grant naming one is left out.
         let roots = policy
             .grants
             .iter()
             .filter(|g| {
                 g.access == sandy_policy::Access::ReadWrite
                     && g.scope == sandy_policy::Scope::Subtree
-                    && !private.iter().any(|p| g.path.starts_with(p))
+                    && !private.contains(&g.path)
             })
             .map(|g| g.path.clone())
             .collect();
-        let mut hazards = private;
+        let mut hazards: Vec<PathBuf> = Vec::new();
         hazards.extend(policy.protections.iter().map(|p| p.path.clone()));
         hazards.extend(policy.views.iter().map(|v| v.target.clone()));
         hazards.extend(policy.caches.iter().map(|c| c.path.clone()));
@@ -319,6 +327,7 @@ impl Certain {
         Certain {
             roots,
             hazards,
+            private,
             plain: std::collections::HashSet::new(),
         }
     }
@@ -328,15 +337,21 @@ impl Certain {
         let Some(root) = self
             .roots
             .iter()
-            .find(|r| path.starts_with(r) && path != r.as_path())
+            .filter(|r| path.starts_with(r) && path != r.as_path())
+            .max_by_key(|r| r.as_os_str().len())
             .cloned()
         else {
             return false;
         };
+        let near = |h: &PathBuf| h.starts_with(path) || path.starts_with(h);
+        if self.hazards.iter().any(near) {
+            return false;
+        }
+        // A private directory is a hazard unless the root is carried through it.
         if self
-            .hazards
+            .private
             .iter()
-            .any(|h| h.starts_with(path) || path.starts_with(h))
+            .any(|p| near(p) && !(root.starts_with(p) && root != *p))
         {
             return false;
         }
@@ -913,6 +928,38 @@ mod tests {
             ]
         );
         assert_eq!(merged[Path::new("/srv/remote.git")].len(), 2);
+    }
+
+    #[test]
+    fn a_grant_carried_through_a_private_directory_is_certain_inside_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        // `base/private` stands for /var/tmp; `base/private/project` for a project in it.
+        let private = base.join("private");
+        let project = private.join("project");
+        std::fs::create_dir_all(project.join("target/debug")).unwrap();
+        std::fs::create_dir_all(project.join(".git/hooks")).unwrap();
+        std::fs::create_dir_all(base.join("home/work")).unwrap();
+        // The innermost grant decides, whatever the order.
+        let mut certain = Certain {
+            roots: vec![private.clone(), project.clone(), base.join("home/work")],
+            hazards: vec![project.join(".git/hooks")],
+            private: vec![private.clone()],
+            plain: Default::default(),
+        };
+        // Inside the carried grant: certain, but never on or above a protection.
+        assert!(certain.allows(&project.join("target/debug/out")));
+        assert!(!certain.allows(&project.join(".git/hooks/pre-commit")));
+        assert!(!certain.allows(&project.join(".git")));
+        // The private directory itself, and what is in it beside the carried grant, is
+        // the sandbox's own fresh directory: not certain.
+        assert!(!certain.allows(&private.join("other")));
+        assert!(!certain.allows(&project));
+        // A grant that is no private directory's stays certain.
+        assert!(certain.allows(&base.join("home/work/file")));
+        // Under a symbolic link: not certain.
+        std::os::unix::fs::symlink(&base, project.join("link")).unwrap();
+        assert!(!certain.allows(&project.join("link/x")));
     }
 
     #[test]

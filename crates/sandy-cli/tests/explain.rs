@@ -91,6 +91,47 @@ fn a_shell_start_up_file_and_git_config_are_explained_as_protected() {
     });
 }
 
+/// A project in `/var/tmp`, which is private inside (the project is carried through it,
+/// at its own path): its ordinary writes land and are not reported, and a refused write
+/// to its git hooks is still explained.
+#[test]
+fn a_project_in_a_private_directory_is_explained_like_any_other() {
+    for_each_user(|w| {
+        let dir = tempfile::Builder::new()
+            .prefix("sandy-e2e-")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        let project = dir.path().join("project");
+        std::fs::create_dir(&project).unwrap();
+        chown_tree(dir.path(), w.user.uid, w.user.gid);
+        host_git(w, &project, &["init", "-q"]);
+        let o = w
+            .sandy([
+                "run",
+                "--",
+                "/bin/sh",
+                "-c",
+                "mkdir -p target/debug && echo built > target/debug/out; \
+                 echo planted > .git/hooks/pre-commit; exit 3",
+            ])
+            .current_dir(&project)
+            .output()
+            .unwrap();
+        assert_code(&o, 3, "the target's own status");
+        assert_eq!(
+            std::fs::read_to_string(project.join("target/debug/out")).unwrap(),
+            "built\n"
+        );
+        assert!(!project.join(".git/hooks/pre-commit").exists());
+        assert_reports(&o, ".git/hooks/pre-commit: refused; protected: no flag");
+        assert!(
+            !report(&o).iter().any(|l| l.contains("target")),
+            "{:?}",
+            report(&o)
+        );
+    });
+}
+
 /// A write under a directory no grant covers names `--read-write DIR`; with that flag
 /// the same write lands on the host and nothing is reported.
 #[test]

@@ -35,6 +35,16 @@ pub fn world_base() -> PathBuf {
     .clone()
 }
 
+/// Gives `p` and everything under it (symbolic links themselves, not followed) to a user.
+pub fn chown_tree(p: &Path, uid: u32, gid: u32) {
+    let _ = std::os::unix::fs::lchown(p, Some(uid), Some(gid));
+    if p.is_dir() && !p.is_symlink() {
+        for e in std::fs::read_dir(p).unwrap().flatten() {
+            chown_tree(&e.path(), uid, gid);
+        }
+    }
+}
+
 /// Who runs `sandy` in a test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct User {
@@ -272,16 +282,8 @@ impl World {
 
     /// Gives every file under the world to the test user (call after creating fixtures).
     pub fn chown_all(&self) {
-        fn walk(p: &Path, uid: u32, gid: u32) {
-            let _ = std::os::unix::fs::lchown(p, Some(uid), Some(gid));
-            if p.is_dir() && !p.is_symlink() {
-                for e in std::fs::read_dir(p).unwrap().flatten() {
-                    walk(&e.path(), uid, gid);
-                }
-            }
-        }
         chown(&self.root, Some(self.user.uid), Some(self.user.gid)).unwrap();
-        walk(&self.root, self.user.uid, self.user.gid);
+        chown_tree(&self.root, self.user.uid, self.user.gid);
     }
 
     /// Writes a file (creating parents) and hands it to the test user.
