@@ -13,7 +13,7 @@
 //! later mount, so each run gets a fresh work directory. It is not removed when the run
 //! ends (removing a directory tree costs milliseconds on a busy disk, and Sandy would
 //! make the caller wait for it): the next run removes the work directories of runs whose
-//! supervisor is gone, while its bootstrap sets the sandbox up, and `sandy cache --clear`
+//! supervisor is gone, while its own target runs, and `sandy cache --clear`
 //! removes them too. After a system crash during a run, files the run wrote to a layer
 //! may be incomplete: `sandy cache --clear` discards them.
 

@@ -162,7 +162,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         certain,
         || {
             // What runs that ended left behind (per-run directories of supervisors that
-            // died, the cache overlays' work directories), removed while the bootstrap works.
+            // died, the cache overlays' work directories), removed while the target runs.
             sweep_stale_run_dirs(&tmp_base);
             layers.sweep_stale();
         },
@@ -209,7 +209,8 @@ fn announce(policy: &sandy_policy::ResolvedPolicy) {
 }
 
 /// Forks the bootstrap, which applies the sandbox and starts the target, and waits for
-/// the target; `meanwhile` runs in the supervisor while the bootstrap sets the sandbox up.
+/// the target; `meanwhile` runs in the supervisor once the target has started (beside it,
+/// not in the way of the sandbox's set-up).
 ///
 /// With `observed`, the target installs the refusal observer and the supervisor serves
 /// it until every process of the run is gone; what it saw is left in `observed`.
@@ -258,7 +259,6 @@ fn spawn_and_wait(
             }
             BootstrapFork::Parent(pid) => pid,
         };
-    meanwhile();
     if !handed.is_empty() {
         if let Some(listeners) = receive_listeners(&ours, handed.len())
             .map_err(io("cannot receive the local-port listeners"))?
@@ -297,6 +297,7 @@ fn spawn_and_wait(
         }
     };
 
+    meanwhile();
     let status = wait_target(target, bootstrap, waited);
     end_sandbox(bootstrap, ports);
     if let Some(observer) = observer {
