@@ -53,10 +53,11 @@ use nix::sys::uio::{process_vm_readv, RemoteIoVec};
 use nix::unistd::Pid;
 use sandy_linux::sys::notify::{self, Notification};
 use sandy_policy::why::{decide, Question, Rule};
-use sandy_policy::{resolve, HostContext, Origin, RealFs, ResolvedPolicy, RunRequest, ViewKind};
+use sandy_policy::{resolve, HostContext, Origin, ResolvedPolicy, RunRequest, ViewKind};
 
 use crate::args::ExplainMode;
 use crate::host;
+use crate::hostfs::HostFs;
 
 /// At most this many distinct paths are recorded; calls on further paths are counted.
 const MAX_PATHS: usize = 100_000;
@@ -696,7 +697,7 @@ fn classify(
     let mut protected: BTreeMap<String, BTreeMap<PathBuf, u64>> = BTreeMap::new();
     let mut ungranted: BTreeMap<PathBuf, BTreeMap<PathBuf, u64>> = BTreeMap::new();
     for (path, &n) in &observations.writes {
-        let d = decide(policy, Question::Write, path, &RealFs);
+        let d = decide(policy, Question::Write, path, &HostFs);
         if d.allowed {
             continue;
         }
@@ -865,10 +866,10 @@ fn check_grant(request: &RunRequest, dir: &Path, paths: &[&Path]) -> Result<Stri
     let mut with = request.clone();
     with.read_write.push(dir.to_path_buf());
     let wider = host::gather(&with.read_write).map_err(|e| format!("{flag} is refused: {e}"))?;
-    let policy = resolve(&with, &wider, &RealFs).map_err(|e| format!("{flag} is refused: {e}"))?;
+    let policy = resolve(&with, &wider, &HostFs).map_err(|e| format!("{flag} is refused: {e}"))?;
     if paths
         .iter()
-        .all(|p| decide(&policy, Question::Write, p, &RealFs).allowed)
+        .all(|p| decide(&policy, Question::Write, p, &HostFs).allowed)
     {
         Ok(flag)
     } else {

@@ -442,7 +442,7 @@ struct Found {
 
 impl Found {
     fn git_dir(&mut self, path: PathBuf, kind: GitDirKind) {
-        if let Ok(real) = std::fs::canonicalize(&path) {
+        if let Ok(real) = crate::hostfs::canonicalize(&path) {
             self.git_dirs.insert(GitDir { path: real, kind });
         }
         self.git_dirs.insert(GitDir {
@@ -456,7 +456,7 @@ impl Found {
         // The name as git opens it may differ from the lexical one when a component is
         // a symlink followed by `..`; protect what the kernel resolves too.
         if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
-            if let Ok(real) = std::fs::canonicalize(parent) {
+            if let Ok(real) = crate::hostfs::canonicalize(parent) {
                 set.insert(real.join(name));
             }
         }
@@ -735,7 +735,7 @@ fn remote_notes(out: &[u8], here: &Path, roots: &[PathBuf], home: Option<&Path>)
         let Some(path) = local_remote_path(&value, here, home) else {
             continue;
         };
-        let real = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+        let real = crate::hostfs::canonicalize(&path).unwrap_or_else(|_| path.clone());
         let inside = roots
             .iter()
             .any(|r| path.starts_with(r) || real.starts_with(r));
@@ -1013,7 +1013,7 @@ fn follow_includes(git: &Git, home: Option<&Path>, found: &mut Found) -> Result<
                         Found::path_both(&mut found.configs, &target);
                         pending.push((normalize(&target), depth + 1));
                         if let (Some(parent), Some(name)) = (target.parent(), target.file_name()) {
-                            if let Ok(real) = std::fs::canonicalize(parent) {
+                            if let Ok(real) = crate::hostfs::canonicalize(parent) {
                                 pending.push((real.join(name), depth + 1));
                             }
                         }
@@ -1036,7 +1036,7 @@ fn expand_home(value: &[u8], home: Option<&Path>) -> Option<PathBuf> {
 fn same_dir(a: &Path, b: &Path) -> bool {
     a == b
         || matches!(
-            (std::fs::canonicalize(a), std::fs::canonicalize(b)),
+            (crate::hostfs::canonicalize(a), crate::hostfs::canonicalize(b)),
             (Ok(x), Ok(y)) if x == y
         )
 }

@@ -23,7 +23,7 @@ pub fn gather(read_write: &[PathBuf]) -> Result<HostContext, SandyError> {
         .chain(
             read_write
                 .iter()
-                .filter_map(|p| std::fs::canonicalize(host.cwd.join(p)).ok())
+                .filter_map(|p| crate::hostfs::canonicalize(host.cwd.join(p)).ok())
                 .filter(|p| p.is_dir() && !refused(p)),
         )
         .collect();
@@ -43,7 +43,7 @@ pub fn gather_without_git() -> Result<HostContext, SandyError> {
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)
         .filter(|h| h.is_absolute())
-        .and_then(|h| std::fs::canonicalize(h).ok())
+        .and_then(|h| crate::hostfs::canonicalize(h).ok())
         .filter(|h| h.is_dir());
     let terminals = (0..=2)
         .filter_map(|fd| std::fs::read_link(format!("/proc/self/fd/{fd}")).ok())

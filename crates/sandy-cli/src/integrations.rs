@@ -33,7 +33,7 @@ pub fn status_request(agent: &str, numbat: bool) -> sandy_policy::RunRequest {
 pub fn numbat_status(agent: &str) -> Result<Result<Vec<String>, String>, SandyError> {
     let host = crate::host::gather(&[])?;
     let request = status_request(agent, true);
-    match sandy_policy::resolve(&request, &host, &sandy_policy::RealFs) {
+    match sandy_policy::resolve(&request, &host, &crate::hostfs::HostFs) {
         Ok(policy) => Ok(Ok(policy
             .hooks
             .iter()

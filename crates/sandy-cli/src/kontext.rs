@@ -56,7 +56,7 @@ pub fn attach(
                 control,
                 &files,
                 &root,
-                &sandy_policy::RealFs,
+                &crate::hostfs::HostFs,
             ) {
                 Ok(()) => Ok(()),
                 Err(reason) => fail(mode, &reason),
@@ -235,7 +235,7 @@ pub fn doctor(binary: &Path, home: &Path) -> Result<KontextReport, String> {
 pub fn status(agent: &str) -> Result<Result<Option<String>, String>, SandyError> {
     let host = crate::host::gather(&[])?;
     let request = crate::integrations::status_request(agent, false);
-    let mut policy = sandy_policy::resolve(&request, &host, &sandy_policy::RealFs)?;
+    let mut policy = sandy_policy::resolve(&request, &host, &crate::hostfs::HostFs)?;
     match attach(&mut policy, &host, Mode::Required) {
         Ok(()) => Ok(Ok(policy.kontext.and_then(|k| k.version))),
         Err(SandyError::RuntimeControl(reason)) => Ok(Err(reason)),

@@ -15,6 +15,7 @@ mod error;
 mod explain;
 mod gitscan;
 mod host;
+mod hostfs;
 mod integrations;
 mod kontext;
 mod placeholders;

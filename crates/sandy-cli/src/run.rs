@@ -13,13 +13,14 @@ use sandy_linux::sys::ignore_signal;
 use sandy_linux::sys::process::{fork_bootstrap, BootstrapFork, OneThread};
 use sandy_net::relay::spawn_relay;
 use sandy_policy::{
-    resolve, DryRunDocument, LaunchManifest, RealFs, RestoredSignal, RunRequest, ValidatedManifest,
+    resolve, DryRunDocument, LaunchManifest, RestoredSignal, RunRequest, ValidatedManifest,
 };
 
 use crate::agentstate;
 use crate::args::{DryRunFormat, ExplainMode, RunArgs};
 use crate::error::{signal_status, SandyError};
 use crate::host;
+use crate::hostfs::HostFs;
 use crate::verify;
 use crate::views::PreparedViews;
 
@@ -67,7 +68,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         crate::kontext::Mode::Optional
     };
     if args.dry_run {
-        let mut policy = resolve(&request, &host, &RealFs)?;
+        let mut policy = resolve(&request, &host, &HostFs)?;
         crate::kontext::attach(&mut policy, &host, kontext)?;
         announce(&policy);
         let manifest = ValidatedManifest::new(LaunchManifest::from_policy(
@@ -93,7 +94,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
 
     let private_tmp = PrivateTmp::create(&tmp_base)?;
     request.private_tmp = private_tmp.path.clone();
-    let mut policy = resolve(&request, &host, &RealFs)?;
+    let mut policy = resolve(&request, &host, &HostFs)?;
     crate::kontext::attach(&mut policy, &host, kontext)?;
     announce(&policy);
     // A first launch: the agent's own absent state directories and files (placeholders

@@ -5,12 +5,13 @@
 use std::path::{Path, PathBuf};
 
 use sandy_policy::why::{decide, Decision, Question, Rule};
-use sandy_policy::{resolve, RealFs, ResolvedPolicy, RunRequest};
+use sandy_policy::{resolve, ResolvedPolicy, RunRequest};
 use serde::Serialize;
 
 use crate::args::WhyArgs;
 use crate::error::SandyError;
 use crate::host;
+use crate::hostfs::HostFs;
 
 /// The layout version of `sandy why --json`.
 pub const WHY_SCHEMA_VERSION: u32 = 1;
@@ -69,11 +70,11 @@ pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
             agent: args.net == Some(crate::args::NetMode::Agent),
         },
     };
-    let policy = resolve(&request, &host, &RealFs)?;
+    let policy = resolve(&request, &host, &HostFs)?;
     if args.connect {
         return connect::why(&args, &policy);
     }
-    let decision = decide(&policy, question, &path, &RealFs);
+    let decision = decide(&policy, question, &path, &HostFs);
     let mut decision = decision;
     // Below every layer of Sandy's, the host's own permissions still apply.
     if (decision.allowed || decision.unchangeable.is_none())
@@ -196,8 +197,8 @@ fn narrowest_flag(
     // The host facts (git's view of repositories) are gathered again for the wider
     // launch, exactly as `sandy run` with that flag would.
     let wider = host::gather(&with.read_write).map_err(|e| format!("{flag} is refused: {e}"))?;
-    let policy = resolve(&with, &wider, &RealFs).map_err(|e| format!("{flag} is refused: {e}"))?;
-    if decide(&policy, question, path, &RealFs).allowed {
+    let policy = resolve(&with, &wider, &HostFs).map_err(|e| format!("{flag} is refused: {e}"))?;
+    if decide(&policy, question, path, &HostFs).allowed {
         Ok(flag)
     } else {
         Err(format!("even {flag} would not allow it"))
