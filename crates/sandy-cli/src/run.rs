@@ -131,7 +131,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     }
 
     // Copies the sandbox sees in place of host files (filtered or private).
-    let views = PreparedViews::prepare(&policy.views, &policy.state_files, &tmp_base)?;
+    let mut views = PreparedViews::prepare(&policy.views, &policy.state_files, &tmp_base)?;
     // Copy-on-write layers of the tool caches (kept in Sandy's own cache).
     let layers = crate::cache::prepare_layers(&policy.caches)?;
     let mut launch = LaunchManifest::from_policy(&policy, host.supervisor_pid, restore);
@@ -163,9 +163,11 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         certain,
         || {
             // What runs that ended left behind (per-run directories of supervisors that
-            // died, the cache overlays' work directories), removed while the target runs.
+            // died, the cache overlays' work directories), removed while the target runs;
+            // and this run's filtered copies, which the sandbox's mounts now hold.
             sweep_stale_run_dirs(&tmp_base);
             layers.sweep_stale();
+            views.release_bound();
         },
     );
     proxy.report();

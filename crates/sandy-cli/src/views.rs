@@ -1,7 +1,9 @@
 //! Prepares the copies the sandbox sees in place of host files ([`sandy_policy::FileView`]):
 //! a credential-filtered, read-only copy, or a writable private copy. They live in a
-//! per-run directory next to the private `/tmp` (mode 0700, removed after the run), which
-//! the sandbox cannot see.
+//! per-run directory next to the private `/tmp` (mode 0700), which the sandbox cannot
+//! see. A filtered copy is removed from it as soon as the target has started (the
+//! sandbox's bind mount holds it from then on), a private copy after the run, once it is
+//! merged back.
 
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -95,6 +97,25 @@ impl PreparedViews {
             prepared.entries.push((view.clone(), source));
         }
         Ok(prepared)
+    }
+
+    /// Once the bootstrap has bound every view (the target has started): the filtered
+    /// copies leave the host at once, beside the run instead of after it. The sandbox keeps
+    /// reading them through its mounts, which hold them. The per-run directory goes too
+    /// when it holds no private copy, which is merged back after the run.
+    pub fn release_bound(&mut self) {
+        for (view, source) in &self.entries {
+            if view.kind == ViewKind::Filtered {
+                let _ = std::fs::remove_file(source);
+            }
+        }
+        if self
+            .entries
+            .iter()
+            .all(|(view, _)| view.kind == ViewKind::Filtered)
+        {
+            self._dir = None;
+        }
     }
 
     /// What the bootstrap binds, in the manifest's form.

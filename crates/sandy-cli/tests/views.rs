@@ -82,6 +82,65 @@ fn shell_startup_files_are_read_only_and_filtered() {
     });
 }
 
+/// The filtered copies leave the host as soon as the target has started: a run still
+/// reads its view long after that (the sandbox's mount holds it), while on the host
+/// nothing of it is left next to the private `/tmp` during the run.
+#[test]
+fn a_filtered_copy_is_held_by_the_sandbox_not_left_on_the_host() {
+    if !kernel_ready() {
+        return;
+    }
+    for_each_user(|w| {
+        let original = format!("alias ll='ls -l'\nexport OPENAI_API_KEY={SECRET}\n");
+        w.write("home/.bashrc", &original);
+        let mut child = w
+            .sandy([
+                "run",
+                "--",
+                "/bin/sh",
+                "-c",
+                "read go; cat ~/.bashrc; echo done",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let collector = Collector::start(&mut child);
+        // The target is waiting on its input; the supervisor released the copies when it
+        // started. Wait (bounded) until the per-run directory is gone.
+        let views_dirs = || -> Vec<std::ffi::OsString> {
+            std::fs::read_dir(&w.tmp)
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name())
+                .filter(|n| n.to_string_lossy().starts_with("sandy-views-"))
+                .collect()
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !views_dirs().is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(
+            views_dirs().is_empty(),
+            "left during the run: {:?}",
+            views_dirs()
+        );
+        use std::io::Write;
+        writeln!(stdin, "go").unwrap();
+        drop(stdin);
+        let status = child.wait().unwrap();
+        let o = collector.finish(status);
+        assert_code(&o, 0, "reading the view late in the run");
+        let out = stdout(&o);
+        assert!(out.contains("alias ll='ls -l'"), "{out}");
+        assert!(out.contains("credential line removed"), "{out}");
+        assert!(!out.contains(SECRET), "the secret leaked: {out}");
+        assert!(out.ends_with("done\n"), "{out}");
+    });
+}
+
 /// The files the start-up files source from the home are filtered views too, and the
 /// way agents start their shells (Claude Code's `bash -c 'source ~/.bashrc; ...'`, a
 /// login shell `bash -lc`) prints no error line.
