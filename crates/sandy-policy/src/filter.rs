@@ -205,26 +205,39 @@ fn has_credential_key(line: &[u8]) -> bool {
 
 fn looks_like_credential(name: &[u8]) -> bool {
     // camelCase words become snake_case words: `npmAuthToken` is `npm_auth_token`.
-    let mut normalized = String::with_capacity(name.len() + 4);
+    let mut normalized: Vec<u8> = Vec::with_capacity(name.len() + 8);
     for (i, &b) in name.iter().enumerate() {
         match b {
-            b'-' | b'.' => normalized.push('_'),
+            b'-' | b'.' => normalized.push(b'_'),
             b'A'..=b'Z' => {
                 if i > 0 && name[i - 1].is_ascii_lowercase() {
-                    normalized.push('_');
+                    normalized.push(b'_');
                 }
-                normalized.push(char::from(b.to_ascii_lowercase()));
+                normalized.push(b.to_ascii_lowercase());
             }
-            other => normalized.push(char::from(other)),
+            other => normalized.push(other),
         }
     }
-    let padded = format!("_{normalized}_");
+    let n = normalized.as_slice();
     CREDENTIAL_WORDS.iter().any(|word| {
-        let word = word.trim_start_matches('_');
-        // A whole word of the name, or its end (`npmAuthToken`, `GITHUB_TOKEN`).
-        padded.contains(&format!("_{word}_"))
-            || normalized.ends_with(word)
-            || normalized.starts_with(&format!("{word}_"))
+        let word = word.trim_start_matches('_').as_bytes();
+        // A whole word of the name, or its end (`npmAuthToken`, `GITHUB_TOKEN`), or its
+        // first word.
+        is_whole_word_of(n, word)
+            || n.ends_with(word)
+            || (n.starts_with(word) && n.get(word.len()) == Some(&b'_'))
+    })
+}
+
+/// Whether `word` occurs in `name` between `_` separators (or the name's ends).
+fn is_whole_word_of(name: &[u8], word: &[u8]) -> bool {
+    if word.is_empty() || word.len() > name.len() {
+        return false;
+    }
+    (0..=name.len() - word.len()).any(|at| {
+        name[at..].starts_with(word)
+            && (at == 0 || name[at - 1] == b'_')
+            && name.get(at + word.len()).is_none_or(|&b| b == b'_')
     })
 }
 
@@ -314,6 +327,95 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The first implementation, kept to check the allocation-free one against.
+    fn looks_like_credential_reference(name: &[u8]) -> bool {
+        let mut normalized = String::with_capacity(name.len() + 4);
+        for (i, &b) in name.iter().enumerate() {
+            match b {
+                b'-' | b'.' => normalized.push('_'),
+                b'A'..=b'Z' => {
+                    if i > 0 && name[i - 1].is_ascii_lowercase() {
+                        normalized.push('_');
+                    }
+                    normalized.push(char::from(b.to_ascii_lowercase()));
+                }
+                other => normalized.push(char::from(other)),
+            }
+        }
+        let padded = format!("_{normalized}_");
+        CREDENTIAL_WORDS.iter().any(|word| {
+            let word = word.trim_start_matches('_');
+            padded.contains(&format!("_{word}_"))
+                || normalized.ends_with(word)
+                || normalized.starts_with(&format!("{word}_"))
+        })
+    }
+
+    #[test]
+    fn credential_names_are_recognised_as_before() {
+        let mut names: Vec<Vec<u8>> = [
+            "TOKEN",
+            "GITHUB_TOKEN",
+            "npmAuthToken",
+            "_authToken",
+            "tokenizer",
+            "MY_TOKENS",
+            "token_file",
+            "pass",
+            "PASSWORD",
+            "passenger",
+            "bypass",
+            "by_pass_x",
+            "api-key",
+            "apiKey",
+            "x.api.key",
+            "aws_access_key_id",
+            "AUTH",
+            "author",
+            "OAUTH",
+            "o_auth_x",
+            "cookie_jar",
+            "CookieJar",
+            "EDITOR",
+            "PATH",
+            "",
+            "_",
+            "__",
+            "pwd",
+            "PWD_DIR",
+            "credentials.toml",
+            "sessionKey",
+            "privateKey",
+            "bearer",
+            "Bearer-Token",
+            "secrets",
+            "x",
+            "pAsS",
+            "ÄPI_KEY",
+            "api_keyÄ",
+            "tok\u{e9}n",
+        ]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+        // Every word of the list, alone and joined to others in every way.
+        for w in CREDENTIAL_WORDS {
+            for shape in ["{}", "x_{}", "{}_x", "x{}", "{}x", "X-{}-Y", "a.{}.b"] {
+                names.push(shape.replace("{}", w).into_bytes());
+                names.push(shape.replace("{}", &w.to_uppercase()).into_bytes());
+            }
+        }
+        names.push(vec![0xff, b'_', b't', b'o', b'k', b'e', b'n']);
+        for name in &names {
+            assert_eq!(
+                looks_like_credential(name),
+                looks_like_credential_reference(name),
+                "{:?}",
+                String::from_utf8_lossy(name)
+            );
+        }
+    }
 
     fn f(text: &str) -> String {
         String::from_utf8(filter_credentials(text.as_bytes(), CommentStyle::Hash)).unwrap()
