@@ -118,12 +118,8 @@ fn a_filtered_copy_is_held_by_the_sandbox_not_left_on_the_host() {
                 .filter(|n| n.to_string_lossy().starts_with("sandy-views-"))
                 .collect()
         };
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while !views_dirs().is_empty() && std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
         assert!(
-            views_dirs().is_empty(),
+            wait_for(10, || views_dirs().is_empty()),
             "left during the run: {:?}",
             views_dirs()
         );
