@@ -1,15 +1,21 @@
 //! Prepares the copies the sandbox sees in place of host files ([`sandy_policy::FileView`]):
-//! a credential-filtered, read-only copy, or a writable private copy. They live in a
-//! per-run directory next to the private `/tmp` (mode 0700), which the sandbox cannot
-//! see. A filtered copy is removed from it as soon as the target has started (the
-//! sandbox's bind mount holds it from then on), a private copy after the run, once it is
-//! merged back.
+//! a credential-filtered, read-only copy, or a writable private copy.
+//!
+//! A filtered copy of at most 64 KiB (all of them together at most 256 KiB) travels in
+//! the launch manifest, and the bootstrap writes it into the sandbox's private `/run`:
+//! nothing of it is ever written to the host. The others live in a per-run directory
+//! next to the private `/tmp` (mode 0700), which the sandbox cannot see. A filtered copy
+//! there is removed as soon as the target has started (the sandbox's bind mount holds it
+//! from then on), a private copy after the run, once it is merged back.
 
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use sandy_policy::filter::filter_file;
-use sandy_policy::{FileView, ManifestView, StateFile, StateFormat, ViewKind};
+use sandy_policy::{
+    FileView, ManifestView, OsBytes, StateFile, StateFormat, ViewKind, MAX_INLINE_VIEWS_BYTES,
+    MAX_INLINE_VIEW_BYTES,
+};
 
 use crate::error::SandyError;
 use crate::run::PrivateTmp;
@@ -23,6 +29,9 @@ pub struct PreparedViews {
     /// The per-run directory holding the copies; removed when dropped.
     _dir: Option<PrivateTmp>,
     entries: Vec<(FileView, PathBuf)>,
+    /// Filtered copies small enough to travel in the manifest: the bootstrap writes them
+    /// into the sandbox's private `/run`, and no file of theirs is ever on the host.
+    inline: Vec<(FileView, Vec<u8>)>,
     /// The host content each private copy started from (the base of a state merge).
     originals: Vec<(PathBuf, Vec<u8>)>,
 }
@@ -41,6 +50,7 @@ impl PreparedViews {
         let mut unbound = PreparedViews {
             _dir: None,
             entries: Vec::new(),
+            inline: Vec::new(),
             originals: Vec::new(),
         };
         // State files the agent reads under a name of Sandy's own: a plain copy there.
@@ -65,15 +75,10 @@ impl PreparedViews {
         if views.is_empty() {
             return Ok(unbound);
         }
-        // A locked per-run directory (`sandy-views-XXXXXX`): removed with this value, or
-        // by the next run if this supervisor is killed.
-        let run_dir = PrivateTmp::create_kind(base, Some("views"))?;
-        let dir = run_dir.path.clone();
-        let mut prepared = PreparedViews {
-            _dir: Some(run_dir),
-            entries: Vec::with_capacity(views.len()),
-            originals: std::mem::take(&mut unbound.originals),
-        };
+        let mut prepared = unbound;
+        let mut inline_bytes = 0usize;
+        // The per-run directory for the copies that are files, created with the first.
+        let mut dir: Option<PathBuf> = None;
         for (i, view) in views.iter().enumerate() {
             let state = state_files.iter().find(|f| f.inside == view.target);
             let content = match state {
@@ -89,6 +94,26 @@ impl PreparedViews {
                         .originals
                         .push((view.target.clone(), content.clone()));
                     (content, 0o600)
+                }
+            };
+            if view.kind == ViewKind::Filtered
+                && content.len() <= MAX_INLINE_VIEW_BYTES
+                && inline_bytes + content.len() <= MAX_INLINE_VIEWS_BYTES
+            {
+                inline_bytes += content.len();
+                prepared.inline.push((view.clone(), content));
+                continue;
+            }
+            let dir = match &dir {
+                Some(dir) => dir.clone(),
+                None => {
+                    // A locked per-run directory (`sandy-views-XXXXXX`): removed with this
+                    // value, or by the next run if this supervisor is killed.
+                    let run_dir = PrivateTmp::create_kind(base, Some("views"))?;
+                    let path = run_dir.path.clone();
+                    prepared._dir = Some(run_dir);
+                    dir = Some(path.clone());
+                    path
                 }
             };
             let source = dir.join(format!("{i}"));
@@ -120,14 +145,19 @@ impl PreparedViews {
 
     /// What the bootstrap binds, in the manifest's form.
     pub fn manifest_views(&self) -> Vec<ManifestView> {
-        self.entries
-            .iter()
-            .map(|(view, source)| ManifestView {
-                source: source.as_path().into(),
-                target: view.target.as_path().into(),
-                writable: view.kind == ViewKind::PrivateCopy,
-            })
-            .collect()
+        let files = self.entries.iter().map(|(view, source)| ManifestView {
+            source: source.as_path().into(),
+            target: view.target.as_path().into(),
+            writable: view.kind == ViewKind::PrivateCopy,
+            content: None,
+        });
+        let inline = self.inline.iter().map(|(view, content)| ManifestView {
+            source: OsBytes::default(),
+            target: view.target.as_path().into(),
+            writable: false,
+            content: Some(OsBytes(content.clone())),
+        });
+        files.chain(inline).collect()
     }
 
     /// The private copy the sandbox wrote in place of `target`, after the run (for a

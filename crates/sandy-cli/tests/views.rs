@@ -82,58 +82,106 @@ fn shell_startup_files_are_read_only_and_filtered() {
     });
 }
 
-/// The filtered copies leave the host as soon as the target has started: a run still
-/// reads its view long after that (the sandbox's mount holds it), while on the host
-/// nothing of it is left next to the private `/tmp` during the run.
+/// A small filtered copy never touches the host: it travels in the launch manifest and
+/// the bootstrap writes it into the sandbox's private `/run`. A large one (over 64 KiB) is
+/// a file in a per-run directory next to the private `/tmp`, removed as soon as the target
+/// has started. Either way the sandbox reads it long after that (its mount holds it),
+/// without the secret.
 #[test]
 fn a_filtered_copy_is_held_by_the_sandbox_not_left_on_the_host() {
     if !kernel_ready() {
         return;
     }
     for_each_user(|w| {
-        let original = format!("alias ll='ls -l'\nexport OPENAI_API_KEY={SECRET}\n");
-        w.write("home/.bashrc", &original);
-        let mut child = w
-            .sandy([
-                "run",
-                "--",
-                "/bin/sh",
-                "-c",
-                "read go; cat ~/.bashrc; echo done",
-            ])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        let collector = Collector::start(&mut child);
-        // The target is waiting on its input; the supervisor released the copies when it
-        // started. Wait (bounded) until the per-run directory is gone.
-        let views_dirs = || -> Vec<std::ffi::OsString> {
-            std::fs::read_dir(&w.tmp)
-                .unwrap()
-                .flatten()
-                .map(|e| e.file_name())
-                .filter(|n| n.to_string_lossy().starts_with("sandy-views-"))
-                .collect()
-        };
-        assert!(
-            wait_for(10, || views_dirs().is_empty()),
-            "left during the run: {:?}",
-            views_dirs()
+        for padding in [0usize, 70 * 1024] {
+            let filler = "# filler line of a long start-up file\n".repeat(padding / 38);
+            let original = format!("alias ll='ls -l'\n{filler}export OPENAI_API_KEY={SECRET}\n");
+            w.write("home/.bashrc", &original);
+            let mut child = w
+                .sandy([
+                    "run",
+                    "--",
+                    "/bin/sh",
+                    "-c",
+                    "read go; cat ~/.bashrc; echo done",
+                ])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            let collector = Collector::start(&mut child);
+            // The target waits on its input, started: by now no copy is on the host.
+            let views_dirs = || -> Vec<std::ffi::OsString> {
+                std::fs::read_dir(&w.tmp)
+                    .unwrap()
+                    .flatten()
+                    .map(|e| e.file_name())
+                    .filter(|n| n.to_string_lossy().starts_with("sandy-views-"))
+                    .collect()
+            };
+            assert!(
+                wait_for(10, || views_dirs().is_empty()),
+                "left during the run: {:?}",
+                views_dirs()
+            );
+            use std::io::Write;
+            writeln!(stdin, "go").unwrap();
+            drop(stdin);
+            let status = child.wait().unwrap();
+            let o = collector.finish(status);
+            assert_code(&o, 0, "reading the view late in the run");
+            let out = stdout(&o);
+            assert!(out.starts_with("alias ll='ls -l'\n"), "{padding}");
+            assert!(out.contains("credential line removed"), "{padding}");
+            assert!(!out.contains(SECRET), "the secret leaked ({padding})");
+            assert!(out.ends_with("done\n"), "{padding}");
+            assert_eq!(
+                out.len(),
+                original.len() - original.lines().last().unwrap().len()
+                    + "true # sandy: credential line removed".len()
+                    + "done\n".len()
+            );
+        }
+    });
+}
+
+/// A small filtered copy is never a file on the host, not even while the bootstrap sets
+/// the sandbox up: the only per-run directory Sandy makes next to the private `/tmp` is
+/// that `/tmp` itself (watched from the host throughout a run with inotify).
+#[test]
+fn a_small_filtered_copy_is_never_a_file_on_the_host() {
+    use rustix::fs::inotify;
+    if !kernel_ready() {
+        return;
+    }
+    for_each_user(|w| {
+        w.write(
+            "home/.bashrc",
+            &format!("export OPENAI_API_KEY={SECRET}\nalias ll='ls -l'\n"),
         );
-        use std::io::Write;
-        writeln!(stdin, "go").unwrap();
-        drop(stdin);
-        let status = child.wait().unwrap();
-        let o = collector.finish(status);
-        assert_code(&o, 0, "reading the view late in the run");
-        let out = stdout(&o);
-        assert!(out.contains("alias ll='ls -l'"), "{out}");
-        assert!(out.contains("credential line removed"), "{out}");
-        assert!(!out.contains(SECRET), "the secret leaked: {out}");
-        assert!(out.ends_with("done\n"), "{out}");
+        w.write("home/.profile", "PATH=\"$HOME/bin:$PATH\"\n");
+        let watch =
+            inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK).unwrap();
+        inotify::add_watch(&watch, &w.tmp, inotify::WatchFlags::CREATE).unwrap();
+        let o = w.sh(&[], "cat ~/.bashrc ~/.profile; echo ok");
+        assert_code(&o, 0, "a run with two filtered copies");
+        assert!(!stdout(&o).contains(SECRET), "the secret leaked");
+        assert!(stdout(&o).contains("alias ll='ls -l'"), "{}", stdout(&o));
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 8192];
+        let mut reader = inotify::Reader::new(&watch, &mut buf);
+        let mut made = Vec::new();
+        while let Ok(event) = reader.next() {
+            if let Some(name) = event.file_name() {
+                made.push(name.to_string_lossy().into_owned());
+            }
+        }
+        assert!(
+            made.iter().all(|n| !n.starts_with("sandy-views-")),
+            "created next to the private /tmp: {made:?}"
+        );
+        assert_eq!(made.len(), 1, "only the private /tmp: {made:?}");
     });
 }
 

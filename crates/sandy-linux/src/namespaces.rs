@@ -35,6 +35,15 @@ use crate::sys;
 /// Directories replaced inside the sandbox by something private and empty.
 const RUN: &str = "/run";
 
+/// Where a view's copy comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ViewSource {
+    /// A file the supervisor prepared.
+    File(PathBuf),
+    /// The copy's content, written read-only into the private `/run` first.
+    Content(Vec<u8>),
+}
+
 /// Every mount the sandbox gets, as data. Applied in field order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MountPlan {
@@ -66,7 +75,7 @@ pub struct MountPlan {
     pub masks: Vec<PathBuf>,
     /// Prepared copies bound over host files: (source, target). A writable one is also a
     /// read-write exact grant, so it is listed in `writable` too.
-    pub views: Vec<(PathBuf, PathBuf)>,
+    pub views: Vec<(ViewSource, PathBuf)>,
     /// The sandbox's own dry-run document, written read-only at
     /// [`sandy_policy::POLICY_DOCUMENT_PATH`] on the private `/run`.
     pub policy_document: Option<String>,
@@ -234,10 +243,11 @@ pub fn mount_plan(manifest: &ValidatedManifest) -> MountPlan {
         .views
         .iter()
         .map(|v| {
-            (
-                v.source.as_path().to_path_buf(),
-                v.target.as_path().to_path_buf(),
-            )
+            let source = match &v.content {
+                Some(content) => ViewSource::Content(content.as_bytes().to_vec()),
+                None => ViewSource::File(v.source.as_path().to_path_buf()),
+            };
+            (source, v.target.as_path().to_path_buf())
         })
         .collect();
     MountPlan {
@@ -418,6 +428,27 @@ fn create_masked_file() -> Result<(), LinuxError> {
     })
 }
 
+/// Where the copies of views that came with their content live: the private `/run`,
+/// read-only inside like the rest of it.
+const VIEW_COPIES: &str = "/run/.sandy-views";
+
+/// Writes the `i`th view's copy (mode 0444) into [`VIEW_COPIES`] and opens it.
+fn write_view_copy(i: usize, content: &[u8]) -> Result<OwnedFd, LinuxError> {
+    let dir = Path::new(VIEW_COPIES);
+    let path = dir.join(i.to_string());
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| LinuxError::MountPoint { path, source }
+    };
+    match std::fs::DirBuilder::new().mode(0o755).create(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(io(dir)(e)),
+        _ => {}
+    }
+    std::fs::write(&path, content).map_err(io(&path))?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).map_err(io(&path))?;
+    open_path(&path)
+}
+
 /// Writes the sandbox's own policy on the private `/run` (which the root's read-only
 /// remount below makes read-only with everything else).
 fn write_policy_document(document: &str) -> Result<(), LinuxError> {
@@ -461,7 +492,9 @@ pub fn apply(plan: &MountPlan) -> Result<(), LinuxError> {
     // View sources may live under the host's /tmp, which is about to be hidden.
     let mut view_sources = Vec::with_capacity(plan.views.len());
     for (source, target) in &plan.views {
-        view_sources.push((open_path(source)?, target));
+        if let ViewSource::File(source) = source {
+            view_sources.push((open_path(source)?, target));
+        }
     }
 
     // Paths that are already mounts of their own once the private directories are in
@@ -486,6 +519,19 @@ pub fn apply(plan: &MountPlan) -> Result<(), LinuxError> {
     }
     if !plan.masks.is_empty() {
         create_masked_file()?;
+    }
+    // Views whose content came in the manifest: files of the private `/run`, never of
+    // the host.
+    for (i, (source, target)) in plan.views.iter().enumerate() {
+        if let ViewSource::Content(content) = source {
+            if !own_mounts.contains(&Path::new(RUN)) {
+                return Err(LinuxError::MountPoint {
+                    path: PathBuf::from(RUN),
+                    source: std::io::Error::other("no private /run to hold a view's copy"),
+                });
+            }
+            view_sources.push((write_view_copy(i, content)?, target));
+        }
     }
     for dir in &plan.make_dirs {
         std::fs::DirBuilder::new()

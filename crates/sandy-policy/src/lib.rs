@@ -56,7 +56,8 @@ pub use kontext::{
 };
 pub use manifest::{
     EnvEntry, LaunchManifest, ManifestGrant, ManifestOverlay, ManifestProtection, ManifestView,
-    RestoredSignal, ValidatedManifest, MANIFEST_SCHEMA_VERSION, MAX_MANIFEST_BYTES,
+    RestoredSignal, ValidatedManifest, MANIFEST_SCHEMA_VERSION, MAX_INLINE_VIEWS_BYTES,
+    MAX_INLINE_VIEW_BYTES, MAX_MANIFEST_BYTES,
 };
 pub use osbytes::OsBytes;
 pub use policy::{

@@ -44,14 +44,24 @@ pub struct ManifestProtection {
 }
 
 /// A file the bootstrap binds over `target`: a copy the supervisor prepared at `source`
-/// (a filtered, read-only view or a writable private copy).
+/// (a filtered, read-only view or a writable private copy), or, for a read-only view,
+/// the copy's `content` itself, which the bootstrap writes into the sandbox's private
+/// `/run` (no file on the host at all; `source` is then empty).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ManifestView {
     pub source: OsBytes,
     pub target: OsBytes,
     pub writable: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<OsBytes>,
 }
+
+/// The largest view whose content travels in the manifest; larger ones are files the
+/// supervisor prepares (the manifest's own bound is [`MAX_MANIFEST_BYTES`]).
+pub const MAX_INLINE_VIEW_BYTES: usize = 64 * 1024;
+/// The most content all inline views together may carry.
+pub const MAX_INLINE_VIEWS_BYTES: usize = 256 * 1024;
 
 /// A copy-on-write tool cache the bootstrap mounts: an overlay at `lower` (the host
 /// cache, read-only) whose changes go to `upper` (with `work`) in Sandy's own cache.
@@ -324,9 +334,26 @@ fn validate(m: &LaunchManifest) -> Result<(), ManifestError> {
     if m.views.len() > MAX_GRANTS {
         return Err(invalid(format!("more than {MAX_GRANTS} views")));
     }
+    let mut inline = 0usize;
     for view in &m.views {
-        check_path("a view's source", &view.source)?;
+        match &view.content {
+            Some(content) => {
+                if view.writable || !view.source.as_bytes().is_empty() {
+                    return Err(invalid(
+                        "a view with its content is read-only and has no source",
+                    ));
+                }
+                if content.as_bytes().len() > MAX_INLINE_VIEW_BYTES {
+                    return Err(invalid("a view's content is too large"));
+                }
+                inline += content.as_bytes().len();
+            }
+            None => check_path("a view's source", &view.source)?,
+        }
         check_path("a view's target", &view.target)?;
+    }
+    if inline > MAX_INLINE_VIEWS_BYTES {
+        return Err(invalid("the views' content is too large"));
     }
     if m.policy_document
         .as_ref()
@@ -393,9 +420,30 @@ mod tests {
         }
     }
 
+    fn inline_view(content: &[u8]) -> ManifestView {
+        ManifestView {
+            source: OsBytes::default(),
+            target: "/home/u/.bashrc".into(),
+            writable: false,
+            content: Some(OsBytes(content.to_vec())),
+        }
+    }
+
     #[test]
     fn round_trips_exactly() {
         let v = ValidatedManifest::new(sample()).unwrap();
+        let bytes = v.encode().unwrap();
+        assert_eq!(ValidatedManifest::decode(&bytes).unwrap(), v);
+        // With views of both kinds, one of them bytes that are not UTF-8.
+        let mut m = sample();
+        m.views.push(inline_view(b"alias ll='ls -l'\n\xff\n"));
+        m.views.push(ManifestView {
+            source: "/tmp/sandy-views-a/1".into(),
+            target: "/home/u/.profile".into(),
+            writable: false,
+            content: None,
+        });
+        let v = ValidatedManifest::new(m).unwrap();
         let bytes = v.encode().unwrap();
         assert_eq!(ValidatedManifest::decode(&bytes).unwrap(), v);
     }
@@ -456,6 +504,44 @@ mod tests {
                 Box::new(|m| m.environment[0].name = "A=B".into()),
             ),
             ("zero pid", Box::new(|m| m.supervisor_pid = 0)),
+            (
+                "a writable view with its content",
+                Box::new(|m| {
+                    m.views.push(inline_view(b"x"));
+                    m.views[0].writable = true;
+                }),
+            ),
+            (
+                "a view with both a source and its content",
+                Box::new(|m| {
+                    m.views.push(inline_view(b"x"));
+                    m.views[0].source = "/tmp/sandy-views-a/0".into();
+                }),
+            ),
+            (
+                "an oversized inline view",
+                Box::new(|m| {
+                    m.views
+                        .push(inline_view(&vec![b'x'; MAX_INLINE_VIEW_BYTES + 1]))
+                }),
+            ),
+            (
+                "too much inline content in all",
+                Box::new(|m| {
+                    for _ in 0..=MAX_INLINE_VIEWS_BYTES / MAX_INLINE_VIEW_BYTES {
+                        m.views
+                            .push(inline_view(&vec![b'x'; MAX_INLINE_VIEW_BYTES]));
+                    }
+                }),
+            ),
+            (
+                "a relative view source",
+                Box::new(|m| {
+                    m.views.push(inline_view(b"x"));
+                    m.views[0].content = None;
+                    m.views[0].source = "views/0".into();
+                }),
+            ),
         ];
         for (what, mutate) in cases {
             let mut m = sample();
