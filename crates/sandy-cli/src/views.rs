@@ -96,11 +96,15 @@ impl PreparedViews {
                     (content, 0o600)
                 }
             };
+            // What the copy adds to the manifest's wire form counts, so that the manifest
+            // stays within its bound whatever the file holds.
+            let wire = wire_len(&content);
             if view.kind == ViewKind::Filtered
-                && content.len() <= MAX_INLINE_VIEW_BYTES
-                && inline_bytes + content.len() <= MAX_INLINE_VIEWS_BYTES
+                && wire.is_some_and(|n| {
+                    n <= MAX_INLINE_VIEW_BYTES && inline_bytes + n <= MAX_INLINE_VIEWS_BYTES
+                })
             {
-                inline_bytes += content.len();
+                inline_bytes += wire.unwrap_or(0);
                 prepared.inline.push((view.clone(), content));
                 continue;
             }
@@ -184,6 +188,24 @@ impl PreparedViews {
     }
 }
 
+/// The length of `content` in the manifest's JSON, where a text that is UTF-8 is a
+/// string (a quote, a backslash or a control character escaped, at most six bytes), or
+/// `None` for anything else (an array of numbers, up to four bytes per byte: such a copy
+/// stays a file).
+fn wire_len(content: &[u8]) -> Option<usize> {
+    std::str::from_utf8(content).ok()?;
+    Some(
+        content
+            .iter()
+            .map(|&b| match b {
+                b'"' | b'\\' | b'\n' | b'\t' | b'\r' | 0x08 | 0x0c => 2,
+                0..=0x1f => 6,
+                _ => 1,
+            })
+            .sum(),
+    )
+}
+
 /// Reads a regular file (following the user's own symlinks), without blocking on a FIFO
 /// and refusing anything larger than [`MAX_VIEW_BYTES`].
 pub(crate) fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
@@ -244,4 +266,25 @@ fn write_new(path: &Path, content: &[u8], mode: u32) -> std::io::Result<()> {
         .open(path)?;
     // Not synced: a copy for one run, read through the page cache and removed after it.
     file.write_all(content)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The estimate is the JSON encoder's own length, and non-UTF-8 content is left out.
+    #[test]
+    fn wire_lengths_are_the_json_lengths() {
+        for text in [
+            "",
+            "alias ll='ls -l'\n",
+            "quote \" and back\\slash\ttab\r\u{8}\u{c}",
+            "\u{1}\u{1f} control",
+            "unicode é ü ∑",
+        ] {
+            let json = serde_json::to_string(text).unwrap();
+            assert_eq!(wire_len(text.as_bytes()), Some(json.len() - 2), "{text:?}");
+        }
+        assert_eq!(wire_len(b"\xff\xfe"), None);
+    }
 }
