@@ -415,55 +415,39 @@ fn masked_file() -> PathBuf {
 }
 
 fn create_masked_file() -> Result<(), LinuxError> {
-    let path = masked_file();
-    std::fs::write(&path, b"").map_err(|source| LinuxError::MountPoint {
-        path: path.clone(),
-        source,
-    })?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).map_err(|source| {
-        LinuxError::MountPoint {
-            path: path.clone(),
+    write_read_only(&masked_file(), b"")
+}
+
+/// A directory (mode 0755) of Sandy's own on the private `/run`.
+fn make_run_dir(dir: &Path) -> Result<(), LinuxError> {
+    std::fs::DirBuilder::new()
+        .mode(0o755)
+        .create(dir)
+        .map_err(|source| LinuxError::MountPoint {
+            path: dir.to_path_buf(),
             source,
-        }
-    })
+        })
+}
+
+/// Writes a file of Sandy's own on the private `/run`, mode 0444 (the root's read-only
+/// remount below makes it read-only for everyone, with everything else).
+fn write_read_only(path: &Path, content: &[u8]) -> Result<(), LinuxError> {
+    let err = |source| LinuxError::MountPoint {
+        path: path.to_path_buf(),
+        source,
+    };
+    std::fs::write(path, content).map_err(err)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o444)).map_err(err)
 }
 
 /// Where the copies of views that came with their content live: the private `/run`,
 /// read-only inside like the rest of it.
 const VIEW_COPIES: &str = "/run/.sandy-views";
 
-/// Writes the `i`th view's copy (mode 0444) into [`VIEW_COPIES`] and opens it.
-fn write_view_copy(i: usize, content: &[u8]) -> Result<OwnedFd, LinuxError> {
-    let dir = Path::new(VIEW_COPIES);
-    let path = dir.join(i.to_string());
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| LinuxError::MountPoint { path, source }
-    };
-    match std::fs::DirBuilder::new().mode(0o755).create(dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(io(dir)(e)),
-        _ => {}
-    }
-    std::fs::write(&path, content).map_err(io(&path))?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).map_err(io(&path))?;
-    open_path(&path)
-}
-
-/// Writes the sandbox's own policy on the private `/run` (which the root's read-only
-/// remount below makes read-only with everything else).
+/// Writes the sandbox's own policy on the private `/run`.
 fn write_policy_document(document: &str) -> Result<(), LinuxError> {
-    let dir = Path::new(POLICY_DOCUMENT_DIR);
-    let file = Path::new(POLICY_DOCUMENT_PATH);
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| LinuxError::MountPoint { path, source }
-    };
-    std::fs::DirBuilder::new()
-        .mode(0o755)
-        .create(dir)
-        .map_err(io(dir))?;
-    std::fs::write(file, document).map_err(io(file))?;
-    std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o444)).map_err(io(file))
+    make_run_dir(Path::new(POLICY_DOCUMENT_DIR))?;
+    write_read_only(Path::new(POLICY_DOCUMENT_PATH), document.as_bytes())
 }
 
 /// Performs the mount plan inside the new namespaces. Nothing here is visible outside.
@@ -522,15 +506,22 @@ pub fn apply(plan: &MountPlan) -> Result<(), LinuxError> {
     }
     // Views whose content came in the manifest: files of the private `/run`, never of
     // the host.
+    let mut copies_dir = false;
     for (i, (source, target)) in plan.views.iter().enumerate() {
         if let ViewSource::Content(content) = source {
-            if !own_mounts.contains(&Path::new(RUN)) {
-                return Err(LinuxError::MountPoint {
-                    path: PathBuf::from(RUN),
-                    source: std::io::Error::other("no private /run to hold a view's copy"),
-                });
+            if !copies_dir {
+                if !own_mounts.contains(&Path::new(RUN)) {
+                    return Err(LinuxError::MountPoint {
+                        path: PathBuf::from(RUN),
+                        source: std::io::Error::other("no private /run to hold a view's copy"),
+                    });
+                }
+                make_run_dir(Path::new(VIEW_COPIES))?;
+                copies_dir = true;
             }
-            view_sources.push((write_view_copy(i, content)?, target));
+            let copy = Path::new(VIEW_COPIES).join(i.to_string());
+            write_read_only(&copy, content)?;
+            view_sources.push((open_path(&copy)?, target));
         }
     }
     for dir in &plan.make_dirs {
