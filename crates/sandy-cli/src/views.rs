@@ -77,8 +77,6 @@ impl PreparedViews {
         }
         let mut prepared = unbound;
         let mut inline_bytes = 0usize;
-        // The per-run directory for the copies that are files, created with the first.
-        let mut dir: Option<PathBuf> = None;
         for (i, view) in views.iter().enumerate() {
             let state = state_files.iter().find(|f| f.inside == view.target);
             let content = match state {
@@ -98,26 +96,27 @@ impl PreparedViews {
             };
             // What the copy adds to the manifest's wire form counts, so that the manifest
             // stays within its bound whatever the file holds.
-            let wire = wire_len(&content);
-            if view.kind == ViewKind::Filtered
-                && wire.is_some_and(|n| {
-                    n <= MAX_INLINE_VIEW_BYTES && inline_bytes + n <= MAX_INLINE_VIEWS_BYTES
-                })
-            {
-                inline_bytes += wire.unwrap_or(0);
+            let inline = (view.kind == ViewKind::Filtered)
+                .then(|| wire_len(&content))
+                .flatten()
+                .filter(|n| {
+                    *n <= MAX_INLINE_VIEW_BYTES && inline_bytes + n <= MAX_INLINE_VIEWS_BYTES
+                });
+            if let Some(n) = inline {
+                inline_bytes += n;
                 prepared.inline.push((view.clone(), content));
                 continue;
             }
-            let dir = match &dir {
-                Some(dir) => dir.clone(),
+            // A locked per-run directory (`sandy-views-XXXXXX`), made with the first copy
+            // that is a file: removed with this value, or by the next run if this
+            // supervisor is killed.
+            let dir = match &prepared._dir {
+                Some(dir) => &dir.path,
                 None => {
-                    // A locked per-run directory (`sandy-views-XXXXXX`): removed with this
-                    // value, or by the next run if this supervisor is killed.
-                    let run_dir = PrivateTmp::create_kind(base, Some("views"))?;
-                    let path = run_dir.path.clone();
-                    prepared._dir = Some(run_dir);
-                    dir = Some(path.clone());
-                    path
+                    &prepared
+                        ._dir
+                        .insert(PrivateTmp::create_kind(base, Some("views"))?)
+                        .path
                 }
             };
             let source = dir.join(format!("{i}"));
