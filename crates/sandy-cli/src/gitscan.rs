@@ -99,7 +99,7 @@ pub enum DotGitKind {
 /// to every `open` by path (in a tree of 20,400 directories, walked before and after a
 /// run, a launch took 234 ms this way against 281 ms).
 pub fn find_dotgits(root: &Path, limit: usize) -> Result<Vec<DotGit>, GitScanError> {
-    use rustix::fs::{openat, statat, AtFlags, Dir, FileType, Mode, OFlags, CWD};
+    use rustix::fs::{openat, Dir, FileType, Mode, OFlags, CWD};
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
     // A directory still to read: its parent (kept open while any child is pending, so
     // the open descriptors stay as many as the tree is deep), its name there, its path.
@@ -141,16 +141,9 @@ pub fn find_dotgits(root: &Path, limit: usize) -> Result<Vec<DotGit>, GitScanErr
             if bytes == b"." || bytes == b".." {
                 continue;
             }
-            let mut kind = entry.file_type();
-            if kind == FileType::Unknown {
-                kind = match dir
-                    .fd()
-                    .and_then(|fd| statat(fd, name, AtFlags::SYMLINK_NOFOLLOW))
-                {
-                    Ok(st) => FileType::from_raw_mode(st.st_mode),
-                    Err(_) => continue,
-                };
-            }
+            let Some(kind) = crate::hostfs::listed_type(&dir, &entry) else {
+                continue;
+            };
             if bytes == b".git" {
                 let kind = match kind {
                     FileType::Directory => DotGitKind::Directory,

@@ -21,7 +21,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{Dir, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, Dir, DirEntry, FileType, Mode, OFlags};
 use sandy_policy::{FileKind, PathInspector, RealFs};
 
 /// The host's files, as resolution sees them (see the module's documentation).
@@ -48,8 +48,7 @@ pub fn canonicalize(path: impl AsRef<Path>) -> io::Result<PathBuf> {
 }
 
 /// The entries of a directory (not `.` and `..`) among the first `max`, with their type
-/// from the listing itself (`lstat` when the file system does not say), as full paths,
-/// sorted, keeping those `keep` accepts.
+/// ([`listed_type`]), as full paths, sorted, keeping those `keep` accepts.
 fn entries(path: &Path, max: usize, keep: impl Fn(FileType) -> bool) -> Vec<PathBuf> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
     let Ok(mut dir) = rustix::fs::open(path, flags, Mode::empty()).and_then(Dir::new) else {
@@ -66,20 +65,28 @@ fn entries(path: &Path, max: usize, keep: impl Fn(FileType) -> bool) -> Vec<Path
         if seen > max {
             break;
         }
-        let full = path.join(std::ffi::OsStr::from_bytes(name));
-        let kind = match entry.file_type() {
-            FileType::Unknown => match std::fs::symlink_metadata(&full) {
-                Ok(m) => FileType::from_raw_mode(std::os::unix::fs::MetadataExt::mode(&m)),
-                Err(_) => continue,
-            },
-            kind => kind,
+        let Some(kind) = listed_type(&dir, &entry) else {
+            continue;
         };
         if keep(kind) {
-            out.push(full);
+            out.push(path.join(std::ffi::OsStr::from_bytes(name)));
         }
     }
     out.sort();
     out
+}
+
+/// The type of a directory entry, from the listing itself, or from an `lstat` relative to
+/// the directory when the file system does not say; `None` when the entry is gone.
+pub fn listed_type(dir: &Dir, entry: &DirEntry) -> Option<FileType> {
+    match entry.file_type() {
+        FileType::Unknown => {
+            let fd = dir.fd().ok()?;
+            let st = rustix::fs::statat(fd, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW).ok()?;
+            Some(FileType::from_raw_mode(st.st_mode))
+        }
+        kind => Some(kind),
+    }
 }
 
 impl PathInspector for HostFs {
