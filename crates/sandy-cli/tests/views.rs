@@ -147,6 +147,30 @@ fn a_filtered_copy_is_held_by_the_sandbox_not_left_on_the_host() {
     });
 }
 
+/// A start-up file that is not UTF-8 (a Latin-1 comment) is filtered like any other, its
+/// bytes kept as they are; it takes the per-run directory's way (its JSON form would be
+/// an array of numbers), which is gone by the end of the run.
+#[test]
+fn a_start_up_file_that_is_not_utf8_is_filtered_and_kept_byte_for_byte() {
+    if !kernel_ready() {
+        return;
+    }
+    for_each_user(|w| {
+        let mut original = b"alias ll='ls -l'\n# caf\xe9 au lait\n".to_vec();
+        original.extend_from_slice(format!("export OPENAI_API_KEY={SECRET}\n").as_bytes());
+        std::fs::write(w.home.join(".bashrc"), &original).unwrap();
+        w.chown_all();
+        let o = w.sh(&[], "cat ~/.bashrc");
+        assert_code(&o, 0, "reading a start-up file that is not UTF-8");
+        let expected =
+            b"alias ll='ls -l'\n# caf\xe9 au lait\ntrue # sandy: credential line removed\n";
+        assert_eq!(o.stdout, expected.to_vec(), "{}", stdout(&o));
+        assert_eq!(std::fs::read(w.home.join(".bashrc")).unwrap(), original);
+        let left: Vec<_> = std::fs::read_dir(&w.tmp).unwrap().flatten().collect();
+        assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+    });
+}
+
 /// A small filtered copy is never a file on the host, not even while the bootstrap sets
 /// the sandbox up: the only per-run directory Sandy makes next to the private `/tmp` is
 /// that `/tmp` itself (watched from the host throughout a run with inotify).
