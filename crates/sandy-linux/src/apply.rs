@@ -160,20 +160,11 @@ fn launch_inner(
     // Layer 1: private user, mount, IPC and PID namespaces with the protections, masks
     // and private directories. The working directory is entered afterwards, so that it is
     // looked up through the new mounts.
-    namespaces::enter(match (m.network, broker) {
+    let network = namespaces::enter(match (m.network, broker) {
         (Network::BlockAll, _) => namespaces::PrivateNetwork::WithLoopback,
         (Network::AllowAll, true) => namespaces::PrivateNetwork::Brokered,
         (Network::AllowAll, false) => namespaces::PrivateNetwork::None,
     })?;
-    // The egress proxy's listener travels with the local-port listeners.
-    let handed: Vec<u16> = m.local_ports.iter().copied().chain(m.proxy_port).collect();
-    if !handed.is_empty() {
-        let channel = channel.as_ref().ok_or(LinuxError::Relay {
-            step: "local ports are granted but no relay channel was passed",
-            source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
-        })?;
-        relay::hand_over_listeners(channel, &handed)?;
-    }
     // The bootstrap, and the init forked from it, hold a copy of the supervisor's memory
     // (the caller's whole environment, the files Sandy read): not dumpable, so that no
     // process of the sandbox can read it through /proc/1 (environ, mem) or ptrace. Set
@@ -182,7 +173,18 @@ fn launch_inner(
         step: "cannot make the bootstrap non-dumpable",
         source,
     })?;
-    namespaces::apply(&plan.mounts)?;
+    // The mounts are applied while the network namespace is being made.
+    namespaces::apply(&plan.mounts, network)?;
+    // The egress proxy's listener travels with the local-port listeners (made in the
+    // run's network namespace).
+    let handed: Vec<u16> = m.local_ports.iter().copied().chain(m.proxy_port).collect();
+    if !handed.is_empty() {
+        let channel = channel.as_ref().ok_or(LinuxError::Relay {
+            step: "local ports are granted but no relay channel was passed",
+            source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
+        })?;
+        relay::hand_over_listeners(channel, &handed)?;
+    }
     unshare(CloneFlags::CLONE_NEWPID).map_err(|source| LinuxError::PidNamespace { source })?;
 
     let (alive_read, alive_write) = pipe2(OFlag::O_CLOEXEC).map_err(|source| LinuxError::Init {

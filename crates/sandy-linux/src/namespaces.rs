@@ -280,9 +280,15 @@ pub enum PrivateNetwork {
 }
 
 /// Enters a new user namespace (mapping the caller's own uid and gid, so files keep their
-/// owners), a new mount namespace, a new IPC namespace and, unless `private_network` is
-/// [`PrivateNetwork::None`], a new network namespace.
-pub fn enter(private_network: PrivateNetwork) -> Result<(), LinuxError> {
+/// owners), a new mount namespace and a new IPC namespace; unless `private_network` is
+/// [`PrivateNetwork::None`], starts making the run's network namespace beside the caller.
+///
+/// A network namespace costs the kernel about a millisecond to set up (every network
+/// subsystem's per-namespace state, the loopback device), and nothing in the mount work
+/// that follows depends on it: a thread of its own creates it (a namespace of that thread
+/// alone) while the caller applies the mounts, and [`PendingNetwork::enter`] then moves
+/// the caller into it. The process is single-threaded again once it has.
+pub fn enter(private_network: PrivateNetwork) -> Result<PendingNetwork, LinuxError> {
     let (uid, gid) = (getuid(), getgid());
     // A private IPC namespace too: System V IPC objects and POSIX message queues of the
     // host are out of reach.
@@ -311,15 +317,63 @@ pub fn enter(private_network: PrivateNetwork) -> Result<(), LinuxError> {
     write("/proc/self/setgroups", "deny".to_owned())?;
     write("/proc/self/uid_map", format!("{uid} {uid} 1\n"))?;
     write("/proc/self/gid_map", format!("{gid} {gid} 1\n"))?;
-    if private_network != PrivateNetwork::None {
-        // Separately, so that a kernel without network namespaces is named as such.
-        unshare(CloneFlags::CLONE_NEWNET)
-            .map_err(|source| LinuxError::NetworkNamespace { source })?;
+    if private_network == PrivateNetwork::None {
+        return Ok(PendingNetwork(Pending::Host));
     }
+    let made = std::thread::Builder::new()
+        .name("sandy-netns".to_owned())
+        .stack_size(64 * 1024)
+        .spawn(move || new_network_namespace(private_network));
+    Ok(PendingNetwork(match made {
+        Ok(thread) => Pending::Thread(thread),
+        // No thread to spare: made here, in turn.
+        Err(_) => Pending::Made(new_network_namespace(private_network)?),
+    }))
+}
+
+/// The run's network namespace while it is being made ([`enter`]).
+#[must_use = "the caller is not in the run's network namespace until it enters it"]
+pub struct PendingNetwork(Pending);
+
+enum Pending {
+    /// The host's namespace stays.
+    Host,
+    Thread(std::thread::JoinHandle<Result<OwnedFd, LinuxError>>),
+    Made(OwnedFd),
+}
+
+impl PendingNetwork {
+    /// Waits until the namespace is made and moves the calling thread into it (its later
+    /// children are born there). Its thread has ended when this returns.
+    pub fn enter(self) -> Result<(), LinuxError> {
+        let namespace = match self.0 {
+            Pending::Host => return Ok(()),
+            Pending::Made(fd) => fd,
+            Pending::Thread(thread) => thread.join().map_err(|_| LinuxError::Init {
+                step: "cannot make the network namespace",
+                source: Errno::EIO,
+            })??,
+        };
+        nix::sched::setns(&namespace, CloneFlags::CLONE_NEWNET)
+            .map_err(|source| LinuxError::NetworkNamespace { source })
+    }
+}
+
+/// Moves the calling thread into a new network namespace (with loopback up for
+/// [`PrivateNetwork::WithLoopback`]) and returns a descriptor of it.
+fn new_network_namespace(private_network: PrivateNetwork) -> Result<OwnedFd, LinuxError> {
+    // Separately from the other namespaces, so that a kernel without network namespaces
+    // is named as such.
+    unshare(CloneFlags::CLONE_NEWNET).map_err(|source| LinuxError::NetworkNamespace { source })?;
     if private_network == PrivateNetwork::WithLoopback {
         sys::loopback_up().map_err(|source| LinuxError::Loopback { source })?;
     }
-    Ok(())
+    open(
+        "/proc/thread-self/ns/net",
+        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|source| LinuxError::NetworkNamespace { source })
 }
 
 fn mount_err<'a>(step: &'static str, path: &'a Path) -> impl FnOnce(Errno) -> LinuxError + 'a {
@@ -450,8 +504,12 @@ fn write_policy_document(document: &str) -> Result<(), LinuxError> {
     write_read_only(Path::new(POLICY_DOCUMENT_PATH), document.as_bytes())
 }
 
-/// Performs the mount plan inside the new namespaces. Nothing here is visible outside.
-pub fn apply(plan: &MountPlan) -> Result<(), LinuxError> {
+/// Performs the mount plan inside the new namespaces, and enters the run's network
+/// namespace (made meanwhile, [`enter`]) when the plan is done, or before the fresh sysfs,
+/// which the kernel mounts only from inside the network namespace it shows. Nothing here
+/// is visible outside.
+pub fn apply(plan: &MountPlan, network: PendingNetwork) -> Result<(), LinuxError> {
+    let mut network = Some(network);
     let root = Path::new("/");
     mount(
         None::<&str>,
@@ -491,6 +549,9 @@ pub fn apply(plan: &MountPlan) -> Result<(), LinuxError> {
         }
     }
     if plan.fresh_sysfs {
+        if let Some(network) = network.take() {
+            network.enter()?;
+        }
         let sys_dir = Path::new("/sys");
         mount(
             Some("sysfs"),
@@ -599,7 +660,10 @@ pub fn apply(plan: &MountPlan) -> Result<(), LinuxError> {
     for step in &steps {
         apply_protection(step)?;
     }
-    Ok(())
+    match network {
+        Some(network) => network.enter(),
+        None => Ok(()),
+    }
 }
 
 /// Where new terminals are made, and the inherited one is shown.
