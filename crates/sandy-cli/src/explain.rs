@@ -41,7 +41,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::io::IoSliceMut;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::ffi::OsStringExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -268,7 +268,12 @@ fn read_paths(notif: &Notification) -> (Vec<(PathBuf, Needs, bool)>, bool) {
                 complete = false;
             }
             let path = absolute(pid, arg.dirfd, raw)?;
-            Some((normalize(&path), arg.needs, arg.written))
+            let path = if is_normal(path.as_os_str().as_bytes()) {
+                path
+            } else {
+                normalize(&path)
+            };
+            Some((path, arg.needs, arg.written))
         })
         .collect();
     let complete = complete && paths.len() == arguments.len();
@@ -334,38 +339,44 @@ impl Certain {
     }
 
     /// Whether no layer of the sandbox can refuse a write to `path` (absolute, normal).
+    ///
+    /// Asked for every write-intent call of the run while its caller waits, so it compares
+    /// bytes (whole components of normal paths) rather than parsing components.
     fn allows(&mut self, path: &Path) -> bool {
+        let p = path.as_os_str().as_bytes();
+        // The innermost grant strictly above the path.
         let Some(root) = self
             .roots
             .iter()
-            .filter(|r| path.starts_with(r) && path != r.as_path())
-            .max_by_key(|r| r.as_os_str().len())
-            .cloned()
+            .map(|r| r.as_os_str().as_bytes())
+            .filter(|r| r.len() < p.len() && within(p, r))
+            .max_by_key(|r| r.len())
         else {
             return false;
         };
-        let near = |h: &PathBuf| h.starts_with(path) || path.starts_with(h);
-        if self.hazards.iter().any(near) {
+        let near = |h: &[u8]| within(h, p) || within(p, h);
+        if self.hazards.iter().any(|h| near(h.as_os_str().as_bytes())) {
             return false;
         }
         // A private directory is a hazard unless the root is carried through it.
-        if self
-            .private
-            .iter()
-            .any(|p| near(p) && !(root.starts_with(p) && root != *p))
-        {
+        if self.private.iter().any(|d| {
+            let d = d.as_os_str().as_bytes();
+            near(d) && !(root.len() > d.len() && within(root, d))
+        }) {
             return false;
         }
+        let root_len = root.len();
         path.parent()
-            .is_some_and(|dir| self.plain_below(&root, dir))
+            .is_some_and(|dir| self.plain_below(root_len, dir))
     }
 
-    /// Whether every directory from below `root` down to `dir` is a real directory.
-    fn plain_below(&mut self, root: &Path, dir: &Path) -> bool {
+    /// Whether every directory from below the root (`root_len` bytes of `dir`) down to
+    /// `dir` is a real directory.
+    fn plain_below(&mut self, root_len: usize, dir: &Path) -> bool {
         let mut todo = Vec::new();
         let mut at = dir;
-        while at != root && !self.plain.contains(at) {
-            todo.push(at.to_path_buf());
+        while at.as_os_str().len() > root_len && !self.plain.contains(at) {
+            todo.push(at);
             match at.parent() {
                 Some(parent) => at = parent,
                 None => return false,
@@ -375,12 +386,31 @@ impl Certain {
             self.plain.clear();
         }
         for dir in todo.into_iter().rev() {
-            if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+            if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
                 return false;
             }
-            self.plain.insert(dir);
+            self.plain.insert(dir.to_path_buf());
         }
         true
+    }
+}
+
+/// Whether `path` is `dir` or below it, both absolute and normal (as [`normalize`] leaves
+/// them): `dir` is a prefix of whole components.
+fn within(path: &[u8], dir: &[u8]) -> bool {
+    path.starts_with(dir)
+        && (path.len() == dir.len() || dir.ends_with(b"/") || path[dir.len()] == b'/')
+}
+
+/// Whether an absolute path is already as [`normalize`] leaves it: no empty, `.` or `..`
+/// component, no trailing slash.
+fn is_normal(path: &[u8]) -> bool {
+    match path.split_first() {
+        Some((b'/', [])) => true,
+        Some((b'/', rest)) => rest
+            .split(|&b| b == b'/')
+            .all(|c| !c.is_empty() && c != b"." && c != b".."),
+        _ => false,
     }
 }
 
@@ -511,12 +541,12 @@ fn read_string(pid: u32, address: u64) -> Option<Vec<u8>> {
         return None;
     }
     let mut out = Vec::new();
+    let mut chunk = [0u8; PATH_MAX];
     let mut at = address;
     while out.len() < PATH_MAX {
         let to_page_end = PAGE - at % PAGE;
         let want = usize::try_from(to_page_end).ok()?.min(PATH_MAX - out.len());
-        let mut chunk = vec![0u8; want];
-        let got = read_memory(pid, at, &mut chunk)?;
+        let got = read_memory(pid, at, &mut chunk[..want])?;
         if got == 0 {
             return None;
         }
@@ -961,6 +991,32 @@ mod tests {
         // Under a symbolic link: not certain.
         std::os::unix::fs::symlink(&base, project.join("link")).unwrap();
         assert!(!certain.allows(&project.join("link/x")));
+    }
+
+    #[test]
+    fn byte_comparisons_agree_with_the_components_of_normal_paths() {
+        let paths = [
+            "/", "/a", "/a/b", "/ab", "/a/bc", "/a/b/c", "/a/b/", "//a", "/a//b", "/a/./b",
+            "/a/../b", "/.", "/a/.", "/a/..", "/...", "/a/.b", "a/b", "",
+        ];
+        for p in paths {
+            // `is_normal` says exactly when `normalize` would change nothing.
+            let normal = p.starts_with('/') && normalize(Path::new(p)).as_os_str() == p;
+            assert_eq!(is_normal(p.as_bytes()), normal, "{p:?}");
+        }
+        let normal: Vec<&str> = paths
+            .into_iter()
+            .filter(|p| is_normal(p.as_bytes()))
+            .collect();
+        for p in &normal {
+            for d in &normal {
+                assert_eq!(
+                    within(p.as_bytes(), d.as_bytes()),
+                    Path::new(p).starts_with(d),
+                    "{p:?} within {d:?}"
+                );
+            }
+        }
     }
 
     #[test]
