@@ -106,10 +106,20 @@ impl PreparedLayers {
         self.overlays.clone()
     }
 
-    /// Removes, from this run's layers, the work directories of runs whose supervisor is
-    /// gone (this run's own and those of concurrent runs stay).
-    pub fn sweep_stale(&self) {
-        for layer in &self.layers {
+    /// The removal, from this run's layers, of the work directories of runs whose
+    /// supervisor is gone (this run's own and those of concurrent runs stay).
+    pub fn stale_sweep(&self) -> StaleSweep {
+        StaleSweep(self.layers.clone())
+    }
+}
+
+/// See [`PreparedLayers::stale_sweep`].
+#[derive(Debug, Clone)]
+pub struct StaleSweep(Vec<PathBuf>);
+
+impl StaleSweep {
+    pub fn run(&self) {
+        for layer in &self.0 {
             remove_stale_work_dirs(layer);
         }
     }

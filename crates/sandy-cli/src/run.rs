@@ -154,6 +154,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let mut observed = None;
     let observe = (explain != ExplainMode::Off).then_some(&mut observed);
     let certain = crate::explain::Certain::from_policy(&policy);
+    let mut sweeper = None;
     let status = spawn_and_wait(
         &manifest,
         &ports,
@@ -162,12 +163,12 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         observe,
         certain,
         || {
-            // What runs that ended left behind (per-run directories of supervisors that
-            // died, the cache overlays' work directories), removed while the target runs;
-            // and this run's filtered copies, which the sandbox's mounts now hold.
-            sweep_stale_run_dirs(&tmp_base);
-            layers.sweep_stale();
+            // This run's filtered copies, which the sandbox's mounts now hold; and what
+            // runs that ended left behind (per-run directories of supervisors that died,
+            // the cache overlays' work directories), removed by a thread of its own while
+            // the target runs, so that a short command's end is not kept waiting for it.
             views.release_bound();
+            sweeper = Some(Sweeper::start(tmp_base.clone(), layers.stale_sweep()));
         },
     );
     proxy.report();
@@ -182,7 +183,42 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     if let Some(seen) = &observed {
         crate::explain::report(explain, seen, &policy, &request, &host);
     }
+    if let Some(sweeper) = sweeper {
+        sweeper.finish();
+    }
     status
+}
+
+/// The removal of what earlier runs left behind, beside the run ([`sweep_stale_run_dirs`],
+/// [`crate::cache::StaleSweep`]); the supervisor waits for it before it exits.
+struct Sweeper(Option<std::thread::JoinHandle<()>>);
+
+impl Sweeper {
+    fn start(tmp_base: PathBuf, layers: crate::cache::StaleSweep) -> Sweeper {
+        let (base, stale) = (tmp_base.clone(), layers.clone());
+        let spawned = std::thread::Builder::new()
+            .name("sweep".to_owned())
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                sweep_stale_run_dirs(&base);
+                stale.run();
+            });
+        match spawned {
+            Ok(thread) => Sweeper(Some(thread)),
+            // No thread to spare: swept here, in turn.
+            Err(_) => {
+                sweep_stale_run_dirs(&tmp_base);
+                layers.run();
+                Sweeper(None)
+            }
+        }
+    }
+
+    fn finish(self) {
+        if let Some(thread) = self.0 {
+            let _ = thread.join();
+        }
+    }
 }
 
 /// Prints the dry-run document. A reader that stops early (`| head`) is not an error:
