@@ -279,6 +279,7 @@ pub(crate) fn plan_caches(
     let paths = Paths { home, host };
     let root = sandy_cache_dir(home, host).join(OVERLAYS_DIR);
     let mut plan = CachePlan::default();
+    let mut on_path: std::collections::HashMap<&str, bool> = std::collections::HashMap::new();
     // Layers under a directory the sandbox replaces (an XDG_CACHE_HOME in /tmp) would be
     // looked up in the private one: no caches then, as before.
     if !usable_in_mount_options(&root) || hidden.iter().any(|h| root.starts_with(h)) {
@@ -332,11 +333,16 @@ pub(crate) fn plan_caches(
                 });
             }
             Some(_) => {}
-            None if !spec.commands.iter().any(|c| {
-                path_dirs
-                    .iter()
-                    .any(|d| matches!(fs.kind(&d.join(c)), Some(FileKind::File { .. })))
-            }) => {}
+            // Nothing to redirect, or no command of the tool on PATH (each name looked up
+            // once: several tools share a command).
+            None if matches!(spec.redirect, Redirect::None)
+                || !spec.commands.iter().any(|c| {
+                    *on_path.entry(*c).or_insert_with(|| {
+                        path_dirs
+                            .iter()
+                            .any(|d| matches!(fs.kind(&d.join(c)), Some(FileKind::File { .. })))
+                    })
+                }) => {}
             None => {
                 // Nothing is created in the home, not even in Sandy's cache: the run gets
                 // a directory in its private /tmp, gone afterwards.
