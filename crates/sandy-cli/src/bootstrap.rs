@@ -44,12 +44,14 @@ pub fn forked(
     manifest: &ValidatedManifest,
     channel: OwnedFd,
     observe: bool,
+    early: bool,
     one: sandy_linux::sys::process::OneThread,
 ) -> ! {
     let err = SandyError::Launch(sandy_linux::launch_forked(
         manifest,
         Some(channel),
         observe,
+        early,
         one,
     ));
     eprintln!("sandy: {err}");

@@ -36,6 +36,16 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     if inside_sandy() {
         return Err(SandyError::Nested);
     }
+    // The run's user and network namespaces are made by a helper while the policy is
+    // resolved (a network namespace alone costs the kernel about a millisecond); the
+    // bootstrap joins them. A dry run launches nothing.
+    let early = if args.dry_run {
+        None
+    } else {
+        OneThread::check()
+            .ok()
+            .and_then(|one| sandy_linux::namespaces::EarlyNamespaces::start(&one))
+    };
     let host = host::gather(&args.read_write)?;
     let explain = args.explain;
     let tmp_base = host
@@ -156,7 +166,10 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let certain = crate::explain::Certain::from_policy(&policy);
     let mut sweeper = None;
     let status = spawn_and_wait(
-        &manifest,
+        Launch {
+            manifest: &manifest,
+            early,
+        },
         &ports,
         &mut proxy,
         &waited,
@@ -254,7 +267,7 @@ fn announce(policy: &sandy_policy::ResolvedPolicy) {
 /// With `observed`, the target installs the refusal observer and the supervisor serves
 /// it until every process of the run is gone; what it saw is left in `observed`.
 fn spawn_and_wait(
-    manifest: &ValidatedManifest,
+    launch: Launch<'_>,
     ports: &[u16],
     proxy: &mut crate::egress::Proxy,
     waited: &SigSet,
@@ -262,6 +275,7 @@ fn spawn_and_wait(
     certain: crate::explain::Certain,
     meanwhile: impl FnOnce(),
 ) -> Result<u8, SandyError> {
+    let Launch { manifest, early } = launch;
     // With the host's network, the sandbox's sockets are made by the supervisor (the
     // socket broker, served by the notifier's thread).
     let broker = manifest.manifest().network == sandy_policy::Network::AllowAll;
@@ -294,10 +308,24 @@ fn spawn_and_wait(
     let bootstrap =
         match fork_bootstrap(&one, theirs).map_err(sys("cannot start the sandbox bootstrap"))? {
             BootstrapFork::Child(channel, one) => {
-                crate::bootstrap::forked(manifest, channel, observe, one)
+                crate::bootstrap::forked(manifest, channel, observe, early.is_some(), one)
             }
             BootstrapFork::Parent(pid) => pid,
         };
+    // The namespaces made meanwhile, or none (the bootstrap then makes its own).
+    if let Some(early) = early {
+        let made = early.finish();
+        let fds = made.as_ref().map(|m| m.fds());
+        if let Err(source) =
+            sandy_linux::relay::send_fds(&ours, fds.as_ref().map_or(&[][..], |f| &f[..]))
+        {
+            end_sandbox(bootstrap, ports);
+            return Err(SandyError::Io {
+                step: "cannot hand the namespaces to the bootstrap",
+                source,
+            });
+        }
+    }
     if !handed.is_empty() {
         if let Some(listeners) = receive_listeners(&ours, handed.len())
             .map_err(io("cannot receive the local-port listeners"))?
@@ -346,6 +374,12 @@ fn spawn_and_wait(
         }
     }
     status
+}
+
+/// What the bootstrap launches: the manifest, and the namespaces being made for it.
+struct Launch<'a> {
+    manifest: &'a ValidatedManifest,
+    early: Option<sandy_linux::namespaces::EarlyNamespaces>,
 }
 
 /// The status of a bootstrap that ended without starting the target.

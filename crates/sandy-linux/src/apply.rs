@@ -79,18 +79,20 @@ pub fn launch(
             .into()
         }
     };
-    launch_forked(manifest, channel, observe, one)
+    launch_forked(manifest, channel, observe, false, one)
 }
 
 /// [`launch`] in the child of a fork, single-threaded by construction (`sandy run`
-/// forks its bootstrap from the supervisor).
+/// forks its bootstrap from the supervisor). With `early`, the supervisor sends the
+/// namespaces it had made ([`namespaces::EarlyNamespaces`]) on the channel, or none.
 pub fn launch_forked(
     manifest: &ValidatedManifest,
     channel: Option<OwnedFd>,
     observe: bool,
+    early: bool,
     one: OneThread,
 ) -> ExecFailure {
-    match launch_inner(manifest, channel, observe, &one) {
+    match launch_inner(manifest, channel, observe, early, &one) {
         Ok(never) => match never {},
         Err(e) => e,
     }
@@ -108,6 +110,7 @@ fn launch_inner(
     manifest: &ValidatedManifest,
     channel: Option<OwnedFd>,
     observe: bool,
+    early: bool,
     one: &OneThread,
 ) -> Result<Infallible, ExecFailure> {
     let m = manifest.manifest();
@@ -160,11 +163,20 @@ fn launch_inner(
     // Layer 1: private user, mount, IPC and PID namespaces with the protections, masks
     // and private directories. The working directory is entered afterwards, so that it is
     // looked up through the new mounts.
-    let network = namespaces::enter(match (m.network, broker) {
+    // The namespaces the supervisor had made meanwhile, when it says so on the channel
+    // (it sends none if its helper failed: then they are made here).
+    let made = match (&channel, early) {
+        (Some(channel), true) => relay::receive_fds(channel)
+            .ok()
+            .and_then(namespaces::MadeNamespaces::from_fds),
+        _ => None,
+    };
+    let private_network = match (m.network, broker) {
         (Network::BlockAll, _) => namespaces::PrivateNetwork::WithLoopback,
         (Network::AllowAll, true) => namespaces::PrivateNetwork::Brokered,
         (Network::AllowAll, false) => namespaces::PrivateNetwork::None,
-    })?;
+    };
+    namespaces::enter(private_network, made)?;
     // The bootstrap, and the init forked from it, hold a copy of the supervisor's memory
     // (the caller's whole environment, the files Sandy read): not dumpable, so that no
     // process of the sandbox can read it through /proc/1 (environ, mem) or ptrace. Set
@@ -173,8 +185,7 @@ fn launch_inner(
         step: "cannot make the bootstrap non-dumpable",
         source,
     })?;
-    // The mounts are applied while the network namespace is being made.
-    namespaces::apply(&plan.mounts, network)?;
+    namespaces::apply(&plan.mounts)?;
     // The egress proxy's listener travels with the local-port listeners (made in the
     // run's network namespace).
     let handed: Vec<u16> = m.local_ports.iter().copied().chain(m.proxy_port).collect();

@@ -280,23 +280,57 @@ pub enum PrivateNetwork {
 }
 
 /// Enters a new user namespace (mapping the caller's own uid and gid, so files keep their
-/// owners), a new mount namespace and a new IPC namespace; unless `private_network` is
-/// [`PrivateNetwork::None`], starts making the run's network namespace beside the caller.
+/// owners), a new mount namespace, a new IPC namespace and, unless `private_network` is
+/// [`PrivateNetwork::None`], a new network namespace.
 ///
-/// A network namespace costs the kernel about a millisecond to set up (every network
-/// subsystem's per-namespace state, the loopback device), and nothing in the mount work
-/// that follows depends on it: a thread of its own creates it (a namespace of that thread
-/// alone) while the caller applies the mounts, and [`PendingNetwork::enter`] then moves
-/// the caller into it. The process is single-threaded again once it has.
-pub fn enter(private_network: PrivateNetwork) -> Result<PendingNetwork, LinuxError> {
+/// `made`: a user namespace and a network namespace in it that the supervisor had made
+/// while it resolved the policy ([`EarlyNamespaces`]); the caller joins them instead of
+/// making its own (`None`, or if joining fails: it makes them).
+pub fn enter(
+    private_network: PrivateNetwork,
+    made: Option<MadeNamespaces>,
+) -> Result<(), LinuxError> {
+    let joined = match made.filter(|_| private_network != PrivateNetwork::None) {
+        // Joined in this order: the network namespace belongs to the user namespace, in
+        // which the caller then has the capabilities to join it; the mount and IPC
+        // namespaces made next belong to it too.
+        Some(made) if nix::sched::setns(&made.user, CloneFlags::CLONE_NEWUSER).is_ok() => {
+            nix::sched::setns(&made.network, CloneFlags::CLONE_NEWNET)
+                .map_err(|source| LinuxError::NetworkNamespace { source })?;
+            unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC).map_err(|errno| {
+                LinuxError::UserNamespace {
+                    hint: userns_hint(errno),
+                    errno,
+                }
+            })?;
+            true
+        }
+        _ => false,
+    };
+    if !joined {
+        new_user_namespace(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC)?;
+        if private_network != PrivateNetwork::None {
+            // Separately, so that a kernel without network namespaces is named as such.
+            unshare(CloneFlags::CLONE_NEWNET)
+                .map_err(|source| LinuxError::NetworkNamespace { source })?;
+        }
+    }
+    if private_network == PrivateNetwork::WithLoopback {
+        sys::loopback_up().map_err(|source| LinuxError::Loopback { source })?;
+    }
+    Ok(())
+}
+
+/// Moves the caller into a new user namespace, mapping its own uid and gid (so files keep
+/// their owners), and into the other new namespaces of `also`.
+fn new_user_namespace(also: CloneFlags) -> Result<(), LinuxError> {
     let (uid, gid) = (getuid(), getgid());
     // A private IPC namespace too: System V IPC objects and POSIX message queues of the
     // host are out of reach.
-    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC)
-        .map_err(|errno| LinuxError::UserNamespace {
-            hint: userns_hint(errno),
-            errno,
-        })?;
+    unshare(CloneFlags::CLONE_NEWUSER | also).map_err(|errno| LinuxError::UserNamespace {
+        hint: userns_hint(errno),
+        errno,
+    })?;
     // Ubuntu's AppArmor restriction lets unshare succeed and then denies what follows;
     // a permission error here is explained the same way as a failed unshare.
     let write = |file: &str, text: String| {
@@ -317,63 +351,129 @@ pub fn enter(private_network: PrivateNetwork) -> Result<PendingNetwork, LinuxErr
     write("/proc/self/setgroups", "deny".to_owned())?;
     write("/proc/self/uid_map", format!("{uid} {uid} 1\n"))?;
     write("/proc/self/gid_map", format!("{gid} {gid} 1\n"))?;
-    if private_network == PrivateNetwork::None {
-        return Ok(PendingNetwork(Pending::Host));
+    Ok(())
+}
+
+/// A user namespace and a network namespace in it, made ahead of the bootstrap.
+#[derive(Debug)]
+pub struct MadeNamespaces {
+    pub user: OwnedFd,
+    pub network: OwnedFd,
+}
+
+impl MadeNamespaces {
+    /// From the descriptors of a message: the user namespace, then the network one.
+    pub fn from_fds(fds: Vec<OwnedFd>) -> Option<MadeNamespaces> {
+        let [user, network]: [OwnedFd; 2] = fds.try_into().ok()?;
+        Some(MadeNamespaces { user, network })
     }
-    let made = std::thread::Builder::new()
-        .name("sandy-netns".to_owned())
-        .stack_size(64 * 1024)
-        .spawn(move || new_network_namespace(private_network));
-    Ok(PendingNetwork(match made {
-        Ok(thread) => Pending::Thread(thread),
-        // No thread to spare: made here, in turn.
-        Err(_) => Pending::Made(new_network_namespace(private_network)?),
-    }))
-}
 
-/// The run's network namespace while it is being made ([`enter`]).
-#[must_use = "the caller is not in the run's network namespace until it enters it"]
-pub struct PendingNetwork(Pending);
-
-enum Pending {
-    /// The host's namespace stays.
-    Host,
-    Thread(std::thread::JoinHandle<Result<OwnedFd, LinuxError>>),
-    Made(OwnedFd),
-}
-
-impl PendingNetwork {
-    /// Waits until the namespace is made and moves the calling thread into it (its later
-    /// children are born there). Its thread has ended when this returns.
-    pub fn enter(self) -> Result<(), LinuxError> {
-        let namespace = match self.0 {
-            Pending::Host => return Ok(()),
-            Pending::Made(fd) => fd,
-            Pending::Thread(thread) => thread.join().map_err(|_| LinuxError::Init {
-                step: "cannot make the network namespace",
-                source: Errno::EIO,
-            })??,
-        };
-        nix::sched::setns(&namespace, CloneFlags::CLONE_NEWNET)
-            .map_err(|source| LinuxError::NetworkNamespace { source })
+    /// The descriptors of a message, in [`MadeNamespaces::from_fds`]'s order.
+    pub fn fds(&self) -> [&OwnedFd; 2] {
+        [&self.user, &self.network]
     }
 }
 
-/// Moves the calling thread into a new network namespace (with loopback up for
-/// [`PrivateNetwork::WithLoopback`]) and returns a descriptor of it.
-fn new_network_namespace(private_network: PrivateNetwork) -> Result<OwnedFd, LinuxError> {
-    // Separately from the other namespaces, so that a kernel without network namespaces
-    // is named as such.
+/// The run's user and network namespaces, made by a helper process that the supervisor
+/// forks as soon as it knows it will launch, while it resolves the policy: a network
+/// namespace alone costs the kernel about a millisecond, which then no longer delays the
+/// launch. The helper makes them, hands both back on a socket and exits; the supervisor
+/// passes them to the bootstrap, which joins them. Nothing of the policy is decided
+/// there: the namespaces are empty until the bootstrap applies the sandbox in them. If
+/// the helper fails, the bootstrap makes its own (and reports any failure itself).
+#[derive(Debug)]
+pub struct EarlyNamespaces {
+    helper: Option<(nix::unistd::Pid, OwnedFd)>,
+}
+
+impl EarlyNamespaces {
+    /// Forks the helper. `None` when it cannot be started.
+    pub fn start(one: &sys::process::OneThread) -> Option<EarlyNamespaces> {
+        use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+        let (ours, theirs) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .ok()?;
+        match sys::process::fork(one).ok()? {
+            sys::process::Forked::Child(_) => {
+                drop(ours);
+                let code = match make_and_send(&theirs) {
+                    Ok(()) => 0,
+                    Err(_) => 1,
+                };
+                sys::process::exit_now(code)
+            }
+            sys::process::Forked::Parent(pid) => {
+                // A new process starts on its parent's CPU, where it would wait until the
+                // supervisor sleeps: the helper is moved to the other CPUs, to run beside
+                // it (nothing changes on a single CPU, or if the move is refused).
+                move_elsewhere(pid);
+                Some(EarlyNamespaces {
+                    helper: Some((pid, ours)),
+                })
+            }
+        }
+    }
+
+    /// Waits for the helper: its namespaces, or `None` if it could not make them.
+    pub fn finish(mut self) -> Option<MadeNamespaces> {
+        let (pid, channel) = self.helper.take()?;
+        let made = crate::relay::receive_fds(&channel)
+            .ok()
+            .and_then(MadeNamespaces::from_fds);
+        drop(channel);
+        while let Err(Errno::EINTR) = nix::sys::wait::waitpid(pid, None) {}
+        made
+    }
+}
+
+impl Drop for EarlyNamespaces {
+    /// A run that ends before its launch ends the helper too.
+    fn drop(&mut self) {
+        if let Some((pid, _)) = self.helper.take() {
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            while let Err(Errno::EINTR) = nix::sys::wait::waitpid(pid, None) {}
+        }
+    }
+}
+
+/// Lets process `pid` run on every CPU this process may use but the current one.
+fn move_elsewhere(pid: nix::unistd::Pid) {
+    use nix::sched::{sched_getaffinity, sched_getcpu, sched_setaffinity, CpuSet};
+    let (Ok(allowed), Ok(here)) = (sched_getaffinity(pid), sched_getcpu()) else {
+        return;
+    };
+    let mut elsewhere = CpuSet::new();
+    let mut any = false;
+    for cpu in (0..CpuSet::count()).filter(|&c| c != here) {
+        if allowed.is_set(cpu).unwrap_or(false) && elsewhere.set(cpu).is_ok() {
+            any = true;
+        }
+    }
+    if any {
+        let _ = sched_setaffinity(pid, &elsewhere);
+    }
+}
+
+/// In the helper: makes the namespaces and sends them on `channel`.
+fn make_and_send(channel: &OwnedFd) -> Result<(), LinuxError> {
+    new_user_namespace(CloneFlags::empty())?;
     unshare(CloneFlags::CLONE_NEWNET).map_err(|source| LinuxError::NetworkNamespace { source })?;
-    if private_network == PrivateNetwork::WithLoopback {
-        sys::loopback_up().map_err(|source| LinuxError::Loopback { source })?;
-    }
-    open(
-        "/proc/thread-self/ns/net",
-        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|source| LinuxError::NetworkNamespace { source })
+    let open_ns = |path: &str| {
+        open(path, OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty())
+            .map_err(|source| LinuxError::NetworkNamespace { source })
+    };
+    let made = MadeNamespaces {
+        user: open_ns("/proc/self/ns/user")?,
+        network: open_ns("/proc/self/ns/net")?,
+    };
+    crate::relay::send_fds(channel, &made.fds()).map_err(|e| LinuxError::Relay {
+        step: "cannot hand over the namespaces",
+        source: e,
+    })
 }
 
 fn mount_err<'a>(step: &'static str, path: &'a Path) -> impl FnOnce(Errno) -> LinuxError + 'a {
@@ -504,12 +604,8 @@ fn write_policy_document(document: &str) -> Result<(), LinuxError> {
     write_read_only(Path::new(POLICY_DOCUMENT_PATH), document.as_bytes())
 }
 
-/// Performs the mount plan inside the new namespaces, and enters the run's network
-/// namespace (made meanwhile, [`enter`]) when the plan is done, or before the fresh sysfs,
-/// which the kernel mounts only from inside the network namespace it shows. Nothing here
-/// is visible outside.
-pub fn apply(plan: &MountPlan, network: PendingNetwork) -> Result<(), LinuxError> {
-    let mut network = Some(network);
+/// Performs the mount plan inside the new namespaces. Nothing here is visible outside.
+pub fn apply(plan: &MountPlan) -> Result<(), LinuxError> {
     let root = Path::new("/");
     mount(
         None::<&str>,
@@ -549,9 +645,6 @@ pub fn apply(plan: &MountPlan, network: PendingNetwork) -> Result<(), LinuxError
         }
     }
     if plan.fresh_sysfs {
-        if let Some(network) = network.take() {
-            network.enter()?;
-        }
         let sys_dir = Path::new("/sys");
         mount(
             Some("sysfs"),
@@ -660,10 +753,7 @@ pub fn apply(plan: &MountPlan, network: PendingNetwork) -> Result<(), LinuxError
     for step in &steps {
         apply_protection(step)?;
     }
-    match network {
-        Some(network) => network.enter(),
-        None => Ok(()),
-    }
+    Ok(())
 }
 
 /// Where new terminals are made, and the inherited one is shown.

@@ -80,6 +80,52 @@ pub fn receive_listeners(
     ))
 }
 
+/// Sends `fds` in one message (a tag byte and the descriptors; none is allowed).
+pub fn send_fds(channel: &OwnedFd, fds: &[&OwnedFd]) -> std::io::Result<()> {
+    let data = [FDS_TAG];
+    let iov = [IoSlice::new(&data)];
+    let raw: Vec<i32> = fds.iter().map(|fd| fd.as_raw_fd()).collect();
+    let rights = [ControlMessage::ScmRights(&raw)];
+    let cmsg: &[ControlMessage] = if raw.is_empty() { &[] } else { &rights };
+    sendmsg::<()>(channel.as_raw_fd(), &iov, cmsg, MsgFlags::empty(), None)?;
+    Ok(())
+}
+
+/// Receives a message of [`send_fds`] (at most four descriptors); an error for any other
+/// message, or when the sender is gone without one.
+pub fn receive_fds(channel: &OwnedFd) -> std::io::Result<Vec<OwnedFd>> {
+    let mut data = [0u8; 1];
+    let (bytes, owned) = {
+        let mut iov = [IoSliceMut::new(&mut data)];
+        let mut space = nix::cmsg_space!([i32; 4]);
+        let msg = loop {
+            match recvmsg::<()>(
+                channel.as_raw_fd(),
+                &mut iov,
+                Some(&mut space),
+                MsgFlags::MSG_CMSG_CLOEXEC,
+            ) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                other => break other?,
+            }
+        };
+        let mut fds = Vec::new();
+        for cmsg in msg.cmsgs()? {
+            if let ControlMessageOwned::ScmRights(received) = cmsg {
+                fds.extend(received);
+            }
+        }
+        (msg.bytes, sys::adopt_received_fds(&fds))
+    };
+    if bytes != 1 || data[0] != FDS_TAG {
+        return Err(std::io::Error::other("no message or a malformed one"));
+    }
+    Ok(owned)
+}
+
+/// The tag of a message of [`send_fds`].
+const FDS_TAG: u8 = b'F';
+
 /// In the bootstrap: tells the supervisor the pid (in the supervisor's PID namespace) of
 /// the target it has started, the supervisor's own child.
 pub fn send_target_pid(channel: &OwnedFd, pid: i32) -> Result<(), LinuxError> {

@@ -10,9 +10,7 @@ use nix::unistd::Pid;
 /// code (allocation, formatting), which is only sound when no other thread could have
 /// held a lock at the moment of the fork. Made by [`OneThread::check`], or handed to the
 /// child of a fork (which has one thread by construction). Neither `Send` nor `Sync`, so
-/// it stays with the thread that was checked; whoever holds one must not fork while a
-/// thread it started is still running (the bootstrap joins the thread that makes the
-/// network namespace before it forks: a joined thread runs no more code).
+/// it stays with the thread that was checked; whoever holds one must not start threads.
 #[derive(Debug)]
 pub struct OneThread(std::marker::PhantomData<*const ()>);
 
