@@ -38,15 +38,24 @@ fn ready() -> Option<PathBuf> {
     Some(bin)
 }
 
-/// One tmux session running a script; killed when dropped.
+/// One tmux session running a script, on a tmux server of its own (`-L`): tests run
+/// side by side, and a `new-session` that reaches a shared server while another test's
+/// last session ends it fails ("server exited unexpectedly"). Killed when dropped.
 struct Tmux {
     name: String,
 }
 
 impl Tmux {
+    /// `tmux` on this session's own server.
+    fn tmux(name: &str) -> Command {
+        let mut c = Command::new("tmux");
+        c.args(["-L", name]);
+        c
+    }
+
     fn start(script: &Path) -> Tmux {
         let name = unique("sandy-tmux");
-        let st = Command::new("tmux")
+        let st = Self::tmux(&name)
             .args(["new-session", "-d", "-s", &name, "-x", "160", "-y", "50"])
             .arg(format!(
                 "{}; echo SESSION-EXIT=$?; sleep 600",
@@ -60,7 +69,7 @@ impl Tmux {
 
     /// The whole scroll-back, wrapped lines joined.
     fn screen(&self) -> String {
-        let o = Command::new("tmux")
+        let o = Self::tmux(&self.name)
             .args(["capture-pane", "-p", "-J", "-S", "-1000", "-t", &self.name])
             .output()
             .unwrap();
@@ -69,7 +78,7 @@ impl Tmux {
 
     fn keys(&self, keys: &[&str]) {
         for k in keys {
-            let st = Command::new("tmux")
+            let st = Self::tmux(&self.name)
                 .args(["send-keys", "-t", &self.name, k])
                 .status()
                 .unwrap();
@@ -79,7 +88,7 @@ impl Tmux {
     }
 
     fn type_line(&self, text: &str) {
-        let st = Command::new("tmux")
+        let st = Self::tmux(&self.name)
             .args(["send-keys", "-t", &self.name, "-l", text])
             .status()
             .unwrap();
@@ -110,9 +119,7 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["kill-session", "-t", &self.name])
-            .status();
+        let _ = Self::tmux(&self.name).arg("kill-server").status();
     }
 }
 
