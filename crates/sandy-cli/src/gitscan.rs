@@ -32,6 +32,7 @@ use std::time::Duration;
 use sandy_policy::{GitDir, GitDirKind, GitFacts};
 
 use crate::verify::read_bounded;
+use crate::walk;
 
 /// How many directories the walk for `.git` entries visits at most, per scan.
 pub const MAX_WALK_DIRS: usize = 200_000;
@@ -90,86 +91,10 @@ pub enum DotGitKind {
 
 /// Every `.git` entry at or below `root`, found by reading directories (the entry type
 /// comes from the directory listing; no `stat` per entry unless the file system does not
-/// say), not following symlinks and not descending into `.git` directories.
-///
-/// Each directory is opened relative to its parent's descriptor (`openat`, `O_NOFOLLOW`:
-/// a directory swapped for a symlink after it was listed is not followed out of the
-/// tree) and read with `getdents64` directly (rustix), not through the C library's
-/// `opendir`: musl allocates and unmaps a buffer for every `opendir` and adds an `fcntl`
-/// to every `open` by path (in a tree of 20,400 directories, walked before and after a
-/// run, a launch took 234 ms this way against 281 ms).
+/// say), not following symlinks and not descending into `.git` directories; see
+/// [`crate::walk`] for how.
 pub fn find_dotgits(root: &Path, limit: usize) -> Result<Vec<DotGit>, GitScanError> {
-    use rustix::fs::{openat, Dir, FileType, Mode, OFlags, CWD};
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    // A directory still to read: its parent (kept open while any child is pending, so
-    // the open descriptors stay as many as the tree is deep), its name there, its path.
-    struct Pending {
-        parent: Option<std::rc::Rc<Dir>>,
-        name: std::ffi::CString,
-        path: PathBuf,
-    }
-    let mut out = Vec::new();
-    let mut stack = vec![Pending {
-        parent: None,
-        name: std::ffi::CString::default(),
-        path: root.to_path_buf(),
-    }];
-    let mut visited = 0usize;
-    while let Some(pending) = stack.pop() {
-        visited += 1;
-        if visited > limit {
-            return Err(GitScanError::TooLarge {
-                root: root.to_path_buf(),
-                limit,
-            });
-        }
-        // A directory the caller cannot open is one the sandbox cannot list either.
-        let opened = match &pending.parent {
-            None => openat(CWD, &pending.path, flags, Mode::empty()),
-            Some(parent) => match parent.fd() {
-                Ok(fd) => openat(fd, &pending.name, flags | OFlags::NOFOLLOW, Mode::empty()),
-                Err(e) => Err(e),
-            },
-        };
-        let Ok(mut dir) = opened.and_then(Dir::new) else {
-            continue;
-        };
-        let mut children = Vec::new();
-        while let Some(Ok(entry)) = dir.read() {
-            let name = entry.file_name();
-            let bytes = name.to_bytes();
-            if bytes == b"." || bytes == b".." {
-                continue;
-            }
-            let Some(kind) = crate::hostfs::listed_type(&dir, &entry) else {
-                continue;
-            };
-            if bytes == b".git" {
-                let kind = match kind {
-                    FileType::Directory => DotGitKind::Directory,
-                    FileType::RegularFile => DotGitKind::File,
-                    FileType::Symlink => DotGitKind::Symlink,
-                    _ => DotGitKind::Other,
-                };
-                out.push(DotGit {
-                    top: pending.path.clone(),
-                    kind,
-                });
-            } else if kind == FileType::Directory {
-                children.push((name.to_owned(), pending.path.join(OsStr::from_bytes(bytes))));
-            }
-        }
-        if !children.is_empty() {
-            let dir = std::rc::Rc::new(dir);
-            stack.extend(children.into_iter().map(|(name, path)| Pending {
-                parent: Some(dir.clone()),
-                name,
-                path,
-            }));
-        }
-    }
-    out.sort();
-    Ok(out)
+    crate::walk::walk(root, limit).map(|(found, _)| found)
 }
 
 /// The user's `git`: the first executable `git` on the caller's `PATH`.
@@ -457,21 +382,33 @@ impl Found {
 }
 
 /// Describes every repository `roots` hold or belong to. `roots[0]` is the project.
+/// With it, what the walk saw of each tree walked, for the walk after the run.
 pub fn scan(
     roots: &[PathBuf],
     home: Option<&Path>,
     env: &[(OsString, OsString)],
-) -> Result<GitFacts, GitScanError> {
-    let mut found = Found::default();
+) -> Result<(GitFacts, Vec<walk::Record>), GitScanError> {
     let mut dotgits = Vec::new();
-    let mut walked: Vec<&PathBuf> = Vec::new();
+    let mut records: Vec<walk::Record> = Vec::new();
     for root in roots {
-        if walked.iter().any(|w| root.starts_with(w)) {
+        if records.iter().any(|w| root.starts_with(w.root())) {
             continue;
         }
-        walked.push(root);
-        dotgits.extend(find_dotgits(root, MAX_WALK_DIRS)?);
+        let (found, record) = walk::walk(root, MAX_WALK_DIRS)?;
+        dotgits.extend(found);
+        records.push(record);
     }
+    Ok((describe(roots, dotgits, home, env)?, records))
+}
+
+/// The git facts of `roots`, whose walks found `dotgits`.
+fn describe(
+    roots: &[PathBuf],
+    dotgits: Vec<DotGit>,
+    home: Option<&Path>,
+    env: &[(OsString, OsString)],
+) -> Result<GitFacts, GitScanError> {
+    let mut found = Found::default();
     // A root inside a repository whose top is above it: git run there finds that one.
     let mut enclosing = Vec::new();
     for root in roots {

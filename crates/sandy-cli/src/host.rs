@@ -11,6 +11,14 @@ use crate::gitscan;
 /// The host facts for a run that may write the project and the `read_write` grants: the
 /// git facts come from the user's git ([`gitscan`]), for the dry run as for the run.
 pub fn gather(read_write: &[PathBuf]) -> Result<HostContext, SandyError> {
+    gather_walked(read_write).map(|(host, _)| host)
+}
+
+/// [`gather`], with what the walk for repositories saw of each tree, for the check after
+/// the run ([`crate::verify`]).
+pub fn gather_walked(
+    read_write: &[PathBuf],
+) -> Result<(HostContext, Vec<crate::walk::Record>), SandyError> {
     let mut host = gather_without_git()?;
     // The project and the top of every writable directory grant, canonical (resolution
     // grants the same canonical paths). The current directory from getcwd(3) already is.
@@ -27,10 +35,11 @@ pub fn gather(read_write: &[PathBuf]) -> Result<HostContext, SandyError> {
                 .filter(|p| p.is_dir() && !refused(p)),
         )
         .collect();
+    let mut walked = Vec::new();
     if !roots.is_empty() {
-        host.git = gitscan::scan(&roots, host.home.as_deref(), &host.env)?;
+        (host.git, walked) = gitscan::scan(&roots, host.home.as_deref(), &host.env)?;
     }
-    Ok(host)
+    Ok((host, walked))
 }
 
 /// The host facts without git's view of any repository (for commands that resolve no

@@ -23,6 +23,7 @@ mod run;
 mod selftest;
 mod verify;
 mod views;
+mod walk;
 mod why;
 
 use std::process::ExitCode;

@@ -46,7 +46,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
             .ok()
             .and_then(|one| sandy_linux::namespaces::EarlyNamespaces::start(&one))
     };
-    let host = host::gather(&args.read_write)?;
+    let (host, walked) = host::gather_walked(&args.read_write)?;
     let explain = args.explain;
     let tmp_base = host
         .var("TMPDIR")
@@ -112,7 +112,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let created = agentstate::create_at_launch(&policy)?;
     // The state of everything protected, before anything runs (placeholders included
     // as absent: they are gone again after the run).
-    let snapshot = verify::before(&policy, &host);
+    let snapshot = verify::before(&policy, &host, walked);
     let placeholders = crate::placeholders::create(&mut policy)?;
 
     // Block the signals we wait for or forward before anything is spawned, so none is

@@ -22,6 +22,7 @@ use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 use sandy_policy::{GitDirKind, HostContext, ProtectionKind, ResolvedPolicy};
 
 use crate::gitscan::{self, DotGitKind};
+use crate::walk;
 
 /// Files up to this size are compared byte for byte and copied; larger ones by their
 /// metadata (size, modification time, inode), and not copied.
@@ -184,14 +185,18 @@ pub struct Snapshot {
     /// Common git directories, and their linked-worktree and submodule git directories.
     commons: BTreeSet<PathBuf>,
     git_dirs: BTreeSet<PathBuf>,
+    /// What the walk before the run saw of each tree it walked: after the run, only what
+    /// changed is read again ([`walk::walk_again`]).
+    walked: Vec<walk::Record>,
     env: Vec<(OsString, OsString)>,
     cache: Option<PathBuf>,
     sigint_ignored: bool,
 }
 
 /// Records, before launch, every read-only protection (directories with their entries)
-/// and every git configuration file of the scanned trees.
-pub fn before(policy: &ResolvedPolicy, host: &HostContext) -> Snapshot {
+/// and every git configuration file of the scanned trees; `walked` is what the scan's walk
+/// saw of them.
+pub fn before(policy: &ResolvedPolicy, host: &HostContext, walked: Vec<walk::Record>) -> Snapshot {
     let mut paths = BTreeMap::new();
     let mut budget = COPY_BUDGET;
     let mut add = |p: &Path| {
@@ -238,6 +243,7 @@ pub fn before(policy: &ResolvedPolicy, host: &HostContext) -> Snapshot {
         dotgits,
         commons,
         git_dirs,
+        walked,
         env: host.env.clone(),
         cache: cache_dir(&host.env, host.home.as_deref()),
         sigint_ignored: sigint_ignored(),
@@ -572,7 +578,11 @@ fn matches_key(pattern: &str, key: &str) -> bool {
 fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>) {
     let mut new_git_dirs: Vec<PathBuf> = Vec::new();
     for root in &snapshot.roots {
-        let Ok(found) = gitscan::find_dotgits(root, WALK_MAX) else {
+        let again = match snapshot.walked.iter().find(|w| w.root() == root.as_path()) {
+            Some(record) => walk::walk_again(record, WALK_MAX),
+            None => gitscan::find_dotgits(root, WALK_MAX),
+        };
+        let Ok(found) = again else {
             eprintln!(
                 "sandy: warning: {} is too large to check for git repositories created \
                  inside the sandbox; review any before running git there",

@@ -762,6 +762,67 @@ fn e_a_fifo_at_the_index_and_dev_zero_and_a_huge_file_never_stall_sandy() {
     });
 }
 
+/// The walk after the run reads again only the directories that changed (their change
+/// time, which nothing inside can set back): a repository made deep in an old tree, in a
+/// directory whose modification time is then restored, is still named; an old nested
+/// repository is not named as new, and neither is anything in a run that changes nothing.
+#[test]
+fn a_repository_made_deep_in_an_old_tree_is_named_even_with_its_times_set_back() {
+    for_each_user(|w| {
+        init_repo(w, &w.project);
+        for d in ["src/a/b/c", "vendor/old/.git/hooks", "docs/x", "locked"] {
+            std::fs::create_dir_all(w.project.join(d)).unwrap();
+        }
+        w.chown_all();
+        // A directory its owner cannot read before the run (root can).
+        use std::os::unix::fs::PermissionsExt;
+        let locked = w.project.join("locked");
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+        // Older than the walk's margin, so that the walk after the run may trust them.
+        std::thread::sleep(Duration::from_millis(1200));
+        let quiet = sandy_sh(w, &[], "ls src/a/b/c docs >/dev/null", &[]);
+        assert_code(&quiet, 0, "a run that changes nothing");
+        assert!(
+            !stderr(&quiet).contains("did not exist at launch"),
+            "nothing is new:\n{}",
+            stderr(&quiet)
+        );
+        let o = sandy_sh(
+            w,
+            &[],
+            "touch -r src/a/b/c /tmp/when
+             git init -q src/a/b/c
+             printf '#!/bin/sh\\n' > src/a/b/c/.git/hooks/pre-commit
+             chmod +x src/a/b/c/.git/hooks/pre-commit
+             touch -r /tmp/when src/a/b/c
+             printf 'gitdir: ../../vendor/old/.git\\n' > docs/x/.git
+             touch -r /tmp/when docs/x
+             chmod 755 locked && git init -q locked",
+            &[],
+        );
+        assert_code(&o, 0, "plant");
+        let err = stderr(&o);
+        let project = std::fs::canonicalize(&w.project).unwrap();
+        for made in ["src/a/b/c/.git", "docs/x/.git", "locked/.git"] {
+            let line = format!("{} did not exist at launch", project.join(made).display());
+            assert!(err.contains(&line), "{made} is named:\n{err}");
+        }
+        assert!(
+            err.contains("src/a/b/c/.git/hooks/pre-commit is a git hook"),
+            "{err}"
+        );
+        assert!(!err.contains("vendor/old/.git did not exist"), "{err}");
+        // Judged from outside: the directories' times are the old ones, as planted.
+        let when = |p: &str| {
+            std::fs::metadata(w.project.join(p))
+                .unwrap()
+                .modified()
+                .unwrap()
+        };
+        assert!(when("src/a/b/c") < when("src/a/b/c/.git"));
+    });
+}
+
 #[test]
 fn sigterm_ends_sandy_promptly_with_a_fifo_in_place() {
     for_each_user(|w| {

@@ -1,0 +1,509 @@
+//! The walk for `.git` entries through a tree, before the run and again after it.
+//!
+//! Before the run every directory is read ([`walk`]): opened relative to its parent's
+//! descriptor (`O_NOFOLLOW`: a directory swapped for a symbolic link after it was listed
+//! is not followed out of the tree) and listed with `getdents64` into one buffer large
+//! enough for most directories in one call. What the walk saw of each directory is kept
+//! in a [`Record`]: its names of subdirectories and `.git`, and its identity (device,
+//! inode, change and modification times, link count) as `fstat` gave it *before* it was
+//! listed.
+//!
+//! After the run ([`walk_again`]) a directory whose identity is unchanged is not read
+//! again: one `lstat` by path stands in for an open, two reads and a close. That is sound
+//! because the kernel updates a directory's change time (`ctime`) whenever a name in it
+//! is created, removed or renamed, and nothing a process can do sets a change time back
+//! (`utimensat` sets the modification time, and that sets the change time to now). Two
+//! conditions keep it sound where timestamps are coarse or not the kernel's own:
+//!
+//! - A directory changed within [`MARGIN_NS`] of the first walk's start is always read
+//!   again: a later change could carry the same coarse timestamp.
+//! - Only directories on local file systems whose times the kernel keeps itself (ext2/3/4,
+//!   XFS, Btrfs, tmpfs) are taken on trust; on any other (NFS, FUSE, overlayfs, ...) every
+//!   directory is read again, as is one that could not be opened or whose listing failed.
+//!
+//! Every directory is still looked at: an unchanged parent says nothing about its
+//! children, each of which is compared on its own. A directory that is new, or whose
+//! name now holds something else, is read, and so is all that is new below it.
+
+use std::collections::HashMap;
+use std::ffi::{CStr, CString, OsStr};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rustix::fs::{openat, statat, AtFlags, FileType, Mode, OFlags, RawDir, Stat, CWD};
+
+use crate::gitscan::{DotGit, DotGitKind, GitScanError};
+
+/// The listing buffer: a directory of a few hundred entries is read in one call.
+const BUFFER: usize = 32 * 1024;
+/// A directory changed this close to the first walk's start (or later) is read again
+/// after the run, whatever its times say: file times come from a clock that may lag the
+/// system clock by a tick, and a change in the same tick could leave them as they were.
+const MARGIN_NS: i128 = 1_000_000_000;
+/// File systems whose directory times the kernel keeps itself (`statfs` magic numbers):
+/// ext2, ext3 and ext4; XFS; Btrfs; tmpfs.
+const TRUSTED_FS: [i128; 4] = [0xEF53, 0x5846_5342, 0x9123_683E, 0x0102_1994];
+
+/// What identifies a directory's state: any name created, removed or renamed in it
+/// changes its change time (and modification time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Identity {
+    dev: u64,
+    ino: u64,
+    nlink: u64,
+    ctime_ns: i128,
+    mtime_ns: i128,
+}
+
+impl Identity {
+    // `struct stat`'s field types vary by architecture.
+    #[allow(clippy::useless_conversion)]
+    fn of(st: &Stat) -> Identity {
+        let ns = |s: i128, n: i128| s * 1_000_000_000 + n;
+        Identity {
+            dev: device(st),
+            ino: u64::from(st.st_ino),
+            nlink: u64::from(st.st_nlink),
+            ctime_ns: ns(i128::from(st.st_ctime), i128::from(st.st_ctime_nsec)),
+            mtime_ns: ns(i128::from(st.st_mtime), i128::from(st.st_mtime_nsec)),
+        }
+    }
+}
+
+/// One directory the first walk reached.
+#[derive(Debug)]
+struct Seen {
+    /// Its name in its parent (empty for the root).
+    name: CString,
+    /// Its identity, when it may be taken on trust after the run (see the module's
+    /// documentation); `None`: read it again.
+    identity: Option<Identity>,
+    /// Its subdirectories, as indices in [`Record::dirs`].
+    subdirs: Vec<u32>,
+    /// Its `.git` entry.
+    dotgit: Option<DotGitKind>,
+}
+
+/// What the walk before the run saw of one tree, for [`walk_again`].
+#[derive(Debug)]
+pub struct Record {
+    root: PathBuf,
+    /// `dirs[0]` is the root.
+    dirs: Vec<Seen>,
+}
+
+impl Record {
+    /// The tree this record is of.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+}
+
+/// A directory still to look at.
+struct Pending {
+    /// Its parent, when the parent was opened (kept open while any child is pending, so
+    /// that the open descriptors stay as many as the tree is deep).
+    parent: Option<Rc<OwnedFd>>,
+    name: CString,
+    path: PathBuf,
+    /// Its index in the record: the one being made ([`walk`]) or the earlier one
+    /// ([`walk_again`]; `None` when the earlier walk did not see it).
+    index: Option<u32>,
+    /// The parent's device and whether its file system is trusted (the root's are found).
+    parent_fs: Option<(u64, bool)>,
+}
+
+/// What one directory holds, as far as the walk cares.
+struct Listing {
+    dotgit: Option<DotGitKind>,
+    subdirs: Vec<CString>,
+    /// Whether the whole directory was read.
+    complete: bool,
+}
+
+/// Every `.git` entry at or below `root` (see [`crate::gitscan::find_dotgits`]), and the
+/// record of what was seen, for [`walk_again`] after the run.
+pub fn walk(root: &Path, limit: usize) -> Result<(Vec<DotGit>, Record), GitScanError> {
+    let started = now_ns();
+    let mut buf = vec![MaybeUninit::<u8>::uninit(); BUFFER];
+    let mut dirs = vec![Seen {
+        name: CString::default(),
+        identity: None,
+        subdirs: Vec::new(),
+        dotgit: None,
+    }];
+    let mut out = Vec::new();
+    let mut stack = vec![root_pending(root, Some(0))];
+    let mut visited = 0usize;
+    while let Some(pending) = stack.pop() {
+        count(&mut visited, limit, root)?;
+        let Some(at) = pending.index.map(|i| i as usize) else {
+            continue;
+        };
+        // A directory the caller cannot open is one the sandbox cannot list either; it
+        // stays without an identity, so that the walk after the run tries it again.
+        let Ok(fd) = open(&pending) else {
+            continue;
+        };
+        // Looked at before it is listed: a change in between shows after the run.
+        let st = rustix::fs::fstat(&fd).ok();
+        let trusted = st
+            .as_ref()
+            .is_some_and(|st| fs_trusted(&fd, st, pending.parent_fs));
+        let listing = list(&fd, &mut buf);
+        let seen = &mut dirs[at];
+        seen.identity = st
+            .as_ref()
+            .map(Identity::of)
+            .filter(|id| trusted && listing.complete && id.ctime_ns < started - MARGIN_NS);
+        seen.dotgit = listing.dotgit;
+        if let Some(kind) = listing.dotgit {
+            out.push(DotGit {
+                top: pending.path.clone(),
+                kind,
+            });
+        }
+        if listing.subdirs.is_empty() {
+            continue;
+        }
+        let fs = st.map(|st| (device(&st), trusted));
+        let fd = Rc::new(fd);
+        for name in listing.subdirs {
+            let index = u32::try_from(dirs.len()).ok();
+            if let Some(i) = index {
+                dirs[at].subdirs.push(i);
+                dirs.push(Seen {
+                    name: name.clone(),
+                    identity: None,
+                    subdirs: Vec::new(),
+                    dotgit: None,
+                });
+            }
+            stack.push(Pending {
+                parent: Some(Rc::clone(&fd)),
+                path: pending.path.join(OsStr::from_bytes(name.to_bytes())),
+                name,
+                index,
+                parent_fs: fs,
+            });
+        }
+    }
+    out.sort();
+    let record = Record {
+        root: root.to_path_buf(),
+        dirs,
+    };
+    Ok((out, record))
+}
+
+/// Every `.git` entry at or below `before`'s root now, exactly as [`walk`] would find
+/// it, reading only the directories that changed since `before` was made.
+pub fn walk_again(before: &Record, limit: usize) -> Result<Vec<DotGit>, GitScanError> {
+    let root = before.root.as_path();
+    let mut buf = vec![MaybeUninit::<u8>::uninit(); BUFFER];
+    let mut out = Vec::new();
+    let mut stack = vec![root_pending(root, Some(0))];
+    let mut visited = 0usize;
+    while let Some(pending) = stack.pop() {
+        count(&mut visited, limit, root)?;
+        let earlier = pending.index.and_then(|i| before.dirs.get(i as usize));
+        if let Some(seen) = earlier.filter(|seen| unchanged(seen, &pending.path)) {
+            if let Some(kind) = seen.dotgit {
+                out.push(DotGit {
+                    top: pending.path.clone(),
+                    kind,
+                });
+            }
+            for &child in &seen.subdirs {
+                let Some(c) = before.dirs.get(child as usize) else {
+                    continue;
+                };
+                stack.push(Pending {
+                    parent: None,
+                    path: pending.path.join(OsStr::from_bytes(c.name.to_bytes())),
+                    name: c.name.clone(),
+                    index: Some(child),
+                    parent_fs: None,
+                });
+            }
+            continue;
+        }
+        let Ok(fd) = open(&pending) else {
+            continue;
+        };
+        let listing = list(&fd, &mut buf);
+        if let Some(kind) = listing.dotgit {
+            out.push(DotGit {
+                top: pending.path.clone(),
+                kind,
+            });
+        }
+        if listing.subdirs.is_empty() {
+            continue;
+        }
+        // The subdirectories the earlier walk saw here, by name: each is compared again.
+        let known: HashMap<&CStr, u32> = earlier
+            .map(|seen| {
+                seen.subdirs
+                    .iter()
+                    .filter_map(|&i| Some((before.dirs.get(i as usize)?.name.as_c_str(), i)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let fd = Rc::new(fd);
+        for name in listing.subdirs {
+            let index = known.get(name.as_c_str()).copied();
+            stack.push(Pending {
+                parent: Some(Rc::clone(&fd)),
+                path: pending.path.join(OsStr::from_bytes(name.to_bytes())),
+                name,
+                index,
+                parent_fs: None,
+            });
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn root_pending(root: &Path, index: Option<u32>) -> Pending {
+    Pending {
+        parent: None,
+        name: CString::default(),
+        path: root.to_path_buf(),
+        index,
+        parent_fs: None,
+    }
+}
+
+fn count(visited: &mut usize, limit: usize, root: &Path) -> Result<(), GitScanError> {
+    *visited += 1;
+    if *visited > limit {
+        return Err(GitScanError::TooLarge {
+            root: root.to_path_buf(),
+            limit,
+        });
+    }
+    Ok(())
+}
+
+/// Whether the directory at `path` is still the one `seen` describes, unchanged: a
+/// directory with the same identity, which may be taken on trust. Its ancestors have
+/// been compared (or read) first, so the path leads through the same directories.
+fn unchanged(seen: &Seen, path: &Path) -> bool {
+    let Some(identity) = seen.identity else {
+        return false;
+    };
+    match statat(CWD, path, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => {
+            FileType::from_raw_mode(st.st_mode) == FileType::Directory
+                && Identity::of(&st) == identity
+        }
+        Err(_) => false,
+    }
+}
+
+/// Opens a directory to list it: relative to its open parent without following a
+/// symbolic link; the root by its path (the caller's canonical directory); a directory
+/// whose parent was not opened (it was unchanged) by its path, not following a final
+/// symbolic link.
+fn open(pending: &Pending) -> rustix::io::Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    match (&pending.parent, pending.name.is_empty()) {
+        (Some(parent), _) => openat(
+            parent,
+            &pending.name,
+            flags | OFlags::NOFOLLOW,
+            Mode::empty(),
+        ),
+        (None, true) => openat(CWD, &pending.path, flags, Mode::empty()),
+        (None, false) => openat(CWD, &pending.path, flags | OFlags::NOFOLLOW, Mode::empty()),
+    }
+}
+
+// `st_dev`'s type varies by architecture.
+#[allow(clippy::useless_conversion)]
+fn device(st: &Stat) -> u64 {
+    u64::from(st.st_dev)
+}
+
+/// Whether the directory's file system keeps its times itself (asked once per device:
+/// a child on its parent's device inherits the answer).
+fn fs_trusted(fd: &OwnedFd, st: &Stat, parent: Option<(u64, bool)>) -> bool {
+    match parent {
+        Some((dev, trusted)) if dev == device(st) => trusted,
+        _ => rustix::fs::fstatfs(fd).is_ok_and(|fs| TRUSTED_FS.contains(&i128::from(fs.f_type))),
+    }
+}
+
+/// Lists a directory: its `.git` entry and its subdirectories (not `.` and `..`), with
+/// the entry type from the listing, or an `lstat` relative to the directory when the file
+/// system does not say.
+fn list(fd: &OwnedFd, buf: &mut [MaybeUninit<u8>]) -> Listing {
+    let mut listing = Listing {
+        dotgit: None,
+        subdirs: Vec::new(),
+        complete: true,
+    };
+    let mut dir = RawDir::new(fd.as_fd(), buf);
+    while let Some(entry) = dir.next() {
+        let Ok(entry) = entry else {
+            listing.complete = false;
+            break;
+        };
+        let name = entry.file_name();
+        let bytes = name.to_bytes();
+        if bytes == b"." || bytes == b".." {
+            continue;
+        }
+        let kind = match entry.file_type() {
+            FileType::Unknown => match statat(fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => FileType::from_raw_mode(st.st_mode),
+                // Gone since it was listed.
+                Err(_) => continue,
+            },
+            kind => kind,
+        };
+        if bytes == b".git" {
+            listing.dotgit = Some(match kind {
+                FileType::Directory => DotGitKind::Directory,
+                FileType::RegularFile => DotGitKind::File,
+                FileType::Symlink => DotGitKind::Symlink,
+                _ => DotGitKind::Other,
+            });
+        } else if kind == FileType::Directory {
+            listing.subdirs.push(name.to_owned());
+        }
+    }
+    listing
+}
+
+/// The system clock, in nanoseconds since the epoch (0 if it is before it: then nothing
+/// is taken on trust).
+fn now_ns() -> i128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i128::try_from(d.as_nanos()).unwrap_or(0))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::os::unix::fs::symlink;
+
+    fn full(root: &Path) -> Vec<DotGit> {
+        walk(root, 1000).unwrap().0
+    }
+
+    /// A tree old enough for its directories to be taken on trust.
+    fn old_tree() -> tempfile::TempDir {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        for d in [
+            "a/b/c",
+            "a/d",
+            "vendor/x/.git/hooks",
+            "e/f/g/h",
+            "gone/deep",
+            "swap/in",
+        ] {
+            fs::create_dir_all(r.join(d)).unwrap();
+        }
+        for i in 0..300 {
+            fs::write(r.join(format!("a/file-with-a-long-name-{i}")), "x").unwrap();
+        }
+        fs::write(r.join("e/.git"), "gitdir: ../vendor/x/.git\n").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        t
+    }
+
+    #[test]
+    fn an_unchanged_tree_is_looked_at_not_read_and_gives_the_same_answer() {
+        let t = old_tree();
+        let (first, record) = walk(t.path(), 1000).unwrap();
+        assert_eq!(first.len(), 2);
+        assert!(
+            record.dirs.iter().all(|d| d.identity.is_some()),
+            "{record:?}"
+        );
+        assert_eq!(walk_again(&record, 1000).unwrap(), first);
+    }
+
+    #[test]
+    fn every_change_below_an_old_tree_is_found_again() {
+        let t = old_tree();
+        let r = t.path();
+        let (_, record) = walk(r, 1000).unwrap();
+        // A pointer to a repository deep in an old directory, whose modification time is
+        // then set back to what it was (its change time cannot be; its link count is the
+        // same, since no subdirectory was added).
+        let old = filetime(r.join("a/b/c"));
+        fs::write(r.join("a/b/c/.git"), "gitdir: /elsewhere\n").unwrap();
+        set_times(&r.join("a/b/c"), old);
+        assert_eq!(filetime(r.join("a/b/c")), old);
+        // A repository, a symbolic link, a directory moved in with a repository inside.
+        fs::create_dir_all(r.join("a/d/.git/hooks")).unwrap();
+        symlink("/nowhere", r.join("e/f/g/h/.git")).unwrap();
+        let outside = tempfile::tempdir_in(r.parent().unwrap()).unwrap();
+        fs::create_dir_all(outside.path().join("moved/inner/.git")).unwrap();
+        fs::rename(outside.path().join("moved"), r.join("a/moved")).unwrap();
+        // A repository removed, and a directory swapped for a link to one outside.
+        fs::remove_dir_all(r.join("vendor/x/.git")).unwrap();
+        fs::remove_dir_all(r.join("swap")).unwrap();
+        fs::create_dir_all(outside.path().join("repo/.git")).unwrap();
+        symlink(outside.path(), r.join("swap")).unwrap();
+        // A new directory where an old one was removed, with a repository.
+        fs::remove_dir_all(r.join("gone")).unwrap();
+        fs::create_dir_all(r.join("gone/deep/.git")).unwrap();
+        let again = walk_again(&record, 1000).unwrap();
+        assert_eq!(again, full(r));
+        let tops: Vec<_> = again
+            .iter()
+            .map(|d| d.top.strip_prefix(r).unwrap().to_path_buf())
+            .collect();
+        assert_eq!(
+            tops,
+            ["a/b/c", "a/d", "a/moved/inner", "e", "e/f/g/h", "gone/deep"]
+                .map(PathBuf::from)
+                .to_vec()
+        );
+    }
+
+    #[test]
+    fn a_recent_directory_or_one_that_could_not_be_read_is_read_again() {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        fs::create_dir_all(r.join("new/x")).unwrap();
+        let (_, record) = walk(r, 1000).unwrap();
+        // Changed within the margin: nothing is taken on trust.
+        assert!(record.dirs.iter().all(|d| d.identity.is_none()));
+        fs::create_dir_all(r.join("new/x/.git")).unwrap();
+        assert_eq!(walk_again(&record, 1000).unwrap(), full(r));
+    }
+
+    #[test]
+    fn the_walk_after_the_run_keeps_the_bound() {
+        let t = old_tree();
+        let (_, record) = walk(t.path(), 1000).unwrap();
+        assert!(matches!(
+            walk_again(&record, 3),
+            Err(GitScanError::TooLarge { .. })
+        ));
+    }
+
+    fn filetime(p: PathBuf) -> std::time::SystemTime {
+        fs::metadata(p).unwrap().modified().unwrap()
+    }
+
+    fn set_times(p: &Path, when: std::time::SystemTime) {
+        let f = fs::File::open(p).unwrap();
+        f.set_times(fs::FileTimes::new().set_modified(when).set_accessed(when))
+            .unwrap();
+    }
+}
