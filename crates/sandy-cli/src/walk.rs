@@ -1,15 +1,18 @@
 //! The walk for `.git` entries through a tree, before the run and again after it.
 //!
-//! Before the run every directory is read ([`walk`]): opened relative to its parent's
-//! descriptor (`O_NOFOLLOW`: a directory swapped for a symbolic link after it was listed
-//! is not followed out of the tree) and listed with `getdents64` into one buffer large
-//! enough for most directories in one call. What the walk saw of each directory is kept
-//! in a [`Record`]: its names of subdirectories and `.git`, and its identity (device,
-//! inode, change and modification times, link count) as `fstat` gave it *before* it was
-//! listed.
+//! Before the run every directory is looked at ([`walk`]): `lstat` relative to its
+//! parent's descriptor, then, if it has subdirectories, opened there (`O_NOFOLLOW`: a
+//! directory swapped for a symbolic link after it was listed is not followed out of the
+//! tree) and listed with `getdents64` into one buffer large enough for most directories
+//! in one call. A directory without subdirectories (its link count is 2, on a file
+//! system that keeps that count: ext2/3/4, XFS, tmpfs) is not listed: one more `lstat`
+//! of its `.git` tells all the walk needs, as find(1)'s leaf optimisation does. What the
+//! walk saw of each directory is kept in a [`Record`]: its names of subdirectories and
+//! `.git`, and its identity (device, inode, change and modification times, link count)
+//! as the first `lstat` gave it, *before* it was read.
 //!
 //! After the run ([`walk_again`]) a directory whose identity is unchanged is not read
-//! again: one `lstat` by path stands in for an open, two reads and a close. That is sound
+//! again: one `lstat` by path stands in for reading it. That is sound
 //! because the kernel updates a directory's change time (`ctime`) whenever a name in it
 //! is created, removed or renamed, and nothing a process can do sets a change time back
 //! (`utimensat` sets the modification time, and that sets the change time to now). Two
@@ -128,182 +131,222 @@ struct Listing {
 /// Every `.git` entry at or below `root` (see [`crate::gitscan::find_dotgits`]), and the
 /// record of what was seen, for [`walk_again`] after the run.
 pub fn walk(root: &Path, limit: usize) -> Result<(Vec<DotGit>, Record), GitScanError> {
-    let started = now_ns();
-    let mut buf = vec![MaybeUninit::<u8>::uninit(); BUFFER];
-    let mut dirs = vec![Seen {
-        name: CString::default(),
-        identity: None,
-        subdirs: Vec::new(),
-        dotgit: None,
-    }];
-    let mut out = Vec::new();
-    let mut stack = vec![root_pending(root, Some(0))];
-    let mut visited = 0usize;
-    while let Some(pending) = stack.pop() {
-        count(&mut visited, limit, root)?;
-        let Some(at) = pending.index.map(|i| i as usize) else {
-            continue;
-        };
-        // A directory the caller cannot open is one the sandbox cannot list either; it
-        // stays without an identity, so that the walk after the run tries it again.
-        let Ok(fd) = open(&pending) else {
-            continue;
-        };
-        // Looked at before it is listed: a change in between shows after the run.
-        let st = rustix::fs::fstat(&fd).ok();
-        let trusted = st
-            .as_ref()
-            .is_some_and(|st| fs_trusted(&fd, st, pending.parent_fs));
-        let listing = list(&fd, &mut buf);
-        let seen = &mut dirs[at];
-        seen.identity = st
-            .as_ref()
-            .map(Identity::of)
-            .filter(|id| trusted && listing.complete && id.ctime_ns < started - MARGIN_NS);
-        seen.dotgit = listing.dotgit;
-        if let Some(kind) = listing.dotgit {
-            out.push(DotGit {
-                top: pending.path.clone(),
-                kind,
-            });
-        }
-        if listing.subdirs.is_empty() {
-            continue;
-        }
-        let fs = st.map(|st| (device(&st), trusted));
-        let fd = Rc::new(fd);
-        for name in listing.subdirs {
-            let index = u32::try_from(dirs.len()).ok();
-            if let Some(i) = index {
-                dirs[at].subdirs.push(i);
-                dirs.push(Seen {
-                    name: name.clone(),
-                    identity: None,
-                    subdirs: Vec::new(),
-                    dotgit: None,
-                });
-            }
-            stack.push(Pending {
-                parent: Some(Rc::clone(&fd)),
-                path: pending.path.join(OsStr::from_bytes(name.to_bytes())),
-                name,
-                index,
-                parent_fs: fs,
-            });
-        }
-    }
-    out.sort();
+    let (found, dirs) = traverse(root, limit, None)?;
     let record = Record {
         root: root.to_path_buf(),
         dirs,
     };
-    Ok((out, record))
+    Ok((found, record))
 }
 
 /// Every `.git` entry at or below `before`'s root now, exactly as [`walk`] would find
 /// it, reading only the directories that changed since `before` was made.
 pub fn walk_again(before: &Record, limit: usize) -> Result<Vec<DotGit>, GitScanError> {
-    let root = before.root.as_path();
+    traverse(&before.root, limit, Some(before)).map(|(found, _)| found)
+}
+
+/// The walk: with `before`, an unchanged directory is taken from it and nothing is
+/// recorded; without, every directory is read and recorded.
+fn traverse(
+    root: &Path,
+    limit: usize,
+    before: Option<&Record>,
+) -> Result<(Vec<DotGit>, Vec<Seen>), GitScanError> {
+    let started = now_ns();
     let mut buf = vec![MaybeUninit::<u8>::uninit(); BUFFER];
+    let mut dirs = Vec::new();
+    if before.is_none() {
+        dirs.push(Seen::named(CString::default()));
+    }
     let mut out = Vec::new();
-    let mut stack = vec![root_pending(root, Some(0))];
+    let mut stack = vec![Pending {
+        parent: None,
+        name: CString::default(),
+        path: root.to_path_buf(),
+        index: Some(0),
+        parent_fs: None,
+    }];
     let mut visited = 0usize;
     while let Some(pending) = stack.pop() {
-        count(&mut visited, limit, root)?;
-        let earlier = pending.index.and_then(|i| before.dirs.get(i as usize));
-        if let Some(seen) = earlier.filter(|seen| unchanged(seen, &pending.path)) {
-            if let Some(kind) = seen.dotgit {
-                out.push(DotGit {
-                    top: pending.path.clone(),
-                    kind,
-                });
-            }
-            for &child in &seen.subdirs {
-                let Some(c) = before.dirs.get(child as usize) else {
-                    continue;
-                };
-                stack.push(Pending {
-                    parent: None,
-                    path: pending.path.join(OsStr::from_bytes(c.name.to_bytes())),
-                    name: c.name.clone(),
-                    index: Some(child),
-                    parent_fs: None,
-                });
-            }
-            continue;
+        visited += 1;
+        if visited > limit {
+            return Err(GitScanError::TooLarge {
+                root: root.to_path_buf(),
+                limit,
+            });
         }
-        let Ok(fd) = open(&pending) else {
+        // Looked at before it is read: a change in between shows after the run. A
+        // directory that is gone, or that the caller cannot look at, is one the sandbox
+        // cannot list either; it stays without an identity, so that the walk after the
+        // run tries it again.
+        let Ok(st) = stat(&pending) else {
             continue;
         };
-        let listing = list(&fd, &mut buf);
+        if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+            continue;
+        }
+        let identity = Identity::of(&st);
+        let earlier = before.and_then(|b| b.dirs.get(pending.index? as usize));
+        if let (Some(b), Some(seen)) = (before, earlier) {
+            if seen.identity == Some(identity) {
+                // Unchanged since the first walk: it holds what it held then.
+                if let Some(kind) = seen.dotgit {
+                    out.push(DotGit {
+                        top: pending.path.clone(),
+                        kind,
+                    });
+                }
+                for &child in &seen.subdirs {
+                    let Some(c) = b.dirs.get(child as usize) else {
+                        continue;
+                    };
+                    stack.push(Pending {
+                        parent: None,
+                        path: pending.path.join(OsStr::from_bytes(c.name.to_bytes())),
+                        name: c.name.clone(),
+                        index: Some(child),
+                        parent_fs: Some((identity.dev, true)),
+                    });
+                }
+                continue;
+            }
+        }
+        // On its parent's file system, trusted as its parent's is; else asked.
+        let inherited = pending
+            .parent_fs
+            .filter(|(dev, _)| *dev == identity.dev)
+            .map(|(_, trusted)| trusted);
+        // A directory without subdirectories is not listed: only its `.git` matters.
+        // Where the file system keeps that count (ext2/3/4, XFS, tmpfs: a directory's
+        // link count is 2 plus its subdirectories; Btrfs says 1), 2 means none.
+        let leaf = match inherited {
+            Some(true) if identity.nlink == 2 => leaf_dotgit(&pending),
+            _ => None,
+        };
+        let (listing, trusted, fd) = match leaf {
+            Some(dotgit) => {
+                let listing = Listing {
+                    dotgit,
+                    subdirs: Vec::new(),
+                    complete: true,
+                };
+                (listing, true, None)
+            }
+            None => {
+                let Ok(fd) = open(&pending) else {
+                    continue;
+                };
+                let trusted = inherited.unwrap_or_else(|| fs_trusted(&fd));
+                (list(&fd, &mut buf), trusted, Some(Rc::new(fd)))
+            }
+        };
         if let Some(kind) = listing.dotgit {
             out.push(DotGit {
                 top: pending.path.clone(),
                 kind,
             });
         }
-        if listing.subdirs.is_empty() {
-            continue;
-        }
-        // The subdirectories the earlier walk saw here, by name: each is compared again.
-        let known: HashMap<&CStr, u32> = earlier
-            .map(|seen| {
-                seen.subdirs
-                    .iter()
-                    .filter_map(|&i| Some((before.dirs.get(i as usize)?.name.as_c_str(), i)))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let fd = Rc::new(fd);
-        for name in listing.subdirs {
-            let index = known.get(name.as_c_str()).copied();
-            stack.push(Pending {
-                parent: Some(Rc::clone(&fd)),
-                path: pending.path.join(OsStr::from_bytes(name.to_bytes())),
-                name,
-                index,
-                parent_fs: None,
-            });
+        let fs = Some((identity.dev, trusted));
+        match before {
+            // The first walk records what it saw.
+            None => {
+                let Some(at) = pending.index.map(|i| i as usize) else {
+                    continue;
+                };
+                let old_enough = identity.ctime_ns < started - MARGIN_NS;
+                dirs[at].identity =
+                    Some(identity).filter(|_| trusted && listing.complete && old_enough);
+                dirs[at].dotgit = listing.dotgit;
+                for name in listing.subdirs {
+                    let index = u32::try_from(dirs.len()).ok();
+                    if let Some(i) = index {
+                        dirs[at].subdirs.push(i);
+                        dirs.push(Seen::named(name.clone()));
+                    }
+                    stack.push(Pending {
+                        parent: fd.clone(),
+                        path: pending.path.join(OsStr::from_bytes(name.to_bytes())),
+                        name,
+                        index,
+                        parent_fs: fs,
+                    });
+                }
+            }
+            // The walk after the run matches each subdirectory by name with what the
+            // first walk saw here; each is then compared on its own.
+            Some(b) => {
+                let known: HashMap<&CStr, u32> = earlier
+                    .map(|seen| {
+                        seen.subdirs
+                            .iter()
+                            .filter_map(|&i| Some((b.dirs.get(i as usize)?.name.as_c_str(), i)))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                for name in listing.subdirs {
+                    stack.push(Pending {
+                        parent: fd.clone(),
+                        path: pending.path.join(OsStr::from_bytes(name.to_bytes())),
+                        index: known.get(name.as_c_str()).copied(),
+                        name,
+                        parent_fs: fs,
+                    });
+                }
+            }
         }
     }
     out.sort();
-    Ok(out)
+    Ok((out, dirs))
 }
 
-fn root_pending(root: &Path, index: Option<u32>) -> Pending {
-    Pending {
-        parent: None,
-        name: CString::default(),
-        path: root.to_path_buf(),
-        index,
-        parent_fs: None,
-    }
-}
-
-fn count(visited: &mut usize, limit: usize, root: &Path) -> Result<(), GitScanError> {
-    *visited += 1;
-    if *visited > limit {
-        return Err(GitScanError::TooLarge {
-            root: root.to_path_buf(),
-            limit,
-        });
-    }
-    Ok(())
-}
-
-/// Whether the directory at `path` is still the one `seen` describes, unchanged: a
-/// directory with the same identity, which may be taken on trust. Its ancestors have
-/// been compared (or read) first, so the path leads through the same directories.
-fn unchanged(seen: &Seen, path: &Path) -> bool {
-    let Some(identity) = seen.identity else {
-        return false;
-    };
-    match statat(CWD, path, AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(st) => {
-            FileType::from_raw_mode(st.st_mode) == FileType::Directory
-                && Identity::of(&st) == identity
+impl Seen {
+    fn named(name: CString) -> Seen {
+        Seen {
+            name,
+            identity: None,
+            subdirs: Vec::new(),
+            dotgit: None,
         }
-        Err(_) => false,
+    }
+}
+
+/// The directory's state: relative to its open parent, not following a symbolic link;
+/// the root by its path (the caller's canonical directory); a directory whose parent was
+/// not opened (it was unchanged) by its path, not following a final symbolic link.
+fn stat(pending: &Pending) -> rustix::io::Result<Stat> {
+    match (&pending.parent, pending.name.is_empty()) {
+        (Some(parent), _) => statat(parent, &pending.name, AtFlags::SYMLINK_NOFOLLOW),
+        (None, true) => statat(CWD, &pending.path, AtFlags::empty()),
+        (None, false) => statat(CWD, &pending.path, AtFlags::SYMLINK_NOFOLLOW),
+    }
+}
+
+/// The `.git` entry of a directory without subdirectories, looked up by name: `Some` with
+/// what it is (`Some(None)` when there is none); `None` when that cannot be told without
+/// listing the directory (it cannot be searched, say).
+fn leaf_dotgit(pending: &Pending) -> Option<Option<DotGitKind>> {
+    let found = match &pending.parent {
+        Some(parent) => {
+            let mut name = pending.name.as_bytes().to_vec();
+            name.extend_from_slice(b"/.git");
+            let name = CString::new(name).ok()?;
+            statat(parent, &name, AtFlags::SYMLINK_NOFOLLOW)
+        }
+        None => statat(CWD, pending.path.join(".git"), AtFlags::SYMLINK_NOFOLLOW),
+    };
+    match found {
+        Ok(st) => Some(Some(dotgit_kind(FileType::from_raw_mode(st.st_mode)))),
+        Err(rustix::io::Errno::NOENT) => Some(None),
+        Err(_) => None,
+    }
+}
+
+fn dotgit_kind(kind: FileType) -> DotGitKind {
+    match kind {
+        FileType::Directory => DotGitKind::Directory,
+        FileType::RegularFile => DotGitKind::File,
+        FileType::Symlink => DotGitKind::Symlink,
+        _ => DotGitKind::Other,
     }
 }
 
@@ -331,13 +374,9 @@ fn device(st: &Stat) -> u64 {
     u64::from(st.st_dev)
 }
 
-/// Whether the directory's file system keeps its times itself (asked once per device:
-/// a child on its parent's device inherits the answer).
-fn fs_trusted(fd: &OwnedFd, st: &Stat, parent: Option<(u64, bool)>) -> bool {
-    match parent {
-        Some((dev, trusted)) if dev == device(st) => trusted,
-        _ => rustix::fs::fstatfs(fd).is_ok_and(|fs| TRUSTED_FS.contains(&i128::from(fs.f_type))),
-    }
+/// Whether the directory's file system keeps its times (and its link count) itself.
+fn fs_trusted(fd: &OwnedFd) -> bool {
+    rustix::fs::fstatfs(fd).is_ok_and(|fs| TRUSTED_FS.contains(&i128::from(fs.f_type)))
 }
 
 /// Lists a directory: its `.git` entry and its subdirectories (not `.` and `..`), with
@@ -369,12 +408,7 @@ fn list(fd: &OwnedFd, buf: &mut [MaybeUninit<u8>]) -> Listing {
             kind => kind,
         };
         if bytes == b".git" {
-            listing.dotgit = Some(match kind {
-                FileType::Directory => DotGitKind::Directory,
-                FileType::RegularFile => DotGitKind::File,
-                FileType::Symlink => DotGitKind::Symlink,
-                _ => DotGitKind::Other,
-            });
+            listing.dotgit = Some(dotgit_kind(kind));
         } else if kind == FileType::Directory {
             listing.subdirs.push(name.to_owned());
         }
@@ -473,6 +507,74 @@ mod tests {
                 .map(PathBuf::from)
                 .to_vec()
         );
+    }
+
+    /// The walk as it is specified, the slow way: every directory read, symbolic links
+    /// not followed, `.git` directories not entered.
+    fn reference(dir: &Path, out: &mut Vec<DotGit>) {
+        let mut entries: Vec<_> = fs::read_dir(dir).unwrap().flatten().collect();
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let kind = e.file_type().unwrap();
+            if e.file_name() == ".git" {
+                let kind = if kind.is_dir() {
+                    DotGitKind::Directory
+                } else if kind.is_file() {
+                    DotGitKind::File
+                } else if kind.is_symlink() {
+                    DotGitKind::Symlink
+                } else {
+                    DotGitKind::Other
+                };
+                out.push(DotGit {
+                    top: dir.to_path_buf(),
+                    kind,
+                });
+            } else if kind.is_dir() {
+                reference(&e.path(), out);
+            }
+        }
+    }
+
+    fn by_reference(root: &Path) -> Vec<DotGit> {
+        let mut out = Vec::new();
+        reference(root, &mut out);
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn both_walks_agree_with_reading_every_directory_on_a_varied_tree() {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        // Leaves and inner directories, each with each kind of `.git` or none.
+        let mut n = 0u32;
+        for a in 0..6 {
+            for b in 0..5 {
+                let d = r.join(format!("a{a}/b{b}"));
+                fs::create_dir_all(&d).unwrap();
+                n += 1;
+                match n % 5 {
+                    0 => fs::create_dir_all(d.join(".git/hooks")).unwrap(),
+                    1 => fs::write(d.join(".git"), "gitdir: x\n").unwrap(),
+                    2 => symlink("/nowhere", d.join(".git")).unwrap(),
+                    3 => fs::create_dir_all(d.join("c/d")).unwrap(),
+                    _ => fs::write(d.join("file"), "x").unwrap(),
+                }
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        let (first, record) = walk(r, 10_000).unwrap();
+        assert_eq!(first, by_reference(r));
+        // Leaves gain and lose entries of every kind; inner directories gain leaves.
+        fs::remove_file(r.join("a0/b1/.git")).unwrap();
+        fs::create_dir(r.join("a0/b1/.git")).unwrap();
+        fs::remove_dir_all(r.join("a0/b4/.git")).unwrap();
+        fs::write(r.join("a1/b0/.git"), "gitdir: y\n").unwrap();
+        fs::create_dir_all(r.join("a2/b3/c/d/e/.git")).unwrap();
+        symlink("/nowhere", r.join("a3/b2/c/.git")).unwrap();
+        fs::remove_dir_all(r.join("a5")).unwrap();
+        assert_eq!(walk_again(&record, 10_000).unwrap(), by_reference(r));
     }
 
     #[test]
