@@ -29,7 +29,7 @@
 //! name now holds something else, is read, and so is all that is new below it.
 
 use std::collections::HashMap;
-use std::ffi::{CStr, CString, OsStr};
+use std::ffi::{CString, OsStr};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -46,7 +46,7 @@ const BUFFER: usize = 32 * 1024;
 /// A directory changed this close to the first walk's start (or later) is read again
 /// after the run, whatever its times say: file times come from a clock that may lag the
 /// system clock by a tick, and a change in the same tick could leave them as they were.
-const MARGIN_NS: i128 = 1_000_000_000;
+const MARGIN_NS: i64 = 1_000_000_000;
 /// File systems whose directory times the kernel keeps itself (`statfs` magic numbers):
 /// ext2, ext3 and ext4; XFS; Btrfs; tmpfs.
 const TRUSTED_FS: [i128; 4] = [0xEF53, 0x5846_5342, 0x9123_683E, 0x0102_1994];
@@ -58,15 +58,17 @@ struct Identity {
     dev: u64,
     ino: u64,
     nlink: u64,
-    ctime_ns: i128,
-    mtime_ns: i128,
+    ctime_ns: i64,
+    mtime_ns: i64,
 }
 
 impl Identity {
     // `struct stat`'s field types vary by architecture.
     #[allow(clippy::useless_conversion)]
     fn of(st: &Stat) -> Identity {
-        let ns = |s: i128, n: i128| s * 1_000_000_000 + n;
+        // Nanoseconds since the epoch; a time beyond what 64 bits hold (past 2262) reads
+        // as the largest, which is never old enough to be taken on trust.
+        let ns = |s: i128, n: i128| i64::try_from(s * 1_000_000_000 + n).unwrap_or(i64::MAX);
         Identity {
             dev: device(st),
             ino: u64::from(st.st_ino),
@@ -77,16 +79,19 @@ impl Identity {
     }
 }
 
-/// One directory the first walk reached.
+/// One directory the first walk reached (no allocation of its own: a record of 20,000
+/// directories takes about 1.5 MiB).
 #[derive(Debug)]
 struct Seen {
-    /// Its name in its parent (empty for the root).
-    name: CString,
+    /// Its name in its parent, as a range of [`Record::names`] (empty for the root).
+    name: (u32, u32),
     /// Its identity, when it may be taken on trust after the run (see the module's
     /// documentation); `None`: read it again.
     identity: Option<Identity>,
-    /// Its subdirectories, as indices in [`Record::dirs`].
-    subdirs: Vec<u32>,
+    /// Its subdirectories: `count` entries of [`Record::dirs`] from `first` on (the
+    /// walk records a directory's subdirectories together).
+    first: u32,
+    count: u32,
     /// Its `.git` entry.
     dotgit: Option<DotGitKind>,
 }
@@ -97,12 +102,26 @@ pub struct Record {
     root: PathBuf,
     /// `dirs[0]` is the root.
     dirs: Vec<Seen>,
+    /// The directories' names, one after the other.
+    names: Vec<u8>,
 }
 
 impl Record {
     /// The tree this record is of.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    fn name(&self, seen: &Seen) -> &[u8] {
+        let (at, len) = (seen.name.0 as usize, seen.name.1 as usize);
+        self.names.get(at..at + len).unwrap_or_default()
+    }
+
+    /// The subdirectories of `seen`, with their indices.
+    fn subdirs<'a>(&'a self, seen: &Seen) -> impl Iterator<Item = (u32, &'a Seen)> + 'a {
+        let first = seen.first;
+        let end = first.saturating_add(seen.count);
+        (first..end).filter_map(move |i| Some((i, self.dirs.get(i as usize)?)))
     }
 }
 
@@ -131,10 +150,11 @@ struct Listing {
 /// Every `.git` entry at or below `root` (see [`crate::gitscan::find_dotgits`]), and the
 /// record of what was seen, for [`walk_again`] after the run.
 pub fn walk(root: &Path, limit: usize) -> Result<(Vec<DotGit>, Record), GitScanError> {
-    let (found, dirs) = traverse(root, limit, None)?;
+    let (found, dirs, names) = traverse(root, limit, None)?;
     let record = Record {
         root: root.to_path_buf(),
         dirs,
+        names,
     };
     Ok((found, record))
 }
@@ -142,21 +162,21 @@ pub fn walk(root: &Path, limit: usize) -> Result<(Vec<DotGit>, Record), GitScanE
 /// Every `.git` entry at or below `before`'s root now, exactly as [`walk`] would find
 /// it, reading only the directories that changed since `before` was made.
 pub fn walk_again(before: &Record, limit: usize) -> Result<Vec<DotGit>, GitScanError> {
-    traverse(&before.root, limit, Some(before)).map(|(found, _)| found)
+    traverse(&before.root, limit, Some(before)).map(|(found, ..)| found)
 }
+
+/// What [`traverse`] found, and what it recorded: the directories and their names.
+type Traversed = (Vec<DotGit>, Vec<Seen>, Vec<u8>);
 
 /// The walk: with `before`, an unchanged directory is taken from it and nothing is
 /// recorded; without, every directory is read and recorded.
-fn traverse(
-    root: &Path,
-    limit: usize,
-    before: Option<&Record>,
-) -> Result<(Vec<DotGit>, Vec<Seen>), GitScanError> {
+fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traversed, GitScanError> {
     let started = now_ns();
     let mut buf = vec![MaybeUninit::<u8>::uninit(); BUFFER];
     let mut dirs = Vec::new();
+    let mut names = Vec::new();
     if before.is_none() {
-        dirs.push(Seen::named(CString::default()));
+        dirs.push(Seen::named((0, 0)));
     }
     let mut out = Vec::new();
     let mut stack = vec![Pending {
@@ -196,14 +216,15 @@ fn traverse(
                         kind,
                     });
                 }
-                for &child in &seen.subdirs {
-                    let Some(c) = b.dirs.get(child as usize) else {
+                for (child, c) in b.subdirs(seen) {
+                    let name = b.name(c);
+                    let Ok(cname) = CString::new(name) else {
                         continue;
                     };
                     stack.push(Pending {
                         parent: None,
-                        path: pending.path.join(OsStr::from_bytes(c.name.to_bytes())),
-                        name: c.name.clone(),
+                        path: pending.path.join(OsStr::from_bytes(name)),
+                        name: cname,
                         index: Some(child),
                         parent_fs: Some((identity.dev, true)),
                     });
@@ -253,41 +274,50 @@ fn traverse(
                 let Some(at) = pending.index.map(|i| i as usize) else {
                     continue;
                 };
-                let old_enough = identity.ctime_ns < started - MARGIN_NS;
+                let old_enough = identity.ctime_ns < started.saturating_sub(MARGIN_NS);
                 dirs[at].identity =
                     Some(identity).filter(|_| trusted && listing.complete && old_enough);
                 dirs[at].dotgit = listing.dotgit;
+                // Its subdirectories are recorded together, after everything so far.
+                let first = dirs.len();
+                let mut count = 0u32;
                 for name in listing.subdirs {
-                    let index = u32::try_from(dirs.len()).ok();
-                    if let Some(i) = index {
-                        dirs[at].subdirs.push(i);
-                        dirs.push(Seen::named(name.clone()));
-                    }
+                    let bytes = name.as_bytes();
+                    let index = match (
+                        u32::try_from(dirs.len()),
+                        u32::try_from(names.len()),
+                        u32::try_from(bytes.len()),
+                    ) {
+                        (Ok(i), Ok(at), Ok(len)) => {
+                            names.extend_from_slice(bytes);
+                            dirs.push(Seen::named((at, len)));
+                            count += 1;
+                            Some(i)
+                        }
+                        _ => None,
+                    };
                     stack.push(Pending {
                         parent: fd.clone(),
-                        path: pending.path.join(OsStr::from_bytes(name.to_bytes())),
+                        path: pending.path.join(OsStr::from_bytes(bytes)),
                         name,
                         index,
                         parent_fs: fs,
                     });
                 }
+                dirs[at].first = u32::try_from(first).unwrap_or(0);
+                dirs[at].count = count;
             }
             // The walk after the run matches each subdirectory by name with what the
             // first walk saw here; each is then compared on its own.
             Some(b) => {
-                let known: HashMap<&CStr, u32> = earlier
-                    .map(|seen| {
-                        seen.subdirs
-                            .iter()
-                            .filter_map(|&i| Some((b.dirs.get(i as usize)?.name.as_c_str(), i)))
-                            .collect()
-                    })
+                let known: HashMap<&[u8], u32> = earlier
+                    .map(|seen| b.subdirs(seen).map(|(i, c)| (b.name(c), i)).collect())
                     .unwrap_or_default();
                 for name in listing.subdirs {
                     stack.push(Pending {
                         parent: fd.clone(),
-                        path: pending.path.join(OsStr::from_bytes(name.to_bytes())),
-                        index: known.get(name.as_c_str()).copied(),
+                        path: pending.path.join(OsStr::from_bytes(name.as_bytes())),
+                        index: known.get(name.as_bytes()).copied(),
                         name,
                         parent_fs: fs,
                     });
@@ -296,15 +326,16 @@ fn traverse(
         }
     }
     out.sort();
-    Ok((out, dirs))
+    Ok((out, dirs, names))
 }
 
 impl Seen {
-    fn named(name: CString) -> Seen {
+    fn named(name: (u32, u32)) -> Seen {
         Seen {
             name,
             identity: None,
-            subdirs: Vec::new(),
+            first: 0,
+            count: 0,
             dotgit: None,
         }
     }
@@ -418,10 +449,10 @@ fn list(fd: &OwnedFd, buf: &mut [MaybeUninit<u8>]) -> Listing {
 
 /// The system clock, in nanoseconds since the epoch (0 if it is before it: then nothing
 /// is taken on trust).
-fn now_ns() -> i128 {
+fn now_ns() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| i128::try_from(d.as_nanos()).unwrap_or(0))
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(0))
         .unwrap_or(0)
 }
 
