@@ -269,28 +269,30 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
         }
         let fs = Some((identity.dev, trusted));
         match before {
-            // The first walk records what it saw.
+            // The first walk records what it saw (every directory has its place in the
+            // record, bounded well below `u32::MAX` by the walk's limit).
             None => {
-                let Some(at) = pending.index.map(|i| i as usize) else {
-                    continue;
-                };
-                let old_enough = identity.ctime_ns < started.saturating_sub(MARGIN_NS);
-                dirs[at].identity =
-                    Some(identity).filter(|_| trusted && listing.complete && old_enough);
-                dirs[at].dotgit = listing.dotgit;
+                let at = pending.index.map(|i| i as usize);
+                if let Some(at) = at {
+                    let old_enough = identity.ctime_ns < started.saturating_sub(MARGIN_NS);
+                    dirs[at].identity =
+                        Some(identity).filter(|_| trusted && listing.complete && old_enough);
+                    dirs[at].dotgit = listing.dotgit;
+                }
                 // Its subdirectories are recorded together, after everything so far.
                 let first = dirs.len();
-                let mut count = 0u32;
+                let (wanted, mut count) = (listing.subdirs.len(), 0u32);
                 for name in listing.subdirs {
                     let bytes = name.as_bytes();
                     let index = match (
+                        at,
                         u32::try_from(dirs.len()),
                         u32::try_from(names.len()),
                         u32::try_from(bytes.len()),
                     ) {
-                        (Ok(i), Ok(at), Ok(len)) => {
+                        (Some(_), Ok(i), Ok(start), Ok(len)) => {
                             names.extend_from_slice(bytes);
-                            dirs.push(Seen::named((at, len)));
+                            dirs.push(Seen::named((start, len)));
                             count += 1;
                             Some(i)
                         }
@@ -304,8 +306,14 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
                         parent_fs: fs,
                     });
                 }
-                dirs[at].first = u32::try_from(first).unwrap_or(0);
-                dirs[at].count = count;
+                if let Some(at) = at {
+                    dirs[at].first = u32::try_from(first).unwrap_or(0);
+                    dirs[at].count = count;
+                    // A subdirectory left out of the record: read this one again after.
+                    if count as usize != wanted {
+                        dirs[at].identity = None;
+                    }
+                }
             }
             // The walk after the run matches each subdirectory by name with what the
             // first walk saw here; each is then compared on its own.
