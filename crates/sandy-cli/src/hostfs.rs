@@ -15,13 +15,13 @@
 //! library's `realpath` decides, as before. Directories are read with `getdents64`
 //! (rustix).
 
-use std::ffi::OsString;
+use std::ffi::{CStr, OsString};
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{AtFlags, Dir, DirEntry, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
 use sandy_policy::{FileKind, PathInspector, RealFs};
 
 /// The host's files, as resolution sees them (see the module's documentation).
@@ -65,7 +65,10 @@ fn entries(path: &Path, max: usize, keep: impl Fn(FileType) -> bool) -> Vec<Path
         if seen > max {
             break;
         }
-        let Some(kind) = listed_type(&dir, &entry) else {
+        let Ok(fd) = dir.fd() else {
+            break;
+        };
+        let Some(kind) = listed_type(fd, entry.file_name(), entry.file_type()) else {
             continue;
         };
         if keep(kind) {
@@ -76,13 +79,13 @@ fn entries(path: &Path, max: usize, keep: impl Fn(FileType) -> bool) -> Vec<Path
     out
 }
 
-/// The type of a directory entry, from the listing itself, or from an `lstat` relative to
-/// the directory when the file system does not say; `None` when the entry is gone.
-pub fn listed_type(dir: &Dir, entry: &DirEntry) -> Option<FileType> {
-    match entry.file_type() {
+/// The type of a directory entry: `listed`, the type the listing gave for `name` in the
+/// directory `dir`, or, when the file system does not say, an `lstat` relative to the
+/// directory; `None` when the entry is gone.
+pub fn listed_type(dir: impl AsFd, name: &CStr, listed: FileType) -> Option<FileType> {
+    match listed {
         FileType::Unknown => {
-            let fd = dir.fd().ok()?;
-            let st = rustix::fs::statat(fd, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW).ok()?;
+            let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
             Some(FileType::from_raw_mode(st.st_mode))
         }
         kind => Some(kind),

@@ -438,13 +438,9 @@ fn list(fd: &OwnedFd, buf: &mut [MaybeUninit<u8>]) -> Listing {
         if bytes == b"." || bytes == b".." {
             continue;
         }
-        let kind = match entry.file_type() {
-            FileType::Unknown => match statat(fd, name, AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(st) => FileType::from_raw_mode(st.st_mode),
-                // Gone since it was listed.
-                Err(_) => continue,
-            },
-            kind => kind,
+        // `None`: gone since it was listed.
+        let Some(kind) = crate::hostfs::listed_type(fd, name, entry.file_type()) else {
+            continue;
         };
         if bytes == b".git" {
             listing.dotgit = Some(dotgit_kind(kind));
