@@ -389,10 +389,7 @@ fn dotgit_kind(kind: FileType) -> DotGitKind {
     }
 }
 
-/// Opens a directory to list it: relative to its open parent without following a
-/// symbolic link; the root by its path (the caller's canonical directory); a directory
-/// whose parent was not opened (it was unchanged) by its path, not following a final
-/// symbolic link.
+/// Opens a directory to list it, named as [`stat`] names it.
 fn open(pending: &Pending) -> rustix::io::Result<OwnedFd> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
     match (&pending.parent, pending.name.is_empty()) {
