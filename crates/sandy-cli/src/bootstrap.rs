@@ -14,8 +14,8 @@ use sandy_policy::{ValidatedManifest, MAX_MANIFEST_BYTES};
 
 use crate::error::SandyError;
 
-/// Never returns on success: the process holds the sandbox open until the supervisor
-/// ends it, and its child the target execs.
+/// Never returns on success: the target execs, and the process ends once it has started
+/// the target and the init (or, without a channel, with the target's status).
 pub fn bootstrap(manifest_fd: i32, relay_fd: Option<i32>, observe: bool) -> SandyError {
     let manifest = match read_manifest(manifest_fd) {
         Ok(m) => m,

@@ -294,10 +294,8 @@ fn spawn_and_wait(
     )
     .map_err(sys("cannot create the channel to the bootstrap"))?;
     let observe = observed.is_some();
-    // The target is started as the supervisor's own child (in the sandbox's PID
-    // namespace); the sandbox's init becomes one when the bootstrap ends, and the
-    // supervisor reaps it last.
-    nix::sys::prctl::set_child_subreaper(true).map_err(sys("cannot become a subreaper"))?;
+    // The target and the sandbox's init are started as the supervisor's own children
+    // (in the sandbox's PID namespace); the supervisor reaps the init last.
     // The bootstrap is a fork of this process, which has no other thread yet (the fork
     // is refused otherwise): no exec of a second copy of Sandy, and only the channel
     // crosses over (every other descriptor is closed in the child).
@@ -341,13 +339,19 @@ fn spawn_and_wait(
     }
     // The notifier's listener comes with the target's pid when the target watches its
     // writes (`--explain`) or its sockets are brokered (the host's network).
-    let (target, listener) = match receive_target(&ours, observed.is_some() || broker) {
-        Ok(Some((pid, listener))) => (Pid::from_raw(pid), listener),
+    let (launched, listener) = match receive_target(&ours, observed.is_some() || broker) {
+        Ok(Some((launched, listener))) => (launched, listener),
         // The bootstrap failed before starting the target, and said why: its status is
         // the run's.
         Ok(None) | Err(_) => return Ok(wait_bootstrap(bootstrap)),
     };
-    drop(ours);
+    // `ours` stays open until the run is over: the init looks at its end of the channel
+    // to know that the supervisor is alive (its parent-death signal covers the rest).
+    let mut run = Started {
+        target: Pid::from_raw(launched.target),
+        init: Some(Pid::from_raw(launched.init)),
+        bootstrap: Some(bootstrap),
+    };
     let observer = match listener
         .map(|l| crate::explain::Observer::start(l, certain))
         .transpose()
@@ -356,7 +360,7 @@ fn spawn_and_wait(
         // The listener is dropped with the error: watched calls then fail (ENOSYS), so
         // the run would not be the same; Sandy fails instead.
         Err(source) => {
-            end_sandbox(bootstrap, ports);
+            run.end(ports);
             return Err(SandyError::Io {
                 step: "cannot start the refusal observer",
                 source,
@@ -365,8 +369,9 @@ fn spawn_and_wait(
     };
 
     meanwhile();
-    let status = wait_target(target, bootstrap, waited);
-    end_sandbox(bootstrap, ports);
+    let status = wait_target(&mut run, waited);
+    run.end(ports);
+    drop(ours);
     if let Some(observer) = observer {
         let seen = observer.finish();
         if let Some(observed) = observed {
@@ -394,9 +399,50 @@ fn wait_bootstrap(bootstrap: Pid) -> u8 {
     }
 }
 
+/// The processes of a started run, all children of the supervisor: the target, the
+/// sandbox's init (pid 1 of its PID namespace) and the bootstrap that started them (which
+/// ends by itself once it has). `None`: reaped already, so that its pid, free again, is
+/// never signalled.
+struct Started {
+    target: Pid,
+    init: Option<Pid>,
+    bootstrap: Option<Pid>,
+}
+
+impl Started {
+    /// Takes note that `pid` was reaped.
+    fn reaped(&mut self, pid: Pid) {
+        if self.init == Some(pid) {
+            self.init = None;
+        }
+        if self.bootstrap == Some(pid) {
+            self.bootstrap = None;
+        }
+    }
+
+    /// After the target's exit: ends everything the run left running, then lets the
+    /// local-port relay deliver what the sandbox already sent (the relay threads end
+    /// with this process).
+    ///
+    /// Killing the init makes the kernel kill every process of the run's PID namespace,
+    /// however deep or detached (sessions, double forks), and the init is reaped only
+    /// once they all are: when the supervisor has no child left, nothing of the run
+    /// runs any more.
+    fn end(&mut self, ports: &[u16]) {
+        for pid in [self.init.take(), self.bootstrap.take()]
+            .into_iter()
+            .flatten()
+        {
+            let _ = kill(pid, Signal::SIGKILL);
+        }
+        reap_all(ports);
+    }
+}
+
 /// Waits for the target, the supervisor's own child: forwards signals, follows its stops
 /// (job control), and returns its status.
-fn wait_target(target: Pid, bootstrap: Pid, waited: &SigSet) -> Result<u8, SandyError> {
+fn wait_target(run: &mut Started, waited: &SigSet) -> Result<u8, SandyError> {
+    let target = run.target;
     loop {
         let sig = waited.wait().map_err(|source| SandyError::Sys {
             step: "cannot wait for signals",
@@ -421,11 +467,10 @@ fn wait_target(target: Pid, bootstrap: Pid, waited: &SigSet) -> Result<u8, Sandy
                     return Ok(signal_status(sig as i32))
                 }
                 Ok(WaitStatus::Stopped(p, sig)) if p == target => stop_with_target(target, sig),
-                // The bootstrap, or the init after it, ended early (killed from outside):
-                // the kernel kills the target with the namespace, and its status follows.
-                Ok(WaitStatus::Exited(p, _) | WaitStatus::Signaled(p, _, _)) if p == bootstrap => {
-                    continue
-                }
+                // The bootstrap, which ends once it has started the target; or the init,
+                // ended early (killed from outside): the kernel kills the target with the
+                // namespace, and its status follows.
+                Ok(WaitStatus::Exited(p, _) | WaitStatus::Signaled(p, _, _)) => run.reaped(p),
                 Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::ECHILD) => break,
                 Ok(_) => continue,
                 Err(source) => {
@@ -465,17 +510,24 @@ fn stop_with_target(target: Pid, sig: Signal) {
 /// sandbox sent through local-port connections.
 const UPLOAD_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// After the target's exit: ends everything the run left running, then lets the
-/// local-port relay deliver what the sandbox already sent (the relay threads end with
-/// this process).
-///
-/// Killing the bootstrap ends the sandbox's init (its parent-death signal), and the
-/// kernel then kills every process of the run's PID namespace, however deep or detached
-/// (sessions, double forks). The init is reparented to the supervisor, which waits until
-/// it is gone: by then, the kernel has reaped every other process of the namespace.
+/// A run that ends before its target is known: kills the bootstrap and reaps it. An
+/// init it had started already dies with it (the bootstrap kills it when it fails) or,
+/// at the latest, with the supervisor (its parent-death signal).
 fn end_sandbox(bootstrap: Pid, ports: &[u16]) {
     let _ = kill(bootstrap, Signal::SIGKILL);
+    while let Err(nix::errno::Errno::EINTR) = waitpid(bootstrap, None) {}
+    finish_uploads(ports);
+}
+
+/// Reaps every child until none is left, then lets the local-port relay deliver what
+/// the sandbox already sent.
+fn reap_all(ports: &[u16]) {
     while let Ok(_) | Err(nix::errno::Errno::EINTR) = waitpid(Pid::from_raw(-1), None) {}
+    finish_uploads(ports);
+}
+
+/// Lets the local-port relay deliver what the sandbox already sent.
+fn finish_uploads(ports: &[u16]) {
     if !ports.is_empty() && !sandy_net::relay::finish_uploads(UPLOAD_GRACE) {
         eprintln!(
             "sandy: data the sandbox sent through a local-port relay was still being \

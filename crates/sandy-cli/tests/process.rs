@@ -563,6 +563,76 @@ fn killing_the_supervisor_ends_every_process_and_the_next_run_removes_its_tmp() 
     });
 }
 
+/// The children of process `pid` (all its threads'), as the host lists them.
+fn children_of(pid: i32) -> Vec<i32> {
+    let mut all = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let list =
+            std::fs::read_to_string(task.unwrap().path().join("children")).unwrap_or_default();
+        all.extend(list.split_whitespace().map(|p| p.parse::<i32>().unwrap()));
+    }
+    all.sort_unstable();
+    all
+}
+
+fn comm_of(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn while_the_target_runs_the_supervisors_children_are_the_init_and_the_target_only() {
+    for_each_user(|w| {
+        let token = sleep_token(300);
+        let script = format!("touch ready; exec sleep {token}");
+        let mut cmd = w.sandy(["run", "--", "/bin/sh", "-c", &script]);
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        let mut sandy = Reaped(cmd.spawn().unwrap());
+        let supervisor = pid_of(&sandy.0);
+        assert!(
+            wait_for(10, || w.project.join("ready").exists()),
+            "the target never started"
+        );
+        assert!(
+            wait_for(5, || host_pids_with_arg(&token).len() == 1),
+            "the host does not see the target: {:?}",
+            host_pids_with_arg(&token)
+        );
+        let target = host_pids_with_arg(&token)[0];
+        let _cleanup = KillOnDrop(target);
+        // The bootstrap ends by itself once it has started both.
+        assert!(
+            wait_for(5, || children_of(supervisor).len() == 2),
+            "the supervisor's children: {:?}",
+            children_of(supervisor)
+        );
+        let children = children_of(supervisor);
+        assert!(
+            children.contains(&target),
+            "{children:?} lacks the target {target}"
+        );
+        let init = *children.iter().find(|&&p| p != target).unwrap();
+        assert_eq!(comm_of(init), "sandy-init");
+        assert!(
+            children_of(init).is_empty(),
+            "the init has children: {:?}",
+            children_of(init)
+        );
+
+        // The init killed from outside takes the whole run with it, and the run's status
+        // is the target's (killed by the kernel with its namespace).
+        kill(Pid::from_raw(init), Signal::SIGKILL).unwrap();
+        let status = wait_timeout(&mut sandy.0, 10, "sandy after its init was killed");
+        assert_eq!(status.code(), Some(137), "{status:?}");
+        assert!(
+            wait_for(5, || host_pids_with_arg(&token).is_empty()),
+            "the target outlived its init"
+        );
+    });
+}
+
 #[test]
 fn a_live_runs_private_tmp_is_not_swept_by_another_run() {
     for_each_user(|w| {

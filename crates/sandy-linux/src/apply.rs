@@ -38,25 +38,26 @@ pub enum ExecFailure {
 /// The process tree of a run (design section 3, layer 1):
 ///
 /// ```text
-/// supervisor ─┬─ bootstrap (this process: namespaces, mounts; then holds the run open)
-///             │    └─ init (pid 1 of the run's PID namespace: reaps, never execs)
+/// supervisor ─┬─ bootstrap (this process: namespaces, mounts; ends once both below run)
+///             ├─ init (pid 1 of the run's PID namespace: reaps, never execs)
 ///             └─ target (pid 2: the last layers, then execve)
 /// ```
 ///
 /// The bootstrap creates the user, mount, IPC and PID namespaces (the PID namespace
-/// after the user namespace, so that an unprivileged user owns it) and forks the init.
+/// after the user namespace, so that an unprivileged user owns it) and starts the init.
 /// It cannot become that init itself: `unshare(CLONE_NEWPID)` moves only its future
-/// children. It then forks the target with `CLONE_PARENT`, which the kernel refuses to an
-/// init, so that the target is the supervisor's own child: the supervisor sees its exit
-/// status and its stops exactly as a shell would (job control), while the target and
-/// everything it starts stay inside the PID namespace. When the init ends, the kernel
-/// kills every process left in the namespace, whatever its session or depth; the init
-/// ends when the bootstrap does (parent-death signal), and the bootstrap when the
-/// supervisor does, or when the supervisor kills it after the target's exit.
+/// children. It starts the init and then the target with `CLONE_PARENT` (which the kernel
+/// refuses to an init), so that both are the supervisor's own children: the supervisor
+/// sees the target's exit status and its stops exactly as a shell would (job control),
+/// while the target and everything it starts stay inside the PID namespace. When the
+/// init ends, the kernel kills every process left in the namespace, whatever its session
+/// or depth; the init ends when the supervisor kills it after the target's exit, or when
+/// the supervisor dies (parent-death signal).
 ///
 /// `channel` is the socket on which the bootstrap sends the supervisor the listeners
-/// for local-port grants, then the target's pid. Without one, the target is the
-/// bootstrap's own child and the bootstrap ends with its status.
+/// for local-port grants, then the pids of the target and the init. Without one, the
+/// init and the target are the bootstrap's own children and the bootstrap ends with the
+/// target's status (the init, and the namespace, with it).
 ///
 /// With `observe` (and a channel), the target also installs the refusal observer
 /// ([`seccomp::compile_notifier`]) just before the floor and sends its listener to the
@@ -198,55 +199,111 @@ fn launch_inner(
     }
     unshare(CloneFlags::CLONE_NEWPID).map_err(|source| LinuxError::PidNamespace { source })?;
 
+    match channel {
+        Some(channel) => {
+            launch_beside_supervisor(m, &plan, observer, channel, &program, &argv, &envp, one)
+        }
+        None => launch_here(m, &plan, &program, &argv, &envp, one),
+    }
+}
+
+/// The launch of a bootstrap forked by the supervisor: the init and the target are both
+/// made the supervisor's own children (`CLONE_PARENT`), which then waits for the target
+/// directly (its exit status, its stops for job control) and ends the init, and with it
+/// the whole namespace, when the target has exited. The bootstrap ends as soon as it has
+/// told the supervisor both pids, while the target runs, so that the end of a run waits
+/// for the teardown of one process (the init) and not of two in turn.
+#[allow(clippy::too_many_arguments)]
+fn launch_beside_supervisor(
+    m: &sandy_policy::LaunchManifest,
+    plan: &plan::EnforcementPlan,
+    observer: Option<seccompiler::BpfProgram>,
+    channel: OwnedFd,
+    program: &CString,
+    argv: &[CString],
+    envp: &[CString],
+    one: &OneThread,
+) -> Result<Infallible, ExecFailure> {
+    let init = match sys::process::fork_as_sibling(one).map_err(|source| LinuxError::Init {
+        step: "cannot start the sandbox's init",
+        source,
+    })? {
+        // The channel's other end is the supervisor's, open until the run is over: it
+        // tells the init whether the supervisor died before the init's parent-death
+        // signal was armed.
+        Forked::Child(_) => run_init(channel),
+        Forked::Parent(pid) => pid,
+    };
+    // From here on a failure ends the init too (it would otherwise wait for the
+    // supervisor's end).
+    let end_init = |e: ExecFailure| {
+        let _ = nix::sys::signal::kill(init, Signal::SIGKILL);
+        e
+    };
+    let forked = sys::process::fork_as_sibling(one).map_err(|source| {
+        end_init(
+            LinuxError::Init {
+                step: "cannot start the target in the sandbox",
+                source,
+            }
+            .into(),
+        )
+    })?;
+    match forked {
+        // The target (pid 2 inside) never returns here: it runs the target or fails.
+        Forked::Child(_) => {
+            become_target(m, plan, observer.map(|o| (o, channel)), program, argv, envp)
+        }
+        Forked::Parent(target) => {
+            relay::send_launched(&channel, target.as_raw(), init.as_raw())
+                .map_err(|e| end_init(e.into()))?;
+            crate::sys::process::exit_now(0)
+        }
+    }
+}
+
+/// The launch of a bootstrap started by hand, without a supervisor: the init and the
+/// target are its own children, it waits for the target and exits with its status, and
+/// the init (its parent-death signal), and the namespace with it, end with it.
+fn launch_here(
+    m: &sandy_policy::LaunchManifest,
+    plan: &plan::EnforcementPlan,
+    program: &CString,
+    argv: &[CString],
+    envp: &[CString],
+    one: &OneThread,
+) -> Result<Infallible, ExecFailure> {
     let (alive_read, alive_write) = pipe2(OFlag::O_CLOEXEC).map_err(|source| LinuxError::Init {
         step: "cannot create the init's parent-death pipe",
         source,
     })?;
-    let init = match sys::process::fork(one).map_err(|source| LinuxError::Init {
+    match sys::process::fork(one).map_err(|source| LinuxError::Init {
         step: "cannot start the sandbox's init",
         source,
     })? {
         Forked::Child(_) => {
-            drop(channel);
             drop(alive_write);
             run_init(alive_read)
         }
-        Forked::Parent(pid) => pid,
-    };
+        Forked::Parent(_) => {}
+    }
     drop(alive_read);
-
-    // Without a channel (a bootstrap started by hand rather than by the supervisor) the
-    // target is the bootstrap's own child, and the bootstrap ends with its status.
-    let forked = if channel.is_some() {
-        sys::process::fork_as_sibling(one)
-    } else {
-        sys::process::fork(one)
-    };
-    let target = match forked.map_err(|source| LinuxError::Init {
+    let target = match sys::process::fork(one).map_err(|source| LinuxError::Init {
         step: "cannot start the target in the sandbox",
         source,
     })? {
         Forked::Child(_) => {
             drop(alive_write);
-            let observer = observer.zip(channel);
-            return become_target(m, &plan, observer, &program, &argv, &envp);
+            return become_target(m, plan, None, program, argv, envp);
         }
         Forked::Parent(pid) => pid,
     };
-    match channel {
-        Some(channel) => {
-            relay::send_target_pid(&channel, target.as_raw())?;
-            drop(channel);
-            hold(init, alive_write)
-        }
-        None => end_with(target),
-    }
+    end_with(target)
 }
 
 /// A bootstrap started without a supervisor: waits for its target and exits with its
 /// status (`_exit` here and below: a forked bootstrap must not run the supervisor's exit
-/// handlers or flush its buffers) (128+N for signal N); the init, and the namespace with it, end with this
-/// process.
+/// handlers or flush its buffers) (128+N for signal N).
 fn end_with(target: Pid) -> ! {
     loop {
         match waitpid(target, None) {
@@ -258,17 +315,11 @@ fn end_with(target: Pid) -> ! {
     }
 }
 
-/// The bootstrap after the launch: it stays until its init ends (the supervisor kills it
-/// when the target has exited, which ends the init and with it the whole namespace).
-fn hold(init: Pid, alive: OwnedFd) -> ! {
-    while let Err(Errno::EINTR) = waitpid(init, None) {}
-    drop(alive);
-    crate::sys::process::exit_now(0)
-}
-
 /// Pid 1 of the sandbox: reaps every process orphaned inside it, and never ends on its
-/// own. It dies with the bootstrap (parent-death signal, and a pipe checked once for the
-/// case the bootstrap died before the signal was armed); the kernel then kills everything
+/// own. It dies with its parent (the supervisor, or a bootstrap started by hand): by its
+/// parent-death signal, and, for the case its parent died before the signal was armed,
+/// by `alive`, a descriptor whose other end only its parent holds, checked once (any
+/// event on it, the other end closed, ends the init). The kernel then kills everything
 /// left in the namespace.
 fn run_init(alive: OwnedFd) -> ! {
     if let Ok(name) = CString::new(INIT_NAME) {
@@ -282,6 +333,7 @@ fn run_init(alive: OwnedFd) -> ! {
         Ok(0) => {}
         _ => crate::sys::process::exit_now(1),
     }
+    drop(alive);
     // The terminal or the pipes of the run are the target's; the init never writes.
     for fd in 0..3 {
         sys::process::close_raw(fd);

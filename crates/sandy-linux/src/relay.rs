@@ -2,7 +2,7 @@
 //! proxy (design 3.5, 3.6): the bootstrap creates the listening sockets on
 //! `127.0.0.1:PORT` inside the sandbox's private network namespace and hands them over;
 //! the supervisor serves them from outside (`sandy_net::relay`, `sandy_net::proxy`).
-//! The same channel then carries the pid of the target the bootstrap started, and the
+//! The same channel then carries the pids of the target and the init the bootstrap started, and the
 //! refusal observer's listener.
 
 use std::io::{IoSlice, IoSliceMut};
@@ -126,23 +126,45 @@ pub fn receive_fds(channel: &OwnedFd) -> std::io::Result<Vec<OwnedFd>> {
 /// The tag of a message of [`send_fds`].
 const FDS_TAG: u8 = b'F';
 
-/// In the bootstrap: tells the supervisor the pid (in the supervisor's PID namespace) of
-/// the target it has started, the supervisor's own child.
-pub fn send_target_pid(channel: &OwnedFd, pid: i32) -> Result<(), LinuxError> {
-    let data = pid.to_le_bytes();
+/// In the bootstrap: tells the supervisor the pids (in the supervisor's PID namespace) of
+/// the target and of the sandbox's init it has started, both the supervisor's own
+/// children.
+pub fn send_launched(channel: &OwnedFd, target: i32, init: i32) -> Result<(), LinuxError> {
+    let mut data = [0u8; LAUNCHED_LEN];
+    data[..4].copy_from_slice(&target.to_le_bytes());
+    data[4..].copy_from_slice(&init.to_le_bytes());
     nix::sys::socket::send(channel.as_raw_fd(), &data, MsgFlags::empty()).map_err(|e| {
         LinuxError::Relay {
-            step: "cannot tell the supervisor the target's pid",
+            step: "cannot tell the supervisor the pids of the target and the init",
             source: e.into(),
         }
     })?;
     Ok(())
 }
 
-/// In the supervisor: the target's pid. `Ok(None)` when the bootstrap ended without
-/// starting a target (it failed, and reports why itself).
-pub fn receive_target_pid(channel: &OwnedFd) -> Result<Option<i32>, std::io::Error> {
-    let mut data = [0u8; 4];
+/// The length of [`send_launched`]'s message: two little-endian pids.
+const LAUNCHED_LEN: usize = 8;
+
+/// What the bootstrap started: the target's pid and the init's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Launched {
+    pub target: i32,
+    pub init: i32,
+}
+
+impl Launched {
+    fn decode(data: &[u8; LAUNCHED_LEN]) -> Launched {
+        Launched {
+            target: i32::from_le_bytes([data[0], data[1], data[2], data[3]]),
+            init: i32::from_le_bytes([data[4], data[5], data[6], data[7]]),
+        }
+    }
+}
+
+/// In the supervisor: the pids of [`send_launched`]. `Ok(None)` when the bootstrap ended
+/// without starting a target (it failed, and reports why itself).
+pub fn receive_launched(channel: &OwnedFd) -> Result<Option<Launched>, std::io::Error> {
+    let mut data = [0u8; LAUNCHED_LEN];
     let n = loop {
         match nix::sys::socket::recv(channel.as_raw_fd(), &mut data, MsgFlags::empty()) {
             Err(nix::errno::Errno::EINTR) => continue,
@@ -151,10 +173,8 @@ pub fn receive_target_pid(channel: &OwnedFd) -> Result<Option<i32>, std::io::Err
     };
     match n {
         0 => Ok(None),
-        4 => Ok(Some(i32::from_le_bytes(data))),
-        _ => Err(std::io::Error::other(
-            "malformed target pid from the bootstrap",
-        )),
+        LAUNCHED_LEN => Ok(Some(Launched::decode(&data))),
+        _ => Err(std::io::Error::other("malformed pids from the bootstrap")),
     }
 }
 
@@ -162,7 +182,7 @@ pub fn receive_target_pid(channel: &OwnedFd) -> Result<Option<i32>, std::io::Err
 const OBSERVER_TAG: u8 = b'O';
 
 /// In the target, before `execve`: hands the refusal observer's listener to the
-/// supervisor (one byte and the descriptor). The bootstrap sends the target's pid on the
+/// supervisor (one byte and the descriptor). The bootstrap sends the pids on the
 /// same channel, so the two messages may arrive in either order; their lengths tell them
 /// apart.
 pub fn hand_over_observer(channel: &OwnedFd, listener: &OwnedFd) -> Result<(), LinuxError> {
@@ -179,20 +199,20 @@ pub fn hand_over_observer(channel: &OwnedFd, listener: &OwnedFd) -> Result<(), L
     Ok(())
 }
 
-/// In the supervisor: the target's pid and, when `observer` is set, the refusal
+/// In the supervisor: the pids of [`send_launched`] and, when `observer` is set, the refusal
 /// observer's listener (`None` when the target ended or failed before handing it over).
 /// `Ok(None)` when the bootstrap ended without starting a target (it failed, and reports
 /// why itself).
 pub fn receive_target(
     channel: &OwnedFd,
     observer: bool,
-) -> Result<Option<(i32, Option<OwnedFd>)>, std::io::Error> {
+) -> Result<Option<(Launched, Option<OwnedFd>)>, std::io::Error> {
     if !observer {
-        return Ok(receive_target_pid(channel)?.map(|pid| (pid, None)));
+        return Ok(receive_launched(channel)?.map(|launched| (launched, None)));
     }
     let (mut pid, mut listener) = (None, None);
     while pid.is_none() || listener.is_none() {
-        let mut data = [0u8; 4];
+        let mut data = [0u8; LAUNCHED_LEN];
         let mut iov = [IoSliceMut::new(&mut data)];
         let mut space = nix::cmsg_space!([i32; 1]);
         let msg = match recvmsg::<()>(
@@ -215,7 +235,7 @@ pub fn receive_target(
         match (bytes, owned.len()) {
             // Every sender is gone.
             (0, 0) => break,
-            (4, 0) => pid = Some(i32::from_le_bytes(data)),
+            (LAUNCHED_LEN, 0) => pid = Some(Launched::decode(&data)),
             (1, 1) if data[0] == OBSERVER_TAG => listener = owned.pop(),
             _ => {
                 return Err(std::io::Error::other(
