@@ -106,42 +106,37 @@ impl PreparedLayers {
         self.overlays.clone()
     }
 
-    /// The removal, from this run's layers, of the work directories of runs whose
-    /// supervisor is gone (this run's own and those of concurrent runs stay).
-    pub fn stale_sweep(&self) -> StaleSweep {
-        StaleSweep(self.layers.clone())
+    /// The work directories, in this run's layers, of runs whose supervisor is gone (this
+    /// run's own and those of concurrent runs are not among them): each run leaves its
+    /// own behind, and the next run removes them ([`remove_stale_work_dirs`]).
+    pub fn stale_work_dirs(&self) -> Vec<PathBuf> {
+        let mut stale = Vec::new();
+        for layer in &self.layers {
+            let Ok(entries) = std::fs::read_dir(layer) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let Some(pid) = name
+                    .to_str()
+                    .and_then(|n| n.strip_prefix("work-"))
+                    .and_then(|p| p.parse::<u32>().ok())
+                else {
+                    continue;
+                };
+                if !Path::new(&format!("/proc/{pid}")).exists() {
+                    stale.push(entry.path());
+                }
+            }
+        }
+        stale
     }
 }
 
-/// See [`PreparedLayers::stale_sweep`].
-#[derive(Debug, Clone)]
-pub struct StaleSweep(Vec<PathBuf>);
-
-impl StaleSweep {
-    pub fn run(&self) {
-        for layer in &self.0 {
-            remove_stale_work_dirs(layer);
-        }
-    }
-}
-
-/// Removes the work directories of runs that are gone (a supervisor that was killed).
-fn remove_stale_work_dirs(layer: &Path) {
-    let Ok(entries) = std::fs::read_dir(layer) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("work-"))
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = remove_tree(&entry.path());
-        }
+/// Removes the work directories of [`PreparedLayers::stale_work_dirs`].
+pub fn remove_stale_work_dirs(stale: &[PathBuf]) {
+    for dir in stale {
+        let _ = remove_tree(dir);
     }
 }
 

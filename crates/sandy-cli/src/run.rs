@@ -181,7 +181,14 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
             // the cache overlays' work directories), removed by a thread of its own while
             // the target runs, so that a short command's end is not kept waiting for it.
             views.release_bound();
-            sweeper = Some(Sweeper::start(tmp_base.clone(), layers.stale_sweep()));
+            let own: Vec<&Path> = [Some(private_tmp.path.as_path()), views.dir()]
+                .into_iter()
+                .flatten()
+                .collect();
+            sweeper = Sweeper::start(Leftovers {
+                run_dirs: stale_run_dir_candidates(&tmp_base, &own),
+                work_dirs: layers.stale_work_dirs(),
+            });
         },
     );
     proxy.report();
@@ -202,27 +209,46 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     status
 }
 
-/// The removal of what earlier runs left behind, beside the run ([`sweep_stale_run_dirs`],
-/// [`crate::cache::StaleSweep`]); the supervisor waits for it before it exits.
+/// What earlier runs left behind, by name: per-run directories of other runs (stale
+/// unless their lock is held: [`remove_if_stale`]) and the work directories of cache
+/// overlays whose supervisor is gone.
+struct Leftovers {
+    run_dirs: Vec<PathBuf>,
+    work_dirs: Vec<PathBuf>,
+}
+
+impl Leftovers {
+    fn remove(&self) {
+        for dir in &self.run_dirs {
+            remove_if_stale(dir);
+        }
+        crate::cache::remove_stale_work_dirs(&self.work_dirs);
+    }
+}
+
+/// The removal of what earlier runs left behind ([`Leftovers`]), beside the run, by a
+/// thread of its own that the supervisor waits for before it exits. Looking is done
+/// before, in turn (a listing of the temporary base and of the run's cache layers): a run
+/// that finds nothing to remove starts no thread.
 struct Sweeper(Option<std::thread::JoinHandle<()>>);
 
 impl Sweeper {
-    fn start(tmp_base: PathBuf, layers: crate::cache::StaleSweep) -> Sweeper {
-        let (base, stale) = (tmp_base.clone(), layers.clone());
+    fn start(leftovers: Leftovers) -> Option<Sweeper> {
+        if leftovers.run_dirs.is_empty() && leftovers.work_dirs.is_empty() {
+            return None;
+        }
+        let leftovers = std::sync::Arc::new(leftovers);
+        let theirs = std::sync::Arc::clone(&leftovers);
         let spawned = std::thread::Builder::new()
             .name("sweep".to_owned())
             .stack_size(256 * 1024)
-            .spawn(move || {
-                sweep_stale_run_dirs(&base);
-                stale.run();
-            });
+            .spawn(move || theirs.remove());
         match spawned {
-            Ok(thread) => Sweeper(Some(thread)),
+            Ok(thread) => Some(Sweeper(Some(thread))),
             // No thread to spare: swept here, in turn.
             Err(_) => {
-                sweep_stale_run_dirs(&tmp_base);
-                layers.run();
-                Sweeper(None)
+                leftovers.remove();
+                None
             }
         }
     }
@@ -543,7 +569,7 @@ fn finish_uploads(ports: &[u16]) {
 /// The supervisor holds an exclusive `flock` on the directory for the whole run. A
 /// supervisor killed with SIGKILL cannot remove it, but its lock goes with it: the next
 /// run removes every per-run directory of the same owner whose lock nobody holds
-/// ([`sweep_stale_run_dirs`]).
+/// ([`remove_if_stale`]).
 pub(crate) struct PrivateTmp {
     pub(crate) path: PathBuf,
     /// The open directory that carries the lock (close-on-exec: no child holds it).
@@ -632,43 +658,55 @@ fn is_run_dir_name(name: &str) -> bool {
 const RUN_DIR_KINDS: &[&str] = &["views"];
 
 /// Removes the per-run directories under `base` that a run whose supervisor died left
-/// behind. A directory is removed only when everything proves it stale: its name has the
-/// per-run shape, it is a real directory (not a symlink) owned by this user with mode
-/// 0700, and this process can take its lock, which a live supervisor would hold. The lock
-/// is held while it is removed, so a run that created it meanwhile cannot lock it.
-pub(crate) fn sweep_stale_run_dirs(base: &Path) {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+/// behind ([`stale_run_dir_candidates`], [`remove_if_stale`]), as a run does.
+#[cfg(test)]
+fn sweep_stale_run_dirs(base: &Path) {
+    for dir in stale_run_dir_candidates(base, &[]) {
+        remove_if_stale(&dir);
+    }
+}
+
+/// The entries of `base` whose name has the per-run shape, but for `own` (this run's).
+fn stale_run_dir_candidates(base: &Path, own: &[&Path]) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(base) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|entry| entry.file_name().to_str().is_some_and(is_run_dir_name))
+        .map(|entry| entry.path())
+        .filter(|path| !own.contains(&path.as_path()))
+        .collect()
+}
+
+/// Removes a per-run directory that a run whose supervisor died left behind, only when
+/// everything proves it stale: its name has the per-run shape (the caller's filter), it
+/// is a real directory (not a symlink) owned by this user with mode 0700, and this
+/// process can take its lock, which a live supervisor would hold. The lock is held while
+/// it is removed, so a run that created it meanwhile cannot lock it.
+fn remove_if_stale(path: &Path) {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let Ok(dir) = open_dir_nofollow(path) else {
+        return;
+    };
+    let Ok(meta) = dir.metadata() else {
         return;
     };
     let uid = nix::unistd::geteuid().as_raw();
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        if !name.to_str().is_some_and(is_run_dir_name) {
-            continue;
-        }
-        let path = entry.path();
-        let Ok(dir) = open_dir_nofollow(&path) else {
-            continue;
-        };
-        let Ok(meta) = dir.metadata() else {
-            continue;
-        };
-        if meta.uid() != uid || meta.permissions().mode() & 0o7777 != 0o700 {
-            continue;
-        }
-        let Ok(lock) = Flock::lock(dir, FlockArg::LockExclusiveNonblock) else {
-            continue;
-        };
-        // Still the directory that was checked (not replaced since by another of the
-        // same name)?
-        let same = std::fs::symlink_metadata(&path)
-            .is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino());
-        if same {
-            remove_tree(&path);
-        }
-        drop(lock);
+    if meta.uid() != uid || meta.permissions().mode() & 0o7777 != 0o700 {
+        return;
     }
+    let Ok(lock) = Flock::lock(dir, FlockArg::LockExclusiveNonblock) else {
+        return;
+    };
+    // Still the directory that was checked (not replaced since by another of the same
+    // name)?
+    let same = std::fs::symlink_metadata(path)
+        .is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino());
+    if same {
+        remove_tree(path);
+    }
+    drop(lock);
 }
 
 /// Removes a directory tree, making directories the run left unwritable writable first.
@@ -776,6 +814,52 @@ mod tests {
         let path = live.path.clone();
         drop(live);
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn leftovers_are_looked_for_without_this_runs_own_and_nothing_found_starts_no_thread() {
+        let base = tempfile::tempdir().unwrap();
+        let own = PrivateTmp::create(base.path()).unwrap();
+        let views = PrivateTmp::create_kind(base.path(), Some("views")).unwrap();
+        std::fs::create_dir(base.path().join("sandy-build")).unwrap();
+        std::fs::create_dir(base.path().join("unrelated")).unwrap();
+        let mine = [own.path.as_path(), views.path.as_path()];
+        assert!(stale_run_dir_candidates(base.path(), &mine).is_empty());
+        assert!(Sweeper::start(Leftovers {
+            run_dirs: stale_run_dir_candidates(base.path(), &mine),
+            work_dirs: Vec::new(),
+        })
+        .is_none());
+        // Another run's directory is a candidate (kept while its lock is held).
+        let other = PrivateTmp::create(base.path()).unwrap();
+        assert_eq!(
+            stale_run_dir_candidates(base.path(), &mine),
+            vec![other.path.clone()]
+        );
+        let sweeper = Sweeper::start(Leftovers {
+            run_dirs: stale_run_dir_candidates(base.path(), &mine),
+            work_dirs: Vec::new(),
+        })
+        .expect("a thread for a candidate");
+        sweeper.finish();
+        assert!(other.path.exists(), "a locked directory was removed");
+        // One whose supervisor died: unlocked.
+        let dead = base.path().join("sandy-Dead02");
+        std::fs::create_dir(&dead).unwrap();
+        std::fs::set_permissions(&dead, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let mut found = stale_run_dir_candidates(base.path(), &mine);
+        found.sort();
+        let mut expected = vec![other.path.clone(), dead.clone()];
+        expected.sort();
+        assert_eq!(found, expected);
+        Leftovers {
+            run_dirs: found,
+            work_dirs: Vec::new(),
+        }
+        .remove();
+        assert!(!dead.exists(), "the stale directory stayed");
+        assert!(other.path.exists(), "a locked directory was removed");
+        assert!(own.path.exists() && views.path.exists());
     }
 
     use std::os::unix::fs::PermissionsExt;

@@ -27,7 +27,7 @@ const MAX_VIEW_BYTES: usize = 4 * 1024 * 1024;
 /// The prepared copies of one run. Dropping it removes them.
 pub struct PreparedViews {
     /// The per-run directory holding the copies; removed when dropped.
-    _dir: Option<PrivateTmp>,
+    dir: Option<PrivateTmp>,
     entries: Vec<(FileView, PathBuf)>,
     /// Filtered copies small enough to travel in the manifest: the bootstrap writes them
     /// into the sandbox's private `/run`, and no file of theirs is ever on the host.
@@ -37,6 +37,11 @@ pub struct PreparedViews {
 }
 
 impl PreparedViews {
+    /// The per-run directory holding the copies, if this run has one.
+    pub fn dir(&self) -> Option<&std::path::Path> {
+        self.dir.as_ref().map(|d| d.path.as_path())
+    }
+
     /// Copies (and filters) every view's host file into a fresh per-run directory under
     /// `base`. Nothing is created when there are no views. The copy of an agent state
     /// file comes from the host file even when the agent reads it under another name
@@ -48,7 +53,7 @@ impl PreparedViews {
     ) -> Result<Self, SandyError> {
         let io = |step| move |source| SandyError::Io { step, source };
         let mut unbound = PreparedViews {
-            _dir: None,
+            dir: None,
             entries: Vec::new(),
             inline: Vec::new(),
             originals: Vec::new(),
@@ -110,11 +115,11 @@ impl PreparedViews {
             // A locked per-run directory (`sandy-views-XXXXXX`), made with the first copy
             // that is a file: removed with this value, or by the next run if this
             // supervisor is killed.
-            let dir = match &prepared._dir {
+            let dir = match &prepared.dir {
                 Some(dir) => &dir.path,
                 None => {
                     &prepared
-                        ._dir
+                        .dir
                         .insert(PrivateTmp::create_kind(base, Some("views"))?)
                         .path
                 }
@@ -142,7 +147,7 @@ impl PreparedViews {
             .iter()
             .all(|(view, _)| view.kind == ViewKind::Filtered)
         {
-            self._dir = None;
+            self.dir = None;
         }
     }
 
