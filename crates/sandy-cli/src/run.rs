@@ -42,9 +42,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let early = if args.dry_run {
         None
     } else {
-        OneThread::check()
-            .ok()
-            .and_then(|one| sandy_linux::namespaces::EarlyNamespaces::start(&one))
+        sandy_linux::namespaces::EarlyNamespaces::start()
     };
     let (host, walked) = host::gather_walked(&args.read_write)?;
     let explain = args.explain;

@@ -375,20 +375,22 @@ impl MadeNamespaces {
 }
 
 /// The run's user and network namespaces, made by a helper process that the supervisor
-/// forks as soon as it knows it will launch, while it resolves the policy: a network
+/// starts as soon as it knows it will launch, while it resolves the policy: a network
 /// namespace alone costs the kernel about a millisecond, which then no longer delays the
 /// launch. The helper makes them, hands both back on a socket and exits; the supervisor
 /// passes them to the bootstrap, which joins them. Nothing of the policy is decided
 /// there: the namespaces are empty until the bootstrap applies the sandbox in them. If
-/// the helper fails, the bootstrap makes its own (and reports any failure itself).
+/// the helper fails, the bootstrap makes its own (and reports any failure itself). The
+/// helper shares the supervisor's memory rather than copying it
+/// ([`sys::nshelper::NamespaceHelper`]).
 #[derive(Debug)]
 pub struct EarlyNamespaces {
-    helper: Option<(nix::unistd::Pid, OwnedFd)>,
+    helper: Option<(sys::nshelper::NamespaceHelper, OwnedFd)>,
 }
 
 impl EarlyNamespaces {
-    /// Forks the helper. `None` when it cannot be started.
-    pub fn start(one: &sys::process::OneThread) -> Option<EarlyNamespaces> {
+    /// Starts the helper. `None` when it cannot be started.
+    pub fn start() -> Option<EarlyNamespaces> {
         use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
         let (ours, theirs) = socketpair(
             AddressFamily::Unix,
@@ -397,35 +399,32 @@ impl EarlyNamespaces {
             SockFlag::SOCK_CLOEXEC,
         )
         .ok()?;
-        match sys::process::fork(one).ok()? {
-            sys::process::Forked::Child(_) => {
-                drop(ours);
-                let code = match make_and_send(&theirs) {
-                    Ok(()) => 0,
-                    Err(_) => 1,
-                };
-                sys::process::exit_now(code)
-            }
-            sys::process::Forked::Parent(pid) => {
-                // A new process starts on its parent's CPU, where it would wait until the
-                // supervisor sleeps: the helper is moved to the other CPUs, to run beside
-                // it (nothing changes on a single CPU, or if the move is refused).
-                move_elsewhere(pid);
-                Some(EarlyNamespaces {
-                    helper: Some((pid, ours)),
-                })
-            }
-        }
+        let helper = sys::nshelper::NamespaceHelper::start(
+            &theirs,
+            getuid().as_raw(),
+            getgid().as_raw(),
+            crate::relay::FDS_TAG,
+        )
+        .ok()?;
+        // The helper has its own copy of its end.
+        drop(theirs);
+        // A new process starts on its parent's CPU, where it would wait until the
+        // supervisor sleeps: the helper is moved to the other CPUs, to run beside it
+        // (nothing changes on a single CPU, or if the move is refused).
+        move_elsewhere(helper.pid());
+        Some(EarlyNamespaces {
+            helper: Some((helper, ours)),
+        })
     }
 
     /// Waits for the helper: its namespaces, or `None` if it could not make them.
     pub fn finish(mut self) -> Option<MadeNamespaces> {
-        let (pid, channel) = self.helper.take()?;
+        let (helper, channel) = self.helper.take()?;
         let made = crate::relay::receive_fds(&channel)
             .ok()
             .and_then(MadeNamespaces::from_fds);
         drop(channel);
-        while let Err(Errno::EINTR) = nix::sys::wait::waitpid(pid, None) {}
+        helper.reap(false);
         made
     }
 }
@@ -433,9 +432,8 @@ impl EarlyNamespaces {
 impl Drop for EarlyNamespaces {
     /// A run that ends before its launch ends the helper too.
     fn drop(&mut self) {
-        if let Some((pid, _)) = self.helper.take() {
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-            while let Err(Errno::EINTR) = nix::sys::wait::waitpid(pid, None) {}
+        if let Some((helper, _)) = self.helper.take() {
+            helper.reap(true);
         }
     }
 }
@@ -456,24 +454,6 @@ fn move_elsewhere(pid: nix::unistd::Pid) {
     if any {
         let _ = sched_setaffinity(pid, &elsewhere);
     }
-}
-
-/// In the helper: makes the namespaces and sends them on `channel`.
-fn make_and_send(channel: &OwnedFd) -> Result<(), LinuxError> {
-    new_user_namespace(CloneFlags::empty())?;
-    unshare(CloneFlags::CLONE_NEWNET).map_err(|source| LinuxError::NetworkNamespace { source })?;
-    let open_ns = |path: &str| {
-        open(path, OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty())
-            .map_err(|source| LinuxError::NetworkNamespace { source })
-    };
-    let made = MadeNamespaces {
-        user: open_ns("/proc/self/ns/user")?,
-        network: open_ns("/proc/self/ns/net")?,
-    };
-    crate::relay::send_fds(channel, &made.fds()).map_err(|e| LinuxError::Relay {
-        step: "cannot hand over the namespaces",
-        source: e,
-    })
 }
 
 fn mount_err<'a>(step: &'static str, path: &'a Path) -> impl FnOnce(Errno) -> LinuxError + 'a {

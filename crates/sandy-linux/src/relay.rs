@@ -124,7 +124,7 @@ pub fn receive_fds(channel: &OwnedFd) -> std::io::Result<Vec<OwnedFd>> {
 }
 
 /// The tag of a message of [`send_fds`].
-const FDS_TAG: u8 = b'F';
+pub(crate) const FDS_TAG: u8 = b'F';
 
 /// In the bootstrap: tells the supervisor the pids (in the supervisor's PID namespace) of
 /// the target and of the sandbox's init it has started, both the supervisor's own

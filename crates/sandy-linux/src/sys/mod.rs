@@ -4,6 +4,7 @@
 
 pub mod mount;
 pub mod notify;
+pub mod nshelper;
 pub mod process;
 
 use std::io;
