@@ -2,6 +2,7 @@
 //! bootstrap on an inherited descriptor, waits, forwards signals, returns the status.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use nix::fcntl::{Flock, FlockArg};
 use nix::sys::signal::{kill, SigSet, SigmaskHow, Signal};
@@ -163,6 +164,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let observe = (explain != ExplainMode::Off).then_some(&mut observed);
     let certain = crate::explain::Certain::from_policy(&policy);
     let mut sweeper = None;
+    let own_views = views.dir().map(Path::to_path_buf);
     let status = spawn_and_wait(
         Launch {
             manifest: &manifest,
@@ -173,20 +175,22 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         &waited,
         observe,
         certain,
-        || {
-            // This run's filtered copies, which the sandbox's mounts now hold; and what
-            // runs that ended left behind (per-run directories of supervisors that died,
-            // the cache overlays' work directories), removed by a thread of its own while
-            // the target runs, so that a short command's end is not kept waiting for it.
-            views.release_bound();
-            let own: Vec<&Path> = [Some(private_tmp.path.as_path()), views.dir()]
-                .into_iter()
-                .flatten()
-                .collect();
-            sweeper = Sweeper::start(Leftovers {
-                run_dirs: stale_run_dir_candidates(&tmp_base, &own),
-                work_dirs: layers.stale_work_dirs(),
-            });
+        Meanwhile {
+            while_starting: || {
+                // What runs that ended left behind (per-run directories of supervisors that
+                // died, the cache overlays' work directories), looked for while the bootstrap
+                // builds the sandbox and removed by a thread of its own until the run is over.
+                let own: Vec<&Path> = [Some(private_tmp.path.as_path()), own_views.as_deref()]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                sweeper = Sweeper::start(Leftovers {
+                    run_dirs: stale_run_dir_candidates(&tmp_base, &own),
+                    work_dirs: layers.stale_work_dirs(),
+                });
+            },
+            // This run's filtered copies, which the sandbox's mounts now hold.
+            started: || views.release_bound(),
         },
     );
     proxy.report();
@@ -216,43 +220,55 @@ struct Leftovers {
 }
 
 impl Leftovers {
-    fn remove(&self) {
+    /// Removes them in turn until `stop` is set (checked between run directories and
+    /// before each entry of a work directory); the rest is left to a later run.
+    fn remove(&self, stop: &AtomicBool) {
         for dir in &self.run_dirs {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
             remove_if_stale(dir);
         }
-        crate::cache::remove_stale_work_dirs(&self.work_dirs);
+        crate::cache::remove_stale_work_dirs(&self.work_dirs, stop);
     }
 }
 
 /// The removal of what earlier runs left behind ([`Leftovers`]), beside the run, by a
-/// thread of its own that the supervisor waits for before it exits. Looking is done
-/// before, in turn (a listing of the temporary base and of the run's cache layers): a run
-/// that finds nothing to remove starts no thread.
-struct Sweeper(Option<std::thread::JoinHandle<()>>);
+/// thread of its own. Looking is done before, in turn (a listing of the temporary base
+/// and of the run's cache layers): a run that finds nothing to remove starts no thread.
+/// The thread starts while the bootstrap builds the sandbox and stops when the run is
+/// over: the supervisor waits for the removal in progress only, never for the rest, so
+/// that a short command's end is not kept waiting for earlier runs' leftovers.
+struct Sweeper {
+    stop: std::sync::Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
 
 impl Sweeper {
     fn start(leftovers: Leftovers) -> Option<Sweeper> {
         if leftovers.run_dirs.is_empty() && leftovers.work_dirs.is_empty() {
             return None;
         }
-        let leftovers = std::sync::Arc::new(leftovers);
-        let theirs = std::sync::Arc::clone(&leftovers);
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let stopped = std::sync::Arc::clone(&stop);
         let spawned = std::thread::Builder::new()
             .name("sweep".to_owned())
             .stack_size(256 * 1024)
-            .spawn(move || theirs.remove());
+            .spawn(move || leftovers.remove(&stopped));
         match spawned {
-            Ok(thread) => Some(Sweeper(Some(thread))),
-            // No thread to spare: swept here, in turn.
-            Err(_) => {
-                leftovers.remove();
-                None
-            }
+            Ok(thread) => Some(Sweeper {
+                stop,
+                thread: Some(thread),
+            }),
+            // No thread to spare: left for a later run.
+            Err(_) => None,
         }
     }
 
+    /// Stops the removal after the entry in progress, and waits for that one.
     fn finish(self) {
-        if let Some(thread) = self.0 {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread {
             let _ = thread.join();
         }
     }
@@ -297,7 +313,7 @@ fn spawn_and_wait(
     waited: &SigSet,
     observed: Option<&mut Option<crate::explain::Observations>>,
     certain: crate::explain::Certain,
-    meanwhile: impl FnOnce(),
+    meanwhile: Meanwhile<impl FnOnce(), impl FnOnce()>,
 ) -> Result<u8, SandyError> {
     let Launch { manifest, early } = launch;
     // With the host's network, the sandbox's sockets are made by the supervisor (the
@@ -361,6 +377,7 @@ fn spawn_and_wait(
             }
         }
     }
+    (meanwhile.while_starting)();
     // The notifier's listener comes with the target's pid when the target watches its
     // writes (`--explain`) or its sockets are brokered (the host's network).
     let (launched, listener) = match receive_target(&ours, observed.is_some() || broker) {
@@ -392,7 +409,7 @@ fn spawn_and_wait(
         }
     };
 
-    meanwhile();
+    (meanwhile.started)();
     let status = wait_target(&mut run, waited);
     run.end(ports);
     drop(ours);
@@ -403,6 +420,13 @@ fn spawn_and_wait(
         }
     }
     status
+}
+
+/// What the supervisor does while the bootstrap builds the sandbox, and once the target
+/// has started.
+struct Meanwhile<W: FnOnce(), S: FnOnce()> {
+    while_starting: W,
+    started: S,
 }
 
 /// What the bootstrap launches: the manifest, and the namespaces being made for it.
@@ -854,7 +878,7 @@ mod tests {
             run_dirs: found,
             work_dirs: Vec::new(),
         }
-        .remove();
+        .remove(&AtomicBool::new(false));
         assert!(!dead.exists(), "the stale directory stayed");
         assert!(other.path.exists(), "a locked directory was removed");
         assert!(own.path.exists() && views.path.exists());

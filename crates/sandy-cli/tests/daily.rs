@@ -184,8 +184,32 @@ fn npm_install_and_npx_work_on_a_copy_on_write_cache() {
         assert_eq!(npm["path"], npm_cache.display().to_string());
         let layer = PathBuf::from(npm["layer"].as_str().unwrap());
         assert!(layer.join("upper/_cacache/planted").exists());
-        // Each run leaves its overlay's work directory behind; the next run removes
-        // those of finished runs: after two runs, only the second's is left.
+        // Each run leaves its overlay's work directory behind; later runs remove those
+        // of finished runs while they run (stopping when they end). Two more left as
+        // the kernel leaves them (unreadable directories, the volatile marker), by
+        // supervisors that are gone: a run that lasts removes them all, and only its
+        // own is left.
+        let dead: Vec<u32> = (1..=4_194_303u32)
+            .rev()
+            .filter(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+            .take(2)
+            .collect();
+        for pid in &dead {
+            let work = layer.join(format!("work-{pid}/work"));
+            let o = bare(
+                w,
+                &w.project,
+                &[],
+                &format!(
+                    "mkdir -p {0}/incompat/volatile && : > {0}/incompat/volatile/dirty && \
+                     chmod 000 {0}/incompat/volatile {0}/incompat {0}",
+                    work.display()
+                ),
+            );
+            assert_code(&o, 0, "a work directory as the kernel leaves it");
+        }
+        let o = inside(w, &w.project, &[], "sleep 1");
+        assert_code(&o, 0, "a run that lasts");
         let work: Vec<String> = std::fs::read_dir(&layer)
             .unwrap()
             .flatten()
