@@ -180,9 +180,7 @@ pub fn resolve(
         .var("PATH")
         .map(OsStr::to_os_string)
         .unwrap_or_else(|| OsString::from("/usr/local/bin:/usr/bin:/bin"));
-    let path_dirs: Vec<PathBuf> = std::env::split_paths(&path_var)
-        .filter(|p| p.is_absolute())
-        .collect();
+    let path_dirs = search_path(&path_var);
 
     let program = find_program(argv0, &project, &path_dirs, fs)?;
 
@@ -827,6 +825,19 @@ pub fn normalize(path: &Path) -> PathBuf {
 }
 
 /// Finds the program the way `execvp` would, but decides before launch.
+/// The directories a `PATH` value names, absolute ones only, each once: a directory
+/// named twice (shell start-up files that add theirs each time they are read) is looked
+/// in once, since the first time it is named decides every lookup in it.
+pub(crate) fn search_path(path: &OsStr) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for dir in std::env::split_paths(path).filter(|p| p.is_absolute()) {
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
+    }
+    dirs
+}
+
 fn find_program(
     argv0: &OsStr,
     project: &Path,

@@ -1198,3 +1198,75 @@ fn a_command_hidden_by_a_private_directory_runs_by_its_carried_path_or_is_refuse
     let err = resolve(&request(&["/run/current-system/sw/bin/missing"]), &h, &fs).unwrap_err();
     assert!(matches!(err, ResolveError::CommandNotFound { .. }), "{err}");
 }
+
+/// Counts what a resolution asks of the file system, per path.
+struct Counting<'a> {
+    fs: &'a FakeFs,
+    asked: std::cell::RefCell<BTreeMap<PathBuf, usize>>,
+}
+
+impl Counting<'_> {
+    fn ask(&self, path: &Path) {
+        *self.asked.borrow_mut().entry(path.into()).or_default() += 1;
+    }
+}
+
+impl PathInspector for Counting<'_> {
+    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
+        self.ask(path);
+        self.fs.canonicalize(path)
+    }
+    fn kind(&self, path: &Path) -> Option<FileKind> {
+        self.ask(path);
+        self.fs.kind(path)
+    }
+    fn read_head(&self, path: &Path, max: usize) -> Option<Vec<u8>> {
+        self.ask(path);
+        self.fs.read_head(path, max)
+    }
+    fn read_link(&self, path: &Path) -> Option<PathBuf> {
+        self.ask(path);
+        self.fs.read_link(path)
+    }
+    fn subdirs(&self, path: &Path, max: usize) -> Vec<PathBuf> {
+        self.ask(path);
+        self.fs.subdirs(path, max)
+    }
+    fn symlinks_in(&self, path: &Path, max: usize) -> Vec<PathBuf> {
+        self.ask(path);
+        self.fs.symlinks_in(path, max)
+    }
+}
+
+#[test]
+fn a_directory_named_twice_on_path_is_looked_in_once() {
+    let fs = base_fs()
+        .dir("/home/u/.cargo")
+        .dir("/home/u/.cargo/bin")
+        .exe("/home/u/.cargo/bin/cargo");
+    let resolve_counting = |path: &str| {
+        let counting = Counting {
+            fs: &fs,
+            asked: Default::default(),
+        };
+        let policy = resolve(&request(&["true"]), &host(path), &counting).unwrap();
+        (policy, counting.asked.into_inner())
+    };
+    let (once, asked_once) = resolve_counting("/home/u/.cargo/bin:/usr/bin");
+    let (twice, asked_twice) =
+        resolve_counting("/home/u/.cargo/bin:/home/u/.cargo/bin:/usr/bin:/home/u/.cargo/bin");
+    assert_eq!(once.grants, twice.grants);
+    assert_eq!(once.protections, twice.protections);
+    assert_eq!(once.caches, twice.caches);
+    // Every question about the directory's contents is asked as often as with one entry
+    // (an absent command, `pip`, is looked for there once per resolution).
+    let inside = |asked: &BTreeMap<PathBuf, usize>| -> BTreeMap<PathBuf, usize> {
+        asked
+            .iter()
+            .filter(|(p, _)| p.starts_with("/home/u/.cargo/bin/"))
+            .map(|(p, n)| (p.clone(), *n))
+            .collect()
+    };
+    assert!(asked_once.contains_key(Path::new("/home/u/.cargo/bin/pip")));
+    assert_eq!(inside(&asked_once), inside(&asked_twice));
+}

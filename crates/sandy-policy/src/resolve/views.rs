@@ -229,14 +229,7 @@ pub(super) fn add_caches(
         .map(Path::new)
         .chain(runtime)
         .collect();
-    let path_dirs: Vec<PathBuf> = host
-        .var("PATH")
-        .map(|p| {
-            std::env::split_paths(p)
-                .filter(|d| d.is_absolute())
-                .collect()
-        })
-        .unwrap_or_default();
+    let path_dirs = host.var("PATH").map(super::search_path).unwrap_or_default();
     let plan = plan_caches(home, host, fs, &writable, &hidden, &path_dirs);
     grants.extend(plan.grants);
     protections.extend(plan.protections);
