@@ -294,26 +294,13 @@ fn recover_stale_stand_ins(policy: &ResolvedPolicy) {
         if prefix == name {
             continue;
         }
-        let Ok(entries) = std::fs::read_dir(mirror) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let entry_name = entry.file_name();
-            let Some(pid) = entry_name
-                .to_str()
-                .and_then(|n| n.strip_prefix(prefix))
-                .and_then(|p| p.parse::<i32>().ok())
-            else {
-                continue;
-            };
-            let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
-                .map_or_else(|e| e != nix::errno::Errno::ESRCH, |()| true);
-            if entry.path() == dir || alive {
+        for stale in crate::cache::left_by_gone_processes(mirror, prefix) {
+            if stale == dir {
                 continue;
             }
-            if std::fs::symlink_metadata(entry.path()).is_ok_and(|m| m.is_dir()) {
-                let _ = std::fs::remove_file(entry.path().join(own));
-                move_back_dir(policy, &entry.path(), own, mirror);
+            if std::fs::symlink_metadata(&stale).is_ok_and(|m| m.is_dir()) {
+                let _ = std::fs::remove_file(stale.join(own));
+                move_back_dir(policy, &stale, own, mirror);
             }
         }
     }

@@ -109,29 +109,41 @@ impl PreparedLayers {
 
     /// The work directories, in this run's layers, of runs whose supervisor is gone (this
     /// run's own and those of concurrent runs are not among them): each run leaves its
-    /// own behind, and the next run removes them ([`remove_stale_work_dirs`]).
+    /// own behind, and later runs remove them ([`remove_stale_work_dirs`]).
     pub fn stale_work_dirs(&self) -> Vec<PathBuf> {
-        let mut stale = Vec::new();
-        for layer in &self.layers {
-            let Ok(entries) = std::fs::read_dir(layer) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                let name = entry.file_name();
-                let Some(pid) = name
-                    .to_str()
-                    .and_then(|n| n.strip_prefix("work-"))
-                    .and_then(|p| p.parse::<u32>().ok())
-                else {
-                    continue;
-                };
-                if !Path::new(&format!("/proc/{pid}")).exists() {
-                    stale.push(entry.path());
-                }
-            }
-        }
-        stale
+        self.layers
+            .iter()
+            .flat_map(|layer| left_by_gone_processes(layer, "work-"))
+            .collect()
     }
+}
+
+/// The entries of `dir` named `PREFIX` and a process id whose process is gone: what
+/// runs that ended left behind, named after their supervisor.
+pub fn left_by_gone_processes(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut gone = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(prefix))
+            .and_then(|p| p.parse::<i32>().ok())
+            .filter(|&p| p > 0)
+        else {
+            continue;
+        };
+        // Gone only when the kernel says there is no such process (EPERM: one of
+        // another user's, alive).
+        let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+            .map_or_else(|e| e != nix::errno::Errno::ESRCH, |()| true);
+        if !alive {
+            gone.push(entry.path());
+        }
+    }
+    gone
 }
 
 /// Removes the work directories of [`PreparedLayers::stale_work_dirs`], one entry at a
