@@ -824,7 +824,6 @@ pub fn normalize(path: &Path) -> PathBuf {
     out
 }
 
-/// Finds the program the way `execvp` would, but decides before launch.
 /// The directories a `PATH` value names, absolute ones only, each once: a directory
 /// named twice (shell start-up files that add theirs each time they are read) is looked
 /// in once, since the first time it is named decides every lookup in it.
@@ -838,6 +837,7 @@ pub(crate) fn search_path(path: &OsStr) -> Vec<PathBuf> {
     dirs
 }
 
+/// Finds the program the way `execvp` would, but decides before launch.
 fn find_program(
     argv0: &OsStr,
     project: &Path,
