@@ -70,10 +70,10 @@ pub enum GitScanError {
     TooLarge { root: PathBuf, limit: usize },
 }
 
-/// One `.git` entry found in a tree.
+/// One `.git` entry found in a tree, or one directory there holding a `HEAD`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct DotGit {
-    /// The top of the working tree (the directory holding `.git`).
+    /// The directory holding the entry: for a `.git`, the top of its working tree.
     pub top: PathBuf,
     /// What `.git` is.
     pub kind: DotGitKind,
@@ -87,6 +87,10 @@ pub enum DotGitKind {
     Symlink,
     /// Anything else (git does not use it, but a run could replace it).
     Other,
+    /// Not a `.git`: the directory itself holds a `HEAD` (not a directory), so git run in
+    /// it, or below it, may take the directory as its git directory, as it takes a bare
+    /// repository. Git is asked whether it does.
+    Head,
 }
 
 /// Every `.git` entry at or below `root`, found by reading directories (the entry type
@@ -355,6 +359,9 @@ struct Found {
     configs: BTreeSet<PathBuf>,
     hooks: BTreeSet<PathBuf>,
     hooks_path_values: BTreeSet<(PathBuf, Vec<u8>)>,
+    /// Directories git takes as git directories themselves (bare repositories): hooks
+    /// run there, so a relative `core.hooksPath` is relative to them.
+    bare: BTreeSet<PathBuf>,
     notes: Vec<String>,
 }
 
@@ -412,7 +419,10 @@ fn describe(
     // A root inside a repository whose top is above it: git run there finds that one.
     let mut enclosing = Vec::new();
     for root in roots {
-        if dotgits.iter().any(|d| &d.top == root) {
+        if dotgits
+            .iter()
+            .any(|d| &d.top == root && d.kind != DotGitKind::Head)
+        {
             continue;
         }
         if root
@@ -461,17 +471,43 @@ fn describe(
     for batch in dotgits.chunks(GIT_BATCH) {
         let mut running = Vec::new();
         for d in batch {
-            found.work_trees.insert(d.top.clone());
-            if d.kind != DotGitKind::Other {
-                running.push((d, describe_start(&git, &d.top)?));
+            match d.kind {
+                DotGitKind::Head => running.push((d, own_git_dir_start(&git, &d.top)?)),
+                DotGitKind::Other => {
+                    found.work_trees.insert(d.top.clone());
+                }
+                _ => {
+                    found.work_trees.insert(d.top.clone());
+                    running.push((d, describe_start(&git, &d.top)?));
+                }
             }
         }
         for (d, r) in running {
-            let repo = describe_finish(r, &d.top)?;
+            let repo = match d.kind {
+                DotGitKind::Head => own_git_dir_finish(r, &d.top)?,
+                _ => describe_finish(r, &d.top)?,
+            };
             described.push((d, repo));
         }
     }
     for (d, repo) in described {
+        if d.kind == DotGitKind::Head {
+            // Only what git itself takes as a git directory; any other `HEAD` is a file.
+            let Some(repo) = repo else {
+                continue;
+            };
+            let kind = if same_dir(&repo.git_dir, &repo.common_dir) {
+                GitDirKind::Common
+            } else {
+                GitDirKind::Linked
+            };
+            found.git_dir(d.top.clone(), kind);
+            found.git_dir(repo.common_dir.clone(), GitDirKind::Common);
+            Found::path_both(&mut found.hooks, &repo.hooks);
+            found.bare.insert(d.top.clone());
+            commons.insert(repo.common_dir.clone());
+            continue;
+        }
         let dotgit = d.top.join(".git");
         // Git stops at the first `.git` it can use. One it cannot use yet (an empty or
         // incomplete directory, a pointer to one) is a repository a run could complete:
@@ -489,7 +525,7 @@ fn describe(
                     found.git_dir(name, kind);
                 }
             }
-            DotGitKind::Other => {}
+            DotGitKind::Other | DotGitKind::Head => {}
         }
         let Some(repo) = repo else {
             continue;
@@ -632,7 +668,7 @@ fn describe(
         if value.is_absolute() {
             Found::path_both(&mut found.hooks, value);
         } else {
-            let tops: Vec<PathBuf> = found.work_trees.iter().cloned().collect();
+            let tops: Vec<PathBuf> = found.work_trees.union(&found.bare).cloned().collect();
             for top in tops {
                 Found::path_both(&mut found.hooks, &top.join(value));
             }
@@ -711,12 +747,82 @@ fn local_remote_path(url: &[u8], here: &Path, home: Option<&Path>) -> Option<Pat
     Some(normalize(&here.join(OsStr::from_bytes(url))))
 }
 
-/// Git's answer for one working tree.
-struct Repo {
-    top: PathBuf,
-    git_dir: PathBuf,
-    common_dir: PathBuf,
-    hooks: PathBuf,
+/// Git's answer for one working tree (for a git directory taken as one itself, `top` is
+/// that directory: hooks run there).
+pub struct Repo {
+    pub top: PathBuf,
+    pub git_dir: PathBuf,
+    pub common_dir: PathBuf,
+    pub hooks: PathBuf,
+}
+
+/// Starts `git rev-parse` in `dir`, which holds a `HEAD` (see [`own_git_dir_finish`]).
+/// Implicit bare repositories are allowed for the question, as they are by default: one
+/// the user's configuration refuses now is still protected, should that change.
+fn own_git_dir_start(git: &Git, dir: &Path) -> Result<Running, GitScanError> {
+    let args = [
+        "-c",
+        "safe.bareRepository=all",
+        "rev-parse",
+        "--path-format=absolute",
+        "--git-dir",
+        "--git-common-dir",
+        "--git-path",
+        "hooks",
+    ]
+    .map(OsStr::new);
+    git.start(dir, &args, dir)
+}
+
+/// Git's answer for `dir` when git takes `dir` itself as its git directory (as it takes a
+/// bare repository, whatever `core.bare` says); `None` when git finds another repository
+/// from there, or none.
+fn own_git_dir_finish(running: Running, dir: &Path) -> Result<Option<Repo>, GitScanError> {
+    let out = match running.finish()? {
+        Ok(out) => out,
+        Err(line) if line.contains("not a git repository") => return Ok(None),
+        Err(line) => {
+            return Err(GitScanError::Nonsense {
+                repo: dir.to_path_buf(),
+                what: line,
+            })
+        }
+    };
+    let [git_dir, common_dir, hooks] = absolute_lines(&out, dir)?;
+    Ok(same_dir(&git_dir, dir).then(|| Repo {
+        top: dir.to_path_buf(),
+        git_dir,
+        common_dir,
+        hooks,
+    }))
+}
+
+/// Whether git, run in `dir` now, takes `dir` itself as its git directory: its answer if
+/// so. Failures count as no.
+pub fn own_git_dir(git: &Git, dir: &Path) -> Option<Repo> {
+    own_git_dir_finish(own_git_dir_start(git, dir).ok()?, dir)
+        .ok()
+        .flatten()
+}
+
+/// `N` absolute paths, one a line, as `git rev-parse --path-format=absolute` prints them.
+fn absolute_lines<const N: usize>(out: &[u8], repo: &Path) -> Result<[PathBuf; N], GitScanError> {
+    let lines: Vec<PathBuf> = out
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| PathBuf::from(OsString::from_vec(l.to_vec())))
+        .collect();
+    let nonsense = || GitScanError::Nonsense {
+        repo: repo.to_path_buf(),
+        what: format!(
+            "rev-parse printed {:?}",
+            String::from_utf8_lossy(&out[..out.len().min(200)])
+        ),
+    };
+    if !lines.iter().all(|p| p.is_absolute()) {
+        return Err(nonsense());
+    }
+    lines.try_into().map_err(|_| nonsense())
 }
 
 /// Starts `git rev-parse` in `dir` (see [`describe_finish`]).
@@ -747,28 +853,13 @@ fn describe_finish(running: Running, repo: &Path) -> Result<Option<Repo>, GitSca
             })
         }
     };
-    let lines: Vec<PathBuf> = out
-        .split(|&b| b == b'\n')
-        .filter(|l| !l.is_empty())
-        .map(|l| PathBuf::from(OsString::from_vec(l.to_vec())))
-        .collect();
-    match lines.as_slice() {
-        [top, git_dir, common_dir, hooks] if lines.iter().all(|p| p.is_absolute()) => {
-            Ok(Some(Repo {
-                top: top.clone(),
-                git_dir: git_dir.clone(),
-                common_dir: common_dir.clone(),
-                hooks: hooks.clone(),
-            }))
-        }
-        _ => Err(GitScanError::Nonsense {
-            repo: repo.to_path_buf(),
-            what: format!(
-                "rev-parse printed {:?}",
-                String::from_utf8_lossy(&out[..out.len().min(200)])
-            ),
-        }),
-    }
+    let [top, git_dir, common_dir, hooks] = absolute_lines(&out, repo)?;
+    Ok(Some(Repo {
+        top,
+        git_dir,
+        common_dir,
+        hooks,
+    }))
 }
 
 /// The `gitdir:` path of a `.git` pointer file, as named there (relative to the file's
@@ -1036,6 +1127,12 @@ mod tests {
         std::fs::write(root.join("libs/sub/.git"), "gitdir: ../../.git/modules/x\n").unwrap();
         std::fs::create_dir_all(root.join("linked")).unwrap();
         std::os::unix::fs::symlink("../elsewhere", root.join("linked/.git")).unwrap();
+        // Directories git may take as git directories themselves (a `HEAD` in them).
+        std::fs::create_dir_all(root.join("fixtures/b.git/objects")).unwrap();
+        std::fs::write(root.join("fixtures/b.git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::create_dir_all(root.join("leaf")).unwrap();
+        std::os::unix::fs::symlink("refs/heads/main", root.join("leaf/HEAD")).unwrap();
+        std::fs::create_dir_all(root.join("not/HEAD")).unwrap();
         // A symlink to a directory holding a repository is not followed.
         let outside = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(outside.path().join("repo/.git")).unwrap();
@@ -1049,6 +1146,8 @@ mod tests {
             kinds,
             vec![
                 (PathBuf::from(""), DotGitKind::Directory),
+                (PathBuf::from("fixtures/b.git"), DotGitKind::Head),
+                (PathBuf::from("leaf"), DotGitKind::Head),
                 (PathBuf::from("libs/sub"), DotGitKind::File),
                 (PathBuf::from("linked"), DotGitKind::Symlink),
                 (PathBuf::from("vendor/x"), DotGitKind::Directory),

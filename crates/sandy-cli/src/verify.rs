@@ -184,6 +184,7 @@ pub struct Snapshot {
     dotgits: BTreeSet<PathBuf>,
     /// Common git directories, and their linked-worktree and submodule git directories.
     commons: BTreeSet<PathBuf>,
+    /// Every git directory known at launch: the scan's, and those of each common one.
     git_dirs: BTreeSet<PathBuf>,
     /// What the walk before the run saw of each tree it walked: after the run, only what
     /// changed is read again ([`walk::walk_again`]).
@@ -236,7 +237,11 @@ pub fn before(policy: &ResolvedPolicy, host: &HostContext, walked: Vec<walk::Rec
         .filter(|d| d.kind == GitDirKind::Common)
         .map(|d| d.path.clone())
         .collect();
-    let git_dirs = commons.iter().flat_map(|c| admin_dirs(c)).collect();
+    let git_dirs = commons
+        .iter()
+        .flat_map(|c| admin_dirs(c))
+        .chain(host.git.git_dirs.iter().map(|d| d.path.clone()))
+        .collect();
     Snapshot {
         paths,
         roots: host.git.scanned.clone(),
@@ -573,9 +578,13 @@ fn matches_key(pattern: &str, key: &str) -> bool {
     }
 }
 
-/// New `.git` entries, linked worktrees and submodule git directories: each is named,
-/// with every code-running setting of its configuration and every hook it holds.
+/// New `.git` entries, linked worktrees and submodule git directories, and directories
+/// git now takes as git directories themselves: each is named, with every code-running
+/// setting of its configuration and every hook it holds.
 fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>) {
+    // Made only when needed: finding git looks along PATH.
+    let git = std::cell::OnceCell::new();
+    let git = || git.get_or_init(|| gitscan::Git::new(&snapshot.env));
     let mut new_git_dirs: Vec<PathBuf> = Vec::new();
     for root in &snapshot.roots {
         let again = match snapshot.walked.iter().find(|w| w.root() == root.as_path()) {
@@ -591,6 +600,27 @@ fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>
             continue;
         };
         for d in found {
+            if d.kind == DotGitKind::Head {
+                if snapshot.git_dirs.contains(&d.top) {
+                    continue;
+                }
+                let Some(repo) = gitscan::own_git_dir(git(), &d.top) else {
+                    continue;
+                };
+                if reported.insert(d.top.clone()) {
+                    eprintln!(
+                        "sandy: warning: {} was made a git repository inside the sandbox \
+                         (git run in it or below it takes the directory itself as its git \
+                         directory, as a bare repository); review it before running git there",
+                        d.top.display()
+                    );
+                }
+                new_git_dirs.push(d.top.clone());
+                if !snapshot.git_dirs.contains(&repo.common_dir) {
+                    new_git_dirs.push(repo.common_dir);
+                }
+                continue;
+            }
             let dotgit = d.top.join(".git");
             if snapshot.dotgits.contains(&dotgit) {
                 continue;
@@ -608,7 +638,7 @@ fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>
                     new_git_dirs.extend(gitscan::pointer_target(&dotgit));
                 }
                 DotGitKind::Symlink => new_git_dirs.push(dotgit),
-                DotGitKind::Other => {}
+                DotGitKind::Other | DotGitKind::Head => {}
             }
         }
     }
@@ -619,10 +649,8 @@ fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>
             }
         }
     }
-    if new_git_dirs.is_empty() {
-        return;
-    }
-    let git = gitscan::Git::new(&snapshot.env);
+    new_git_dirs.sort();
+    new_git_dirs.dedup();
     for dir in new_git_dirs {
         if dir.parent().and_then(Path::file_name) == Some(OsStr::new("worktrees")) {
             // A linked worktree added during the run: its pointer must lead back here.
@@ -645,11 +673,11 @@ fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>
                     dir.display()
                 );
             }
-            report_settings(&git, &dir.join("config.worktree"));
+            report_settings(git(), &dir.join("config.worktree"));
             continue;
         }
         for file in ["config", "config.worktree"] {
-            report_settings(&git, &dir.join(file));
+            report_settings(git(), &dir.join(file));
         }
         for hook in dir_entries(&dir.join("hooks")) {
             let sample = hook.extension() == Some(OsStr::new("sample"));

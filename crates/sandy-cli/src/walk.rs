@@ -1,14 +1,17 @@
-//! The walk for `.git` entries through a tree, before the run and again after it.
+//! The walk for `.git` entries through a tree, before the run and again after it, and
+//! for the directories git could take as git directories themselves (a bare repository:
+//! git's discovery looks for `.git` in each directory and then asks whether the
+//! directory itself is one, which needs a `HEAD` in it).
 //!
 //! Before the run every directory is looked at ([`walk`]): `lstat` relative to its
 //! parent's descriptor, then, if it has subdirectories, opened there (`O_NOFOLLOW`: a
 //! directory swapped for a symbolic link after it was listed is not followed out of the
 //! tree) and listed with `getdents64` into one buffer large enough for most directories
 //! in one call. A directory without subdirectories (its link count is 2, on a file
-//! system that keeps that count: ext2/3/4, XFS, tmpfs) is not listed: one more `lstat`
-//! of its `.git` tells all the walk needs, as find(1)'s leaf optimisation does. What the
-//! walk saw of each directory is kept in a [`Record`]: its names of subdirectories and
-//! `.git`, and its identity (device, inode, change and modification times, link count)
+//! system that keeps that count: ext2/3/4, XFS, tmpfs) is not listed: an `lstat` of its
+//! `.git` and one of its `HEAD` tell all the walk needs, as find(1)'s leaf optimisation
+//! does. What the walk saw of each directory is kept in a [`Record`]: its names of
+//! subdirectories, its `.git` and whether it holds a `HEAD`, and its identity (device, inode, change and modification times, link count)
 //! as the first `lstat` gave it, *before* it was read.
 //!
 //! After the run ([`walk_again`]) a directory whose identity is unchanged is not read
@@ -94,6 +97,8 @@ struct Seen {
     count: u32,
     /// Its `.git` entry.
     dotgit: Option<DotGitKind>,
+    /// Whether it holds a `HEAD` that is not a directory.
+    head: bool,
 }
 
 /// What the walk before the run saw of one tree, for [`walk_again`].
@@ -142,13 +147,15 @@ struct Pending {
 /// What one directory holds, as far as the walk cares.
 struct Listing {
     dotgit: Option<DotGitKind>,
+    /// A `HEAD` that is not a directory: git may take the directory as a git directory.
+    head: bool,
     subdirs: Vec<CString>,
     /// Whether the whole directory was read.
     complete: bool,
 }
 
-/// Every `.git` entry at or below `root` (see [`crate::gitscan::find_dotgits`]), and the
-/// record of what was seen, for [`walk_again`] after the run.
+/// Every `.git` entry at or below `root`, and every directory there holding a `HEAD` (see
+/// [`crate::gitscan::find_dotgits`]), and the record of what was seen, for [`walk_again`] after the run.
 pub fn walk(root: &Path, limit: usize) -> Result<(Vec<DotGit>, Record), GitScanError> {
     let (found, dirs, names) = traverse(root, limit, None)?;
     let record = Record {
@@ -159,8 +166,8 @@ pub fn walk(root: &Path, limit: usize) -> Result<(Vec<DotGit>, Record), GitScanE
     Ok((found, record))
 }
 
-/// Every `.git` entry at or below `before`'s root now, exactly as [`walk`] would find
-/// it, reading only the directories that changed since `before` was made.
+/// Every `.git` entry and `HEAD` at or below `before`'s root now, exactly as [`walk`]
+/// would find them, reading only the directories that changed since `before` was made.
 pub fn walk_again(before: &Record, limit: usize) -> Result<Vec<DotGit>, GitScanError> {
     traverse(&before.root, limit, Some(before)).map(|(found, ..)| found)
 }
@@ -210,12 +217,7 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
         if let (Some(b), Some(seen)) = (before, earlier) {
             if seen.identity == Some(identity) {
                 // Unchanged since the first walk: it holds what it held then.
-                if let Some(kind) = seen.dotgit {
-                    out.push(DotGit {
-                        top: pending.path.clone(),
-                        kind,
-                    });
-                }
+                found(&mut out, &pending.path, seen.dotgit, seen.head);
                 for (child, c) in b.subdirs(seen) {
                     let name = b.name(c);
                     let Ok(cname) = CString::new(name) else {
@@ -237,17 +239,18 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
             .parent_fs
             .filter(|(dev, _)| *dev == identity.dev)
             .map(|(_, trusted)| trusted);
-        // A directory without subdirectories is not listed: only its `.git` matters.
-        // Where the file system keeps that count (ext2/3/4, XFS, tmpfs: a directory's
+        // A directory without subdirectories is not listed: only its `.git` and `HEAD`
+        // matter. Where the file system keeps that count (ext2/3/4, XFS, tmpfs: a directory's
         // link count is 2 plus its subdirectories; Btrfs says 1), 2 means none.
         let leaf = match inherited {
-            Some(true) if identity.nlink == 2 => leaf_dotgit(&pending),
+            Some(true) if identity.nlink == 2 => leaf_entries(&pending),
             _ => None,
         };
         let (listing, trusted, fd) = match leaf {
-            Some(dotgit) => {
+            Some((dotgit, head)) => {
                 let listing = Listing {
                     dotgit,
+                    head,
                     subdirs: Vec::new(),
                     complete: true,
                 };
@@ -261,12 +264,7 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
                 (list(&fd, &mut buf), trusted, Some(Rc::new(fd)))
             }
         };
-        if let Some(kind) = listing.dotgit {
-            out.push(DotGit {
-                top: pending.path.clone(),
-                kind,
-            });
-        }
+        found(&mut out, &pending.path, listing.dotgit, listing.head);
         let fs = Some((identity.dev, trusted));
         match before {
             // The first walk records what it saw (every directory has its place in the
@@ -278,6 +276,7 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
                     dirs[at].identity =
                         Some(identity).filter(|_| trusted && listing.complete && old_enough);
                     dirs[at].dotgit = listing.dotgit;
+                    dirs[at].head = listing.head;
                 }
                 // Its subdirectories are recorded together, after everything so far.
                 let first = dirs.len();
@@ -345,7 +344,20 @@ impl Seen {
             first: 0,
             count: 0,
             dotgit: None,
+            head: false,
         }
+    }
+}
+
+/// What one directory at `dir` holds for the scan: its `.git` entry, and the directory
+/// itself when it holds a `HEAD`.
+fn found(out: &mut Vec<DotGit>, dir: &Path, dotgit: Option<DotGitKind>, head: bool) {
+    let head = head.then_some(DotGitKind::Head);
+    for kind in dotgit.into_iter().chain(head) {
+        out.push(DotGit {
+            top: dir.to_path_buf(),
+            kind,
+        });
     }
 }
 
@@ -360,24 +372,34 @@ fn stat(pending: &Pending) -> rustix::io::Result<Stat> {
     }
 }
 
-/// The `.git` entry of a directory without subdirectories, looked up by name: `Some` with
-/// what it is (`Some(None)` when there is none); `None` when that cannot be told without
-/// listing the directory (it cannot be searched, say).
-fn leaf_dotgit(pending: &Pending) -> Option<Option<DotGitKind>> {
-    let found = match &pending.parent {
-        Some(parent) => {
-            let mut name = pending.name.as_bytes().to_vec();
-            name.extend_from_slice(b"/.git");
-            let name = CString::new(name).ok()?;
-            statat(parent, &name, AtFlags::SYMLINK_NOFOLLOW)
+/// The `.git` entry of a directory without subdirectories and whether it holds a `HEAD`
+/// that is not a directory, each looked up by name; `None` when that cannot be told
+/// without listing the directory (it cannot be searched, say).
+fn leaf_entries(pending: &Pending) -> Option<(Option<DotGitKind>, bool)> {
+    let lookup = |entry: &[u8]| {
+        let found = match &pending.parent {
+            Some(parent) => {
+                let mut name = pending.name.as_bytes().to_vec();
+                name.push(b'/');
+                name.extend_from_slice(entry);
+                let name = CString::new(name).ok()?;
+                statat(parent, &name, AtFlags::SYMLINK_NOFOLLOW)
+            }
+            None => statat(
+                CWD,
+                pending.path.join(OsStr::from_bytes(entry)),
+                AtFlags::SYMLINK_NOFOLLOW,
+            ),
+        };
+        match found {
+            Ok(st) => Some(Some(FileType::from_raw_mode(st.st_mode))),
+            Err(rustix::io::Errno::NOENT) => Some(None),
+            Err(_) => None,
         }
-        None => statat(CWD, pending.path.join(".git"), AtFlags::SYMLINK_NOFOLLOW),
     };
-    match found {
-        Ok(st) => Some(Some(dotgit_kind(FileType::from_raw_mode(st.st_mode)))),
-        Err(rustix::io::Errno::NOENT) => Some(None),
-        Err(_) => None,
-    }
+    let dotgit = lookup(b".git")?.map(dotgit_kind);
+    let head = lookup(b"HEAD")?.is_some_and(|kind| kind != FileType::Directory);
+    Some((dotgit, head))
 }
 
 fn dotgit_kind(kind: FileType) -> DotGitKind {
@@ -415,12 +437,14 @@ fn fs_trusted(fd: &OwnedFd) -> bool {
     rustix::fs::fstatfs(fd).is_ok_and(|fs| TRUSTED_FS.contains(&i128::from(fs.f_type)))
 }
 
-/// Lists a directory: its `.git` entry and its subdirectories (not `.` and `..`), with
+/// Lists a directory: its `.git` entry, whether it holds a `HEAD` that is not a
+/// directory, and its subdirectories (not `.` and `..`), with
 /// the entry type from the listing, or an `lstat` relative to the directory when the file
 /// system does not say.
 fn list(fd: &OwnedFd, buf: &mut [MaybeUninit<u8>]) -> Listing {
     let mut listing = Listing {
         dotgit: None,
+        head: false,
         subdirs: Vec::new(),
         complete: true,
     };
@@ -441,6 +465,8 @@ fn list(fd: &OwnedFd, buf: &mut [MaybeUninit<u8>]) -> Listing {
         };
         if bytes == b".git" {
             listing.dotgit = Some(dotgit_kind(kind));
+        } else if bytes == b"HEAD" && kind != FileType::Directory {
+            listing.head = true;
         } else if kind == FileType::Directory {
             listing.subdirs.push(name.to_owned());
         }
@@ -542,13 +568,19 @@ mod tests {
     }
 
     /// The walk as it is specified, the slow way: every directory read, symbolic links
-    /// not followed, `.git` directories not entered.
+    /// not followed, `.git` directories not entered, a `HEAD` that is not a directory
+    /// found.
     fn reference(dir: &Path, out: &mut Vec<DotGit>) {
         let mut entries: Vec<_> = fs::read_dir(dir).unwrap().flatten().collect();
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
             let kind = e.file_type().unwrap();
-            if e.file_name() == ".git" {
+            if e.file_name() == "HEAD" && !kind.is_dir() {
+                out.push(DotGit {
+                    top: dir.to_path_buf(),
+                    kind: DotGitKind::Head,
+                });
+            } else if e.file_name() == ".git" {
                 let kind = if kind.is_dir() {
                     DotGitKind::Directory
                 } else if kind.is_file() {
@@ -593,11 +625,24 @@ mod tests {
                     3 => fs::create_dir_all(d.join("c/d")).unwrap(),
                     _ => fs::write(d.join("file"), "x").unwrap(),
                 }
+                // A `HEAD` of each kind, in leaves and inner directories alike.
+                match n % 7 {
+                    0 => fs::write(d.join("HEAD"), "ref: refs/heads/main\n").unwrap(),
+                    1 => symlink("refs/heads/main", d.join("HEAD")).unwrap(),
+                    2 => fs::create_dir(d.join("HEAD")).unwrap(),
+                    3 => fs::create_dir_all(d.join("objects/refs/HEAD")).unwrap(),
+                    _ => {}
+                }
             }
         }
         std::thread::sleep(std::time::Duration::from_millis(1100));
         let (first, record) = walk(r, 10_000).unwrap();
         assert_eq!(first, by_reference(r));
+        assert_eq!(
+            first.iter().filter(|d| d.kind == DotGitKind::Head).count(),
+            9,
+            "{first:?}"
+        );
         // Leaves gain and lose entries of every kind; inner directories gain leaves.
         fs::remove_file(r.join("a0/b1/.git")).unwrap();
         fs::create_dir(r.join("a0/b1/.git")).unwrap();
@@ -606,6 +651,13 @@ mod tests {
         fs::create_dir_all(r.join("a2/b3/c/d/e/.git")).unwrap();
         symlink("/nowhere", r.join("a3/b2/c/.git")).unwrap();
         fs::remove_dir_all(r.join("a5")).unwrap();
+        // Leaves and inner directories gain a `HEAD`, lose one, or see it become a file.
+        fs::write(r.join("a2/b0/HEAD"), "0123\n").unwrap();
+        fs::write(r.join("a4/b3/HEAD"), "0123\n").unwrap();
+        fs::remove_file(r.join("a0/b0/HEAD")).unwrap();
+        fs::remove_dir(r.join("a1/b3/HEAD")).unwrap();
+        fs::write(r.join("a1/b3/HEAD"), "ref: refs/heads/x\n").unwrap();
+        fs::write(r.join("a0/b2/objects/HEAD"), "0123\n").unwrap();
         assert_eq!(walk_again(&record, 10_000).unwrap(), by_reference(r));
     }
 

@@ -10,8 +10,11 @@
 //! spelling and scope (on the `[core]` line, with comments, quoted, in `~/.gitconfig`, in
 //! the system file, in an included file); `include.path` and `includeIf` (matching and
 //! not matching at launch); nested repositories that are not submodules, deep ones and
-//! ones whose `.git` is a symlink; a FIFO and `/dev/zero` where Sandy looks after the run;
-//! a project below a repository root; and the ordinary git work that must keep working.
+//! ones whose `.git` is a symlink; bare repositories and other directories git takes as a
+//! git directory themselves (no `.git` at all: a `HEAD` beside `objects/` and `refs/`, or
+//! beside a `commondir`), before the run and made by it; a FIFO and `/dev/zero` where
+//! Sandy looks after the run; a project below a repository root; and the ordinary git
+//! work that must keep working.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -101,16 +104,31 @@ fn plant_file(file: &Path, text: &str) -> String {
     )
 }
 
-/// A shell snippet that tries to make `hooks/pre-commit` run `touch MARKER`: write the
-/// hook, replace the directory, or swap it for a symlink.
+/// A shell snippet that tries to make `hooks/pre-commit` and
+/// `hooks/reference-transaction` (which runs on every ref update, in a bare repository
+/// too) run `touch MARKER`: write the hooks, replace the directory, or swap it for a
+/// symlink.
 fn plant_hook(hooks: &Path, marker: &Path) -> String {
     let h = hooks.display();
     let m = marker.display();
+    let write = format!(
+        "for hook in pre-commit reference-transaction; do \
+         printf '#!/bin/sh\\ntouch {m}\\n' > '{h}/'$hook 2>/dev/null; chmod +x '{h}/'$hook 2>/dev/null; \
+         done; "
+    );
     format!(
-        "printf '#!/bin/sh\\ntouch {m}\\n' > '{h}/pre-commit' 2>/dev/null; chmod +x '{h}/pre-commit' 2>/dev/null; \
-         mv '{h}' '{h}.old' 2>/dev/null; rm -rf '{h}' 2>/dev/null; mkdir -p '{h}' 2>/dev/null; \
-         printf '#!/bin/sh\\ntouch {m}\\n' > '{h}/pre-commit' 2>/dev/null; chmod +x '{h}/pre-commit' 2>/dev/null; \
-         true\n"
+        "{write}mv '{h}' '{h}.old' 2>/dev/null; rm -rf '{h}' 2>/dev/null; mkdir -p '{h}' 2>/dev/null; \
+         {write}true\n"
+    )
+}
+
+/// Config text that makes `git status`, run in a bare repository, run `touch MARKER`:
+/// the repository is given a working tree, whose status then asks the fsmonitor.
+fn bare_fsmonitor(marker: &Path, work_tree: &Path) -> String {
+    format!(
+        "[core]\n\tbare = false\n\tworktree = {}\n\tfsmonitor = \"touch {}; false\"\n",
+        work_tree.display(),
+        marker.display()
     )
 }
 
@@ -125,6 +143,20 @@ fn judge_config(
     marker: &Path,
     env: &[(&str, &str)],
 ) {
+    judge_config_text(w, o, repo, file, marker, &fsmonitor(marker), env);
+}
+
+/// [`judge_config`] with the planted `text`.
+#[track_caller]
+fn judge_config_text(
+    w: &World,
+    o: &Output,
+    repo: &Path,
+    file: &Path,
+    marker: &Path,
+    text: &str,
+    env: &[(&str, &str)],
+) {
     assert_code(o, 0, "the sandboxed attempt");
     let _ = git_env(w, repo, &["status", "--short"], env);
     assert!(
@@ -135,9 +167,9 @@ fn judge_config(
         stderr(o)
     );
     // Control: the file is live configuration for this repository.
-    let mut text = std::fs::read_to_string(file).unwrap_or_default();
-    text.push_str(&fsmonitor(marker));
-    std::fs::write(file, text).unwrap();
+    let mut live = std::fs::read_to_string(file).unwrap_or_default();
+    live.push_str(text);
+    std::fs::write(file, live).unwrap();
     let _ = git_env(w, repo, &["status", "--short"], env);
     assert!(
         marker.exists(),
@@ -184,6 +216,35 @@ fn judge_hook(
         &["commit", "-q", "--allow-empty", "-m", "control"],
         env,
     );
+    assert!(
+        marker.exists(),
+        "control: {} is not git's hooks directory for {}",
+        hooks.display(),
+        repo.display()
+    );
+}
+
+/// The outside judge for a planted hook in a bare repository: `git branch` there (a ref
+/// update) must not create `marker`. Then the control: the same hook written on the host
+/// must.
+#[track_caller]
+fn judge_bare_hook(w: &World, o: &Output, repo: &Path, hooks: &Path, marker: &Path) {
+    assert_code(o, 0, "the sandboxed attempt");
+    let _ = git(w, repo, &["branch", "judge", "main"]);
+    assert!(
+        !marker.exists(),
+        "a hook planted in {} ran in the host's git branch in {}\nsandy stderr:\n{}",
+        hooks.display(),
+        repo.display(),
+        stderr(o)
+    );
+    let hook = hooks.join("reference-transaction");
+    std::fs::create_dir_all(hooks).unwrap();
+    std::fs::write(&hook, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    w.chown_all();
+    let _ = git(w, repo, &["branch", "control", "main"]);
     assert!(
         marker.exists(),
         "control: {} is not git's hooks directory for {}",
@@ -619,6 +680,173 @@ fn a_nested_repository_that_is_not_a_submodule_is_protected() {
         let hooks = deep.join(".git/hooks");
         let o = sandy_sh(w, &[], &plant_hook(&hooks, &marker), &[]);
         judge_hook(w, &o, &deep, &hooks, &marker, &[]);
+    });
+}
+
+#[test]
+fn a_bare_repository_inside_the_project_keeps_its_config_and_hooks() {
+    for_each_user(|w| {
+        init_repo(w, &w.project);
+        // A test fixture kept as a bare repository, and one that has no `.git` in its name.
+        let fixture = w.project.join("tests/fixtures/lib.git");
+        let plain = w.project.join("mirror");
+        for bare in [&fixture, &plain] {
+            std::fs::create_dir_all(bare.parent().unwrap()).unwrap();
+            w.chown_all();
+            git_ok(
+                w,
+                &w.project,
+                &["clone", "-q", "--bare", ".", bare.to_str().unwrap()],
+            );
+        }
+        // Git's own work in them still works inside.
+        let o = sandy_sh(
+            w,
+            &[],
+            "git -C tests/fixtures/lib.git log --oneline && git -C mirror branch inside main",
+            &[],
+        );
+        assert_code(&o, 0, "git in a bare repository inside");
+        assert!(stdout(&o).contains("first"), "{}", stdout(&o));
+
+        let marker = w.root.join("pwned-bare-config");
+        let text = bare_fsmonitor(&marker, &w.tmp);
+        let o = sandy_sh(w, &[], &plant_file(&fixture.join("config"), &text), &[]);
+        judge_config_text(
+            w,
+            &o,
+            &fixture,
+            &fixture.join("config"),
+            &marker,
+            &text,
+            &[],
+        );
+
+        let marker = w.root.join("pwned-bare-hook");
+        let hooks = plain.join("hooks");
+        let o = sandy_sh(w, &[], &plant_hook(&hooks, &marker), &[]);
+        judge_bare_hook(w, &o, &plain, &hooks, &marker);
+    });
+}
+
+#[test]
+fn a_directory_git_takes_as_a_git_directory_through_commondir_is_protected() {
+    for_each_user(|w| {
+        // No `.git`, no `objects/`, no subdirectory at all: a `HEAD` and a `commondir`
+        // make git take the directory as a git directory whose configuration and hooks
+        // are the common one's; its own `config.worktree` is read too.
+        init_repo(w, &w.project);
+        let common = w.project.join("store.git");
+        git_ok(
+            w,
+            &w.project,
+            &["clone", "-q", "--bare", ".", common.to_str().unwrap()],
+        );
+        git_ok(w, &common, &["config", "extensions.worktreeConfig", "true"]);
+        let leaf = w.project.join("leaf");
+        std::fs::create_dir_all(&leaf).unwrap();
+        std::fs::write(leaf.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(leaf.join("commondir"), "../store.git\n").unwrap();
+        std::fs::write(leaf.join("config.worktree"), "").unwrap();
+        w.chown_all();
+        // The user's own setting refuses implicit bare repositories today: it is still
+        // protected (the setting is the user's to change, and the run's to read).
+        append(
+            &w.home.join(".gitconfig"),
+            "[safe]\n\tbareRepository = explicit\n",
+        );
+        let marker = w.root.join("pwned-commondir");
+        let text = bare_fsmonitor(&marker, &w.tmp);
+        let script = format!(
+            "{} echo ../mirror > leaf/commondir; true",
+            plant_file(&leaf.join("config.worktree"), &text)
+        );
+        let o = sandy_sh(w, &[], &script, &[]);
+        assert_eq!(
+            std::fs::read_to_string(leaf.join("commondir")).unwrap(),
+            "../store.git\n"
+        );
+        std::fs::write(w.home.join(".gitconfig"), "").unwrap();
+        judge_config_text(
+            w,
+            &o,
+            &leaf,
+            &leaf.join("config.worktree"),
+            &marker,
+            &text,
+            &[],
+        );
+    });
+}
+
+#[test]
+fn a_directory_made_a_git_directory_inside_is_named_with_what_it_would_run() {
+    for_each_user(|w| {
+        init_repo(w, &w.project);
+        std::fs::create_dir_all(w.project.join("src/deep")).unwrap();
+        std::fs::write(w.project.join("src/main.rs"), "fn main() {}\n").unwrap();
+        w.chown_all();
+        // Control: a file named HEAD that makes no git directory is not worth a line.
+        let o = sandy_sh(
+            w,
+            &[],
+            "echo 'not a ref' > src/HEAD && rm src/HEAD && echo x > src/deep/HEAD",
+            &[],
+        );
+        assert_code(&o, 0, "control");
+        assert_eq!(stderr(&o), "");
+
+        // `src` becomes a git directory: git run in `src` (or below) would use it instead
+        // of the project's repository. And a leaf that points at a common directory made
+        // alongside, with no `HEAD` of its own.
+        let o = sandy_sh(
+            w,
+            &[],
+            "set -e
+             mkdir -p src/objects src/refs src/hooks
+             echo 'ref: refs/heads/main' > src/HEAD
+             printf '[core]\\n\\tbare = false\\n\\tworktree = ..\\n\\tfsmonitor = touch /nowhere\\n' > src/config
+             printf '#!/bin/sh\\n' > src/hooks/pre-commit
+             mkdir -p c/objects c/refs c/hooks l
+             printf '[core]\\n\\tpager = less-but-not\\n' > c/config
+             printf '#!/bin/sh\\n' > c/hooks/post-checkout
+             echo 'ref: refs/heads/main' > l/HEAD
+             echo ../c > l/commondir",
+            &[],
+        );
+        assert_code(&o, 0, "plant");
+        let err = stderr(&o);
+        let project = std::fs::canonicalize(&w.project).unwrap();
+        for want in [
+            format!(
+                "{} was made a git repository",
+                project.join("src").display()
+            ),
+            format!(
+                "{} sets core.fsmonitor =",
+                project.join("src/config").display()
+            ),
+            format!(
+                "{} is a git hook",
+                project.join("src/hooks/pre-commit").display()
+            ),
+            format!("{} was made a git repository", project.join("l").display()),
+            format!("{} sets core.pager =", project.join("c/config").display()),
+            format!(
+                "{} is a git hook",
+                project.join("c/hooks/post-checkout").display()
+            ),
+        ] {
+            assert!(err.contains(&want), "{want:?} not said:\n{err}");
+        }
+        assert!(!err.contains("deep"), "{err}");
+        // The judge of the lines: git outside really takes `src` as its git directory.
+        let o = git(
+            w,
+            &w.project.join("src"),
+            &["rev-parse", "--absolute-git-dir"],
+        );
+        assert_eq!(stdout(&o).trim(), project.join("src").to_str().unwrap());
     });
 }
 
