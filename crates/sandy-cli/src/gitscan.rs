@@ -68,6 +68,14 @@ pub enum GitScanError {
          for git repositories to protect; run Sandy in a smaller directory"
     )]
     TooLarge { root: PathBuf, limit: usize },
+    #[error(
+        "{} can be passed through but not listed (no read permission): Sandy cannot look \
+         below it for git repositories to protect, while git can reach them; make it \
+         readable (chmod u+r {}) or run Sandy elsewhere",
+        dir.display(),
+        dir.display()
+    )]
+    Unlisted { dir: PathBuf },
 }
 
 /// One `.git` entry found in a tree, or one directory there holding a `HEAD`.
@@ -362,6 +370,11 @@ struct Found {
     /// Directories git takes as git directories themselves (bare repositories): hooks
     /// run there, so a relative `core.hooksPath` is relative to them.
     bare: BTreeSet<PathBuf>,
+    /// Every `init.templateDir` value of every file.
+    template_values: BTreeSet<Vec<u8>>,
+    /// Every value of every code-running setting (not aliases: the user runs those by
+    /// name, as any command of the project) of every file.
+    command_values: BTreeSet<Vec<u8>>,
     notes: Vec<String>,
 }
 
@@ -404,6 +417,10 @@ pub fn scan(
         let (found, record) = walk::walk(root, MAX_WALK_DIRS)?;
         dotgits.extend(found);
         records.push(record);
+    }
+    // Refused rather than protected in part, as a tree too large to walk is.
+    if let Some(dir) = records.iter().flat_map(|r| r.unlisted()).next() {
+        return Err(GitScanError::Unlisted { dir: dir.clone() });
     }
     Ok((describe(roots, dotgits, home, env)?, records))
 }
@@ -675,6 +692,8 @@ fn describe(
         }
     }
 
+    let command_paths = command_paths(&found, roots, home);
+
     // No remote (git exits 1) or no repository: nothing to say.
     if let Ok(out) = remotes.finish()? {
         found.notes.extend(remote_notes(&out, &here, roots, home));
@@ -686,8 +705,51 @@ fn describe(
         git_dirs: found.git_dirs.into_iter().collect(),
         config_files: found.configs.into_iter().collect(),
         hook_dirs: found.hooks.into_iter().collect(),
+        command_paths,
         notes: found.notes,
     })
+}
+
+/// What the configuration names as code git runs or copies, inside `roots`: each
+/// `init.templateDir` (`~/` or absolute; present or not), and each word of a
+/// code-running setting's value that names an existing path by `~/`, by an absolute path,
+/// or relative to a working tree's top (a word with a `/` in it: a bare name is looked up
+/// on `PATH`). Words are split at blanks, quotes, `=` and the shell's operators: an
+/// over-approximation, which only ever protects more.
+fn command_paths(found: &Found, roots: &[PathBuf], home: Option<&Path>) -> Vec<PathBuf> {
+    let inside = |p: &Path| roots.iter().any(|r| p.starts_with(r));
+    let mut out = BTreeSet::new();
+    for value in &found.template_values {
+        let path = match expand_home(value, home) {
+            Some(p) => p,
+            None => PathBuf::from(OsStr::from_bytes(value)),
+        };
+        if path.is_absolute() {
+            out.insert(normalize(&path));
+        }
+    }
+    let tops: Vec<&PathBuf> = found.work_trees.union(&found.bare).collect();
+    for value in &found.command_values {
+        let words = value.split(|b| b" \t\n'\"`;&|()<>=".contains(b));
+        for word in words.filter(|w| w.contains(&b'/')) {
+            let candidates: Vec<PathBuf> = if let Some(p) = expand_home(word, home) {
+                vec![p]
+            } else if word.starts_with(b"/") {
+                vec![PathBuf::from(OsStr::from_bytes(word))]
+            } else {
+                tops.iter()
+                    .map(|t| t.join(OsStr::from_bytes(word)))
+                    .collect()
+            };
+            for path in candidates {
+                let path = normalize(&path);
+                if std::fs::symlink_metadata(&path).is_ok() {
+                    out.insert(path);
+                }
+            }
+        }
+    }
+    out.into_iter().filter(|p| inside(p)).collect()
 }
 
 /// One `note:` per remote of the project whose URL is a local path outside every
@@ -1040,12 +1102,91 @@ fn follow_includes(git: &Git, home: Option<&Path>, found: &mut Found) -> Result<
                         }
                     } else if key == "core.hookspath" {
                         found.hooks_path_values.insert((file.clone(), value));
+                    } else if key == "init.templatedir" {
+                        found.template_values.insert(value);
+                    } else if !is_include && !key.starts_with("alias.") && runs_code(&key, &value) {
+                        found.command_values.insert(value);
                     }
                 }
             }
         }
     }
     Ok(())
+}
+
+/// Git's documented settings that make it run a command (git-config(1)). This is the one
+/// place where a list is right: it is not a guess at where files live, it is git's own
+/// catalogue of code-running keys. It chooses what to *name* in a report about a
+/// repository that was created during the run (which Sandy reports in any case), and
+/// which values may name a program in a writable tree (protected: see
+/// [`command_paths`]).
+pub const CODE_KEYS: &[&str] = &[
+    "core.fsmonitor",
+    "core.hookspath",
+    "core.sshcommand",
+    "core.pager",
+    "core.editor",
+    "core.askpass",
+    "core.gitproxy",
+    "core.alternaterefscommand",
+    "sequence.editor",
+    "diff.external",
+    "diff.tool",
+    "merge.tool",
+    "gpg.program",
+    "gpg.ssh.program",
+    "gpg.x509.program",
+    "gpg.ssh.defaultkeycommand",
+    "credential.helper",
+    "uploadpack.packobjectshook",
+    "receive.procreceiverefs",
+    "include.path",
+    "web.browser",
+    "sendemail.tocmd",
+    "sendemail.cccmd",
+    "sendemail.sendmailcmd",
+    "sendemail.smtpserver",
+    "remote.*.uploadpack",
+    "remote.*.receivepack",
+    "remote.*.vcs",
+    "remote.*.proxy",
+    "credential.*.helper",
+    "filter.*.clean",
+    "filter.*.smudge",
+    "filter.*.process",
+    "diff.*.textconv",
+    "diff.*.command",
+    "merge.*.driver",
+    "difftool.*.cmd",
+    "mergetool.*.cmd",
+    "pager.*",
+    "alias.*",
+    "includeif.*.path",
+    "submodule.*.update",
+    "man.*.cmd",
+    "hook.*.command",
+];
+
+/// Whether `key` (lower-case, as `git config --list` prints it) makes git run a command.
+/// An alias does so only when it starts with `!`.
+pub fn runs_code(key: &str, value: &[u8]) -> bool {
+    if key.starts_with("alias.") {
+        return value.starts_with(b"!");
+    }
+    if key.starts_with("submodule.") && key.ends_with(".update") {
+        return value.starts_with(b"!");
+    }
+    CODE_KEYS.iter().any(|pattern| matches_key(pattern, key))
+}
+
+/// `*` in a pattern stands for any subsection (which may contain dots).
+fn matches_key(pattern: &str, key: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == key,
+        Some((head, tail)) => {
+            key.len() > head.len() + tail.len() && key.starts_with(head) && key.ends_with(tail)
+        }
+    }
 }
 
 /// `~/rest` from home (the only form git expands for paths Sandy needs here).
@@ -1115,6 +1256,18 @@ mod tests {
             Some(PathBuf::from("/home/u/h"))
         );
         assert_eq!(expand_home(b"h", Some(Path::new("/home/u"))), None);
+    }
+
+    #[test]
+    fn names_code_running_keys() {
+        assert!(runs_code("core.fsmonitor", b"x"));
+        assert!(runs_code("filter.lfs.smudge", b"x"));
+        assert!(runs_code("diff.a.b.textconv", b"x"));
+        assert!(runs_code("alias.x", b"!sh"));
+        assert!(!runs_code("alias.st", b"status"));
+        assert!(!runs_code("core.bare", b"false"));
+        assert!(matches_key("filter.*.clean", "filter.a.clean"));
+        assert!(!matches_key("filter.*.clean", "filter.clean"));
     }
 
     #[test]

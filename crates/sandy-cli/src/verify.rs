@@ -189,6 +189,9 @@ pub struct Snapshot {
     /// What the walk before the run saw of each tree it walked: after the run, only what
     /// changed is read again ([`walk::walk_again`]).
     walked: Vec<walk::Record>,
+    /// What each git directory holds of an operation in progress (a rebase, a
+    /// cherry-pick, a revert), whose state `--continue` carries out.
+    in_progress: BTreeMap<PathBuf, Vec<u8>>,
     env: Vec<(OsString, OsString)>,
     cache: Option<PathBuf>,
     sigint_ignored: bool,
@@ -219,8 +222,20 @@ pub fn before(policy: &ResolvedPolicy, host: &HostContext, walked: Vec<walk::Rec
         }
     }
     let writable = |p: &Path| host.git.scanned.iter().any(|r| p.starts_with(r));
-    for f in host.git.config_files.iter().filter(|f| writable(f)) {
-        add(f);
+    // A file outside the writable trees is unwritable inside by its name, but not by
+    // another name it has: a hard link in the project (a dotfiles repository whose
+    // `gitconfig` is also `~/.gitconfig`) writes it all the same. Such files are
+    // compared too.
+    let linked = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.nlink() > 1);
+    for f in host.git.config_files.iter() {
+        if writable(f) || linked(f) {
+            add(f);
+        }
+    }
+    for view in &policy.views {
+        if linked(&view.target) {
+            add(&view.target);
+        }
     }
     // The scan already walked the trees: every `.git` it found is a working tree's.
     let dotgits = host
@@ -237,10 +252,15 @@ pub fn before(policy: &ResolvedPolicy, host: &HostContext, walked: Vec<walk::Rec
         .filter(|d| d.kind == GitDirKind::Common)
         .map(|d| d.path.clone())
         .collect();
-    let git_dirs = commons
+    let git_dirs: BTreeSet<PathBuf> = commons
         .iter()
         .flat_map(|c| admin_dirs(c))
         .chain(host.git.git_dirs.iter().map(|d| d.path.clone()))
+        .collect();
+    let in_progress = git_dirs
+        .iter()
+        .filter(|d| writable(d))
+        .map(|d| (d.clone(), in_progress_state(d)))
         .collect();
     Snapshot {
         paths,
@@ -249,6 +269,7 @@ pub fn before(policy: &ResolvedPolicy, host: &HostContext, walked: Vec<walk::Rec
         commons,
         git_dirs,
         walked,
+        in_progress,
         env: host.env.clone(),
         cache: cache_dir(&host.env, host.home.as_deref()),
         sigint_ignored: sigint_ignored(),
@@ -269,9 +290,13 @@ fn admin_dirs(common: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Every entry under `dir`, bounded, not following symlinks.
+/// Every entry under `dir`, bounded, not following symlinks (`dir` itself included: a
+/// link there lists nothing).
 fn dir_entries(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
+    if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+        return out;
+    }
     let mut stack = vec![(dir.to_path_buf(), 0usize)];
     while let Some((d, depth)) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&d) else {
@@ -398,6 +423,88 @@ pub fn after(snapshot: Snapshot) {
         }
     }
     report_new_repositories(&snapshot, &mut reported);
+    report_operations_in_progress(&snapshot);
+}
+
+/// Where git keeps an operation in progress, in a git directory (per worktree):
+/// `git rebase --continue`, `git cherry-pick --continue` and `git revert --continue`
+/// carry out what these hold (a todo list's `exec` lines, a merge strategy named by
+/// path, options).
+const IN_PROGRESS: [&str; 3] = ["rebase-merge", "rebase-apply", "sequencer"];
+
+/// The state of every operation in progress in `git_dir`: each entry's name and, for a
+/// small regular file, its content (empty when none is in progress).
+fn in_progress_state(git_dir: &Path) -> Vec<u8> {
+    let mut state = Vec::new();
+    for name in IN_PROGRESS {
+        let mut entries = dir_entries(&git_dir.join(name));
+        if entries.is_empty() && !git_dir.join(name).exists() {
+            continue;
+        }
+        entries.sort();
+        state.extend_from_slice(name.as_bytes());
+        state.push(0);
+        for e in entries {
+            state.extend_from_slice(e.as_os_str().as_bytes());
+            state.push(0);
+            if let Ok(Some(content)) = read_bounded(&e, 64 * 1024) {
+                state.extend_from_slice(&content);
+            }
+            state.push(0);
+        }
+    }
+    state
+}
+
+/// An operation in progress that the run started or changed: named, with what in it
+/// runs a command on `--continue`.
+fn report_operations_in_progress(snapshot: &Snapshot) {
+    for (git_dir, was) in &snapshot.in_progress {
+        let now = in_progress_state(git_dir);
+        if now.is_empty() || &now == was {
+            continue;
+        }
+        let (what, abort) = if git_dir.join("sequencer").exists() {
+            (
+                "a cherry-pick or revert",
+                "git cherry-pick --abort` or `git revert --abort",
+            )
+        } else {
+            ("a rebase", "git rebase --abort")
+        };
+        let mut runs = Vec::new();
+        for name in IN_PROGRESS {
+            let dir = git_dir.join(name);
+            for todo in ["git-rebase-todo", "todo"] {
+                let text = read_bounded(&dir.join(todo), 1024 * 1024).ok().flatten();
+                for line in text.unwrap_or_default().split(|&b| b == b'\n') {
+                    let line = line.trim_ascii();
+                    if line.starts_with(b"exec ") || line.starts_with(b"x ") {
+                        runs.push(String::from_utf8_lossy(line).into_owned());
+                    }
+                }
+            }
+            for opts in ["strategy", "opts"] {
+                if let Ok(Some(text)) = read_bounded(&dir.join(opts), 64 * 1024) {
+                    let text = String::from_utf8_lossy(&text);
+                    if opts == "strategy" || text.contains("strategy") {
+                        runs.push(format!("a merge strategy in {}", dir.join(opts).display()));
+                    }
+                }
+            }
+        }
+        let detail = if runs.is_empty() {
+            String::new()
+        } else {
+            format!(" (it runs: {})", runs.join("; "))
+        };
+        eprintln!(
+            "sandy: warning: {} holds {what} in progress that was started or changed inside \
+             the sandbox; `--continue` outside would carry out what it holds{detail}: review \
+             it, or end it with `{abort}`",
+            git_dir.display()
+        );
+    }
 }
 
 fn restore_hint(saved: &BTreeSet<PathBuf>, path: &Path, run_id: &str) -> String {
@@ -505,79 +612,6 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// Git's documented settings that make it run a command (git-config(1)). This is the one
-/// place where a list is right: it is not a guess at where files live, it is git's own
-/// catalogue of code-running keys, and it only chooses what to *name* in a report about a
-/// repository that was created during the run (which Sandy reports in any case).
-const CODE_KEYS: &[&str] = &[
-    "core.fsmonitor",
-    "core.hookspath",
-    "core.sshcommand",
-    "core.pager",
-    "core.editor",
-    "core.askpass",
-    "core.gitproxy",
-    "core.alternaterefscommand",
-    "sequence.editor",
-    "diff.external",
-    "diff.tool",
-    "merge.tool",
-    "gpg.program",
-    "gpg.ssh.program",
-    "gpg.x509.program",
-    "gpg.ssh.defaultkeycommand",
-    "credential.helper",
-    "uploadpack.packobjectshook",
-    "receive.procreceiverefs",
-    "include.path",
-    "web.browser",
-    "sendemail.tocmd",
-    "sendemail.cccmd",
-    "sendemail.sendmailcmd",
-    "sendemail.smtpserver",
-    "remote.*.uploadpack",
-    "remote.*.receivepack",
-    "remote.*.vcs",
-    "remote.*.proxy",
-    "credential.*.helper",
-    "filter.*.clean",
-    "filter.*.smudge",
-    "filter.*.process",
-    "diff.*.textconv",
-    "diff.*.command",
-    "merge.*.driver",
-    "difftool.*.cmd",
-    "mergetool.*.cmd",
-    "pager.*",
-    "alias.*",
-    "includeif.*.path",
-    "submodule.*.update",
-    "man.*.cmd",
-    "hook.*.command",
-];
-
-/// Whether `key` (lower-case, as `git config --list` prints it) makes git run a command.
-/// An alias does so only when it starts with `!`.
-fn runs_code(key: &str, value: &[u8]) -> bool {
-    if key.starts_with("alias.") {
-        return value.starts_with(b"!");
-    }
-    if key.starts_with("submodule.") && key.ends_with(".update") {
-        return value.starts_with(b"!");
-    }
-    CODE_KEYS.iter().any(|pattern| matches_key(pattern, key))
-}
-
-/// `*` in a pattern stands for any subsection (which may contain dots).
-fn matches_key(pattern: &str, key: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == key,
-        Some((head, tail)) => {
-            key.len() > head.len() + tail.len() && key.starts_with(head) && key.ends_with(tail)
-        }
-    }
-}
-
 /// New `.git` entries, linked worktrees and submodule git directories, and directories
 /// git now takes as git directories themselves: each is named, with every code-running
 /// setting of its configuration and every hook it holds.
@@ -587,11 +621,15 @@ fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>
     let git = || git.get_or_init(|| gitscan::Git::new(&snapshot.env));
     let mut new_git_dirs: Vec<PathBuf> = Vec::new();
     for root in &snapshot.roots {
-        let again = match snapshot.walked.iter().find(|w| w.root() == root.as_path()) {
+        let record = snapshot.walked.iter().find(|w| w.root() == root.as_path());
+        let again = match record {
             Some(record) => walk::walk_again(record, WALK_MAX),
-            None => gitscan::find_dotgits(root, WALK_MAX),
+            None => gitscan::find_dotgits(root, WALK_MAX).map(|found| walk::Walked {
+                found,
+                unlisted: Vec::new(),
+            }),
         };
-        let Ok(found) = again else {
+        let Ok(again) = again else {
             eprintln!(
                 "sandy: warning: {} is too large to check for git repositories created \
                  inside the sandbox; review any before running git there",
@@ -599,7 +637,16 @@ fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>
             );
             continue;
         };
-        for d in found {
+        let before = record.map(walk::Record::unlisted).unwrap_or_default();
+        for dir in again.unlisted.iter().filter(|d| !before.contains(d)) {
+            eprintln!(
+                "sandy: warning: {} can be passed through but not listed (its permissions \
+                 were changed inside the sandbox): git repositories the run made below it \
+                 cannot be checked; review it before running git there",
+                dir.display()
+            );
+        }
+        for d in again.found {
             if d.kind == DotGitKind::Head {
                 if snapshot.git_dirs.contains(&d.top) {
                     continue;
@@ -679,7 +726,16 @@ fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>
         for file in ["config", "config.worktree"] {
             report_settings(git(), &dir.join(file));
         }
-        for hook in dir_entries(&dir.join("hooks")) {
+        let hooks = dir.join("hooks");
+        if let State::Symlink(target) = State::of(&hooks) {
+            eprintln!(
+                "sandy: warning: {} is a symbolic link to {}, made inside the sandbox; git \
+                 outside would run the hooks it finds there: review it first",
+                hooks.display(),
+                target.display()
+            );
+        }
+        for hook in dir_entries(&hooks) {
             let sample = hook.extension() == Some(OsStr::new("sample"));
             if !sample && !matches!(State::of(&hook), State::Directory { .. }) {
                 eprintln!(
@@ -699,7 +755,7 @@ fn report_settings(git: &gitscan::Git, file: &Path) {
         return;
     }
     for (key, value) in git.config_entries(file) {
-        if runs_code(&key, &value) {
+        if gitscan::runs_code(&key, &value) {
             eprintln!(
                 "sandy: warning: {} sets {key} = {}, which makes git run a command; it was \
                  created inside the sandbox: review it before running git there",
@@ -880,15 +936,7 @@ mod tests {
     }
 
     #[test]
-    fn names_code_running_keys() {
-        assert!(runs_code("core.fsmonitor", b"x"));
-        assert!(runs_code("filter.lfs.smudge", b"x"));
-        assert!(runs_code("diff.a.b.textconv", b"x"));
-        assert!(runs_code("alias.x", b"!sh"));
-        assert!(!runs_code("alias.st", b"status"));
-        assert!(!runs_code("core.bare", b"false"));
-        assert!(matches_key("filter.*.clean", "filter.a.clean"));
-        assert!(!matches_key("filter.*.clean", "filter.clean"));
+    fn hex_round_trips() {
         assert_eq!(unhex(&hex(b"/a b\n")), Some(b"/a b\n".to_vec()));
     }
 }

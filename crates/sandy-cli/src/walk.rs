@@ -109,12 +109,30 @@ pub struct Record {
     dirs: Vec<Seen>,
     /// The directories' names, one after the other.
     names: Vec<u8>,
+    /// Directories git could enter but the walk could not list (see [`Walked`]).
+    unlisted: Vec<PathBuf>,
+}
+
+/// What a walk found.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Walked {
+    /// Every `.git` entry and every directory holding a `HEAD`.
+    pub found: Vec<DotGit>,
+    /// Directories that can be searched but not read (mode `--x` for the caller): git
+    /// passes through them, the walk cannot list them. Their own `.git` and `HEAD` are
+    /// looked up by name, but what lies deeper is unknown.
+    pub unlisted: Vec<PathBuf>,
 }
 
 impl Record {
     /// The tree this record is of.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The directories the walk could not list (see [`Walked::unlisted`]).
+    pub fn unlisted(&self) -> &[PathBuf] {
+        &self.unlisted
     }
 
     fn name(&self, seen: &Seen) -> &[u8] {
@@ -155,25 +173,27 @@ struct Listing {
 }
 
 /// Every `.git` entry at or below `root`, and every directory there holding a `HEAD` (see
-/// [`crate::gitscan::find_dotgits`]), and the record of what was seen, for [`walk_again`] after the run.
+/// [`crate::gitscan::find_dotgits`]), with the record of what was seen, for
+/// [`walk_again`] after the run.
 pub fn walk(root: &Path, limit: usize) -> Result<(Vec<DotGit>, Record), GitScanError> {
-    let (found, dirs, names) = traverse(root, limit, None)?;
+    let (walked, dirs, names) = traverse(root, limit, None)?;
     let record = Record {
         root: root.to_path_buf(),
         dirs,
         names,
+        unlisted: walked.unlisted,
     };
-    Ok((found, record))
+    Ok((walked.found, record))
 }
 
 /// Every `.git` entry and `HEAD` at or below `before`'s root now, exactly as [`walk`]
 /// would find them, reading only the directories that changed since `before` was made.
-pub fn walk_again(before: &Record, limit: usize) -> Result<Vec<DotGit>, GitScanError> {
-    traverse(&before.root, limit, Some(before)).map(|(found, ..)| found)
+pub fn walk_again(before: &Record, limit: usize) -> Result<Walked, GitScanError> {
+    traverse(&before.root, limit, Some(before)).map(|(walked, ..)| walked)
 }
 
 /// What [`traverse`] found, and what it recorded: the directories and their names.
-type Traversed = (Vec<DotGit>, Vec<Seen>, Vec<u8>);
+type Traversed = (Walked, Vec<Seen>, Vec<u8>);
 
 /// The walk: with `before`, an unchanged directory is taken from it and nothing is
 /// recorded; without, every directory is read and recorded.
@@ -186,6 +206,7 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
         dirs.push(Seen::named((0, 0)));
     }
     let mut out = Vec::new();
+    let mut unlisted = Vec::new();
     let mut stack = vec![Pending {
         parent: None,
         name: CString::default(),
@@ -256,13 +277,29 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
                 };
                 (listing, true, None)
             }
-            None => {
-                let Ok(fd) = open(&pending) else {
-                    continue;
-                };
-                let trusted = inherited.unwrap_or_else(|| fs_trusted(&fd));
-                (list(&fd, &mut buf), trusted, Some(Rc::new(fd)))
-            }
+            None => match open(&pending) {
+                Ok(fd) => {
+                    let trusted = inherited.unwrap_or_else(|| fs_trusted(&fd));
+                    (list(&fd, &mut buf), trusted, Some(Rc::new(fd)))
+                }
+                // Not readable, but perhaps searchable: git can pass through such a
+                // directory, so what it holds by name is looked up, and the directory
+                // is named as one whose depths are unknown (it has no identity, so the
+                // walk after the run tries it again).
+                Err(_) => {
+                    let Some((dotgit, head)) = leaf_entries(&pending) else {
+                        continue;
+                    };
+                    unlisted.push(pending.path.clone());
+                    let listing = Listing {
+                        dotgit,
+                        head,
+                        subdirs: Vec::new(),
+                        complete: false,
+                    };
+                    (listing, inherited.unwrap_or(false), None)
+                }
+            },
         };
         found(&mut out, &pending.path, listing.dotgit, listing.head);
         let fs = Some((identity.dev, trusted));
@@ -333,7 +370,12 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
         }
     }
     out.sort();
-    Ok((out, dirs, names))
+    unlisted.sort();
+    let walked = Walked {
+        found: out,
+        unlisted,
+    };
+    Ok((walked, dirs, names))
 }
 
 impl Seen {
@@ -524,7 +566,7 @@ mod tests {
             record.dirs.iter().all(|d| d.identity.is_some()),
             "{record:?}"
         );
-        assert_eq!(walk_again(&record, 1000).unwrap(), first);
+        assert_eq!(walk_again(&record, 1000).unwrap().found, first);
     }
 
     #[test]
@@ -553,7 +595,7 @@ mod tests {
         // A new directory where an old one was removed, with a repository.
         fs::remove_dir_all(r.join("gone")).unwrap();
         fs::create_dir_all(r.join("gone/deep/.git")).unwrap();
-        let again = walk_again(&record, 1000).unwrap();
+        let again = walk_again(&record, 1000).unwrap().found;
         assert_eq!(again, full(r));
         let tops: Vec<_> = again
             .iter()
@@ -658,7 +700,7 @@ mod tests {
         fs::remove_dir(r.join("a1/b3/HEAD")).unwrap();
         fs::write(r.join("a1/b3/HEAD"), "ref: refs/heads/x\n").unwrap();
         fs::write(r.join("a0/b2/objects/HEAD"), "0123\n").unwrap();
-        assert_eq!(walk_again(&record, 10_000).unwrap(), by_reference(r));
+        assert_eq!(walk_again(&record, 10_000).unwrap().found, by_reference(r));
     }
 
     #[test]
@@ -670,7 +712,7 @@ mod tests {
         // Changed within the margin: nothing is taken on trust.
         assert!(record.dirs.iter().all(|d| d.identity.is_none()));
         fs::create_dir_all(r.join("new/x/.git")).unwrap();
-        assert_eq!(walk_again(&record, 1000).unwrap(), full(r));
+        assert_eq!(walk_again(&record, 1000).unwrap().found, full(r));
     }
 
     #[test]

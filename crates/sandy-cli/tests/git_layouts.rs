@@ -1082,6 +1082,247 @@ fn sigterm_ends_sandy_promptly_with_a_fifo_in_place() {
 }
 
 #[test]
+fn an_operation_in_progress_left_by_the_run_is_named_with_what_continue_would_run() {
+    for_each_user(|w| {
+        init_repo(w, &w.project);
+        git_ok(
+            w,
+            &w.project,
+            &["commit", "-q", "--allow-empty", "-m", "second"],
+        );
+        // Control: a rebase carried out to its end inside leaves nothing to say.
+        let o = sandy_sh(
+            w,
+            &[],
+            "GIT_SEQUENCE_EDITOR=true git -c user.name=t -c user.email=t@e rebase -q -i HEAD~1",
+            &[],
+        );
+        assert_code(&o, 0, "a whole rebase inside");
+        assert_eq!(stderr(&o), "");
+
+        // A rebase left in progress whose todo list runs a command on `--continue`.
+        let marker = w.root.join("pwned-rebase");
+        let o = sandy_sh(
+            w,
+            &[],
+            &format!(
+                "set -e; h=$(git rev-parse HEAD); mkdir .git/rebase-merge; cd .git/rebase-merge
+                 echo refs/heads/main > head-name; echo $h > onto; echo $h > orig-head
+                 : > interactive; : > done; echo 'exec touch {}' > git-rebase-todo",
+                marker.display()
+            ),
+            &[],
+        );
+        assert_code(&o, 0, "plant a rebase");
+        let err = stderr(&o);
+        let project = std::fs::canonicalize(&w.project).unwrap();
+        let want = format!(
+            "{} holds a rebase in progress",
+            project.join(".git").display()
+        );
+        assert!(err.contains(&want), "{want} not said:\n{err}");
+        assert!(
+            err.contains(&format!("exec touch {}", marker.display())),
+            "{err}"
+        );
+        assert!(err.contains("git rebase --abort"), "{err}");
+        // The judge of the line: git outside really runs it.
+        let _ = git(w, &w.project, &["rebase", "--continue"]);
+        assert!(marker.exists(), "control: the planted rebase is not live");
+        let _ = git(w, &w.project, &["rebase", "--abort"]);
+
+        // A cherry-pick whose options name a merge strategy by path (run on
+        // `--continue`); the same state unchanged by a later run is not named again.
+        let plant = "set -e; h=$(git rev-parse HEAD); mkdir -p .git/sequencer
+             echo $h > .git/sequencer/head; echo \"pick $h x\" > .git/sequencer/todo
+             printf '[options]\\n\\tstrategy = x/../.git/evil\\n' > .git/sequencer/opts";
+        let o = sandy_sh(w, &[], plant, &[]);
+        assert_code(&o, 0, "plant a cherry-pick");
+        let err = stderr(&o);
+        assert!(
+            err.contains("holds a cherry-pick or revert in progress"),
+            "{err}"
+        );
+        assert!(err.contains("a merge strategy in"), "{err}");
+        let o = sandy_sh(w, &[], "true", &[]);
+        assert_eq!(stderr(&o), "", "an unchanged operation is named once");
+    });
+}
+
+#[test]
+fn a_hard_link_to_the_global_config_or_a_startup_file_is_compared_after_the_run() {
+    for_each_user(|w| {
+        // The project is a dotfiles repository whose files are also the home's, by
+        // hard link: writable through the project's names.
+        init_repo(w, &w.project);
+        let pairs = [("gitconfig", ".gitconfig"), ("bashrc", ".bashrc")];
+        let texts = ["[user]\n\tname = t\n", "alias ll='ls -l'\n"];
+        for ((ours, home), text) in pairs.iter().zip(texts) {
+            std::fs::write(w.project.join(ours), text).unwrap();
+            std::fs::hard_link(w.project.join(ours), w.home.join(home)).unwrap();
+        }
+        w.chown_all();
+        let o = sandy_sh(
+            w,
+            &[],
+            "printf '[core]\\n\\tfsmonitor = touch /nowhere\\n' >> gitconfig; echo 'touch /nowhere' >> bashrc",
+            &[],
+        );
+        assert_code(&o, 0, "write through the links");
+        let err = stderr(&o);
+        for (_, home) in pairs {
+            let want = format!("{} was changed during the run", w.home.join(home).display());
+            assert!(err.contains(&want), "{want} not said:\n{err}");
+        }
+        let run = err
+            .lines()
+            .find_map(|l| {
+                l.rsplit_once("sandy restore ")
+                    .map(|(_, r)| r.trim().to_owned())
+            })
+            .unwrap_or_else(|| panic!("no restore hint:\n{err}"));
+        let restored = run_timeout(w.sandy(["restore", &run]), 30);
+        assert_code(&restored, 0, "sandy restore RUN");
+        for ((_, home), text) in pairs.iter().zip(texts) {
+            assert_eq!(std::fs::read_to_string(w.home.join(home)).unwrap(), text);
+        }
+    });
+}
+
+#[test]
+fn programs_and_templates_the_global_config_names_in_the_project_are_read_only() {
+    for_each_user(|w| {
+        // A dotfiles project: the user's own configuration runs a script of it at every
+        // `git status`, and copies its template into every new repository.
+        init_repo(w, &w.project);
+        let fsmon = w.project.join("bin/fsmon");
+        std::fs::create_dir_all(w.project.join("bin")).unwrap();
+        std::fs::create_dir_all(w.project.join("tpl/hooks")).unwrap();
+        std::fs::write(&fsmon, "#!/bin/sh\nexit 1\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fsmon, std::fs::Permissions::from_mode(0o755)).unwrap();
+        w.chown_all();
+        append(
+            &w.home.join(".gitconfig"),
+            "[init]\n\ttemplateDir = ~/project/tpl\n[core]\n\tfsmonitor = \"~/project/bin/fsmon\"\n",
+        );
+        let marker = w.root.join("pwned-fsmon");
+        let hook_marker = w.root.join("pwned-template");
+        let script = format!(
+            "{}{}",
+            plant_file(
+                &fsmon,
+                &format!("#!/bin/sh\ntouch {}\nexit 1\n", marker.display())
+            ),
+            plant_hook(&w.project.join("tpl/hooks"), &hook_marker)
+        );
+        let o = sandy_sh(w, &[], &script, &[]);
+        assert_code(&o, 0, "the sandboxed attempt");
+        let _ = git(w, &w.project, &["status", "--short"]);
+        assert!(!marker.exists(), "{}", stderr(&o));
+        let fresh = w.root.join("fresh");
+        git_ok(
+            w,
+            &w.root,
+            &["init", "-q", "-b", "main", fresh.to_str().unwrap()],
+        );
+        let _ = git(w, &fresh, &["commit", "-q", "--allow-empty", "-m", "x"]);
+        assert!(!hook_marker.exists(), "{}", stderr(&o));
+        // Controls: both are live.
+        std::fs::write(
+            &fsmon,
+            format!("#!/bin/sh\ntouch {}\nexit 1\n", marker.display()),
+        )
+        .unwrap();
+        let _ = git(w, &w.project, &["status", "--short"]);
+        assert!(marker.exists(), "control: the fsmonitor script is not run");
+        let hook = w.project.join("tpl/hooks/pre-commit");
+        std::fs::write(
+            &hook,
+            format!("#!/bin/sh\ntouch {}\n", hook_marker.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+        w.chown_all();
+        let again = w.root.join("again");
+        git_ok(
+            w,
+            &w.root,
+            &["init", "-q", "-b", "main", again.to_str().unwrap()],
+        );
+        let _ = git(w, &again, &["commit", "-q", "--allow-empty", "-m", "x"]);
+        assert!(hook_marker.exists(), "control: the template is not copied");
+    });
+}
+
+#[test]
+fn a_directory_git_can_pass_but_sandy_cannot_list_is_named_and_refused() {
+    for_each_user(|w| {
+        init_repo(w, &w.project);
+        let o = sandy_sh(
+            w,
+            &[],
+            "mkdir -p x/sub && git init -q x/sub && chmod 111 x",
+            &[],
+        );
+        assert_code(&o, 0, "hide a repository");
+        let x = std::fs::canonicalize(&w.project).unwrap().join("x");
+        let o2 = sandy_sh(w, &[], "echo '[core]' >> x/sub/.git/config", &[]);
+        if w.user.uid == 0 {
+            // Root lists any directory: the repository is simply found and protected.
+            assert!(
+                stderr(&o).contains("did not exist at launch"),
+                "{}",
+                stderr(&o)
+            );
+            assert!(stderr(&o2).contains("Read-only"), "{}", stderr(&o2));
+        } else {
+            let want = format!("{} can be passed through but not listed", x.display());
+            assert!(stderr(&o).contains(&want), "{}", stderr(&o));
+            assert_code(&o2, 125, "a run in a tree Sandy cannot look through");
+            assert!(stderr(&o2).contains(&want), "{}", stderr(&o2));
+            assert!(stderr(&o2).contains("chmod u+r"), "{}", stderr(&o2));
+        }
+        assert_eq!(
+            std::fs::read_to_string(w.project.join("x/sub/.git/config"))
+                .unwrap()
+                .matches("[core]")
+                .count(),
+            1,
+            "the nested repository's config was written"
+        );
+        let _ = std::process::Command::new("chmod")
+            .args(["755", x.to_str().unwrap()])
+            .status();
+    });
+}
+
+#[test]
+fn a_hooks_link_made_inside_is_named_without_listing_what_it_points_at() {
+    for_each_user(|w| {
+        std::fs::create_dir_all(w.home.join("secret")).unwrap();
+        std::fs::write(w.home.join("secret/id_private"), "k").unwrap();
+        w.chown_all();
+        let o = sandy_sh(
+            w,
+            &[],
+            &format!(
+                "set -e; mkdir n; git -C n init -q; rm -rf n/.git/hooks; ln -s {} n/.git/hooks",
+                w.home.join("secret").display()
+            ),
+            &[],
+        );
+        assert_code(&o, 0, "plant a hooks link");
+        let err = stderr(&o);
+        assert!(err.contains("is a symbolic link to"), "{err}");
+        assert!(
+            !err.contains("id_private"),
+            "a name outside the sandbox was shown:\n{err}"
+        );
+    });
+}
+
+#[test]
 fn a_repository_created_inside_is_named_with_its_code_running_settings() {
     for_each_user(|w| {
         std::fs::write(w.project.join("README.md"), "x\n").unwrap();

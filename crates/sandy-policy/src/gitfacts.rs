@@ -45,6 +45,12 @@ pub struct GitFacts {
     /// Every hooks directory: git's answer for each repository and every
     /// `core.hooksPath` value of every configuration file, resolved as git does.
     pub hook_dirs: Vec<PathBuf>,
+    /// What configuration of any scope names as code git runs or copies into new
+    /// repositories, where that lies in a scanned directory: the `init.templateDir`
+    /// directory (its hooks and config go into every `git init` and `git clone`), and
+    /// each file a code-running setting names by path (a `core.fsmonitor` or
+    /// `core.pager` script, a filter driver, a credential helper, ...).
+    pub command_paths: Vec<PathBuf>,
     /// `note:` lines for the user before launch.
     pub notes: Vec<String>,
 }

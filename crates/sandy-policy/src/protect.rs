@@ -115,6 +115,11 @@ pub fn git_protections(
     for file in &facts.config_files {
         protect(file.clone(), None);
     }
+    // Programs and templates the configuration names inside a writable tree: never
+    // created (an absent one is reported after the run if the run makes it).
+    for path in &facts.command_paths {
+        protect(path.clone(), None);
+    }
     // An empty hooks directory runs nothing, but Sandy creates one only inside a git
     // directory (design promise 5); elsewhere an absent one is reported if created.
     for hooks in &facts.hook_dirs {
@@ -183,6 +188,7 @@ mod tests {
             ],
             config_files: vec!["/p/.git/config".into(), "/p/shared.inc".into()],
             hook_dirs: vec!["/p/.git/hooks".into(), "/p/tools/hooks".into()],
+            command_paths: vec!["/p/tools/fsmonitor".into(), "/p/templates".into()],
             notes: vec![],
         };
         let fs = Present(vec![
@@ -220,6 +226,9 @@ mod tests {
         assert_eq!(find(&ps, "/p/shared.inc").placeholder, None);
         // A hooks directory outside every git directory is never created.
         assert_eq!(find(&ps, "/p/tools/hooks").placeholder, None);
+        // Nor is a program or a template directory the configuration names.
+        assert_eq!(find(&ps, "/p/tools/fsmonitor").placeholder, None);
+        assert_eq!(find(&ps, "/p/templates").placeholder, None);
         // One protection per path.
         let mut paths: Vec<_> = ps.iter().map(|p| p.path.clone()).collect();
         paths.sort();
