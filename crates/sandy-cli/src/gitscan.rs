@@ -867,6 +867,13 @@ pub fn own_git_dir(git: &Git, dir: &Path) -> Option<Repo> {
         .flatten()
 }
 
+/// Where git runs the hooks of the working tree at `top` from (its answer, which honours
+/// `core.hooksPath` of every scope); `None` when git cannot say.
+pub fn hooks_dir(git: &Git, top: &Path) -> Option<PathBuf> {
+    let repo = describe_finish(describe_start(git, top).ok()?, top).ok()??;
+    Some(repo.hooks)
+}
+
 /// `N` absolute paths, one a line, as `git rev-parse --path-format=absolute` prints them.
 fn absolute_lines<const N: usize>(out: &[u8], repo: &Path) -> Result<[PathBuf; N], GitScanError> {
     let lines: Vec<PathBuf> = out

@@ -620,6 +620,7 @@ fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>
     let git = std::cell::OnceCell::new();
     let git = || git.get_or_init(|| gitscan::Git::new(&snapshot.env));
     let mut new_git_dirs: Vec<PathBuf> = Vec::new();
+    let mut new_tops: Vec<PathBuf> = Vec::new();
     for root in &snapshot.roots {
         let record = snapshot.walked.iter().find(|w| w.root() == root.as_path());
         let again = match record {
@@ -679,6 +680,9 @@ fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>
                     dotgit.display()
                 );
             }
+            if d.kind != DotGitKind::Other {
+                new_tops.push(d.top.clone());
+            }
             match d.kind {
                 DotGitKind::Directory => new_git_dirs.push(dotgit),
                 DotGitKind::File => {
@@ -726,24 +730,54 @@ fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>
         for file in ["config", "config.worktree"] {
             report_settings(git(), &dir.join(file));
         }
-        let hooks = dir.join("hooks");
-        if let State::Symlink(target) = State::of(&hooks) {
-            eprintln!(
-                "sandy: warning: {} is a symbolic link to {}, made inside the sandbox; git \
-                 outside would run the hooks it finds there: review it first",
-                hooks.display(),
-                target.display()
-            );
+        report_hooks(&dir.join("hooks"));
+    }
+    // Where git runs a new repository's hooks from, when not its own `hooks/` (a relative
+    // `core.hooksPath` of the user's configuration names a directory of each working
+    // tree): named there too when it lies in a scanned tree.
+    for top in new_tops {
+        let Some(hooks) = gitscan::hooks_dir(git(), &top) else {
+            continue;
+        };
+        let own =
+            hooks.ends_with("hooks") && hooks.parent().is_some_and(|g| is_git_dir_of(&top, g));
+        let inside = snapshot.roots.iter().any(|r| hooks.starts_with(r));
+        if !own && inside {
+            report_hooks(&hooks);
         }
-        for hook in dir_entries(&hooks) {
-            let sample = hook.extension() == Some(OsStr::new("sample"));
-            if !sample && !matches!(State::of(&hook), State::Directory { .. }) {
-                eprintln!(
-                    "sandy: warning: {} is a git hook created inside the sandbox; git \
-                     outside would run it: review it first",
-                    hook.display()
-                );
-            }
+    }
+}
+
+/// Whether `git_dir` is the git directory of the working tree at `top` (its `.git`, or
+/// where a pointer file there leads).
+fn is_git_dir_of(top: &Path, git_dir: &Path) -> bool {
+    let dotgit = top.join(".git");
+    let same = |a: &Path, b: &Path| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    };
+    same(&dotgit, git_dir) || gitscan::pointer_target(&dotgit).is_some_and(|p| same(&p, git_dir))
+}
+
+/// Names every hook in `hooks` (a directory made or changed inside), or the link `hooks`
+/// is, without following it.
+fn report_hooks(hooks: &Path) {
+    if let State::Symlink(target) = State::of(hooks) {
+        eprintln!(
+            "sandy: warning: {} is a symbolic link to {}, made inside the sandbox; git \
+             outside would run the hooks it finds there: review it first",
+            hooks.display(),
+            target.display()
+        );
+    }
+    for hook in dir_entries(hooks) {
+        let sample = hook.extension() == Some(OsStr::new("sample"));
+        if !sample && !matches!(State::of(&hook), State::Directory { .. }) {
+            eprintln!(
+                "sandy: warning: {} is a git hook created inside the sandbox; git \
+                 outside would run it: review it first",
+                hook.display()
+            );
         }
     }
 }

@@ -1298,6 +1298,33 @@ fn a_directory_git_can_pass_but_sandy_cannot_list_is_named_and_refused() {
 }
 
 #[test]
+fn a_new_repository_s_hooks_are_named_where_a_relative_global_hooks_path_puts_them() {
+    for_each_user(|w| {
+        append(
+            &w.home.join(".gitconfig"),
+            "[core]\n\thooksPath = .githooks\n",
+        );
+        let o = sandy_sh(
+            w,
+            &[],
+            "set -e; git init -q sub; mkdir sub/.githooks; printf '#!/bin/sh\\n' > sub/.githooks/pre-commit",
+            &[],
+        );
+        assert_code(&o, 0, "plant");
+        let project = std::fs::canonicalize(&w.project).unwrap();
+        let want = format!(
+            "{} is a git hook created inside the sandbox",
+            project.join("sub/.githooks/pre-commit").display()
+        );
+        assert!(
+            stderr(&o).contains(&want),
+            "{want} not said:\n{}",
+            stderr(&o)
+        );
+    });
+}
+
+#[test]
 fn a_hooks_link_made_inside_is_named_without_listing_what_it_points_at() {
     for_each_user(|w| {
         std::fs::create_dir_all(w.home.join("secret")).unwrap();
