@@ -328,6 +328,7 @@ impl Certain {
         let mut hazards: Vec<PathBuf> = Vec::new();
         hazards.extend(policy.protections.iter().map(|p| p.path.clone()));
         hazards.extend(policy.views.iter().map(|v| v.target.clone()));
+        hazards.extend(policy.views.iter().filter_map(|v| v.link.clone()));
         hazards.extend(policy.caches.iter().map(|c| c.path.clone()));
         hazards.extend(policy.state_files.iter().map(|f| f.inside.clone()));
         Certain {

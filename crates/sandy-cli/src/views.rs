@@ -83,7 +83,7 @@ impl PreparedViews {
         let mut prepared = unbound;
         let mut inline_bytes = 0usize;
         for (i, view) in views.iter().enumerate() {
-            let state = state_files.iter().find(|f| f.inside == view.target);
+            let state = state_files.iter().find(|f| f.inside == view.name());
             let content = match state {
                 Some(f) => read_state(&f.path, f.format)
                     .map_err(io("cannot read an agent's state file"))?,
@@ -91,11 +91,13 @@ impl PreparedViews {
                     .map_err(io("cannot read a file the sandbox sees as a copy"))?,
             };
             let (content, mode) = match view.kind {
-                ViewKind::Filtered => (filter_file(&view.target, &content), 0o400),
+                // The rule follows the name the tool reads (`~/.npmrc`), not the file
+                // a dotfile manager's link leads to.
+                ViewKind::Filtered => (filter_file(view.name(), &content), 0o400),
                 ViewKind::PrivateCopy => {
                     prepared
                         .originals
-                        .push((view.target.clone(), content.clone()));
+                        .push((view.name().to_path_buf(), content.clone()));
                     (content, 0o600)
                 }
             };
@@ -173,7 +175,7 @@ impl PreparedViews {
     pub fn private_copy<'a>(&'a self, target: &'a Path) -> Option<&'a Path> {
         self.entries
             .iter()
-            .find(|(v, _)| v.kind == ViewKind::PrivateCopy && v.target == target)
+            .find(|(v, _)| v.kind == ViewKind::PrivateCopy && v.name() == target)
             .map(|(_, source)| source.as_path())
             .or_else(|| {
                 self.originals

@@ -333,6 +333,8 @@ mod inside {
     #[derive(Deserialize)]
     struct DocView {
         target: PathBuf,
+        #[serde(default)]
+        link: Option<PathBuf>,
         kind: ViewKind,
         origin: Origin,
         reason: String,
@@ -388,6 +390,7 @@ mod inside {
                 .iter()
                 .map(|v| FileView {
                     target: v.target.clone(),
+                    link: v.link.clone(),
                     kind: v.kind,
                     origin: v.origin,
                     reason: v.reason.clone(),

@@ -154,6 +154,14 @@ fn reference_document() -> Value {
         "views": [
             {
                 "target": "/home/u/.bashrc",
+                "link": null,
+                "kind": "filtered",
+                "origin": "baseline",
+                "reason": "shell start-up file, without credential assignments"
+            },
+            {
+                "target": "/home/u/dotfiles/profile",
+                "link": "/home/u/.profile",
                 "kind": "filtered",
                 "origin": "baseline",
                 "reason": "shell start-up file, without credential assignments"

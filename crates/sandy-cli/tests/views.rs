@@ -300,3 +300,232 @@ fn sourced_startup_files_are_views_and_agent_shells_start_cleanly() {
         }
     });
 }
+
+/// What the host knows of a file, judged from outside: its bytes, inode and times.
+fn fingerprint(path: &std::path::Path) -> (Vec<u8>, u64, i64, i64) {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).unwrap();
+    (
+        std::fs::read(path).unwrap(),
+        meta.ino(),
+        meta.mtime_nsec() + meta.mtime() * 1_000_000_000,
+        meta.ctime_nsec() + meta.ctime() * 1_000_000_000,
+    )
+}
+
+fn symlink(target: &str, link: &std::path::Path, w: &World) {
+    std::os::unix::fs::symlink(target, link).unwrap();
+    w.chown_all();
+}
+
+/// Start-up files that are symbolic links (GNU stow, chezmoi, Home Manager): a relative
+/// and an absolute link, a chain of two, a sourced file that is a link, and a dangling
+/// link. Sandy starts (it refused with exit 125 before), the shell reads the filtered
+/// copy of the file each link leads to, nothing can be written through the link or the
+/// file, and the dry run names the link each view is for.
+#[test]
+fn startup_files_that_are_symbolic_links_are_filtered_views_of_their_files() {
+    for_each_user(|w| {
+        let bashrc = w.write(
+            "home/dot/bashrc",
+            &format!(
+                "alias ll='ls -l'\nexport OPENAI_API_KEY={SECRET}\n\
+                 [ -f ~/.env.sh ] && . ~/.env.sh\n"
+            ),
+        );
+        let env_sh = w.write(
+            "home/dot/env.sh",
+            &format!("export EDITOR=nano\nexport GH_TOKEN={SECRET}\ngreet() {{ echo hi-env; }}\n"),
+        );
+        let profile = w.write(
+            "home/dot/profile",
+            &format!("export PAGER=less\nexport ANTHROPIC_API_KEY={SECRET}\n"),
+        );
+        let zshrc = w.write(
+            "home/dot/zshrc",
+            &format!("alias gs='git status'\nexport HF_TOKEN={SECRET}\n"),
+        );
+        symlink("dot/bashrc", &w.home.join(".bashrc"), w);
+        symlink(&profile.display().to_string(), &w.home.join(".profile"), w);
+        symlink(".zshrc2", &w.home.join(".zshrc"), w);
+        symlink("dot/zshrc", &w.home.join(".zshrc2"), w);
+        symlink("dot/env.sh", &w.home.join(".env.sh"), w);
+        symlink("dot/absent", &w.home.join(".bash_aliases"), w);
+        let files = [&bashrc, &env_sh, &profile, &zshrc];
+        let before: Vec<_> = files.iter().map(|f| fingerprint(f)).collect();
+        let o = w
+            .sandy([
+                "run",
+                "--",
+                "bash",
+                "-c",
+                "shopt -s expand_aliases; source ~/.bashrc; alias ll; greet; \
+                 echo \"editor=$EDITOR key=${OPENAI_API_KEY:-unset} gh=${GH_TOKEN:-unset}\"; \
+                 cat ~/.profile ~/.zshrc ~/.env.sh; \
+                 [ -e ~/.bash_aliases ] || echo aliases-absent; \
+                 for f in ~/.bashrc ~/.profile ~/.zshrc ~/.env.sh ~/dot/bashrc ~/dot/zshrc; do \
+                   echo evil >> $f 2>/dev/null && echo \"appended $f\"; \
+                 done; \
+                 echo evil > ~/dot/absent 2>/dev/null && echo created-dangling; \
+                 rm -f ~/.bashrc 2>/dev/null || echo rm-refused; echo done",
+            ])
+            .output()
+            .unwrap();
+        assert_code(&o, 0, "a shell reading start-up files that are links");
+        let out = stdout(&o);
+        assert!(out.contains("alias ll='ls -l'"), "{out}");
+        assert!(out.contains("hi-env"), "{out}");
+        assert!(out.contains("editor=nano key=unset gh=unset"), "{out}");
+        assert!(out.contains("export PAGER=less"), "{out}");
+        assert!(out.contains("alias gs='git status'"), "{out}");
+        assert!(out.contains("aliases-absent"), "{out}");
+        assert!(out.contains("rm-refused"), "{out}");
+        assert!(out.ends_with("done\n"), "{out}");
+        assert!(!out.contains("appended"), "{out}");
+        assert!(!out.contains("created-dangling"), "{out}");
+        assert!(!out.contains(SECRET), "the secret leaked: {out}");
+        let after: Vec<_> = files.iter().map(|f| fingerprint(f)).collect();
+        assert_eq!(before, after, "a host file changed");
+        assert!(!w.home.join("dot/absent").exists());
+        for (link, target) in [
+            (".bashrc", "dot/bashrc"),
+            (".zshrc", ".zshrc2"),
+            (".bash_aliases", "dot/absent"),
+        ] {
+            assert_eq!(
+                std::fs::read_link(w.home.join(link)).unwrap(),
+                std::path::PathBuf::from(target)
+            );
+        }
+        // The dry run names the file each view covers and the link it is for.
+        let o = w
+            .sandy(["run", "--dry-run", "--", "true"])
+            .output()
+            .unwrap();
+        let doc = parse_dry_run(&o.stdout, "views of links");
+        let views = doc["views"].as_array().unwrap();
+        for (file, link) in [
+            (&bashrc, ".bashrc"),
+            (&profile, ".profile"),
+            (&zshrc, ".zshrc"),
+            (&env_sh, ".env.sh"),
+        ] {
+            assert!(
+                views
+                    .iter()
+                    .any(|v| v["target"] == file.display().to_string()
+                        && v["link"] == w.home.join(link).display().to_string()
+                        && v["kind"] == "filtered"),
+                "{link} missing from {views:?}"
+            );
+        }
+        assert!(
+            !views
+                .iter()
+                .any(|v| v["link"] == w.home.join(".bash_aliases").display().to_string()),
+            "{views:?}"
+        );
+    });
+}
+
+/// The project is the user's dotfiles repository: `~/.bashrc` leads into it, through a
+/// link inside it (`current -> bash`), and `~/.profile` leads to a file in it directly.
+/// The start-up files stay read-only whatever the way in (their names, their paths in the
+/// project), and their names are pinned: renaming, removing or replacing a directory or
+/// link on the way fails, so the host's next shell reads what it read before. A normal
+/// project file stays writable. A dangling link into the project is no refusal; a file
+/// the run creates there is named after the run.
+#[test]
+fn a_startup_file_inside_the_project_is_never_writable_and_its_names_are_pinned() {
+    for_each_user(|w| {
+        let rc = w.write(
+            "home/project/bash/rc",
+            &format!("alias ll='ls -l'\nexport OPENAI_API_KEY={SECRET}\n"),
+        );
+        let profile = w.write("home/project/profile", "export PAGER=less\n");
+        let notes = w.write("home/project/notes.txt", "notes\n");
+        symlink("bash", &w.project.join("current"), w);
+        symlink("project/current/rc", &w.home.join(".bashrc"), w);
+        symlink("project/profile", &w.home.join(".profile"), w);
+        symlink("project/login", &w.home.join(".bash_login"), w);
+        let before = [fingerprint(&rc), fingerprint(&profile)];
+        let attempts = [
+            ("append-name", "echo evil >> ~/.bashrc"),
+            ("append-path", "echo evil >> bash/rc"),
+            ("append-link-path", "echo evil >> current/rc"),
+            ("append-profile", "echo evil >> profile"),
+            ("append-profile-name", "echo evil >> ~/.profile"),
+            ("truncate", "truncate -s 0 bash/rc"),
+            ("chmod", "chmod 666 bash/rc"),
+            ("rename-file", "mv bash/rc bash/rc2"),
+            ("remove-file", "rm -f bash/rc"),
+            ("rename-parent", "mv bash bash2"),
+            ("remove-parent", "rm -rf bash"),
+            (
+                "replace-parent",
+                "mkdir -p evil && echo 'echo pwned' > evil/rc && mv -T evil bash",
+            ),
+            ("rename-link", "mv current current2"),
+            ("remove-link", "rm current"),
+            ("repoint-link", "mkdir -p evil2 && ln -sfn evil2 current"),
+            ("replace-profile", "echo 'echo pwned' > p2 && mv p2 profile"),
+        ];
+        let mut script = String::new();
+        for (key, cmd) in attempts {
+            script.push_str(&format!("( {cmd} ) 2>/dev/null; echo {key}=$?\n"));
+        }
+        script.push_str(
+            "echo more >> notes.txt; echo notes=$?\nmkdir -p newdir && echo new > newdir/f; \
+             echo newdir=$?\ncat ~/.bashrc ~/.profile\necho made > login; echo login=$?\n",
+        );
+        let o = w.sh(&[], &script);
+        assert_code(&o, 0, "attempts on start-up files inside the project");
+        let out = stdout(&o);
+        for (key, _) in attempts {
+            assert_failed(&out, key);
+        }
+        assert_field(&out, "notes", "0");
+        assert_field(&out, "newdir", "0");
+        assert_field(&out, "login", "0");
+        assert!(out.contains("alias ll='ls -l'"), "{out}");
+        assert!(out.contains("export PAGER=less"), "{out}");
+        assert!(!out.contains(SECRET), "the secret leaked: {out}");
+        // From outside: the start-up files and the way to them are as before.
+        assert_eq!([fingerprint(&rc), fingerprint(&profile)], before);
+        assert_eq!(
+            std::fs::read_link(w.project.join("current")).unwrap(),
+            std::path::PathBuf::from("bash")
+        );
+        assert_eq!(
+            std::fs::read_to_string(w.home.join(".bashrc")).unwrap(),
+            std::fs::read_to_string(&rc).unwrap()
+        );
+        assert!(!w.project.join("bash2").exists() && !w.project.join("current2").exists());
+        assert_eq!(std::fs::read_to_string(&notes).unwrap(), "notes\nmore\n");
+        // The file a dangling start-up link leads to, made by the run, is named after it.
+        assert!(
+            stderr(&o).contains(&format!(
+                "{} did not exist at launch",
+                w.project.join("login").display()
+            )),
+            "{}",
+            stderr(&o)
+        );
+        // The dry run lists the names and files as read-only protections.
+        let o = w
+            .sandy(["run", "--dry-run", "--", "true"])
+            .output()
+            .unwrap();
+        let doc = parse_dry_run(&o.stdout, "start-up files in the project");
+        let protections = doc["protections"].as_array().unwrap();
+        for path in [w.home.join(".bashrc"), rc, w.home.join(".profile")] {
+            assert!(
+                protections
+                    .iter()
+                    .any(|p| p["path"] == path.display().to_string() && p["kind"] == "read_only"),
+                "{} missing from {protections:?}",
+                path.display()
+            );
+        }
+    });
+}

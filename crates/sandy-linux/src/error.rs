@@ -53,6 +53,13 @@ pub enum LinuxError {
     GrantPath { path: PathBuf, source: nix::Error },
     #[error("grant path {} is a directory but the grant is for one file", path.display())]
     GrantKind { path: PathBuf },
+    #[error(
+        "grant path {} is a symbolic link, not the file or directory it leads to (Sandy \
+         grants what a link leads to, so the path changed after the policy was resolved); \
+         run again",
+        path.display()
+    )]
+    GrantSymlink { path: PathBuf },
     #[error("cannot build the Landlock ruleset: {reason}")]
     Landlock { reason: String },
     #[error("Landlock was not fully enforced ({status}); refusing to run with a weaker sandbox")]

@@ -117,7 +117,12 @@ pub fn apply(rules: &[PathRule]) -> Result<(), LinuxError> {
             source,
         })?;
         let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
-        if kind == SFlag::S_IFLNK || (rule.scope == Scope::Exact && kind == SFlag::S_IFDIR) {
+        if kind == SFlag::S_IFLNK {
+            return Err(LinuxError::GrantSymlink {
+                path: rule.path.clone(),
+            });
+        }
+        if rule.scope == Scope::Exact && kind == SFlag::S_IFDIR {
             return Err(LinuxError::GrantKind {
                 path: rule.path.clone(),
             });

@@ -33,6 +33,8 @@ pub struct DryRunProtection {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DryRunView {
     pub target: String,
+    /// The name the tool opens, when it leads to `target` through symbolic links.
+    pub link: Option<String>,
     pub kind: ViewKind,
     pub origin: Origin,
     pub reason: String,
@@ -245,6 +247,7 @@ impl DryRunDocument {
                 .iter()
                 .map(|v| DryRunView {
                     target: lossy(v.target.as_os_str()),
+                    link: v.link.as_ref().map(|l| lossy(l.as_os_str())),
                     kind: v.kind,
                     origin: v.origin,
                     reason: v.reason.clone(),

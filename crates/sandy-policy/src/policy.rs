@@ -1,5 +1,5 @@
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -144,12 +144,24 @@ pub enum ViewKind {
 /// (a credential-filtered copy) or never written (a private copy).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct FileView {
-    /// The name inside the sandbox (an existing regular file on the host).
+    /// The file the copy is bound over and the exact grant is on: an existing regular
+    /// file on the host, with no symbolic link left in its path.
     pub target: PathBuf,
+    /// The name the tool opens, when it leads to `target` through symbolic links
+    /// (`~/.bashrc -> dotfiles/bashrc`): the copy is seen under both, and the filter
+    /// picks its rule from this name.
+    pub link: Option<PathBuf>,
     pub kind: ViewKind,
     pub origin: Origin,
     /// Why the view exists, for the dry run.
     pub reason: String,
+}
+
+impl FileView {
+    /// The name the tool opens: [`FileView::link`] when there is one, else the target.
+    pub fn name(&self) -> &Path {
+        self.link.as_deref().unwrap_or(&self.target)
+    }
 }
 
 /// The network the kernel gives the sandbox.

@@ -394,12 +394,15 @@ pub fn resolve(
     let mut views: Vec<FileView> = Vec::new();
     if let Some(home) = ctx.home {
         views.extend(views::shell_startup_views(home, host, fs));
-        views.extend(views::package_config_views(home, host, fs));
+        views.extend(views::package_config_views(home, host));
     }
     // The agent's state files: a private copy, merged back after the run.
     views.extend(applied.views.iter().cloned());
     let mut grants = grants;
-    let views = views::finish_views(views, &mut grants, &mut protections);
+    let privates = private_dirs(runtime_dir.as_deref());
+    let carried = grants.clone();
+    let hidden = |p: &Path| matches!(carrying(p, &privates, &carried), Some((_, None)));
+    let views = views::finish_views(views, &mut grants, &mut protections, &hidden, fs);
     let caches = views::add_caches(
         ctx.home,
         host,

@@ -141,6 +141,14 @@ pub fn decide(
             .iter()
             .find(|p| p.kind == ProtectionKind::ReadOnly && under(&p.path))
         {
+            // A filtered view in a writable tree is protected too: the view says why.
+            if let Some(view) = policy
+                .views
+                .iter()
+                .find(|v| v.target == p.path || v.name() == p.path)
+            {
+                return decide_view(view, question, resolved.clone());
+            }
             let why = match p.origin {
                 Origin::Profile => {
                     "the agent's launch configuration (hooks, settings, MCP servers, \
@@ -174,7 +182,7 @@ pub fn decide(
     if let Some(view) = policy
         .views
         .iter()
-        .find(|v| names.contains(&v.target.as_path()))
+        .find(|v| names.contains(&v.target.as_path()) || names.contains(&v.name()))
     {
         return decide_view(view, question, resolved.clone());
     }

@@ -560,6 +560,7 @@ impl Ctx<'_> {
                 }
                 views.push(FileView {
                     target: inside.clone(),
+                    link: None,
                     kind: ViewKind::PrivateCopy,
                     origin: Origin::Profile,
                     reason: format!(

@@ -1271,3 +1271,133 @@ fn a_directory_named_twice_on_path_is_looked_in_once() {
     assert!(asked_once.contains_key(Path::new("/home/u/.cargo/bin/pip")));
     assert_eq!(inside(&asked_once), inside(&asked_twice));
 }
+
+/// The filtered views of `policy`: (target, link) each.
+fn filtered_views(policy: &ResolvedPolicy) -> Vec<(PathBuf, Option<PathBuf>)> {
+    policy
+        .views
+        .iter()
+        .filter(|v| v.kind == ViewKind::Filtered)
+        .map(|v| (v.target.clone(), v.link.clone()))
+        .collect()
+}
+
+fn pair(target: &str, link: Option<&str>) -> (PathBuf, Option<PathBuf>) {
+    (target.into(), link.map(PathBuf::from))
+}
+
+/// A start-up file that is a symbolic link (GNU stow, chezmoi, Home Manager) is a view of
+/// the file the shell really opens, with the exact grant on that file: relative and
+/// absolute links, a chain of two, a sourced file that is a link. A dangling link is no
+/// view and no refusal.
+#[test]
+fn startup_files_that_are_links_are_views_of_the_file_they_lead_to() {
+    let mut fs = base_fs()
+        .dir("/home/u/dot")
+        .file("/home/u/dot/bashrc")
+        .file("/home/u/dot/profile")
+        .file("/home/u/dot/zshrc")
+        .file("/home/u/dot/env.sh")
+        .link("/home/u/.bashrc", "dot/bashrc")
+        .link("/home/u/.profile", "/home/u/dot/profile")
+        .link("/home/u/.zshrc", ".zshrc2")
+        .link("/home/u/.zshrc2", "dot/zshrc")
+        .link("/home/u/.bash_aliases", "dot/missing")
+        .link("/home/u/.env.sh", "dot/env.sh")
+        .file("/home/u/.npmrc");
+    fs.heads
+        .insert("/home/u/dot/bashrc".into(), b"source ~/.env.sh\n".to_vec());
+    let policy = resolve(&request(&["true"]), &host("/usr/bin"), &fs).unwrap();
+    assert_eq!(
+        filtered_views(&policy),
+        vec![
+            pair("/home/u/dot/bashrc", Some("/home/u/.bashrc")),
+            pair("/home/u/dot/profile", Some("/home/u/.profile")),
+            pair("/home/u/dot/zshrc", Some("/home/u/.zshrc")),
+            pair("/home/u/dot/env.sh", Some("/home/u/.env.sh")),
+            pair("/home/u/.npmrc", None),
+        ]
+    );
+    for file in ["bashrc", "profile", "zshrc", "env.sh"] {
+        let path = Path::new("/home/u/dot").join(file);
+        assert!(
+            policy.grants.contains(&Grant {
+                path: path.clone(),
+                access: Access::Read,
+                scope: Scope::Exact,
+                origin: Origin::Baseline,
+            }),
+            "{}",
+            path.display()
+        );
+    }
+    // No grant names a link, and nothing in a writable tree needs protecting.
+    assert!(!policy
+        .grants
+        .iter()
+        .any(|g| fs.read_link(&g.path).is_some()));
+    assert!(!policy
+        .protections
+        .iter()
+        .any(|p| p.kind == ProtectionKind::ReadOnly && p.origin == Origin::Baseline));
+}
+
+/// The project is the user's dotfiles repository and `~/.bashrc` leads into it: the view
+/// covers the file in the project, and the name and the file are read-only protections
+/// (so every directory and link on the way is pinned by the mount layer). A dangling
+/// link into the project is an absent protection (reported if the run creates it), and
+/// a start-up file whose parent is a link into the project is protected as well.
+#[test]
+fn a_startup_file_in_a_writable_tree_is_protected_under_its_name_and_its_file() {
+    let fs = base_fs()
+        .dir("/home/u/dotfiles")
+        .dir("/home/u/dotfiles/bash")
+        .file("/home/u/dotfiles/bash/rc")
+        .dir("/home/u/dotfiles/fish")
+        .file("/home/u/dotfiles/fish/config.fish")
+        .link("/home/u/dotfiles/current", "bash")
+        .link("/home/u/.bashrc", "dotfiles/current/rc")
+        .link("/home/u/.profile", "dotfiles/profile")
+        .dir("/home/u/.config")
+        .link("/home/u/.config/fish", "../dotfiles/fish");
+    let mut h = host("/usr/bin");
+    h.cwd = "/home/u/dotfiles".into();
+    let policy = resolve(&request(&["true"]), &h, &fs).unwrap();
+    assert_eq!(
+        filtered_views(&policy),
+        vec![
+            pair("/home/u/dotfiles/bash/rc", Some("/home/u/.bashrc")),
+            pair(
+                "/home/u/dotfiles/fish/config.fish",
+                Some("/home/u/.config/fish/config.fish")
+            ),
+        ]
+    );
+    let ro = |path: &str, exists: bool| Protection {
+        path: path.into(),
+        kind: ProtectionKind::ReadOnly,
+        origin: Origin::Baseline,
+        exists,
+        placeholder: None,
+    };
+    let baseline: Vec<Protection> = policy
+        .protections
+        .iter()
+        .filter(|p| p.origin == Origin::Baseline)
+        .cloned()
+        .collect();
+    assert_eq!(
+        baseline,
+        vec![
+            Protection {
+                kind: ProtectionKind::Deny,
+                ..ro("/home/u/.ssh", true)
+            },
+            ro("/home/u/.bashrc", true),
+            ro("/home/u/dotfiles/bash/rc", true),
+            ro("/home/u/dotfiles/profile", false),
+            ro("/home/u/.config/fish/config.fish", true),
+            ro("/home/u/dotfiles/fish/config.fish", true),
+        ]
+    );
+}

@@ -7,11 +7,12 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use crate::caches::{plan_caches, ToolCache};
+use crate::chain::{chain, Chain, ChainError};
 use crate::resolve::{PRIVATE_SHM, PRIVATE_TMP, PRIVATE_VAR_TMP};
 
 use crate::host::HostContext;
 use crate::inspect::{FileKind, PathInspector};
-use crate::policy::{Access, FileView, Grant, Origin, Protection, Scope, ViewKind};
+use crate::policy::{Access, FileView, Grant, Origin, Protection, ProtectionKind, Scope, ViewKind};
 
 /// The shell start-up files an agent's shell (Claude Code's Bash tool, Codex's and
 /// Gemini's shells) reads, relative to the home directory: bash (login and interactive),
@@ -38,10 +39,11 @@ const MAX_SOURCED_FILES: usize = 32;
 /// How much of a start-up file the `source` scan reads.
 const MAX_SCAN_BYTES: usize = 256 * 1024;
 
-/// Read-only, credential-filtered views of the user's shell start-up files that exist as
-/// regular files (`$ZDOTDIR` is honoured for zsh's files), and of the files under the home
-/// they source (`source FILE` or `. FILE`, with `~`, `$HOME` or `${HOME}`; read, never
-/// run; a few levels deep).
+/// Read-only, credential-filtered views of the user's shell start-up files
+/// (`$ZDOTDIR` is honoured for zsh's files), and of the files under the home they source
+/// (`source FILE` or `. FILE`, with `~`, `$HOME` or `${HOME}`; read, never run; a few
+/// levels deep). Every name is listed, existing or not: [`finish_views`] follows each
+/// through its symbolic links and keeps those that lead to a regular file.
 pub(super) fn shell_startup_views(
     home: &Path,
     host: &HostContext,
@@ -57,9 +59,8 @@ pub(super) fn shell_startup_views(
             (Some(z), true) => z.join(rel),
             _ => home.join(rel),
         })
-        .filter(|p| is_file(fs, p))
         .collect();
-    let mut frontier: Vec<PathBuf> = files.clone();
+    let mut frontier: Vec<PathBuf> = files.iter().filter(|p| is_file(fs, p)).cloned().collect();
     let mut sourced = 0;
     for _ in 0..MAX_SOURCE_DEPTH {
         let mut next = Vec::new();
@@ -85,6 +86,7 @@ pub(super) fn shell_startup_views(
         .into_iter()
         .map(|target| FileView {
             target,
+            link: None,
             kind: ViewKind::Filtered,
             origin: Origin::Baseline,
             reason: "shell start-up file, read-only, without assignments that look like \
@@ -150,11 +152,7 @@ fn sourced_files(text: &[u8], home: &Path) -> Vec<PathBuf> {
 /// beside settings that matter inside (a registry mirror, an index URL, `update-notifier`):
 /// each is a read-only view without its credentials. Found where the tool looks
 /// (`NPM_CONFIG_USERCONFIG`, `PIP_CONFIG_FILE`, `XDG_CONFIG_HOME`, `CARGO_HOME`).
-pub(super) fn package_config_views(
-    home: &Path,
-    host: &HostContext,
-    fs: &dyn PathInspector,
-) -> Vec<FileView> {
+pub(super) fn package_config_views(home: &Path, host: &HostContext) -> Vec<FileView> {
     let var = |name: &str| {
         host.var(name)
             .filter(|v| !v.is_empty())
@@ -184,9 +182,10 @@ pub(super) fn package_config_views(
     ];
     candidates
         .into_iter()
-        .filter(|(p, _)| p.is_absolute() && is_file(fs, p))
+        .filter(|(p, _)| p.is_absolute())
         .map(|(target, tool)| FileView {
             target,
+            link: None,
             kind: ViewKind::Filtered,
             origin: Origin::Baseline,
             reason: format!(
@@ -243,20 +242,81 @@ pub(super) fn add_caches(
     plan.caches
 }
 
-/// Adds the grants the views need and drops masks that a view replaces. Views whose target
-/// lies inside a directory that stays masked are dropped: the mask wins.
+/// Adds the grants the views need and drops masks that a view replaces.
+///
+/// Each view's name is followed through its symbolic links ([`chain`]) to the file the
+/// tool really opens: the copy is bound over that file and the exact grant is on it (the
+/// name is kept as [`FileView::link`]). A filtered view whose name, file or any
+/// directory or link on the way lies in a writable tree (the project is the user's
+/// dotfiles repository, `~/.bashrc -> ~/dotfiles/bashrc`) is also a read-only
+/// protection, under its name and its file: every component on the way is pinned, so
+/// renaming a parent inside the project cannot swap the file the name reaches. A name
+/// whose link leads nowhere (dangling) is no view, and no refusal: when the missing
+/// file lies in a writable tree it is an absent protection, reported after the run if
+/// the run creates it. A private copy whose name leads nowhere yet keeps its name (an
+/// empty mount point is made at launch). Views whose file lies inside a directory that
+/// stays masked are dropped: the mask wins.
 pub(super) fn finish_views(
     views: Vec<FileView>,
     grants: &mut Vec<Grant>,
     protections: &mut Vec<Protection>,
+    hidden: &dyn Fn(&Path) -> bool,
+    fs: &dyn PathInspector,
 ) -> Vec<FileView> {
+    let roots: Vec<PathBuf> = grants
+        .iter()
+        .filter(|g| g.access == Access::ReadWrite && g.scope == Scope::Subtree)
+        .map(|g| g.path.clone())
+        .collect();
+    let in_root = |p: &Path| roots.iter().any(|r| p.starts_with(r));
+    let read_only = |path: PathBuf, exists: bool| Protection {
+        path,
+        kind: ProtectionKind::ReadOnly,
+        origin: Origin::Baseline,
+        exists,
+        placeholder: None,
+    };
     let mut kept: Vec<FileView> = Vec::with_capacity(views.len());
-    for view in views {
+    for mut view in views {
+        let filtered = view.kind == ViewKind::Filtered;
+        let name = view.target.clone();
+        let mut pinned: Vec<Protection> = Vec::new();
+        match chain(&name, &roots, hidden, fs) {
+            Ok(Chain {
+                pins,
+                object: Some(object),
+            }) if is_file(fs, &object) => {
+                if filtered && (!pins.is_empty() || in_root(&object) || in_root(&name)) {
+                    pinned.push(read_only(name.clone(), true));
+                    if object != name {
+                        pinned.push(read_only(object.clone(), true));
+                    }
+                }
+                if object != name {
+                    view.target = object;
+                    view.link = Some(name);
+                }
+            }
+            Err(ChainError::Missing { missing, .. }) if filtered => {
+                if in_root(&missing)
+                    && !protections
+                        .iter()
+                        .any(|p| p.path == missing && p.kind == ProtectionKind::ReadOnly)
+                {
+                    protections.push(read_only(missing, false));
+                }
+                continue;
+            }
+            _ if filtered => continue,
+            // A private copy bound over a name absent at launch (Sandy makes the mount
+            // point), or one that is no plain file: decided where the view was made.
+            _ => {}
+        }
         if kept.iter().any(|k| k.target == view.target) {
             continue;
         }
         let masked_above = protections.iter().any(|p| {
-            p.kind == crate::policy::ProtectionKind::Deny
+            p.kind == ProtectionKind::Deny
                 && p.path != view.target
                 && view.target.starts_with(&p.path)
         });
@@ -264,6 +324,14 @@ pub(super) fn finish_views(
             continue;
         }
         protections.retain(|p| p.path != view.target);
+        for protection in pinned {
+            if !protections
+                .iter()
+                .any(|p| p.path == protection.path && p.kind == ProtectionKind::ReadOnly)
+            {
+                protections.push(protection);
+            }
+        }
         let access = match view.kind {
             ViewKind::Filtered => Access::Read,
             ViewKind::PrivateCopy => Access::ReadWrite,
@@ -287,9 +355,41 @@ mod tests {
     fn view(target: &str, kind: ViewKind) -> FileView {
         FileView {
             target: target.into(),
+            link: None,
             kind,
             origin: Origin::Baseline,
             reason: "test".into(),
+        }
+    }
+
+    /// Directories and files, no links.
+    struct Files(&'static [&'static str], &'static [&'static str]);
+
+    impl PathInspector for Files {
+        fn canonicalize(&self, p: &Path) -> std::io::Result<PathBuf> {
+            Ok(p.to_path_buf())
+        }
+        fn kind(&self, p: &Path) -> Option<FileKind> {
+            if p == Path::new("/") || self.0.iter().any(|d| Path::new(d) == p) {
+                Some(FileKind::Directory)
+            } else {
+                self.1
+                    .iter()
+                    .any(|f| Path::new(f) == p)
+                    .then_some(FileKind::File { executable: false })
+            }
+        }
+        fn read_head(&self, _: &Path, _: usize) -> Option<Vec<u8>> {
+            None
+        }
+        fn read_link(&self, _: &Path) -> Option<PathBuf> {
+            None
+        }
+        fn subdirs(&self, _: &Path, _: usize) -> Vec<PathBuf> {
+            vec![]
+        }
+        fn symlinks_in(&self, _: &Path, _: usize) -> Vec<PathBuf> {
+            vec![]
         }
     }
 
@@ -316,6 +416,11 @@ mod tests {
             ],
             &mut grants,
             &mut protections,
+            &|_| false,
+            &Files(
+                &["/h", "/h/.ssh"],
+                &["/h/.npmrc", "/h/.ssh/config", "/h/.claude.json"],
+            ),
         );
         assert_eq!(
             kept,
