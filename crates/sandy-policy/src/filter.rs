@@ -69,7 +69,7 @@ pub fn filter_file(target: &Path, text: &[u8]) -> Vec<u8> {
     let style = match name {
         ".npmrc" | "npmrc" => CommentStyle::Semicolon,
         "rc" if target.parent().is_some_and(|p| p.ends_with("pnpm")) => CommentStyle::Semicolon,
-        ".pypirc" | ".yarnrc" | "config" => CommentStyle::Hash,
+        ".pypirc" | ".yarnrc" | "config" | ".condarc" | "condarc" => CommentStyle::Hash,
         _ if matches!(
             ext,
             "toml" | "yml" | "yaml" | "conf" | "cfg" | "ini" | "properties" | "json"
@@ -92,9 +92,16 @@ pub fn filter_credentials(text: &[u8], style: CommentStyle) -> Vec<u8> {
     };
     let mut out = Vec::with_capacity(text.len());
     let mut lines = text.split(|&b| b == b'\n').peekable();
+    // The rest of a dropped value that spans lines.
+    let mut rest: Option<Continuation> = None;
     while let Some(line) = lines.next() {
-        if assigns_credential(line) || has_credential_key(line) {
+        let continued = rest.take().and_then(|c| c.takes(line));
+        if let Some(next) = continued {
             out.extend_from_slice(marker);
+            rest = next;
+        } else if drops_line(line) {
+            out.extend_from_slice(marker);
+            rest = Continuation::after(line, style);
         } else {
             out.extend_from_slice(&strip_url_userinfo(line));
         }
@@ -102,6 +109,321 @@ pub fn filter_credentials(text: &[u8], style: CommentStyle) -> Vec<u8> {
             out.push(b'\n');
         }
     }
+    out
+}
+
+/// The lines after a dropped one that still belong to its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Continuation {
+    /// A TOML multi-line string (`token = """`), up to the line closing it.
+    Delimiter(&'static [u8]),
+    /// A YAML block scalar (`npmAuthToken: >-`): the lines indented deeper than its key,
+    /// and blank ones.
+    Indented(usize),
+    /// A shell line ending in `\`, or a quote left open: up to the line that ends
+    /// neither.
+    Shell(Option<u8>),
+}
+
+impl Continuation {
+    /// What a dropped line leaves open: a multi-line string, a YAML block, or in a shell
+    /// script a line continued or a quote left open.
+    fn after(line: &[u8], style: CommentStyle) -> Option<Continuation> {
+        let trimmed = line.trim_ascii();
+        for delim in [&b"\"\"\""[..], b"'''"] {
+            if count(line, delim) % 2 == 1 {
+                return Some(Continuation::Delimiter(delim));
+            }
+        }
+        if style == CommentStyle::Shell {
+            let open = open_quote(line);
+            return (open.is_some() || trimmed.ends_with(b"\\"))
+                .then_some(Continuation::Shell(open));
+        }
+        if let Some(colon) = trimmed.iter().rposition(|&b| b == b':') {
+            let indicator = trimmed[colon + 1..].trim_ascii();
+            let block = indicator.first().is_some_and(|&b| b == b'|' || b == b'>')
+                && indicator[1..]
+                    .iter()
+                    .all(|&b| b == b'-' || b == b'+' || b.is_ascii_digit());
+            if block {
+                return Some(Continuation::Indented(indent(line)));
+            }
+        }
+        None
+    }
+
+    /// Whether `line` belongs to the value, and what stays open after it.
+    #[allow(clippy::option_option)]
+    fn takes(self, line: &[u8]) -> Option<Option<Continuation>> {
+        match self {
+            Continuation::Delimiter(delim) => Some((!contains(line, delim)).then_some(self)),
+            Continuation::Indented(key) => {
+                (line.trim_ascii().is_empty() || indent(line) > key).then_some(Some(self))
+            }
+            Continuation::Shell(Some(quote)) => Some((!line.contains(&quote)).then_some(self)),
+            Continuation::Shell(None) => {
+                Some(line.trim_ascii_end().ends_with(b"\\").then_some(self))
+            }
+        }
+    }
+}
+
+fn indent(line: &[u8]) -> usize {
+    line.iter()
+        .take_while(|&&b| b == b' ' || b == b'\t')
+        .count()
+}
+
+fn count(haystack: &[u8], needle: &[u8]) -> usize {
+    let mut n = 0;
+    let mut i = 0;
+    while let Some(at) = find(&haystack[i..], needle) {
+        n += 1;
+        i += at + needle.len();
+    }
+    n
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    find(haystack, needle).is_some()
+}
+
+/// The quote a shell line leaves open at its end, if any.
+fn open_quote(line: &[u8]) -> Option<u8> {
+    let mut quote: Option<u8> = None;
+    let mut i = 0;
+    while i < line.len() {
+        let b = line[i];
+        match quote {
+            None if b == b'#' && (i == 0 || line[i - 1].is_ascii_whitespace()) => break,
+            None if b == b'\\' => i += 1,
+            None if b == b'"' || b == b'\'' => quote = Some(b),
+            Some(b'"') if b == b'\\' => i += 1,
+            Some(q) if b == q => quote = None,
+            _ => {}
+        }
+        i += 1;
+    }
+    quote
+}
+
+/// Whether a line goes: it carries a well-known token or a credential in a URL or DSN
+/// (comments included), or it is not a comment and assigns a name that looks like a
+/// credential anywhere in it (every command of a shell line, every word of `export`,
+/// `declare`, ..., an alias's or a function's body, a fish `set` with any flags, a key in
+/// an inline table), or sends an `Authorization` header.
+fn drops_line(line: &[u8]) -> bool {
+    if has_known_token(line) || has_credential_userinfo(line) {
+        return true;
+    }
+    let trimmed = line.trim_ascii_start();
+    if trimmed.starts_with(b"#") || trimmed.starts_with(b";") {
+        return false;
+    }
+    assigns_credential(line)
+        || has_credential_key(line)
+        || has_credential_assignment(line)
+        || sets_credential(line)
+        || has_auth_header(line)
+}
+
+/// `Authorization:` or `Bearer TOKEN` anywhere in the line (an alias's `curl -H`, git's
+/// `http.extraHeader`).
+fn has_auth_header(line: &[u8]) -> bool {
+    let lower = line.to_ascii_lowercase();
+    contains(&lower, b"authorization:")
+        || find(&lower, b"bearer ").is_some_and(|at| {
+            lower[at + 7..]
+                .first()
+                .is_some_and(|b| !b.is_ascii_whitespace() && *b != b'"' && *b != b'\'')
+        })
+}
+
+/// Token prefixes of well-known services, with the shortest run of token characters
+/// that must follow and whether `_` and `-` are token characters there.
+const TOKEN_PREFIXES: &[(&str, usize, bool)] = &[
+    ("github_pat_", 20, true),
+    ("ghp_", 20, false),
+    ("gho_", 20, false),
+    ("ghu_", 20, false),
+    ("ghs_", 20, false),
+    ("ghr_", 20, false),
+    ("glpat-", 20, true),
+    ("xoxa-", 10, true),
+    ("xoxb-", 10, true),
+    ("xoxp-", 10, true),
+    ("xoxr-", 10, true),
+    ("xoxs-", 10, true),
+    ("sk-", 16, true),
+    ("AKIA", 16, false),
+    ("ASIA", 16, false),
+    ("hf_", 20, false),
+    ("npm_", 20, false),
+    ("pypi-", 20, true),
+];
+
+/// Whether a word of the line starts with a well-known token prefix followed by enough
+/// token characters (`ghp_...`, `sk-ant-...`, `AKIA...`): a token whatever the name it is
+/// assigned to, or none.
+fn has_known_token(line: &[u8]) -> bool {
+    let token_byte = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'-';
+    (0..line.len()).any(|at| {
+        if at > 0 && token_byte(line[at - 1]) {
+            return false;
+        }
+        TOKEN_PREFIXES.iter().any(|(prefix, min, dashes)| {
+            let Some(after) = line[at..].strip_prefix(prefix.as_bytes()) else {
+                return false;
+            };
+            let run = after
+                .iter()
+                .take_while(|&&b| {
+                    b.is_ascii_alphanumeric() || (*dashes && (b == b'_' || b == b'-'))
+                })
+                .count();
+            run >= *min
+        })
+    })
+}
+
+/// A password in a URL or DSN that removing `user:password@` from the URL's authority
+/// would not remove: a DSN without a scheme (`user:pw@tcp(host)/db`,
+/// `x-access-token:T@github.com`), or a URL whose password holds a `/`.
+fn has_credential_userinfo(line: &[u8]) -> bool {
+    if contains(&line.to_ascii_lowercase(), b"x-access-token:") {
+        return true;
+    }
+    let separator = |b: u8| {
+        b.is_ascii_whitespace()
+            || matches!(b, b'"' | b'\'' | b'=' | b'(' | b',' | b';' | b'<' | b'>')
+    };
+    line.iter().enumerate().any(|(at, &b)| {
+        if b != b'@' || at + 1 >= line.len() || separator(line[at + 1]) {
+            return false;
+        }
+        let start = line[..at]
+            .iter()
+            .rposition(|&c| separator(c))
+            .map_or(0, |p| p + 1);
+        let word = &line[start..at];
+        match find(word, b"://") {
+            Some(scheme) => {
+                let info = &word[scheme + 3..];
+                info.contains(&b':') && info.contains(&b'/')
+            }
+            None => word.iter().position(|&c| c == b':').is_some_and(|colon| {
+                colon > 0
+                    && colon + 1 < word.len()
+                    && !word[..colon].eq_ignore_ascii_case(b"mailto")
+                    && !word.starts_with(b"@")
+            }),
+        }
+    })
+}
+
+/// Whether any `NAME=value` in the line, wherever it stands (each command of a shell
+/// line, each word of `export`/`declare`/`typeset`/`readonly`/`local`, an alias's or a
+/// function's body, `--token=...`, a URL's query), assigns a non-empty value to a name
+/// that looks like a credential.
+fn has_credential_assignment(line: &[u8]) -> bool {
+    let name_byte = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.');
+    line.iter().enumerate().any(|(eq, &b)| {
+        if b != b'=' || line.get(eq + 1) == Some(&b'=') || (eq > 0 && line[eq - 1] == b'=') {
+            return false;
+        }
+        // `NAME+=value` too.
+        let end = if eq > 0 && line[eq - 1] == b'+' {
+            eq - 1
+        } else {
+            eq
+        };
+        let start = line[..end]
+            .iter()
+            .rposition(|&c| !name_byte(c))
+            .map_or(0, |p| p + 1);
+        let name = line[start..end].trim_ascii_start();
+        let name = name.strip_prefix(b"--").unwrap_or(name);
+        let value = &line[eq + 1..];
+        let empty = match value.first() {
+            None => true,
+            Some(&q @ (b'"' | b'\'')) => value.get(1) == Some(&q),
+            Some(&c) => c.is_ascii_whitespace() || matches!(c, b';' | b'&' | b'|' | b')'),
+        };
+        !name.is_empty() && !empty && looks_like_credential(name)
+    })
+}
+
+/// Whether a command of the line is a fish `set` (with any flags: `-xg`, `-x -g`,
+/// `--global --export`, `-Ux`) or a csh `setenv` of a name that looks like a credential,
+/// with a value.
+fn sets_credential(line: &[u8]) -> bool {
+    commands(line).iter().any(|words| {
+        let mut words = words
+            .iter()
+            .skip_while(|w| {
+                matches!(
+                    w.as_slice(),
+                    b"then"
+                        | b"do"
+                        | b"else"
+                        | b"{"
+                        | b"("
+                        | b"begin"
+                        | b"and"
+                        | b"or"
+                        | b"not"
+                        | b"if"
+                        | b"command"
+                        | b"builtin"
+                )
+            })
+            .peekable();
+        if !matches!(words.next().map(Vec::as_slice), Some(b"set" | b"setenv")) {
+            return false;
+        }
+        let mut rest = words.skip_while(|w| w.starts_with(b"-"));
+        match (rest.next(), rest.next()) {
+            (Some(name), Some(_)) => looks_like_credential(name),
+            _ => false,
+        }
+    })
+}
+
+/// The commands of a shell line (split at `;`, `&&`, `||`, `|` and `&` outside quotes;
+/// a `#` after a blank ends the line), each as its words with quotes removed.
+fn commands(line: &[u8]) -> Vec<Vec<Vec<u8>>> {
+    let mut out: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
+    let mut word: Option<Vec<u8>> = None;
+    let mut quote: Option<u8> = None;
+    let mut i = 0;
+    let finish = |word: &mut Option<Vec<u8>>, out: &mut Vec<Vec<Vec<u8>>>| {
+        if let (Some(w), Some(cmd)) = (word.take(), out.last_mut()) {
+            cmd.push(w);
+        }
+    };
+    while i < line.len() {
+        let b = line[i];
+        match quote {
+            Some(q) if b == q => quote = None,
+            Some(_) => word.get_or_insert_with(Vec::new).push(b),
+            None => match b {
+                b'"' | b'\'' => {
+                    quote = Some(b);
+                    word.get_or_insert_with(Vec::new);
+                }
+                b'#' if word.is_none() => break,
+                b';' | b'&' | b'|' => {
+                    finish(&mut word, &mut out);
+                    out.push(Vec::new());
+                }
+                _ if b.is_ascii_whitespace() => finish(&mut word, &mut out),
+                _ => word.get_or_insert_with(Vec::new).push(b),
+            },
+        }
+        i += 1;
+    }
+    finish(&mut word, &mut out);
     out
 }
 
@@ -127,6 +449,23 @@ fn assigns_credential(line: &[u8]) -> bool {
         if let Some(r) = rest.strip_prefix(prefix) {
             rest = r.trim_ascii_start();
             break;
+        }
+    }
+    // A quoted TOML key, dotted (`"registries".x.token = ...`): the name is its last part.
+    if rest.starts_with(b"\"") {
+        if let Some(eq) = rest.iter().position(|&b| b == b'=') {
+            let key: Vec<u8> = rest[..eq]
+                .iter()
+                .copied()
+                .filter(|&b| b != b'"' && b != b'\'')
+                .collect();
+            let last = key
+                .rsplit(|&b| b == b'.' || b == b':' || b == b'/')
+                .next()
+                .unwrap_or(&key);
+            if !rest[eq + 1..].trim_ascii().is_empty() && looks_like_credential(last.trim_ascii()) {
+                return true;
+            }
         }
     }
     // A quoted key (`.yarnrc`: `"//registry/:_authToken" value`): the name is inside.
@@ -203,8 +542,29 @@ fn has_credential_key(line: &[u8]) -> bool {
     false
 }
 
+/// Whether a name looks like a credential's: one of [`CREDENTIAL_WORDS`] (see
+/// [`has_credential_word`]), a `PAT` or `OTP` word (`GH_PAT`, `AZURE_DEVOPS_EXT_PAT`,
+/// npm's `otp`), `KEY` or `LOGIN` as its last word after another (`OPENAI_KEY`,
+/// `signingInMemoryKey`, `gpr.key`, `sonar.login`; not `KEYMAP`, `KEYTIMEOUT`,
+/// `SSH_KEY_PATH` or `SIGNING_KEY_FILE`, which name a file), or `WEBHOOK` anywhere in it
+/// (`SLACK_WEBHOOK_URL`).
 fn looks_like_credential(name: &[u8]) -> bool {
-    // camelCase words become snake_case words: `npmAuthToken` is `npm_auth_token`.
+    if has_credential_word(name) {
+        return true;
+    }
+    let normalized = snake_case(name);
+    let n = normalized.as_slice();
+    is_whole_word_of(n, b"pat")
+        || is_whole_word_of(n, b"otp")
+        || contains(n, b"webhook")
+        || [&b"_key"[..], b"_login"]
+            .iter()
+            .any(|end| n.ends_with(end) && n.len() > end.len())
+}
+
+/// `name` in `snake_case`: `-` and `.` read as `_`, a capital after a lower-case letter
+/// starts a word, all lower case.
+fn snake_case(name: &[u8]) -> Vec<u8> {
     let mut normalized: Vec<u8> = Vec::with_capacity(name.len() + 8);
     for (i, &b) in name.iter().enumerate() {
         match b {
@@ -218,6 +578,13 @@ fn looks_like_credential(name: &[u8]) -> bool {
             other => normalized.push(other),
         }
     }
+    normalized
+}
+
+/// Whether the name holds one of [`CREDENTIAL_WORDS`].
+fn has_credential_word(name: &[u8]) -> bool {
+    // camelCase words become snake_case words: `npmAuthToken` is `npm_auth_token`.
+    let normalized = snake_case(name);
     let n = normalized.as_slice();
     CREDENTIAL_WORDS.iter().any(|word| {
         let word = word.trim_start_matches('_').as_bytes();
@@ -292,14 +659,13 @@ pub fn filter_xml(text: &[u8]) -> Vec<u8> {
         if tag.ends_with(b"/") {
             continue;
         }
-        let mut close = b"</".to_vec();
-        close.extend_from_slice(name);
-        close.push(b'>');
-        let Some(end) = find(&text[i..], &close).map(|p| i + p) else {
+        let Some((end, close)) = find_close(&text[i..], name).map(|(p, l)| (i + p, l)) else {
             continue;
         };
+        let close = text[end..end + close].to_vec();
         let content = &text[i..end];
-        if content.contains(&b'<') {
+        let cdata = content.trim_ascii().starts_with(b"<![CDATA[");
+        if content.contains(&b'<') && !cdata {
             // A container: its children are judged one by one.
             continue;
         }
@@ -320,7 +686,30 @@ pub fn filter_xml(text: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The first closing tag of `name` in `text` (`</name>`, blanks allowed before the `>`):
+/// its offset and length.
+fn find_close(text: &[u8], name: &[u8]) -> Option<(usize, usize)> {
+    let mut open = b"</".to_vec();
+    open.extend_from_slice(name);
+    let mut from = 0;
+    while let Some(at) = find(&text[from..], &open).map(|p| from + p) {
+        let after = at + open.len();
+        let blanks = text[after..]
+            .iter()
+            .take_while(|b| b.is_ascii_whitespace())
+            .count();
+        if text.get(after + blanks) == Some(&b'>') {
+            return Some((at, open.len() + blanks + 1));
+        }
+        from = after;
+    }
+    None
+}
+
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() || needle.len() > haystack.len() {
+        return None;
+    }
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
@@ -409,7 +798,7 @@ mod tests {
         names.push(vec![0xff, b'_', b't', b'o', b'k', b'e', b'n']);
         for name in &names {
             assert_eq!(
-                looks_like_credential(name),
+                has_credential_word(name),
                 looks_like_credential_reference(name),
                 "{:?}",
                 String::from_utf8_lossy(name)
@@ -549,5 +938,241 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(toml, "# sandy: credential line removed\n");
+    }
+
+    fn shell(text: &str) -> String {
+        String::from_utf8(filter_file(Path::new("/h/.bashrc"), text.as_bytes())).unwrap()
+    }
+
+    const GONE: &str = "true # sandy: credential line removed";
+
+    /// Every assignment of every command of a line is judged, not only the first.
+    #[test]
+    fn every_assignment_of_a_line_is_judged() {
+        for line in [
+            "export EDITOR=vim; export OPENAI_API_KEY=x",
+            "export PATH=\"$HOME/bin:$PATH\" ANTHROPIC_API_KEY=x",
+            "export FOO=1 && export GITHUB_TOKEN=x",
+            "export FOO=1 || GITHUB_TOKEN=x gh auth status",
+            "echo hi | GITHUB_TOKEN=x gh api",
+            "declare -x A=1 B=2 HF_TOKEN=x",
+            "typeset -gx A=1 NPM_TOKEN=x",
+            "readonly A=1 DB_PASSWORD=x",
+            "f() { local A=1 API_SECRET=x; }",
+            "A=1 TOKEN=x",
+            "PATH+=:/x; GH_TOKEN+=x",
+            "alias gh2='GH_TOKEN=x gh'",
+            "alias deploy=\"curl -H 'Authorization: token x' https://api.example\"",
+            "alias api='curl -H \"authorization: Bearer abc\" https://h'",
+            "alias pub='npm publish --otp=123456'",
+            "alias login='docker login --password=hunter2 r.example'",
+            "alias vlt='vault login --token=s.abc'",
+            "function deploy; env SENTRY_AUTH_TOKEN=x sentry-cli releases; end",
+        ] {
+            assert_eq!(shell(line), GONE, "{line}");
+        }
+    }
+
+    /// fish: any `set` with any flags whose first non-flag word is a credential name,
+    /// several on a line too.
+    #[test]
+    fn fish_set_with_any_flags_is_judged() {
+        for line in [
+            "set -xg OPENAI_API_KEY v",
+            "set -x -g OPENAI_API_KEY v",
+            "set --global --export OPENAI_API_KEY v",
+            "set -Ux GITHUB_TOKEN v",
+            "set -U GITHUB_TOKEN v",
+            "set GITHUB_TOKEN v",
+            "set -gx EDITOR vim; set -gx ANTHROPIC_API_KEY v",
+            "if status is-interactive; set -gx HF_TOKEN v; end",
+            "setenv GITHUB_TOKEN v",
+        ] {
+            assert_eq!(
+                String::from_utf8(filter_file(
+                    Path::new("/h/.config/fish/config.fish"),
+                    line.as_bytes()
+                ))
+                .unwrap(),
+                GONE,
+                "{line}"
+            );
+        }
+        for line in [
+            "set -gx EDITOR vim",
+            "set -gx PATH $HOME/bin $PATH",
+            "set -e GITHUB_TOKEN",
+            "set -q GITHUB_TOKEN",
+            "set fish_greeting",
+        ] {
+            assert_eq!(shell(line), line, "{line}");
+        }
+    }
+
+    /// Names missed before: `*_PAT`, a last word `KEY` or `LOGIN` after another,
+    /// `*WEBHOOK*`, npm's `otp`.
+    #[test]
+    fn pat_key_login_webhook_and_otp_names() {
+        for name in [
+            "GH_PAT",
+            "GITHUB_PAT",
+            "AZURE_DEVOPS_EXT_PAT",
+            "OPENAI_KEY",
+            "OPENROUTER_KEY",
+            "MISTRAL_KEY",
+            "SENDGRID_KEY",
+            "SIGNING_KEY",
+            "signingInMemoryKey",
+            "gpr.key",
+            "sonar.login",
+            "SLACK_WEBHOOK_URL",
+            "DISCORD_WEBHOOK",
+            "otp",
+        ] {
+            assert!(looks_like_credential(name.as_bytes()), "{name}");
+            assert_eq!(shell(&format!("export {name}=v")), GONE, "{name}");
+        }
+        // Not credentials: settings, and names that point at a key's file.
+        for name in [
+            "PATH",
+            "EDITOR",
+            "KEYMAP",
+            "KEYTIMEOUT",
+            "GPG_TTY",
+            "SSH_KEY_PATH",
+            "SIGNING_KEY_FILE",
+            "COMPAT",
+            "PATCH_LEVEL",
+            "KEY",
+            "LOGIN_SHELL",
+            "HOTKEY",
+        ] {
+            assert!(!looks_like_credential(name.as_bytes()), "{name}");
+            let line = format!("export {name}=v");
+            assert_eq!(shell(&line), line, "{name}");
+        }
+    }
+
+    /// A value that is a well-known token, or a URL or DSN with a password that
+    /// stripping the URL's user information would not remove, drops the line whatever the
+    /// name (comments too); a URL's user information is removed from a kept line.
+    #[test]
+    fn values_that_carry_credentials() {
+        for line in [
+            "export FOO=ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+            "export FOO=gho_abcdefghijklmnopqrstuvwxyz0123456789",
+            "export X=github_pat_11ABCDEFG0abcdefghijkl_mnopqrstuvwxyz",
+            "GL=glpat-abcdefghij0123456789",
+            "export SLACK=xoxb-1234567890-abcdefghij",
+            "export LLM=sk-ant-api03-abcdefghijklmnop",
+            "export LLM=\"sk-proj-abcdefghijklmnopqrst\"",
+            "export AWS_ID=AKIAIOSFODNN7EXAMPLE",
+            "export HUB=hf_abcdefghijklmnopqrstuvwxyzABCDEFGH",
+            "export NPMT=npm_abcdefghijklmnopqrstuvwxyz0123456789",
+            "# export OLD=ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+            "export MYSQL_DSN='app:s3cret@tcp(db:3306)/app'",
+            "export REMOTE=x-access-token:abc123@github.com/o/r.git",
+            "export DB='postgres://app:pa/ss@db.example/app'",
+        ] {
+            assert_eq!(shell(line), GONE, "{line}");
+        }
+        assert_eq!(
+            shell("export DATABASE_URL=postgres://app:s3cret@db.example:5432/app"),
+            "export DATABASE_URL=postgres://db.example:5432/app"
+        );
+        for line in [
+            "export npm_config_cache=$HOME/.npm",
+            "alias tasks='task-runner --sk-mode'",
+            "export MAILTO=mailto:me@example.com",
+            "git remote add o git@github.com:o/r.git",
+            "registry=https://r.example/@scope/",
+            "@scope:registry=https://r.example/",
+            "email = me@example.com",
+            "export DISK=disk-abcdefghijklmnopqrstuvwxyz",
+            "alias ask='askpass-helper'",
+        ] {
+            assert_eq!(shell(line), line, "{line}");
+        }
+    }
+
+    /// Gradle, Maven, TOML and YAML shapes that carried a secret past the filter.
+    #[test]
+    fn package_configuration_shapes() {
+        let gradle = "org.gradle.jvmargs=-Xmx2g\ngpr.user=me\ngpr.key=k-secret\n\
+                      signingInMemoryKey=s-secret\nsigning.password=p-secret\n\
+                      sonar.login=l-secret\nmavenCentralToken=t-secret\n\
+                      signing.keyId=ABCD1234\n";
+        let out = String::from_utf8(filter_file(
+            Path::new("/h/.gradle/gradle.properties"),
+            gradle.as_bytes(),
+        ))
+        .unwrap();
+        assert!(!out.contains("-secret"), "{out}");
+        assert!(out.contains("org.gradle.jvmargs=-Xmx2g"), "{out}");
+        assert!(out.contains("gpr.user=me"), "{out}");
+        assert!(out.contains("signing.keyId=ABCD1234"), "{out}");
+        assert_eq!(out.lines().count(), gradle.lines().count());
+        let xml = "<settings><servers><server><id>a</id>\n\
+                   <password><![CDATA[cdata-secret]]></password>\n\
+                   <password >spaced-secret</password >\n\
+                   <username>me</username></server></servers></settings>\n";
+        let out = String::from_utf8(filter_file(
+            Path::new("/h/.m2/settings.xml"),
+            xml.as_bytes(),
+        ))
+        .unwrap();
+        assert!(!out.contains("-secret"), "{out}");
+        assert!(out.contains("<username>me</username>"), "{out}");
+        assert_eq!(out.lines().count(), xml.lines().count());
+        let toml = "[registry]\ntoken = \"\"\"\nmulti-secret\n\"\"\"\n\
+                    \"registries\".mine.token = \"quoted-secret\"\n[registries.mine]\n\
+                    index = \"https://r.example\"\nother = '''\nnot a secret\n'''\n";
+        let out = String::from_utf8(filter_file(
+            Path::new("/h/.cargo/config.toml"),
+            toml.as_bytes(),
+        ))
+        .unwrap();
+        assert!(!out.contains("-secret"), "{out}");
+        assert!(out.contains("index = \"https://r.example\""), "{out}");
+        assert!(out.contains("not a secret"), "{out}");
+        assert_eq!(out.lines().count(), toml.lines().count());
+        let yaml =
+            "npmRegistryServer: \"https://r.example\"\nnpmAuthToken: >-\n  block-\n  secret\n\n\
+                    npmScopes:\n  co:\n    npmAuthToken: |\n      nested-secret\n\
+                    \x20   npmRegistryServer: \"https://co.example\"\nenableTelemetry: false\n";
+        let out =
+            String::from_utf8(filter_file(Path::new("/h/.yarnrc.yml"), yaml.as_bytes())).unwrap();
+        assert!(!out.contains("secret"), "{out}");
+        assert!(out.contains("npmScopes:"), "{out}");
+        assert!(
+            out.contains("    npmRegistryServer: \"https://co.example\""),
+            "{out}"
+        );
+        assert!(out.contains("enableTelemetry: false"), "{out}");
+        assert_eq!(out.lines().count(), yaml.lines().count());
+        let npmrc = "registry=https://r.example/\notp=123456\n";
+        assert_eq!(
+            String::from_utf8(filter_file(Path::new("/h/.npmrc"), npmrc.as_bytes())).unwrap(),
+            "registry=https://r.example/\n; sandy: credential line removed\n"
+        );
+        let condarc = "channels:\n  - defaults\nchannel_alias: https://u:c-secret@conda.example\n";
+        let out =
+            String::from_utf8(filter_file(Path::new("/h/.condarc"), condarc.as_bytes())).unwrap();
+        assert_eq!(
+            out,
+            "channels:\n  - defaults\nchannel_alias: https://conda.example\n"
+        );
+    }
+
+    /// A shell value left open on a dropped line (a backslash, an open quote) goes with it.
+    #[test]
+    fn a_dropped_shell_value_spanning_lines_goes_whole() {
+        let rc = "export GITHUB_TOKEN=\"abc\ndef-secret\"\nalias ll='ls -l'\n\
+                  export NPM_TOKEN=\\\n  more-secret\nexport EDITOR=vim\n";
+        let out = shell(rc);
+        assert!(!out.contains("secret"), "{out}");
+        assert!(out.contains("alias ll='ls -l'"), "{out}");
+        assert!(out.contains("export EDITOR=vim"), "{out}");
+        assert_eq!(out.lines().count(), rc.lines().count());
     }
 }
