@@ -529,3 +529,116 @@ fn a_startup_file_inside_the_project_is_never_writable_and_its_names_are_pinned(
         }
     });
 }
+
+/// Lines that passed the credential filter before: several assignments on a line, fish's
+/// `set` with any flags, names like `GH_PAT`, `OPENAI_KEY` and `SLACK_WEBHOOK_URL`,
+/// tokens by their prefix, DSNs, aliases carrying a token; Gradle, Maven, TOML, YAML and
+/// npm shapes; npm's global configuration in a toolchain prefix on `PATH`. None of the
+/// secrets is readable inside, the settings around them are, and the host files do not
+/// change.
+#[test]
+fn credentials_in_every_shape_stay_outside() {
+    for_each_user(|w| {
+        let s = SECRET;
+        let files = [
+            (
+                "home/.bashrc",
+                format!(
+                    "export EDITOR=vim; export OPENAI_API_KEY={s}\n\
+                     export PATH=\"$HOME/bin:$PATH\" ANTHROPIC_API_KEY={s}\n\
+                     export FOO=1 && export GITHUB_TOKEN={s}\ndeclare -x A=1 B=2 HF_TOKEN={s}\n\
+                     A=1 TOKEN={s}\nexport GH_PAT={s}\nexport OPENROUTER_KEY={s}\n\
+                     export SLACK_WEBHOOK_URL=https://hooks.slack.com/services/{s}\n\
+                     export SOMETHING=ghp_abcdefghijklmnopqrstuvwxyz0123456789\n\
+                     export MYSQL_DSN='app:{s}@tcp(db:3306)/app'\n\
+                     alias gh2='GH_TOKEN={s} gh'\n\
+                     alias api='curl -H \"Authorization: Bearer {s}\" https://api.example'\n\
+                     export KEYTIMEOUT=1\nexport SSH_KEY_PATH=$HOME/.ssh/id_ed25519\nalias ll='ls -l'\n"
+                ),
+            ),
+            (
+                "home/.config/fish/config.fish",
+                format!(
+                    "set -xg OPENAI_API_KEY {s}\nset -x -g GH_TOKEN {s}\n\
+                     set --global --export HF_TOKEN {s}\nset -Ux NPM_TOKEN {s}\n\
+                     set -gx EDITOR vim; set -gx ANTHROPIC_API_KEY {s}\nset -gx PAGER less\n"
+                ),
+            ),
+            (
+                "home/.gradle/gradle.properties",
+                format!(
+                    "org.gradle.jvmargs=-Xmx2g\ngpr.key={s}\nsigningInMemoryKey={s}\n\
+                     signing.password={s}\nsonar.login={s}\n"
+                ),
+            ),
+            (
+                "home/.m2/settings.xml",
+                format!(
+                    "<settings><servers><server><id>a</id>\n<password><![CDATA[{s}]]></password>\n\
+                     <password >{s}</password >\n<username>me</username></server></servers></settings>\n"
+                ),
+            ),
+            (
+                "home/.cargo/config.toml",
+                format!(
+                    "[registry]\ntoken = \"\"\"\n{s}\n\"\"\"\n\"registries\".mine.token = \"{s}\"\n\
+                     [net]\ngit-fetch-with-cli = true\n"
+                ),
+            ),
+            (
+                "home/.yarnrc.yml",
+                format!("npmAuthToken: >-\n  {s}\nenableTelemetry: false\n"),
+            ),
+            (
+                "home/.npmrc",
+                format!("registry=https://r.example/\notp={s}\n"),
+            ),
+            (
+                "home/.npm-global/etc/npmrc",
+                format!("//registry.npmjs.org/:_authToken={s}\nfund=false\n"),
+            ),
+        ];
+        let mut paths = Vec::new();
+        for (path, text) in &files {
+            paths.push(w.write(path, text));
+        }
+        std::fs::create_dir_all(w.home.join(".npm-global/bin")).unwrap();
+        w.chown_all();
+        let before: Vec<_> = paths.iter().map(|p| fingerprint(p)).collect();
+        let cat: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        let path_var = format!(
+            "{}:/usr/local/bin:/usr/bin:/bin",
+            w.home.join(".npm-global/bin").display()
+        );
+        let o = w
+            .sandy(
+                ["run", "--", "cat"]
+                    .into_iter()
+                    .map(String::from)
+                    .chain(cat.iter().cloned()),
+            )
+            .env("PATH", &path_var)
+            .output()
+            .unwrap();
+        assert_code(&o, 0, "reading every configuration file");
+        let out = stdout(&o);
+        assert!(!out.contains(SECRET), "a secret leaked:\n{out}");
+        assert!(!out.contains("ghp_"), "a token leaked:\n{out}");
+        for kept in [
+            "alias ll='ls -l'",
+            "export KEYTIMEOUT=1",
+            "export SSH_KEY_PATH=$HOME/.ssh/id_ed25519",
+            "set -gx PAGER less",
+            "org.gradle.jvmargs=-Xmx2g",
+            "<username>me</username>",
+            "git-fetch-with-cli = true",
+            "enableTelemetry: false",
+            "registry=https://r.example/",
+            "fund=false",
+        ] {
+            assert!(out.contains(kept), "{kept} missing:\n{out}");
+        }
+        let after: Vec<_> = paths.iter().map(|p| fingerprint(p)).collect();
+        assert_eq!(before, after, "a host file changed");
+    });
+}

@@ -1401,3 +1401,47 @@ fn a_startup_file_in_a_writable_tree_is_protected_under_its_name_and_its_file() 
         ]
     );
 }
+
+/// npm's global configuration in every granted toolchain prefix (an npm-global prefix,
+/// an nvm version), `$NPM_CONFIG_GLOBALCONFIG`, and conda's `.condarc` files are filtered
+/// views like `~/.npmrc`.
+#[test]
+fn global_npm_and_conda_configuration_are_filtered_views() {
+    let fs = base_fs()
+        .dir("/home/u/.npm-global")
+        .dir("/home/u/.npm-global/bin")
+        .dir("/home/u/.npm-global/etc")
+        .file("/home/u/.npm-global/etc/npmrc")
+        .dir("/home/u/.nvm")
+        .dir("/home/u/.nvm/versions")
+        .dir("/home/u/.nvm/versions/node")
+        .dir("/home/u/.nvm/versions/node/v20")
+        .dir("/home/u/.nvm/versions/node/v20/bin")
+        .dir("/home/u/.nvm/versions/node/v20/etc")
+        .file("/home/u/.nvm/versions/node/v20/etc/npmrc")
+        .dir("/home/u/cfg")
+        .file("/home/u/cfg/global-npmrc")
+        .file("/home/u/.condarc")
+        .dir("/home/u/miniconda3")
+        .dir("/home/u/miniconda3/bin")
+        .file("/home/u/miniconda3/.condarc");
+    let mut h = host("/home/u/.npm-global/bin:/home/u/.nvm/versions/node/v20/bin:/home/u/miniconda3/bin:/usr/bin");
+    h.env.push((
+        "NPM_CONFIG_GLOBALCONFIG".into(),
+        "/home/u/cfg/global-npmrc".into(),
+    ));
+    let policy = resolve(&request(&["true"]), &h, &fs).unwrap();
+    let views = filtered_views(&policy);
+    for file in [
+        "/home/u/.npm-global/etc/npmrc",
+        "/home/u/.nvm/versions/node/v20/etc/npmrc",
+        "/home/u/miniconda3/.condarc",
+        "/home/u/cfg/global-npmrc",
+        "/home/u/.condarc",
+    ] {
+        assert!(
+            views.contains(&pair(file, None)),
+            "{file} missing from {views:?}"
+        );
+    }
+}

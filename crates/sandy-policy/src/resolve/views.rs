@@ -195,6 +195,65 @@ pub(super) fn package_config_views(home: &Path, host: &HostContext) -> Vec<FileV
         .collect()
 }
 
+/// npm's global configuration (`npm config set -g`, `npm login --location=global` write
+/// it) and conda's: `PREFIX/etc/npmrc` and `PREFIX/.condarc` in every toolchain prefix a
+/// grant makes readable (`~/.npm-global`, nvm's `~/.nvm/versions/node/vX`, a conda
+/// install), the system prefixes' npmrc, `$NPM_CONFIG_GLOBALCONFIG`, the npmrc of
+/// `$NPM_CONFIG_PREFIX`, `$CONDARC` and the user's `.condarc` files: read-only views
+/// without their credentials, like `~/.npmrc`.
+pub(super) fn global_config_views(
+    home: &Path,
+    host: &HostContext,
+    grants: &[Grant],
+) -> Vec<FileView> {
+    let var = |name: &str| {
+        host.var(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    let xdg_config = var("XDG_CONFIG_HOME").unwrap_or_else(|| home.join(".config"));
+    let prefixes = grants
+        .iter()
+        .filter(|g| g.origin == Origin::Path && g.scope == Scope::Subtree)
+        .map(|g| g.path.clone());
+    let mut candidates: Vec<(PathBuf, &str)> = Vec::new();
+    for prefix in prefixes {
+        candidates.push((prefix.join("etc/npmrc"), "npm (global)"));
+        candidates.push((prefix.join(".condarc"), "conda"));
+    }
+    let npm_global = var("NPM_CONFIG_GLOBALCONFIG").or_else(|| var("npm_config_globalconfig"));
+    let npm_prefix = var("NPM_CONFIG_PREFIX").or_else(|| var("npm_config_prefix"));
+    candidates.extend(
+        [
+            (npm_global, "npm (global)"),
+            (npm_prefix.map(|p| p.join("etc/npmrc")), "npm (global)"),
+            (Some(PathBuf::from("/usr/etc/npmrc")), "npm (global)"),
+            (Some(PathBuf::from("/usr/local/etc/npmrc")), "npm (global)"),
+            (var("CONDARC"), "conda"),
+            (Some(home.join(".condarc")), "conda"),
+            (Some(home.join(".conda/.condarc")), "conda"),
+            (Some(home.join(".conda/condarc")), "conda"),
+            (Some(xdg_config.join("conda/.condarc")), "conda"),
+            (Some(xdg_config.join("conda/condarc")), "conda"),
+        ]
+        .into_iter()
+        .filter_map(|(p, tool)| p.map(|p| (p, tool))),
+    );
+    candidates
+        .into_iter()
+        .map(|(target, tool)| FileView {
+            target,
+            link: None,
+            kind: ViewKind::Filtered,
+            origin: Origin::Baseline,
+            reason: format!(
+                "{tool} configuration, read-only, without lines that look like credentials"
+            ),
+        })
+        .collect()
+}
+
 /// Tool caches (see [`crate::caches`]): an overlay's mount point becomes a writable
 /// grant (the writes land in Sandy's upper layer, never in the host cache), a redirected
 /// cache's directory in Sandy's cache too, and the tool's variable is set for it. Caches
