@@ -395,7 +395,7 @@ pub fn resolve(
     if let Some(home) = ctx.home {
         views.extend(views::shell_startup_views(home, host, fs));
         views.extend(views::package_config_views(home, host));
-        views.extend(views::global_config_views(home, host, &grants));
+        views.extend(views::global_config_views(home, host, &grants, fs));
     }
     // The agent's state files: a private copy, merged back after the run.
     views.extend(applied.views.iter().cloned());

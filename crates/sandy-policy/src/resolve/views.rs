@@ -200,11 +200,15 @@ pub(super) fn package_config_views(home: &Path, host: &HostContext) -> Vec<FileV
 /// grant makes readable (`~/.npm-global`, nvm's `~/.nvm/versions/node/vX`, a conda
 /// install), the system prefixes' npmrc, `$NPM_CONFIG_GLOBALCONFIG`, the npmrc of
 /// `$NPM_CONFIG_PREFIX`, `$CONDARC` and the user's `.condarc` files: read-only views
-/// without their credentials, like `~/.npmrc`.
+/// without their credentials, like `~/.npmrc`. The system prefixes' npmrc (root's to
+/// write, present on most machines with a packaged npm) is a view only when it holds
+/// something the filter removes: otherwise the sandbox reads the system's own file, as
+/// it reads the rest of `/usr`, and no launch pays a mount for it.
 pub(super) fn global_config_views(
     home: &Path,
     host: &HostContext,
     grants: &[Grant],
+    fs: &dyn PathInspector,
 ) -> Vec<FileView> {
     let var = |name: &str| {
         host.var(name)
@@ -228,8 +232,6 @@ pub(super) fn global_config_views(
         [
             (npm_global, "npm (global)"),
             (npm_prefix.map(|p| p.join("etc/npmrc")), "npm (global)"),
-            (Some(PathBuf::from("/usr/etc/npmrc")), "npm (global)"),
-            (Some(PathBuf::from("/usr/local/etc/npmrc")), "npm (global)"),
             (var("CONDARC"), "conda"),
             (Some(home.join(".condarc")), "conda"),
             (Some(home.join(".conda/.condarc")), "conda"),
@@ -240,6 +242,18 @@ pub(super) fn global_config_views(
         .into_iter()
         .filter_map(|(p, tool)| p.map(|p| (p, tool))),
     );
+    for system in ["/usr/etc/npmrc", "/usr/local/etc/npmrc"].map(PathBuf::from) {
+        let secret = match fs.read_head(&system, MAX_SCAN_BYTES + 1) {
+            Some(text) if text.len() <= MAX_SCAN_BYTES => {
+                crate::filter::filter_file(&system, &text) != text
+            }
+            Some(_) => true,
+            None => false,
+        };
+        if secret {
+            candidates.push((system, "npm (global)"));
+        }
+    }
     candidates
         .into_iter()
         .map(|(target, tool)| FileView {
