@@ -109,6 +109,10 @@ impl PathInspector for HostFs {
         RealFs.read_link(path)
     }
 
+    fn exists(&self, path: &Path) -> bool {
+        RealFs.exists(path)
+    }
+
     fn subdirs(&self, path: &Path, max: usize) -> Vec<PathBuf> {
         entries(path, max, |t| t == FileType::Directory)
     }

@@ -328,6 +328,8 @@ mod inside {
         origin: Origin,
         exists: bool,
         placeholder: Option<Placeholder>,
+        #[serde(default)]
+        reason: Option<String>,
     }
 
     #[derive(Deserialize)]
@@ -380,6 +382,7 @@ mod inside {
                     origin: p.origin,
                     exists: p.exists,
                     placeholder: p.placeholder,
+                    reason: p.reason.clone(),
                 })
                 .collect(),
             private_tmp: PathBuf::from("/tmp"),

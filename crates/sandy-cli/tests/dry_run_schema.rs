@@ -135,20 +135,30 @@ fn reference_document() -> Value {
             { "path": "/tmp", "access": "read_write", "scope": "subtree", "origin": "baseline" }
         ],
         "protections": [
-            { "path": "/home/u/.ssh", "kind": "deny", "origin": "baseline", "exists": true, "placeholder": null },
+            { "path": "/home/u/.ssh", "kind": "deny", "origin": "baseline", "exists": true, "placeholder": null, "reason": null },
             {
                 "path": "/home/u/project/.git/hooks",
                 "kind": "read_only",
                 "origin": "project",
                 "exists": true,
-                "placeholder": "directory"
+                "placeholder": "directory",
+                "reason": null
             },
             {
                 "path": "/home/u/project/.githooks",
                 "kind": "read_only",
                 "origin": "project",
                 "exists": false,
-                "placeholder": null
+                "placeholder": null,
+                "reason": null
+            },
+            {
+                "path": "/home/u/project/.mcp.json",
+                "kind": "read_only",
+                "origin": "profile",
+                "exists": false,
+                "placeholder": null,
+                "reason": "claude profile, applied to every run: Project MCP servers are commands Claude Code starts."
             }
         ],
         "views": [
@@ -317,7 +327,13 @@ fn documents_that_break_the_schema_are_rejected() {
             d["file_grants"][0]["executable"] = json!(true);
         }),
         ("an extra key in a protection", |d| {
-            d["protections"][0]["reason"] = json!("secret");
+            d["protections"][0]["mount_options"] = json!("rw");
+        }),
+        ("a protection without its reason", |d| {
+            d["protections"][0]
+                .as_object_mut()
+                .unwrap()
+                .remove("reason");
         }),
         ("an extra key in the profile", |d| {
             d["profile"]["source"] = json!("embedded");

@@ -321,6 +321,7 @@ pub(crate) fn plan_caches(
                             origin: Origin::Baseline,
                             exists: true,
                             placeholder: None,
+                            reason: None,
                         });
                     }
                 }

@@ -28,6 +28,10 @@ pub struct DryRunProtection {
     pub exists: bool,
     /// What Sandy creates before launch when the path is absent.
     pub placeholder: Option<Placeholder>,
+    /// Why it exists when the origin does not say it alone: an agent profile's
+    /// protection names the profile (the detected one, or another applied to every run)
+    /// and its reason; `null` otherwise.
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -240,6 +244,7 @@ impl DryRunDocument {
                     origin: p.origin,
                     exists: p.exists,
                     placeholder: p.placeholder,
+                    reason: p.reason.clone(),
                 })
                 .collect(),
             views: policy

@@ -19,6 +19,11 @@ pub trait PathInspector {
     fn read_head(&self, path: &Path, max: usize) -> Option<Vec<u8>>;
     /// The target of a symbolic link, as written.
     fn read_link(&self, path: &Path) -> Option<PathBuf>;
+    /// Whether a name exists, a dangling symbolic link included (nothing followed at the
+    /// name itself).
+    fn exists(&self, path: &Path) -> bool {
+        self.kind(path).is_some() || self.read_link(path).is_some()
+    }
     /// The subdirectories (not symlinks) among the first `max` entries of a directory, as
     /// full paths, sorted.
     fn subdirs(&self, path: &Path, max: usize) -> Vec<PathBuf>;
@@ -64,6 +69,10 @@ impl PathInspector for RealFs {
 
     fn read_link(&self, path: &Path) -> Option<PathBuf> {
         std::fs::read_link(path).ok()
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        std::fs::symlink_metadata(path).is_ok()
     }
 
     fn subdirs(&self, path: &Path, max: usize) -> Vec<PathBuf> {

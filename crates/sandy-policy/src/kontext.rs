@@ -191,6 +191,7 @@ pub fn attach_kontext(
                 kind: ProtectionKind::ReadOnly,
                 origin: Origin::Profile,
                 placeholder: None,
+                reason: None,
             });
         }
     }

@@ -93,6 +93,10 @@ pub struct Protection {
     /// What to create when the path is absent at launch; `None`: nothing is created, and
     /// a path the run creates is reported afterwards.
     pub placeholder: Option<Placeholder>,
+    /// Why it exists, for the dry run, when its origin alone does not say (an agent
+    /// profile's protection names the profile and the reason the profile gives).
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 /// Something the supervisor creates on the host before launch because the agent's profile

@@ -84,6 +84,7 @@ pub fn git_protections(
             origin: Origin::Project,
             exists,
             placeholder,
+            reason: None,
         });
     };
 

@@ -157,6 +157,7 @@ pub fn resolve(
             origin: Origin::Baseline,
             exists: true,
             placeholder: None,
+            reason: None,
         })
         .collect();
     sensitive.extend(canonical_sensitive);
@@ -283,6 +284,10 @@ pub fn resolve(
         }
     }
 
+    // Every agent's launch configuration, whatever the profile: a generic run (`make`,
+    // `npm test`) or another agent's must not plant what an agent runs at its next launch.
+    let every_profile = ctx.every_profiles_protections(&profile.name, host, &project, &grants)?;
+
     // The private per-run directory is mounted at /tmp inside; /dev/shm, /var/tmp and the
     // runtime directory are fresh, empty and private. They name different directories than the
     // host paths granted above, so they are added last and never cover those.
@@ -374,21 +379,28 @@ pub fn resolve(
     let repositories: Vec<PathBuf> = repositories.collect();
     let git = git_protections(&host.git, &repositories, fs);
     notices.extend(host.git.notes.iter().cloned());
-    protections.extend(
-        git.into_iter()
-            .chain(applied.protections.iter().cloned())
-            .filter(|p| {
-                // A name below a symlink is protected when the name or where it leads is
-                // writable.
-                let location = ctx.location(&p.path);
-                grants.iter().any(|g| {
-                    g.access == Access::ReadWrite
-                        && g.scope == Scope::Subtree
-                        && (p.path.starts_with(&g.path)
-                            || location.as_ref().is_some_and(|l| l.starts_with(&g.path)))
-                })
-            }),
-    );
+    let writable = |path: &Path| {
+        grants.iter().any(|g| {
+            g.access == Access::ReadWrite && g.scope == Scope::Subtree && path.starts_with(&g.path)
+        })
+    };
+    let mut named: Vec<Protection> = Vec::new();
+    for p in git
+        .into_iter()
+        .chain(applied.protections.iter().cloned())
+        .chain(every_profile)
+    {
+        // Each name once: the first producer's (git's, then the detected profile's).
+        if named.iter().any(|q| q.path == p.path) {
+            continue;
+        }
+        // A name below a symlink is protected when the name or where it leads is
+        // writable (resolved only when the name itself is not).
+        if writable(&p.path) || ctx.location(&p.path).is_some_and(|l| writable(&l)) {
+            named.push(p);
+        }
+    }
+    protections.extend(named);
 
     // Views: files the sandbox sees as a prepared copy instead of the host file.
     let mut views: Vec<FileView> = Vec::new();

@@ -102,10 +102,18 @@ pub fn render(policy: &ResolvedPolicy, home: Option<&Path>) -> String {
         .collect();
     let _ = writeln!(out, "masked:     {} (never readable)", list(masked));
 
-    let protected: Vec<String> = policy
+    // Every agent's launch-configuration names are protected in every run; those absent
+    // are counted, not listed (the JSON dry run names each with its profile and reason).
+    let absent_agent_files = policy
+        .protections
+        .iter()
+        .filter(|p| p.origin == Origin::Profile && !p.exists && p.placeholder.is_none())
+        .count();
+    let mut protected: Vec<String> = policy
         .protections
         .iter()
         .filter(|p| p.kind == ProtectionKind::ReadOnly)
+        .filter(|p| p.origin != Origin::Profile || p.exists || p.placeholder.is_some())
         .map(|p| {
             let absent = if p.exists {
                 ""
@@ -117,6 +125,17 @@ pub fn render(policy: &ResolvedPolicy, home: Option<&Path>) -> String {
             format!("{}{absent}", show(&p.path))
         })
         .collect();
+    if absent_agent_files > 0 {
+        let at = protected.len().min(LIST_MAX - 1);
+        protected.insert(
+            at,
+            format!(
+                "{absent_agent_files} absent agent launch-configuration name{} (checked after the \
+             run)",
+                if absent_agent_files == 1 { "" } else { "s" }
+            ),
+        );
+    }
     let _ = writeln!(
         out,
         "protected:  {} (read-only, names and targets)",

@@ -135,13 +135,14 @@ impl Ctx<'_> {
                 let path = expand(&p.path)?;
                 // The name, not its symlink target: the mount layer pins the name and
                 // protects what it points to.
-                let exists = self.fs.kind(&path).is_some() || self.fs.read_link(&path).is_some();
+                let exists = self.fs.exists(&path);
                 Some(Protection {
                     path,
                     kind: p.kind,
                     origin: Origin::Profile,
                     exists,
                     placeholder: p.placeholder,
+                    reason: Some(format!("{} profile: {}", profile.name, p.why)),
                 })
             })
             .collect();
@@ -151,15 +152,21 @@ impl Ctx<'_> {
         let mut hooks = Vec::new();
         let mut hook_notices = Vec::new();
         let mut numbat_failure: Option<String> = None;
+        let named_reason = format!(
+            "{} profile: a file its configuration names (a hook, the status line, a plugin), \
+             which runs at the next launch",
+            profile.name
+        );
         let protect = |path: PathBuf, protections: &mut Vec<Protection>| {
             if !protections.iter().any(|p| p.path == path) {
-                let exists = self.fs.kind(&path).is_some() || self.fs.read_link(&path).is_some();
+                let exists = self.fs.exists(&path);
                 protections.push(Protection {
                     path,
                     kind: crate::policy::ProtectionKind::ReadOnly,
                     origin: Origin::Profile,
                     exists,
                     placeholder: None,
+                    reason: Some(named_reason.clone()),
                 });
             }
         };
@@ -207,12 +214,7 @@ impl Ctx<'_> {
             .collect();
         for (named, file) in named_files {
             let widen = may_widen(&file, grants);
-            let keys: Vec<String> = named.commands.iter().chain(&named.hooks).cloned().collect();
-            for path in self.commands_named_in(&file, &keys, project) {
-                protect(path, &mut protections);
-            }
-            let argv_words: Vec<String> = named.argv.iter().map(|k| format!("{k}.*")).collect();
-            for path in self.commands_named_in(&file, &argv_words, project) {
+            for path in self.commands_named_in(&file, named, project, grants) {
                 protect(path, &mut protections);
             }
             let env = HookEnv {
@@ -610,6 +612,199 @@ impl Ctx<'_> {
         })
     }
 
+    /// Every built-in profile's launch-configuration protections, for every run whatever
+    /// its profile: the files through which an agent runs code at its next launch must
+    /// not be writable by a run of another agent, or of `make`. Taken from the profiles
+    /// themselves: their protections, the host files of their state files (the detected
+    /// profile writes those through a private copy; no other run may write them at all),
+    /// and the files their settings name as commands ([`Self::commands_named_in`]).
+    ///
+    /// The detected profile (`detected`) applies its own (with its grants, placeholders
+    /// and state handling); from it only the project-level names in the project's
+    /// writable ancestors are added here. For the others:
+    /// - a project-level name (`{project}/...`) is protected in the project and in each
+    ///   ancestor of it that a writable grant covers (agents search upward: Claude Code's
+    ///   `.mcp.json`, OpenCode's `opencode.json(c)` and `.opencode`);
+    /// - any other name only when it is inside a writable grant or leads into one through
+    ///   a symbolic link (a dotfile manager's `~/.claude/settings.json -> ~/dotfiles/...`
+    ///   with the dotfiles as the project). Every root a profile could use is taken (a
+    ///   root from the environment when it is set and absolute, without the checks a
+    ///   granted root needs, and the default), so a run cannot prepare a launch with
+    ///   another environment.
+    ///
+    /// Nothing is created and nothing granted. An absent name costs one `lstat` here (and
+    /// one before and after the run, when it is reported if the run created it); a home
+    /// root that does not exist costs two system calls for all the names below it.
+    pub(super) fn every_profiles_protections(
+        &self,
+        detected: &str,
+        host: &HostContext,
+        project: &Path,
+        grants: &GrantSet,
+    ) -> Result<Vec<Protection>, ResolveError> {
+        let writable: Vec<&Path> = grants
+            .0
+            .iter()
+            .filter(|g| g.access == Access::ReadWrite && g.scope == Scope::Subtree)
+            .map(|g| g.path.as_path())
+            .collect();
+        // The project, and each ancestor of it a writable grant covers.
+        let project_dirs: Vec<&Path> = project
+            .ancestors()
+            .enumerate()
+            .filter(|(i, a)| *i == 0 || writable.iter().any(|w| a.starts_with(w)))
+            .map(|(_, a)| a)
+            .collect();
+        let mut reach = Reach::default();
+        let mut out: Vec<Protection> = Vec::new();
+        let push = |path: PathBuf, reason: &dyn Fn() -> String, out: &mut Vec<Protection>| {
+            if !out.iter().any(|p| p.path == path) {
+                let exists = self.fs.exists(&path);
+                out.push(Protection {
+                    path,
+                    kind: crate::policy::ProtectionKind::ReadOnly,
+                    origin: Origin::Profile,
+                    exists,
+                    placeholder: None,
+                    reason: Some(reason()),
+                });
+            }
+        };
+        for profile in crate::profile::builtin_profiles()? {
+            let own = profile.name == detected;
+            let mut roots = lenient_roots(&profile, host, self.home);
+            roots.push(("project".to_owned(), vec![project.to_path_buf()]));
+            let names = profile
+                .protections
+                .iter()
+                .map(|p| (p.path.as_str(), p.why.clone()))
+                .chain(profile.state_files.iter().map(|f| {
+                    (
+                        f.path.as_str(),
+                        format!(
+                            "its state file, which also holds launch configuration; only \
+                             its own profile writes it, through a private copy ({})",
+                            f.why
+                        ),
+                    )
+                }));
+            for (template, why) in names {
+                let reason = || format!("{} profile, applied to every run: {why}", profile.name);
+                if let Some(rest) = template.strip_prefix("{project}") {
+                    let rest = rest.trim_start_matches('/');
+                    for dir in project_dirs.iter().skip(usize::from(own)) {
+                        push(dir.join(rest), &reason, &mut out);
+                    }
+                    continue;
+                }
+                if own {
+                    continue;
+                }
+                for path in expand_all(template, &roots, self.home) {
+                    if self.reaches_writable(&path, &writable, &mut reach) {
+                        push(path, &reason, &mut out);
+                    }
+                }
+            }
+            if own {
+                continue;
+            }
+            for named in &profile.named_commands {
+                let files: Vec<PathBuf> = match named.file.strip_suffix("/*.json") {
+                    Some(dir) => expand_all(dir, &roots, self.home)
+                        .iter()
+                        .flat_map(|d| self.fs.files_in(d, 256))
+                        .filter(|f| f.extension().is_some_and(|e| e == "json"))
+                        .collect(),
+                    None => expand_all(&named.file, &roots, self.home)
+                        .into_iter()
+                        .flat_map(|f| match f.strip_prefix(project) {
+                            Ok(rest) => project_dirs.iter().map(|d| d.join(rest)).collect(),
+                            Err(_) => vec![f],
+                        })
+                        .collect(),
+                };
+                for file in files {
+                    // A settings file under a home root that does not exist: nothing to read.
+                    if reach.absent_below(&file) {
+                        continue;
+                    }
+                    for path in self.commands_named_in(&file, named, project, grants) {
+                        let reason = || {
+                            format!(
+                                "{} profile, applied to every run: named by a command in {} \
+                                 (a hook, the status line or notify), which runs at the next \
+                                 launch",
+                                profile.name,
+                                file.display()
+                            )
+                        };
+                        push(path, &reason, &mut out);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether a name outside the project is inside a writable grant or leads into one:
+    /// lexically, else through a symbolic link on its way down from the home directory
+    /// (each directory on the way looked at once per run, [`Reach`]); a name outside the
+    /// home directory is resolved ([`Self::location`]).
+    fn reaches_writable(&self, path: &Path, writable: &[&Path], reach: &mut Reach) -> bool {
+        let under = |p: &Path| writable.iter().any(|w| p.starts_with(w));
+        if under(path) {
+            return true;
+        }
+        let precise = |p: &Path| self.location(p).is_some_and(|l| under(&l));
+        let Some((home, rest)) = self
+            .home
+            .and_then(|h| path.strip_prefix(h).ok().map(|r| (h, r)))
+        else {
+            return precise(path);
+        };
+        let canonical_home = reach
+            .home
+            .get_or_insert_with(|| self.fs.canonicalize(home).ok())
+            .clone();
+        let Some(canonical_home) = canonical_home else {
+            return precise(path);
+        };
+        let mut name = home.to_path_buf();
+        let mut resolved = canonical_home;
+        let parts: Vec<_> = rest.components().collect();
+        for (i, part) in parts.iter().enumerate() {
+            name.push(part);
+            resolved.push(part);
+            if under(&resolved) {
+                return true;
+            }
+            let leaf = i + 1 == parts.len();
+            let step = match reach.steps.iter().find(|(p, _)| *p == name) {
+                Some((_, step)) => *step,
+                None => {
+                    let step = if self.fs.read_link(&name).is_some() {
+                        Step::Link
+                    } else if leaf {
+                        Step::NotLink
+                    } else if self.fs.kind(&name) == Some(FileKind::Directory) {
+                        Step::Directory
+                    } else {
+                        Step::Absent
+                    };
+                    reach.steps.push((name.clone(), step));
+                    step
+                }
+            };
+            match step {
+                Step::Link => return precise(path),
+                Step::Directory => {}
+                Step::NotLink | Step::Absent => return false,
+            }
+        }
+        false
+    }
+
     /// Where a name leads: the path resolved through symlinks when it exists; for an
     /// absent path, its nearest existing ancestor resolved, joined with the rest of the
     /// name. `None` when that ancestor is not a directory.
@@ -768,39 +963,49 @@ impl Ctx<'_> {
         }
     }
 
-    /// The paths in the command strings at `keys` of the JSON settings `file`: every word
-    /// that names a file by an absolute path, `~/`, `$HOME/` or `$CLAUDE_PROJECT_DIR/`.
-    fn commands_named_in(&self, file: &Path, keys: &[String], project: &Path) -> Vec<PathBuf> {
-        let commands = self.command_strings(file, keys);
-        let mut out = Vec::new();
-        for command in commands {
-            for word in
-                command.split(|c: char| c.is_whitespace() || c == ';' || c == '&' || c == '|')
-            {
-                // Quotes only group; `"$CLAUDE_PROJECT_DIR"/x` names `$CLAUDE_PROJECT_DIR/x`.
-                let word = word.replace(['"', '\''], "");
-                let word = word.as_str();
-                let path = if let Some(rest) = word.strip_prefix("~/") {
-                    self.home.map(|h| h.join(rest))
-                } else if let Some(rest) = word
-                    .strip_prefix("$HOME/")
-                    .or_else(|| word.strip_prefix("${HOME}/"))
-                {
-                    self.home.map(|h| h.join(rest))
-                } else if let Some(rest) = word
-                    .strip_prefix("$CLAUDE_PROJECT_DIR/")
-                    .or_else(|| word.strip_prefix("${CLAUDE_PROJECT_DIR}/"))
-                {
-                    Some(project.join(rest))
-                } else if word.starts_with('/') {
-                    Some(PathBuf::from(word))
-                } else {
-                    None
-                };
-                if let Some(path) = path.map(|p| crate::resolve::normalize(&p)) {
-                    if !out.contains(&path) {
-                        out.push(path);
-                    }
+    /// The files and directories the commands of `named` in the settings `file` may name:
+    /// every word of every command (split on blanks and shell operators, quotes removed,
+    /// `~`, `$HOME` and the agents' project variables expanded, relative words taken from
+    /// the project) that names an existing path, or that is written as a path (it holds a
+    /// `/`) and is absent (a run that creates it is reported). No shell parser: a word
+    /// that only looks like a path is protected too, and one Sandy cannot expand (another
+    /// variable, a glob) is not. Never the project, a writable grant or one of their
+    /// ancestors (`cd "$CLAUDE_PROJECT_DIR"`), which would take the whole tree.
+    fn commands_named_in(
+        &self,
+        file: &Path,
+        named: &crate::profile::ProfileNamedCommands,
+        project: &Path,
+        grants: &GrantSet,
+    ) -> Vec<PathBuf> {
+        let mut keys: Vec<String> = named.commands.iter().chain(&named.hooks).cloned().collect();
+        keys.extend(named.argv.iter().map(|k| format!("{k}.*")));
+        let writable_roots: Vec<&Path> = grants
+            .0
+            .iter()
+            .filter(|g| g.access == Access::ReadWrite && g.scope == Scope::Subtree)
+            .map(|g| g.path.as_path())
+            .chain(std::iter::once(project))
+            .collect();
+        let mut out: Vec<PathBuf> = Vec::new();
+        for command in self.command_strings(file, &keys) {
+            for (path, written_as_path) in command_path_words(&command, self.home, project) {
+                if out.contains(&path) || writable_roots.iter().any(|r| r.starts_with(&path)) {
+                    continue;
+                }
+                let exists = self.fs.exists(&path);
+                if !exists && !written_as_path {
+                    continue;
+                }
+                // An existing name that leads to a writable root (`./.` spelled otherwise,
+                // a link to the project) is left out too.
+                let leads_to_root = exists
+                    && self
+                        .fs
+                        .canonicalize(&path)
+                        .is_ok_and(|c| writable_roots.iter().any(|r| r.starts_with(&c)));
+                if !leads_to_root {
+                    out.push(path);
                 }
             }
         }
@@ -1003,6 +1208,180 @@ impl Ctx<'_> {
         let bytes = self.fs.read_head(&dir.join("package.json"), 256 * 1024)?;
         serde_json::from_slice(&bytes).ok()
     }
+}
+
+/// Variables an agent sets to the project directory for the commands it runs (Claude
+/// Code; Gemini CLI sets its own and Claude Code's).
+const PROJECT_VARIABLES: &[&str] = &["CLAUDE_PROJECT_DIR", "GEMINI_PROJECT_DIR", "GEMINI_CWD"];
+
+/// The paths the words of a shell command may name, each with whether it is written as a
+/// path (holds a `/`, or is `~`/`$HOME`/a project variable with a rest). Words are split
+/// on blanks and the shell's operators (`;`, `&`, `|`, `(`, `)`, `<`, `>`, backquotes),
+/// quotes are removed, an assignment or option `NAME=VALUE` also gives its value; `~`,
+/// `$HOME` and [`PROJECT_VARIABLES`] (bare or in braces) are expanded, a relative word is
+/// taken from the project, and the result is normalized. A word with another `$` or a
+/// glob character is left out: Sandy cannot know what it names.
+pub(super) fn command_path_words(
+    command: &str,
+    home: Option<&Path>,
+    project: &Path,
+) -> Vec<(PathBuf, bool)> {
+    let is_separator =
+        |c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')' | '<' | '>' | '`');
+    let mut out: Vec<(PathBuf, bool)> = Vec::new();
+    for token in command.split(is_separator) {
+        let token = token.replace(['"', '\'', '\\'], "");
+        let value = token.split_once('=').map(|(_, v)| v.to_owned());
+        for word in std::iter::once(token.clone()).chain(value) {
+            let Some(found) = expand_word(&word, home, project) else {
+                continue;
+            };
+            if !out.contains(&found) {
+                out.push(found);
+            }
+        }
+    }
+    out
+}
+
+/// One word of [`command_path_words`], expanded.
+fn expand_word(word: &str, home: Option<&Path>, project: &Path) -> Option<(PathBuf, bool)> {
+    if word.is_empty() || word.contains(['*', '?', '[']) {
+        return None;
+    }
+    // A variable or `~` that leads the word, and the rest after it.
+    let mut base: Option<PathBuf> = None;
+    let mut rest = word;
+    if word == "~" || word.starts_with("~/") {
+        base = Some(home?.to_path_buf());
+        rest = &word[1..];
+    } else if let Some(after) = word.strip_prefix('$') {
+        let (name, tail) = match after.strip_prefix('{') {
+            Some(braced) => {
+                let (name, tail) = braced.split_once('}')?;
+                (name, tail)
+            }
+            None => {
+                let end = after
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(after.len());
+                after.split_at(end)
+            }
+        };
+        base = Some(if name == "HOME" {
+            home?.to_path_buf()
+        } else if PROJECT_VARIABLES.contains(&name) {
+            project.to_path_buf()
+        } else {
+            return None;
+        });
+        rest = tail;
+    }
+    if rest.contains('$') || (base.is_some() && !rest.is_empty() && !rest.starts_with('/')) {
+        return None;
+    }
+    let written_as_path = base.is_some() || rest.contains('/');
+    let path = match base {
+        Some(base) => base.join(rest.trim_start_matches('/')),
+        None if rest.starts_with('/') => PathBuf::from(rest),
+        None => project.join(rest),
+    };
+    Some((crate::resolve::normalize(&path), written_as_path))
+}
+
+/// What [`Ctx::reaches_writable`] learnt of the names on the way from the home directory,
+/// kept for the run's other names.
+#[derive(Default)]
+pub(super) struct Reach {
+    /// The home directory, resolved (`Some(None)`: it could not be).
+    home: Option<Option<PathBuf>>,
+    steps: Vec<(PathBuf, Step)>,
+}
+
+impl Reach {
+    /// Whether a directory on the way to `path` was found absent (or not a directory).
+    fn absent_below(&self, path: &Path) -> bool {
+        self.steps
+            .iter()
+            .any(|(p, s)| *s == Step::Absent && path.starts_with(p) && path != p)
+    }
+}
+
+/// One name on the way down from the home directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// A symbolic link: the name is resolved.
+    Link,
+    /// A directory, not a link: the way goes on.
+    Directory,
+    /// Absent, or not a directory: nothing below it exists, and it is not writable.
+    Absent,
+    /// The last name, not a link.
+    NotLink,
+}
+
+/// Every root a profile could use, by name: each candidate whose variable is set to an
+/// absolute path (normalized, not checked: nothing is granted from it), and the default.
+fn lenient_roots(
+    profile: &Profile,
+    host: &HostContext,
+    home: Option<&Path>,
+) -> Vec<(String, Vec<PathBuf>)> {
+    profile
+        .roots
+        .iter()
+        .map(|(name, candidates)| {
+            let mut values: Vec<PathBuf> = Vec::new();
+            for candidate in candidates {
+                let value = if let Some(var_expr) = candidate.strip_prefix('$') {
+                    let (var, suffix) = var_expr.split_once('/').unwrap_or((var_expr, ""));
+                    host.var(var)
+                        .map(Path::new)
+                        .filter(|v| v.is_absolute())
+                        .map(|v| crate::resolve::normalize(&v.join(suffix)))
+                } else if let Some(rest) = candidate.strip_prefix("~/") {
+                    home.map(|h| h.join(rest))
+                } else {
+                    Some(PathBuf::from(candidate))
+                };
+                if let Some(value) = value.filter(|v| !values.contains(v)) {
+                    values.push(value);
+                }
+            }
+            (name.clone(), values)
+        })
+        .collect()
+}
+
+/// A profile path with every value of its root (`{root}/...`), `~/` or as written; the
+/// project-level ones are not expanded here.
+fn expand_all(
+    template: &str,
+    roots: &[(String, Vec<PathBuf>)],
+    home: Option<&Path>,
+) -> Vec<PathBuf> {
+    if let Some(rest) = template.strip_prefix("~/") {
+        return home.map(|h| h.join(rest)).into_iter().collect();
+    }
+    let Some((root, rest)) = template
+        .strip_prefix('{')
+        .and_then(|inner| inner.split_once('}'))
+    else {
+        return vec![PathBuf::from(template)];
+    };
+    let rest = rest.trim_start_matches('/');
+    roots
+        .iter()
+        .filter(|(name, _)| name == root)
+        .flat_map(|(_, values)| values.iter())
+        .map(|base| {
+            if rest.is_empty() {
+                base.clone()
+            } else {
+                base.join(rest)
+            }
+        })
+        .collect()
 }
 
 /// One hook registration: a shell command, or a program run directly with `args`.

@@ -174,12 +174,26 @@ fn g(path: &str, access: Access, scope: Scope, origin: Origin) -> Grant {
 
 #[test]
 fn plain_run_resolves_to_the_default_policy() {
-    let policy = resolve(
+    let mut policy = resolve(
         &request(&["true", "a b"]),
         &host("/usr/bin:/bin"),
         &base_fs(),
     )
     .unwrap();
+    // Every agent's project-level launch configuration, absent, read-only with its
+    // profile and reason (agent_files_are_protected_in_every_run, below).
+    let agent_files = policy.protections.split_off(3);
+    assert_eq!(
+        agent_files
+            .iter()
+            .map(|p| p.path.to_str().unwrap())
+            .collect::<Vec<_>>(),
+        PROJECT_AGENT_FILES
+    );
+    assert!(agent_files.iter().all(|p| p.origin == Origin::Profile
+        && p.kind == ProtectionKind::ReadOnly
+        && !p.exists
+        && p.placeholder.is_none()));
     let expected = ResolvedPolicy {
         program: "/usr/bin/true".into(),
         argv: vec!["true".into(), "a b".into()],
@@ -231,6 +245,7 @@ fn plain_run_resolves_to_the_default_policy() {
                 origin: Origin::Baseline,
                 exists: true,
                 placeholder: None,
+                reason: None,
             },
             Protection {
                 path: "/home/u/proj/.git".into(),
@@ -238,6 +253,7 @@ fn plain_run_resolves_to_the_default_policy() {
                 origin: Origin::Project,
                 exists: false,
                 placeholder: None,
+                reason: None,
             },
             Protection {
                 path: "/home/u/proj/.gitmodules".into(),
@@ -245,6 +261,7 @@ fn plain_run_resolves_to_the_default_policy() {
                 origin: Origin::Project,
                 exists: false,
                 placeholder: None,
+                reason: None,
             },
         ],
         network: Network::AllowAll,
@@ -368,6 +385,7 @@ fn explicit_grants_must_exist_and_never_expose_secrets() {
         origin: Origin::Baseline,
         exists: true,
         placeholder: None,
+        reason: None,
     }));
     let mut ok = request(&["true"]);
     ok.read.push("../other".into());
@@ -644,6 +662,7 @@ fn a_toolchain_root_holding_credentials_is_granted_with_them_masked() {
         origin: Origin::Baseline,
         exists: true,
         placeholder: None,
+        reason: None,
     }));
 }
 
@@ -696,6 +715,20 @@ fn local_ports_need_a_blocked_network() {
         ResolveError::InvalidPort
     ));
 }
+
+/// Every profile's project-level names, in profile order, for the project /home/u/proj.
+const PROJECT_AGENT_FILES: &[&str] = &[
+    "/home/u/proj/.claude/settings.json",
+    "/home/u/proj/.claude/settings.local.json",
+    "/home/u/proj/.mcp.json",
+    "/home/u/proj/.codex",
+    "/home/u/proj/.gemini/settings.json",
+    "/home/u/proj/.gemini/.env",
+    "/home/u/proj/.gemini/policies",
+    "/home/u/proj/opencode.json",
+    "/home/u/proj/opencode.jsonc",
+    "/home/u/proj/.opencode",
+];
 
 fn claude_fs() -> FakeFs {
     base_fs()
@@ -779,6 +812,14 @@ fn the_claude_profile_grants_its_state_and_protects_its_hooks() {
             (Path::new("/home/u/proj/.claude/settings.json"), false),
             (Path::new("/home/u/proj/.claude/settings.local.json"), false),
             (Path::new("/home/u/proj/.mcp.json"), false),
+            // The other agents' project-level names, as in every run.
+            (Path::new("/home/u/proj/.codex"), false),
+            (Path::new("/home/u/proj/.gemini/settings.json"), false),
+            (Path::new("/home/u/proj/.gemini/.env"), false),
+            (Path::new("/home/u/proj/.gemini/policies"), false),
+            (Path::new("/home/u/proj/opencode.json"), false),
+            (Path::new("/home/u/proj/opencode.jsonc"), false),
+            (Path::new("/home/u/proj/.opencode"), false),
         ]
     );
     assert!(policy.notices.is_empty());
@@ -1379,6 +1420,7 @@ fn a_startup_file_in_a_writable_tree_is_protected_under_its_name_and_its_file() 
         origin: Origin::Baseline,
         exists,
         placeholder: None,
+        reason: None,
     };
     let baseline: Vec<Protection> = policy
         .protections
@@ -1443,5 +1485,283 @@ fn global_npm_and_conda_configuration_are_filtered_views() {
             views.contains(&pair(file, None)),
             "{file} missing from {views:?}"
         );
+    }
+}
+
+/// Every agent's launch configuration is protected whatever the profile: a generic run
+/// (`make`) gets the project-level names of every profile, the hook scripts the project's
+/// and the user's settings name (whatever the command's shape), and a home-level name
+/// that leads into the project through a dotfile manager's link; a home-level name that
+/// does not lead into a writable tree is left out, and nothing is created or granted.
+#[test]
+fn agent_files_are_protected_in_every_run() {
+    let hooks = r#"{"hooks": {"PreToolUse": [{"matcher": "", "hooks": [
+        {"type": "command", "command": "$CLAUDE_PROJECT_DIR/.claude/hooks/a.sh"},
+        {"type": "command", "command": "cd \"$CLAUDE_PROJECT_DIR\" && sh .claude/hooks/b.sh"},
+        {"type": "command", "command": "bash -c '.claude/hooks/c.sh'"},
+        {"type": "command", "command": "npx tsx .claude/hooks/d.sh"},
+        {"type": "command", "command": "uv run .claude/hooks/e.py"},
+        {"type": "command", "command": "test -f x; .claude/hooks/f.sh"},
+        {"type": "command", "command": "python3 $GEMINI_PROJECT_DIR/tools/g.py --out=$HOME/dotfiles/h.log"}]}]}}"#;
+    let fs = base_fs()
+        .dir("/home/u/proj/.claude")
+        .script("/home/u/proj/.claude/settings.json", hooks)
+        .dir("/home/u/proj/.claude/hooks")
+        .file("/home/u/proj/.claude/hooks/b.sh")
+        .file("/home/u/proj/.claude/hooks/c.sh")
+        .file("/home/u/proj/.claude/hooks/d.sh")
+        .file("/home/u/proj/.claude/hooks/e.py")
+        .file("/home/u/proj/.claude/hooks/f.sh")
+        .dir("/home/u/proj/tools")
+        .file("/home/u/proj/tools/g.py")
+        .file("/home/u/proj/unnamed.sh")
+        // The user's Claude settings live in the project (a dotfiles repository), and
+        // Codex's configuration is a plain file in the home directory.
+        .dir("/home/u/.claude")
+        .link(
+            "/home/u/.claude/settings.json",
+            "/home/u/proj/claude-settings.json",
+        )
+        .script(
+            "/home/u/proj/claude-settings.json",
+            r#"{"statusLine": {"command": "~/proj/status.sh"}}"#,
+        )
+        .file("/home/u/proj/status.sh")
+        .dir("/home/u/.codex")
+        .file("/home/u/.codex/config.toml");
+    let policy = resolve(&request(&["true"]), &host("/usr/bin"), &fs).unwrap();
+    assert_eq!(policy.profile.name, "generic");
+    let protected: Vec<&str> = policy
+        .protections
+        .iter()
+        .filter(|p| p.origin == Origin::Profile)
+        .map(|p| p.path.to_str().unwrap())
+        .collect();
+    for want in PROJECT_AGENT_FILES.iter().chain(&[
+        "/home/u/.claude/settings.json",
+        "/home/u/proj/.claude/hooks/a.sh",
+        "/home/u/proj/.claude/hooks/b.sh",
+        "/home/u/proj/.claude/hooks/c.sh",
+        "/home/u/proj/.claude/hooks/d.sh",
+        "/home/u/proj/.claude/hooks/e.py",
+        "/home/u/proj/.claude/hooks/f.sh",
+        "/home/u/proj/tools/g.py",
+        "/home/u/proj/status.sh",
+    ]) {
+        assert!(protected.contains(want), "{want}: {protected:?}");
+    }
+    // Not the project itself (`cd "$CLAUDE_PROJECT_DIR"`), not what no command names,
+    // not home-level names that stay outside every writable grant.
+    for not in [
+        "/home/u/proj",
+        "/home/u/proj/unnamed.sh",
+        "/home/u/.codex/config.toml",
+        "/home/u/.claude/hooks",
+        "/home/u/.claude.json",
+    ] {
+        assert!(!protected.contains(&not), "{not}: {protected:?}");
+    }
+    let settings = policy
+        .protections
+        .iter()
+        .find(|p| p.path == Path::new("/home/u/.claude/settings.json"))
+        .unwrap();
+    assert!(settings.exists);
+    assert!(settings
+        .reason
+        .as_deref()
+        .unwrap()
+        .starts_with("claude profile, applied to every run: User settings register hooks"));
+    let script = policy
+        .protections
+        .iter()
+        .find(|p| p.path == Path::new("/home/u/proj/.claude/hooks/b.sh"))
+        .unwrap();
+    assert!(script
+        .reason
+        .as_deref()
+        .unwrap()
+        .contains("named by a command in /home/u/proj/.claude/settings.json"));
+    assert!(policy.created_at_launch.is_empty());
+    assert!(!policy.grants.iter().any(|g| g.origin == Origin::Profile));
+    assert!(policy.hooks.is_empty());
+}
+
+/// A Claude Code run protects the other agents' files too, keeps its own handling (its
+/// state directory writable, its state file a private copy), and with a writable
+/// ancestor of the project (`--read-write ..`) every agent's project-level names are
+/// protected there as well, since agents search upward.
+#[test]
+fn another_agents_files_and_writable_ancestors_are_protected() {
+    let fs = claude_fs()
+        .dir("/home/u/.codex")
+        .link("/home/u/.codex/config.toml", "/home/u/proj/codex.toml")
+        .file("/home/u/proj/codex.toml")
+        .dir("/home/u/.gemini");
+    let mut req = request(&["claude"]);
+    req.read_write = vec!["/home/u".into()];
+    // `--read-write ~` is refused; a parent of the project below home is not.
+    let fs = fs.dir("/home/u/work").dir("/home/u/work/proj");
+    let mut h = host("/usr/bin");
+    h.cwd = "/home/u/work/proj".into();
+    req.read_write = vec!["/home/u/work".into()];
+    let policy = resolve(&req, &h, &fs).unwrap();
+    let protected: Vec<&str> = policy
+        .protections
+        .iter()
+        .filter(|p| p.origin == Origin::Profile)
+        .map(|p| p.path.to_str().unwrap())
+        .collect();
+    for want in [
+        "/home/u/.claude/settings.json",
+        "/home/u/work/proj/.codex",
+        "/home/u/work/proj/opencode.jsonc",
+        "/home/u/work/.mcp.json",
+        "/home/u/work/.claude/settings.json",
+        "/home/u/work/opencode.json",
+        "/home/u/work/.opencode",
+    ] {
+        assert!(protected.contains(&want), "{want}: {protected:?}");
+    }
+    // ~/.codex/config.toml leads into /home/u/proj, which this run cannot write.
+    assert!(!protected.contains(&"/home/u/.codex/config.toml"));
+    assert!(policy.grants.contains(&g(
+        "/home/u/.claude",
+        Access::ReadWrite,
+        Scope::Subtree,
+        Origin::Profile
+    )));
+    assert_eq!(policy.state_files.len(), 1);
+    // With the linked project writable, the other agent's file is protected by name.
+    let mut h = host("/usr/bin");
+    h.cwd = "/home/u/proj".into();
+    let policy = resolve(&request(&["claude"]), &h, &fs).unwrap();
+    let codex = policy
+        .protections
+        .iter()
+        .find(|p| p.path == Path::new("/home/u/.codex/config.toml"))
+        .unwrap();
+    assert!(codex.exists);
+    assert!(codex
+        .reason
+        .as_deref()
+        .unwrap()
+        .starts_with("codex profile, applied to every run: "));
+}
+
+/// The words of a hook command that may name a file: every word, quotes removed, the
+/// project's and home's variables expanded, relative words from the project; nothing for
+/// a word Sandy cannot expand.
+#[test]
+fn command_words_name_paths_without_a_shell_parser() {
+    let words = |c: &str| -> Vec<(String, bool)> {
+        agent::command_path_words(c, Some(Path::new("/home/u")), Path::new("/home/u/proj"))
+            .into_iter()
+            .map(|(p, s)| (p.display().to_string(), s))
+            .collect()
+    };
+    let has = |c: &str, want: &str| {
+        let w = words(c);
+        assert!(w.iter().any(|(p, s)| p == want && *s), "{c}: {w:?}");
+    };
+    has(
+        "cd \"$CLAUDE_PROJECT_DIR\" && sh .claude/hooks/b.sh",
+        "/home/u/proj/.claude/hooks/b.sh",
+    );
+    has(
+        "bash -c '.claude/hooks/c.sh'",
+        "/home/u/proj/.claude/hooks/c.sh",
+    );
+    has(
+        "npx tsx .claude/hooks/d.sh",
+        "/home/u/proj/.claude/hooks/d.sh",
+    );
+    has(
+        "uv run .claude/hooks/e.py",
+        "/home/u/proj/.claude/hooks/e.py",
+    );
+    has(
+        "test -f x; .claude/hooks/f.sh",
+        "/home/u/proj/.claude/hooks/f.sh",
+    );
+    has("${CLAUDE_PROJECT_DIR}/a.sh|tee", "/home/u/proj/a.sh");
+    has("$GEMINI_CWD/../other/x", "/home/u/other/x");
+    has("~/bin/x", "/home/u/bin/x");
+    has("node --require=$HOME/r.js", "/home/u/r.js");
+    has("FOO=./tools/y run", "/home/u/proj/tools/y");
+    has("(cd sub; ./z.sh)>log", "/home/u/proj/z.sh");
+    // A bare word is a candidate, not written as a path (protected only if it exists).
+    assert!(words("test -f x").contains(&("/home/u/proj/x".to_owned(), false)));
+    assert!(words("cd \"$CLAUDE_PROJECT_DIR\"").contains(&("/home/u/proj".to_owned(), true)));
+    // Another variable, a glob: unknown, left out.
+    for c in [
+        "$OTHER/x.sh",
+        "${XDG_CONFIG_HOME}/y",
+        "./hooks/*.sh",
+        "$HOMEX/z",
+    ] {
+        assert!(words(c).is_empty(), "{c}: {:?}", words(c));
+    }
+}
+
+/// An inspector that counts what it is asked about one directory.
+struct CountingBelow<'a> {
+    fs: &'a FakeFs,
+    below: &'a Path,
+    calls: std::cell::Cell<usize>,
+}
+
+impl CountingBelow<'_> {
+    fn count(&self, path: &Path) {
+        if path.starts_with(self.below) {
+            self.calls.set(self.calls.get() + 1);
+        }
+    }
+}
+
+impl PathInspector for CountingBelow<'_> {
+    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
+        self.count(path);
+        self.fs.canonicalize(path)
+    }
+    fn kind(&self, path: &Path) -> Option<FileKind> {
+        self.count(path);
+        self.fs.kind(path)
+    }
+    fn read_head(&self, path: &Path, max: usize) -> Option<Vec<u8>> {
+        self.count(path);
+        self.fs.read_head(path, max)
+    }
+    fn read_link(&self, path: &Path) -> Option<PathBuf> {
+        self.count(path);
+        self.fs.read_link(path)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.count(path);
+        self.fs.exists(path)
+    }
+    fn subdirs(&self, path: &Path, max: usize) -> Vec<PathBuf> {
+        self.count(path);
+        self.fs.subdirs(path, max)
+    }
+    fn symlinks_in(&self, path: &Path, max: usize) -> Vec<PathBuf> {
+        self.count(path);
+        self.fs.symlinks_in(path, max)
+    }
+}
+
+/// An agent that was never installed costs a generic run two questions for all of its
+/// home-level names (is its root a link, does it exist), whatever their number.
+#[test]
+fn an_absent_agent_root_is_looked_at_once() {
+    let fs = base_fs();
+    for root in ["/home/u/.claude", "/home/u/.codex", "/home/u/.gemini"] {
+        let counting = CountingBelow {
+            fs: &fs,
+            below: Path::new(root),
+            calls: std::cell::Cell::new(0),
+        };
+        resolve(&request(&["true"]), &host("/usr/bin"), &counting).unwrap();
+        assert_eq!(counting.calls.get(), 2, "{root}");
     }
 }

@@ -348,6 +348,7 @@ pub(super) fn finish_views(
         origin: Origin::Baseline,
         exists,
         placeholder: None,
+        reason: None,
     };
     let mut kept: Vec<FileView> = Vec::with_capacity(views.len());
     for mut view in views {
@@ -473,6 +474,7 @@ mod tests {
             origin: Origin::Baseline,
             exists: true,
             placeholder: None,
+            reason: None,
         }
     }
 
