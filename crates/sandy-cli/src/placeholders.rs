@@ -17,6 +17,7 @@
 //! carry a mount either, and the link itself would stay replaceable: Sandy refuses to
 //! start instead, naming the link.
 
+use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -133,23 +134,30 @@ fn make(path: &Path, kind: Placeholder) -> Result<Created, Errno> {
 
 /// The first symbolic link on the way to `path` (the path itself or an ancestor) that
 /// leads nowhere or loops: such a name cannot carry a mount, and the link itself would
-/// not be pinned, so the sandbox could replace it.
-fn broken_link(path: &Path) -> Option<PlaceholderError> {
-    path.ancestors().find_map(|p| {
-        let meta = std::fs::symlink_metadata(p).ok()?;
-        if !meta.file_type().is_symlink() {
+/// not be pinned, so the sandbox could replace it. `checked` holds the names an earlier
+/// call looked at, with all their ancestors: the protections share most of their way
+/// (the project, the home directory), which is looked at once.
+fn broken_link(path: &Path, checked: &mut BTreeSet<PathBuf>) -> Option<PlaceholderError> {
+    for p in path.ancestors() {
+        if checked.contains(p) {
             return None;
         }
-        let err = std::fs::metadata(p).err()?;
-        let path = p.to_path_buf();
-        Some(if err.raw_os_error() == Some(Errno::ELOOP as i32) {
-            PlaceholderError::LinkLoop { path }
-        } else if err.kind() == std::io::ErrorKind::NotFound {
-            PlaceholderError::DanglingLink { path }
-        } else {
-            return None;
-        })
-    })
+        if let Ok(meta) = std::fs::symlink_metadata(p) {
+            if meta.file_type().is_symlink() {
+                if let Err(err) = std::fs::metadata(p) {
+                    let path = p.to_path_buf();
+                    if err.raw_os_error() == Some(Errno::ELOOP as i32) {
+                        return Some(PlaceholderError::LinkLoop { path });
+                    }
+                    if err.kind() == std::io::ErrorKind::NotFound {
+                        return Some(PlaceholderError::DanglingLink { path });
+                    }
+                }
+            }
+        }
+        checked.insert(p.to_path_buf());
+    }
+    None
 }
 
 /// Creates the placeholders the policy's protections ask for, marks them existing (so the
@@ -158,8 +166,9 @@ fn broken_link(path: &Path) -> Option<PlaceholderError> {
 pub fn create(policy: &mut ResolvedPolicy) -> Result<Placeholders, PlaceholderError> {
     let mut out = Placeholders::default();
     // Every refusal before anything is created.
+    let mut checked = BTreeSet::new();
     for protection in &policy.protections {
-        if let Some(err) = broken_link(&protection.path) {
+        if let Some(err) = broken_link(&protection.path, &mut checked) {
             return Err(err);
         }
     }

@@ -1186,3 +1186,222 @@ fn gemini_settings_keep_preferences_and_drop_what_could_run_code() {
         assert!(!err.contains("POISON"), "{err}");
     });
 }
+
+// ---------------------------------------------------------------------------------------
+// Every agent's launch configuration, in every run.
+
+/// Every profile's project-level names (`dir`: a directory), which no run may change,
+/// whatever its profile.
+const PROJECT_AGENT_FILES: &[(&str, bool)] = &[
+    (".claude/settings.json", false),
+    (".claude/settings.local.json", false),
+    (".mcp.json", false),
+    (".codex", true),
+    (".gemini/settings.json", false),
+    (".gemini/.env", false),
+    (".gemini/policies", true),
+    ("opencode.json", false),
+    ("opencode.jsonc", false),
+    (".opencode", true),
+];
+
+/// Creates each of `files` under `base` with its original content.
+fn plant_originals(base: &Path, files: &[(&str, bool)]) {
+    for (rel, dir) in files {
+        let path = base.join(rel);
+        if *dir {
+            std::fs::create_dir_all(&path).unwrap();
+            std::fs::write(path.join("kept.md"), "{\"original\": true}\n").unwrap();
+        } else {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, "{\"original\": true}\n").unwrap();
+        }
+    }
+}
+
+#[track_caller]
+fn assert_originals(base: &Path, files: &[(&str, bool)], what: &str) {
+    for (rel, dir) in files {
+        let path = base.join(rel);
+        let file = if *dir {
+            path.join("kept.md")
+        } else {
+            path.clone()
+        };
+        let meta =
+            std::fs::symlink_metadata(&path).unwrap_or_else(|e| panic!("{what}: {rel}: {e}"));
+        assert_eq!(meta.is_dir(), *dir, "{what}: {rel}");
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "{\"original\": true}\n",
+            "{what}: {rel}"
+        );
+        if *dir {
+            assert_eq!(
+                listing(&path, Path::new("/nonexistent")),
+                vec!["kept.md".to_owned()],
+                "{what}: {rel}"
+            );
+        }
+        assert!(!base.join(format!("{rel}.moved")).exists(), "{what}: {rel}");
+    }
+}
+
+/// A generic run (`make`, here `sh`) and a Claude Code run cannot change any agent's
+/// project-level launch configuration (Codex's, Gemini CLI's, OpenCode's included), judged
+/// on the host; the project's other files stay writable (the positive side).
+#[test]
+fn no_run_changes_any_agents_project_files_whatever_its_profile() {
+    for_each_user(|w| {
+        plant_originals(&w.project, PROJECT_AGENT_FILES);
+        w.chown_all();
+        let script: String = PROJECT_AGENT_FILES
+            .iter()
+            .map(|(rel, dir)| attacks(&w.project.join(rel), *dir))
+            .chain(std::iter::once("echo ok > ordinary.txt".to_owned()))
+            .collect::<Vec<_>>()
+            .join("; ");
+        for profile in [None, Some("claude")] {
+            let _ = std::fs::remove_file(w.project.join("ordinary.txt"));
+            let mut args = Vec::new();
+            if let Some(p) = profile {
+                args.extend(["--profile", p]);
+            }
+            args.extend(["--", "/bin/sh", "-c", &script]);
+            let o = run(w, &args, &[]);
+            let what = format!("{profile:?}\nstderr: {}", stderr(&o));
+            assert_code(&o, 0, &what);
+            assert_originals(&w.project, PROJECT_AGENT_FILES, &what);
+            assert_eq!(
+                std::fs::read_to_string(w.project.join("ordinary.txt")).unwrap(),
+                "ok\n",
+                "{what}"
+            );
+        }
+    });
+}
+
+/// A dotfile manager's link: `~/.claude/settings.json` points into a dotfiles repository,
+/// and the repository is the project of a generic run. Neither through the link nor by
+/// its target's own name can the run rewrite the user's global Claude Code settings;
+/// a file of the repository that no agent reads stays writable.
+#[test]
+fn a_generic_run_in_a_dotfiles_project_cannot_rewrite_a_linked_agent_setting() {
+    for_each_user(|w| {
+        let original = "{\"hooks\": {}}\n";
+        let target = w.write("home/project/claude/settings.json", original);
+        std::fs::create_dir(w.home.join(".claude")).unwrap();
+        let link = w.home.join(".claude/settings.json");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let other = w.write("home/project/claude/notes.md", original);
+        w.chown_all();
+        let script = format!(
+            "{}; {}; echo changed > '{}'",
+            attacks(&link, false),
+            attacks(&target, false),
+            other.display()
+        );
+        let o = run(w, &["--", "/bin/sh", "-c", &script], &[]);
+        let what = stderr(&o);
+        assert_code(&o, 0, &what);
+        assert_eq!(std::fs::read_link(&link).unwrap(), target, "{what}");
+        assert_eq!(
+            std::fs::read_to_string(&target).unwrap(),
+            original,
+            "{what}"
+        );
+        assert_eq!(std::fs::read_to_string(&other).unwrap(), "changed\n");
+        // The dry run names it, with the profile it comes from.
+        let o = run(w, &["--dry-run", "--", "/bin/true"], &[]);
+        assert_code(&o, 0, "dry run");
+        let doc = parse_dry_run(&o.stdout, "dry run");
+        let entry = doc["protections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["path"] == json!(link.display().to_string()))
+            .unwrap_or_else(|| panic!("{doc}"));
+        assert_eq!(entry["origin"], json!("profile"));
+        assert_eq!(entry["exists"], json!(true));
+        assert!(entry["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("claude profile, applied to every run: "));
+    });
+}
+
+/// The scripts a project's Claude Code hooks name, whatever the command's shape (`cd ...
+/// && sh`, `bash -c '...'`, `npx tsx`, `uv run`, after `;`), cannot be rewritten by any
+/// run; a script no hook names can (the positive side). A protected name the run creates
+/// is named after it.
+#[test]
+fn every_script_a_project_hook_names_is_protected_in_any_run() {
+    for_each_user(|w| {
+        let original = "#!/bin/sh\necho hook\n";
+        let commands = [
+            "$CLAUDE_PROJECT_DIR/.claude/hooks/a.sh",
+            "cd \"$CLAUDE_PROJECT_DIR\" && sh .claude/hooks/b.sh",
+            "bash -c '.claude/hooks/c.sh'",
+            "npx tsx .claude/hooks/d.sh",
+            "uv run .claude/hooks/e.py",
+            "test -f x; .claude/hooks/f.sh",
+        ];
+        let hooks: Vec<Value> = commands
+            .iter()
+            .map(|c| json!({"type": "command", "command": c}))
+            .collect();
+        w.write(
+            "home/project/.claude/settings.json",
+            &json!({"hooks": {"PreToolUse": [{"matcher": "", "hooks": hooks}]}}).to_string(),
+        );
+        let scripts: Vec<PathBuf> = ["a.sh", "b.sh", "c.sh", "d.sh", "e.py", "f.sh"]
+            .iter()
+            .map(|s| w.write(format!("home/project/.claude/hooks/{s}"), original))
+            .collect();
+        let unnamed = w.write("home/project/.claude/hooks/unnamed.sh", original);
+        for profile in [None, Some("claude"), Some("codex")] {
+            let script: String = scripts
+                .iter()
+                .chain([&unnamed])
+                .map(|p| format!("echo 'echo planted' > '{}'", p.display()))
+                .collect::<Vec<_>>()
+                .join("; ");
+            let mut args = Vec::new();
+            if let Some(p) = profile {
+                args.extend(["--profile", p]);
+            }
+            args.extend(["--", "/bin/sh", "-c", &script]);
+            let o = run(w, &args, &[]);
+            let what = format!("{profile:?}\nstderr: {}", stderr(&o));
+            for s in &scripts {
+                assert_eq!(
+                    std::fs::read_to_string(s).unwrap(),
+                    original,
+                    "{what}: {s:?}"
+                );
+            }
+            assert_eq!(
+                std::fs::read_to_string(&unnamed).unwrap(),
+                "echo planted\n",
+                "{what}"
+            );
+            std::fs::write(&unnamed, original).unwrap();
+        }
+        // Absent at launch: not mounted, and named after the run that created it.
+        let o = run(
+            w,
+            &["--", "/bin/sh", "-c", "echo '{}' > opencode.jsonc"],
+            &[],
+        );
+        assert_code(&o, 0, "create opencode.jsonc");
+        let created = w.project.join("opencode.jsonc");
+        assert!(
+            stderr(&o).contains(&format!(
+                "sandy: warning: {} did not exist at launch",
+                created.display()
+            )),
+            "{}",
+            stderr(&o)
+        );
+    });
+}
