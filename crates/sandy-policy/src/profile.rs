@@ -1,6 +1,8 @@
-//! Built-in agent profiles: versioned TOML documents embedded in the binary, parsed
-//! strictly. A profile can only use Sandy's typed permissions (grants, protections,
-//! environment rules, detection names, a notice); it never carries raw kernel rules.
+//! Built-in agent profiles: versioned TOML documents (`profiles/*.toml`), embedded in the
+//! binary as JSON made from them at build time (`build.rs`: every launch reads every
+//! profile, and JSON is much cheaper to parse), and parsed strictly. A profile can only
+//! use Sandy's typed permissions (grants, protections, environment rules, detection
+//! names, a notice); it never carries raw kernel rules.
 
 use std::collections::BTreeMap;
 
@@ -11,13 +13,29 @@ use crate::policy::{Access, Placeholder, ProtectionKind};
 /// The only profile schema this build reads.
 pub const PROFILE_SCHEMA_VERSION: u32 = 1;
 
-/// The embedded documents, by name. `generic` is the fallback.
+/// The embedded documents (JSON made from `profiles/NAME.toml`), by name. `generic` is
+/// the fallback.
 const BUILTIN: &[(&str, &str)] = &[
-    ("claude", include_str!("../profiles/claude.toml")),
-    ("codex", include_str!("../profiles/codex.toml")),
-    ("gemini", include_str!("../profiles/gemini.toml")),
-    ("generic", include_str!("../profiles/generic.toml")),
-    ("opencode", include_str!("../profiles/opencode.toml")),
+    (
+        "claude",
+        include_str!(concat!(env!("OUT_DIR"), "/claude.json")),
+    ),
+    (
+        "codex",
+        include_str!(concat!(env!("OUT_DIR"), "/codex.json")),
+    ),
+    (
+        "gemini",
+        include_str!(concat!(env!("OUT_DIR"), "/gemini.json")),
+    ),
+    (
+        "generic",
+        include_str!(concat!(env!("OUT_DIR"), "/generic.json")),
+    ),
+    (
+        "opencode",
+        include_str!(concat!(env!("OUT_DIR"), "/opencode.json")),
+    ),
 ];
 
 /// The name of the fallback profile.
@@ -250,14 +268,31 @@ pub enum ProfileError {
     Unknown { name: String, available: String },
 }
 
-/// Parses one document strictly: unknown fields and other schema versions are rejected,
-/// and every `{root}` a path names must be declared.
+/// Parses one TOML document strictly: unknown fields and other schema versions are
+/// rejected, and every `{root}` a path names must be declared.
 pub fn parse(name: &str, text: &str) -> Result<Profile, ProfileError> {
+    let profile: Profile = toml::from_str(text).map_err(|e| ProfileError::Invalid {
+        name: name.to_owned(),
+        reason: e.to_string(),
+    })?;
+    validate(name, profile)
+}
+
+/// One embedded document (the JSON form of a TOML one), as strictly as [`parse`].
+fn parse_embedded(name: &str, json: &str) -> Result<Profile, ProfileError> {
+    let profile: Profile = serde_json::from_str(json).map_err(|e| ProfileError::Invalid {
+        name: name.to_owned(),
+        reason: e.to_string(),
+    })?;
+    validate(name, profile)
+}
+
+/// The checks beyond the schema's types.
+fn validate(name: &str, profile: Profile) -> Result<Profile, ProfileError> {
     let invalid = |reason: String| ProfileError::Invalid {
         name: name.to_owned(),
         reason,
     };
-    let profile: Profile = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
     if profile.schema_version != PROFILE_SCHEMA_VERSION {
         return Err(invalid(format!(
             "schema_version {} is not supported (expected {PROFILE_SCHEMA_VERSION})",
@@ -353,7 +388,7 @@ pub fn parse(name: &str, text: &str) -> Result<Profile, ProfileError> {
 pub fn builtin_profiles() -> Result<Vec<Profile>, ProfileError> {
     BUILTIN
         .iter()
-        .map(|(name, text)| parse(name, text))
+        .map(|(name, text)| parse_embedded(name, text))
         .collect()
 }
 
@@ -378,7 +413,7 @@ pub fn select(
             .iter()
             .find(|(n, _)| *n == name)
             .ok_or_else(|| unknown(name))?;
-        parse(name, text)
+        parse_embedded(name, text)
     };
     if let Some(name) = requested {
         return load(name).map(|p| (p, false));
@@ -391,7 +426,7 @@ pub fn select(
     let quoted = format!("\"{basename}\"");
     for (name, text) in BUILTIN {
         if !basename.is_empty() && text.contains(&quoted) {
-            let profile = parse(name, text)?;
+            let profile = parse_embedded(name, text)?;
             if profile.detect.contains(&basename) {
                 return Ok((profile, true));
             }
@@ -404,6 +439,23 @@ pub fn select(
 mod tests {
     use super::*;
     use std::ffi::OsStr;
+
+    #[test]
+    fn the_embedded_form_reads_as_the_toml_source() {
+        let sources = [
+            ("claude", include_str!("../profiles/claude.toml")),
+            ("codex", include_str!("../profiles/codex.toml")),
+            ("gemini", include_str!("../profiles/gemini.toml")),
+            ("generic", include_str!("../profiles/generic.toml")),
+            ("opencode", include_str!("../profiles/opencode.toml")),
+        ];
+        assert_eq!(sources.map(|(n, _)| n).to_vec(), builtin_names());
+        for ((name, toml), embedded) in sources.iter().zip(builtin_profiles().unwrap()) {
+            assert_eq!(parse(name, toml).unwrap(), embedded, "{name}");
+        }
+        // The embedded form is as strict as the source.
+        assert!(parse_embedded("generic", r#"{"schema_version": 1, "nope": 1}"#).is_err());
+    }
 
     #[test]
     fn every_builtin_profile_parses() {
