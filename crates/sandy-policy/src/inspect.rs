@@ -1,3 +1,5 @@
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -128,4 +130,80 @@ fn is_executable(meta: &std::fs::Metadata) -> bool {
 #[cfg(not(unix))]
 fn is_executable(_meta: &std::fs::Metadata) -> bool {
     true
+}
+
+/// One resolution's view of the filesystem: each answer about a path (its kind, its link
+/// target, its canonical form, whether it exists) is asked of `inner` once and remembered.
+/// Resolution asks the same questions of the same paths from several places (the chains
+/// of views and protections share their ancestors, the profiles share the home's
+/// directories), and a resolution describes one moment of the host in any case.
+pub struct Memo<'a> {
+    inner: &'a dyn PathInspector,
+    kinds: RefCell<HashMap<PathBuf, Option<FileKind>>>,
+    links: RefCell<HashMap<PathBuf, Option<PathBuf>>>,
+    canonical: RefCell<HashMap<PathBuf, Result<PathBuf, io::ErrorKind>>>,
+    exists: RefCell<HashMap<PathBuf, bool>>,
+}
+
+impl<'a> Memo<'a> {
+    pub fn new(inner: &'a dyn PathInspector) -> Memo<'a> {
+        Memo {
+            inner,
+            kinds: RefCell::default(),
+            links: RefCell::default(),
+            canonical: RefCell::default(),
+            exists: RefCell::default(),
+        }
+    }
+}
+
+/// The remembered answer for `path`, or `ask`'s (then remembered).
+fn remembered<T: Clone>(
+    map: &RefCell<HashMap<PathBuf, T>>,
+    path: &Path,
+    ask: impl FnOnce() -> T,
+) -> T {
+    if let Some(known) = map.borrow().get(path) {
+        return known.clone();
+    }
+    let answer = ask();
+    map.borrow_mut().insert(path.to_path_buf(), answer.clone());
+    answer
+}
+
+impl PathInspector for Memo<'_> {
+    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
+        remembered(&self.canonical, path, || {
+            self.inner.canonicalize(path).map_err(|e| e.kind())
+        })
+        .map_err(io::Error::from)
+    }
+
+    fn kind(&self, path: &Path) -> Option<FileKind> {
+        remembered(&self.kinds, path, || self.inner.kind(path))
+    }
+
+    fn read_head(&self, path: &Path, max: usize) -> Option<Vec<u8>> {
+        self.inner.read_head(path, max)
+    }
+
+    fn read_link(&self, path: &Path) -> Option<PathBuf> {
+        remembered(&self.links, path, || self.inner.read_link(path))
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        remembered(&self.exists, path, || self.inner.exists(path))
+    }
+
+    fn subdirs(&self, path: &Path, max: usize) -> Vec<PathBuf> {
+        self.inner.subdirs(path, max)
+    }
+
+    fn symlinks_in(&self, path: &Path, max: usize) -> Vec<PathBuf> {
+        self.inner.symlinks_in(path, max)
+    }
+
+    fn files_in(&self, path: &Path, max: usize) -> Vec<PathBuf> {
+        self.inner.files_in(path, max)
+    }
 }

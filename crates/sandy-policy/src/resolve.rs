@@ -128,6 +128,8 @@ pub fn resolve(
     host: &HostContext,
     fs: &dyn PathInspector,
 ) -> Result<ResolvedPolicy, ResolveError> {
+    let memo = crate::inspect::Memo::new(fs);
+    let fs: &dyn PathInspector = &memo;
     let argv0 = request.command.first().ok_or(ResolveError::EmptyCommand)?;
     let home = host.home.clone();
     let mut sensitive = home.as_deref().map(sensitive_paths).unwrap_or_default();
