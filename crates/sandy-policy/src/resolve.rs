@@ -240,8 +240,18 @@ pub fn resolve(
         Origin::Project,
     );
 
-    // The command, with what a rustup proxy needs when it is one.
-    ctx.grant_executable(&program, &mut grants);
+    // The command, with what a rustup proxy needs when it is one. A command found in a
+    // tree the sandbox can write (a link in the project's `node_modules/.bin` on `PATH`)
+    // is what an earlier run may have planted: it gets its executable alone, never the
+    // package a link of its leads into.
+    let planted = std::iter::once(&project)
+        .chain(&request.read_write)
+        .any(|root| program.starts_with(root));
+    if planted {
+        ctx.grant_exact_executable(&program, &mut grants);
+    } else {
+        ctx.grant_executable(&program, &mut grants);
+    }
     if let Some(dir) = program.parent() {
         ctx.grant_rust_toolchain(dir, host, &mut grants);
     }
@@ -258,7 +268,7 @@ pub fn resolve(
     // The interpreters the command's `#!` line names (usually inside a toolchain granted
     // just above), each an exact executable.
     for interpreter in shebang::interpreters(&program, &path_dirs, fs) {
-        ctx.grant_interpreter(&interpreter, &mut grants);
+        ctx.grant_exact_executable(&interpreter, &mut grants);
     }
 
     // The agent profile: its state directories, and its hook registrations protected.
@@ -668,9 +678,10 @@ impl Ctx<'_> {
         }
     }
 
-    /// Grants an interpreter a `#!` line names: the executable file alone, never a
-    /// directory (the line is content the sandbox may have written).
-    fn grant_interpreter(&self, path: &Path, grants: &mut GrantSet) {
+    /// Grants an executable named by something the sandbox may have written (an
+    /// interpreter a `#!` line names, a command found in a writable tree): the executable
+    /// file alone, never a directory.
+    fn grant_exact_executable(&self, path: &Path, grants: &mut GrantSet) {
         let Some(canonical) = self.executable_file(path) else {
             return;
         };

@@ -1199,7 +1199,7 @@ impl Ctx<'_> {
             Origin::Profile,
         );
         for interpreter in super::shebang::interpreters(&canonical, path_dirs, self.fs) {
-            self.grant_interpreter(&interpreter, grants);
+            self.grant_exact_executable(&interpreter, grants);
         }
         true
     }

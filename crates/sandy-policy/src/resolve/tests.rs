@@ -534,6 +534,39 @@ fn links_in_path_directories_grant_only_recognised_packages() {
     );
 }
 
+/// A command found in a tree the sandbox can write (a link an earlier run planted in the
+/// project's `node_modules/.bin`, on `PATH`) is granted as its executable alone, even when
+/// the link leads into a per-user install that would otherwise be granted whole; the same
+/// link reached from outside the project still grants the package.
+#[test]
+fn a_command_found_in_the_project_grants_its_executable_alone() {
+    let fs = base_fs()
+        .dir("/home/u/proj/node_modules/.bin")
+        .dir("/home/u/.mytool/bin")
+        .exe("/home/u/.mytool/bin/x")
+        .file("/home/u/.mytool/credentials")
+        .link("/home/u/proj/node_modules/.bin/x", "/home/u/.mytool/bin/x")
+        .dir("/home/u/links")
+        .link("/home/u/links/x", "/home/u/.mytool/bin/x");
+    let granted = |path: &str| -> Vec<(PathBuf, Scope)> {
+        let policy = resolve(&request(&["x"]), &host(path), &fs).unwrap();
+        policy
+            .grants
+            .iter()
+            .filter(|g| g.path.starts_with("/home/u/.mytool"))
+            .map(|g| (g.path.clone(), g.scope))
+            .collect()
+    };
+    assert_eq!(
+        granted("/home/u/proj/node_modules/.bin:/usr/bin"),
+        vec![(PathBuf::from("/home/u/.mytool/bin/x"), Scope::Exact)]
+    );
+    assert_eq!(
+        granted("/home/u/links:/usr/bin"),
+        vec![(PathBuf::from("/home/u/.mytool"), Scope::Subtree)]
+    );
+}
+
 /// Finding D1: what `env` options name is never granted, and an interpreter is granted
 /// only as an exact executable file.
 #[test]
