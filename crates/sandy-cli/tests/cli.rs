@@ -853,9 +853,18 @@ fn dry_run_prints_the_documented_document() {
         for p in protections {
             assert_eq!(
                 keys(p),
-                sorted(&["path", "kind", "origin", "exists", "placeholder"]),
+                sorted(&["path", "kind", "origin", "exists", "placeholder", "reason"]),
                 "{p}"
             );
+            // A profile's protection says which profile and why; the others need not.
+            if p["origin"] == json!("profile") {
+                assert!(
+                    p["reason"].as_str().is_some_and(|r| r.contains("profile")),
+                    "{p}"
+                );
+            } else {
+                assert!(p["reason"].is_null() || p["reason"].is_string(), "{p}");
+            }
             assert!(Path::new(p["path"].as_str().unwrap()).is_absolute(), "{p}");
             assert!(["deny", "read_only"].contains(&p["kind"].as_str().unwrap()));
             assert!(p["exists"].is_boolean(), "{p}");
