@@ -425,7 +425,17 @@ pub fn resolve(
     views.extend(applied.views.iter().cloned());
     let mut grants = grants;
     let privates = private_dirs(runtime_dir.as_deref());
-    let carried = grants.clone();
+    // Only the grants inside a private directory can carry a path through it: the rest
+    // are left out of every question (asked for each component of each view's name).
+    let carried: Vec<Grant> = grants
+        .iter()
+        .filter(|g| {
+            privates
+                .iter()
+                .any(|p| g.path.starts_with(p) && g.path.as_path() != *p)
+        })
+        .cloned()
+        .collect();
     let hidden = |p: &Path| matches!(carrying(p, &privates, &carried), Some((_, None)));
     let views = views::finish_views(views, &mut grants, &mut protections, &hidden, fs);
     let caches = views::add_caches(
