@@ -822,33 +822,45 @@ pub struct Repo {
 /// Implicit bare repositories are allowed for the question, as they are by default: one
 /// the user's configuration refuses now is still protected, should that change.
 fn own_git_dir_start(git: &Git, dir: &Path) -> Result<Running, GitScanError> {
-    let args = [
-        "-c",
-        "safe.bareRepository=all",
-        "rev-parse",
-        "--path-format=absolute",
-        "--git-dir",
-        "--git-common-dir",
-        "--git-path",
-        "hooks",
-    ]
-    .map(OsStr::new);
+    rev_parse_start(git, dir, &["-c", "safe.bareRepository=all"], &[])
+}
+
+/// Starts `git [BEFORE] rev-parse --path-format=absolute [PATHS] --git-dir
+/// --git-common-dir --git-path hooks` in `dir`.
+fn rev_parse_start(
+    git: &Git,
+    dir: &Path,
+    before: &[&str],
+    paths: &[&str],
+) -> Result<Running, GitScanError> {
+    let args: Vec<&OsStr> = before
+        .iter()
+        .chain(&["rev-parse", "--path-format=absolute"])
+        .chain(paths)
+        .chain(&["--git-dir", "--git-common-dir", "--git-path", "hooks"])
+        .map(OsStr::new)
+        .collect();
     git.start(dir, &args, dir)
+}
+
+/// What `git rev-parse` printed; `None` when git says `repo` is in no repository.
+fn rev_parse_finish(running: Running, repo: &Path) -> Result<Option<Vec<u8>>, GitScanError> {
+    match running.finish()? {
+        Ok(out) => Ok(Some(out)),
+        Err(line) if line.contains("not a git repository") => Ok(None),
+        Err(line) => Err(GitScanError::Nonsense {
+            repo: repo.to_path_buf(),
+            what: line,
+        }),
+    }
 }
 
 /// Git's answer for `dir` when git takes `dir` itself as its git directory (as it takes a
 /// bare repository, whatever `core.bare` says); `None` when git finds another repository
 /// from there, or none.
 fn own_git_dir_finish(running: Running, dir: &Path) -> Result<Option<Repo>, GitScanError> {
-    let out = match running.finish()? {
-        Ok(out) => out,
-        Err(line) if line.contains("not a git repository") => return Ok(None),
-        Err(line) => {
-            return Err(GitScanError::Nonsense {
-                repo: dir.to_path_buf(),
-                what: line,
-            })
-        }
+    let Some(out) = rev_parse_finish(running, dir)? else {
+        return Ok(None);
     };
     let [git_dir, common_dir, hooks] = absolute_lines(&out, dir)?;
     Ok(same_dir(&git_dir, dir).then(|| Repo {
@@ -896,31 +908,14 @@ fn absolute_lines<const N: usize>(out: &[u8], repo: &Path) -> Result<[PathBuf; N
 
 /// Starts `git rev-parse` in `dir` (see [`describe_finish`]).
 fn describe_start(git: &Git, dir: &Path) -> Result<Running, GitScanError> {
-    let args = [
-        "rev-parse",
-        "--path-format=absolute",
-        "--show-toplevel",
-        "--git-dir",
-        "--git-common-dir",
-        "--git-path",
-        "hooks",
-    ]
-    .map(OsStr::new);
-    git.start(dir, &args, dir)
+    rev_parse_start(git, dir, &[], &["--show-toplevel"])
 }
 
 /// Git's answer for the working tree at `repo`: `None` when git says it is not a
 /// repository.
 fn describe_finish(running: Running, repo: &Path) -> Result<Option<Repo>, GitScanError> {
-    let out = match running.finish()? {
-        Ok(out) => out,
-        Err(line) if line.contains("not a git repository") => return Ok(None),
-        Err(line) => {
-            return Err(GitScanError::Nonsense {
-                repo: repo.to_path_buf(),
-                what: line,
-            })
-        }
+    let Some(out) = rev_parse_finish(running, repo)? else {
+        return Ok(None);
     };
     let [top, git_dir, common_dir, hooks] = absolute_lines(&out, repo)?;
     Ok(Some(Repo {

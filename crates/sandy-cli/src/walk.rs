@@ -286,7 +286,7 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
                 // directory, so what it holds by name is looked up, and the directory
                 // is named as one whose depths are unknown (it has no identity, so the
                 // walk after the run tries it again).
-                Err(_) => {
+                Err(rustix::io::Errno::ACCESS | rustix::io::Errno::PERM) => {
                     let Some((dotgit, head)) = leaf_entries(&pending) else {
                         continue;
                     };
@@ -299,6 +299,7 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
                     };
                     (listing, inherited.unwrap_or(false), None)
                 }
+                Err(_) => continue,
             },
         };
         found(&mut out, &pending.path, listing.dotgit, listing.head);

@@ -180,9 +180,13 @@ pub(super) fn package_config_views(home: &Path, host: &HostContext) -> Vec<FileV
         (home.join(".m2/settings.xml"), "maven"),
         (home.join(".gradle/gradle.properties"), "gradle"),
     ];
+    config_views(candidates.into_iter().filter(|(p, _)| p.is_absolute()))
+}
+
+/// A filtered view of each tool's configuration file.
+fn config_views<'a>(candidates: impl IntoIterator<Item = (PathBuf, &'a str)>) -> Vec<FileView> {
     candidates
         .into_iter()
-        .filter(|(p, _)| p.is_absolute())
         .map(|(target, tool)| FileView {
             target,
             link: None,
@@ -254,18 +258,7 @@ pub(super) fn global_config_views(
             candidates.push((system, "npm (global)"));
         }
     }
-    candidates
-        .into_iter()
-        .map(|(target, tool)| FileView {
-            target,
-            link: None,
-            kind: ViewKind::Filtered,
-            origin: Origin::Baseline,
-            reason: format!(
-                "{tool} configuration, read-only, without lines that look like credentials"
-            ),
-        })
-        .collect()
+    config_views(candidates)
 }
 
 /// Tool caches (see [`crate::caches`]): an overlay's mount point becomes a writable
