@@ -190,37 +190,14 @@ fn judge_hook(
     marker: &Path,
     env: &[(&str, &str)],
 ) {
-    assert_code(o, 0, "the sandboxed attempt");
-    let _ = git_env(
+    let commit = |m: &'static str| ["commit", "-q", "--allow-empty", "-m", m];
+    judge_hook_with(
         w,
-        repo,
-        &["commit", "-q", "--allow-empty", "-m", "judge"],
-        env,
-    );
-    assert!(
-        !marker.exists(),
-        "a hook planted in {} ran in the host's git commit in {}\nsandy stderr:\n{}",
-        hooks.display(),
-        repo.display(),
-        stderr(o)
-    );
-    let hook = hooks.join("pre-commit");
-    std::fs::create_dir_all(hooks).unwrap();
-    std::fs::write(&hook, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
-    w.chown_all();
-    let _ = git_env(
-        w,
-        repo,
-        &["commit", "-q", "--allow-empty", "-m", "control"],
-        env,
-    );
-    assert!(
-        marker.exists(),
-        "control: {} is not git's hooks directory for {}",
-        hooks.display(),
-        repo.display()
+        o,
+        (repo, hooks, marker, env),
+        "pre-commit",
+        &commit("judge"),
+        &commit("control"),
     );
 }
 
@@ -229,22 +206,43 @@ fn judge_hook(
 /// must.
 #[track_caller]
 fn judge_bare_hook(w: &World, o: &Output, repo: &Path, hooks: &Path, marker: &Path) {
+    judge_hook_with(
+        w,
+        o,
+        (repo, hooks, marker, &[]),
+        "reference-transaction",
+        &["branch", "judge", "main"],
+        &["branch", "control", "main"],
+    );
+}
+
+/// `attack` (git's arguments) in `repo` on the host must not create `marker`; after
+/// `hook` is written into `hooks` on the host, `control` must.
+#[track_caller]
+fn judge_hook_with(
+    w: &World,
+    o: &Output,
+    (repo, hooks, marker, env): (&Path, &Path, &Path, &[(&str, &str)]),
+    hook: &str,
+    attack: &[&str],
+    control: &[&str],
+) {
     assert_code(o, 0, "the sandboxed attempt");
-    let _ = git(w, repo, &["branch", "judge", "main"]);
+    let _ = git_env(w, repo, attack, env);
     assert!(
         !marker.exists(),
-        "a hook planted in {} ran in the host's git branch in {}\nsandy stderr:\n{}",
+        "a hook planted in {} ran in the host's git {attack:?} in {}\nsandy stderr:\n{}",
         hooks.display(),
         repo.display(),
         stderr(o)
     );
-    let hook = hooks.join("reference-transaction");
+    let hook = hooks.join(hook);
     std::fs::create_dir_all(hooks).unwrap();
     std::fs::write(&hook, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
     w.chown_all();
-    let _ = git(w, repo, &["branch", "control", "main"]);
+    let _ = git_env(w, repo, control, env);
     assert!(
         marker.exists(),
         "control: {} is not git's hooks directory for {}",
