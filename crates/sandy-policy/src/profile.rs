@@ -38,6 +38,16 @@ const BUILTIN: &[(&str, &str)] = &[
     ),
 ];
 
+/// What every run needs of every profile (`NAME.baseline.json`, made by `build.rs` from
+/// the same documents), in [`BUILTIN`]'s order.
+const BASELINES: &[&str] = &[
+    include_str!(concat!(env!("OUT_DIR"), "/claude.baseline.json")),
+    include_str!(concat!(env!("OUT_DIR"), "/codex.baseline.json")),
+    include_str!(concat!(env!("OUT_DIR"), "/gemini.baseline.json")),
+    include_str!(concat!(env!("OUT_DIR"), "/generic.baseline.json")),
+    include_str!(concat!(env!("OUT_DIR"), "/opencode.baseline.json")),
+];
+
 /// The name of the fallback profile.
 pub const GENERIC: &str = "generic";
 
@@ -116,6 +126,31 @@ pub struct ProfilePluginPackages {
 pub struct ProfilePluginDirectory {
     pub path: String,
     pub why: String,
+}
+
+/// The path of an agent's state file and why it exists, as the baseline reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileStateFileName {
+    pub path: String,
+    pub why: String,
+}
+
+/// What every run needs of a profile, whatever profile is detected: the names through
+/// which that agent would run code at its next launch (its protections and state files,
+/// with their roots) and the settings whose commands name more of them.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileBaseline {
+    pub name: String,
+    #[serde(default)]
+    pub roots: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    pub protections: Vec<ProfileProtection>,
+    #[serde(default)]
+    pub state_files: Vec<ProfileStateFileName>,
+    #[serde(default)]
+    pub named_commands: Vec<ProfileNamedCommands>,
 }
 
 /// The format of an agent's state file.
@@ -392,6 +427,20 @@ pub fn builtin_profiles() -> Result<Vec<Profile>, ProfileError> {
         .collect()
 }
 
+/// What every run needs of every built-in profile ([`ProfileBaseline`]).
+pub fn builtin_baselines() -> Result<Vec<ProfileBaseline>, ProfileError> {
+    BUILTIN
+        .iter()
+        .zip(BASELINES)
+        .map(|((name, _), json)| {
+            serde_json::from_str(json).map_err(|e| ProfileError::Invalid {
+                name: (*name).to_owned(),
+                reason: e.to_string(),
+            })
+        })
+        .collect()
+}
+
 /// The names of the built-in profiles, sorted.
 pub fn builtin_names() -> Vec<&'static str> {
     BUILTIN.iter().map(|(name, _)| *name).collect()
@@ -452,6 +501,28 @@ mod tests {
         assert_eq!(sources.map(|(n, _)| n).to_vec(), builtin_names());
         for ((name, toml), embedded) in sources.iter().zip(builtin_profiles().unwrap()) {
             assert_eq!(parse(name, toml).unwrap(), embedded, "{name}");
+        }
+        // The baseline form is the same profile's names.
+        for (profile, baseline) in builtin_profiles()
+            .unwrap()
+            .into_iter()
+            .zip(builtin_baselines().unwrap())
+        {
+            assert_eq!(baseline.name, profile.name);
+            assert_eq!(baseline.roots, profile.roots);
+            assert_eq!(baseline.protections, profile.protections);
+            assert_eq!(baseline.named_commands, profile.named_commands);
+            let names: Vec<(&str, &str)> = baseline
+                .state_files
+                .iter()
+                .map(|f| (f.path.as_str(), f.why.as_str()))
+                .collect();
+            let files: Vec<(&str, &str)> = profile
+                .state_files
+                .iter()
+                .map(|f| (f.path.as_str(), f.why.as_str()))
+                .collect();
+            assert_eq!(names, files, "{}", profile.name);
         }
         // The embedded form is as strict as the source.
         assert!(parse_embedded("generic", r#"{"schema_version": 1, "nope": 1}"#).is_err());

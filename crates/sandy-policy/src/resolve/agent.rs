@@ -670,9 +670,9 @@ impl Ctx<'_> {
                 });
             }
         };
-        for profile in crate::profile::builtin_profiles()? {
+        for profile in crate::profile::builtin_baselines()? {
             let own = profile.name == detected;
-            let mut roots = lenient_roots(&profile, host, self.home);
+            let mut roots = lenient_roots(&profile.roots, host, self.home);
             roots.push(("project".to_owned(), vec![project.to_path_buf()]));
             let names = profile
                 .protections
@@ -1323,12 +1323,11 @@ enum Step {
 /// Every root a profile could use, by name: each candidate whose variable is set to an
 /// absolute path (normalized, not checked: nothing is granted from it), and the default.
 fn lenient_roots(
-    profile: &Profile,
+    roots: &std::collections::BTreeMap<String, Vec<String>>,
     host: &HostContext,
     home: Option<&Path>,
 ) -> Vec<(String, Vec<PathBuf>)> {
-    profile
-        .roots
+    roots
         .iter()
         .map(|(name, candidates)| {
             let mut values: Vec<PathBuf> = Vec::new();
