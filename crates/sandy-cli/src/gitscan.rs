@@ -450,7 +450,10 @@ fn describe(
             enclosing.push(root.clone());
         }
     }
-    if dotgits.is_empty() && enclosing.is_empty() {
+    // Without a repository git is not asked, unless the user's configuration includes
+    // other files: git inside (a `git init`, a `git clone`) must be able to read them,
+    // and only git says which they are.
+    if dotgits.is_empty() && enclosing.is_empty() && !includes_other_files(home, env) {
         return Ok(GitFacts {
             scanned: roots.to_vec(),
             ..GitFacts::default()
@@ -1036,6 +1039,25 @@ fn documented_config_files(home: Option<&Path>, env: &[(OsString, OsString)]) ->
         None => out.extend(home.map(|h| h.join(".config/git/config"))),
     }
     out
+}
+
+/// Whether a configuration file of the user's (or the system's) mentions an include at all:
+/// a cheap look, which decides only whether git is asked.
+fn includes_other_files(home: Option<&Path>, env: &[(OsString, OsString)]) -> bool {
+    documented_config_files(home, env)
+        .into_iter()
+        .chain([PathBuf::from("/etc/gitconfig")])
+        .any(|file| {
+            // The user's own dotfile links are followed.
+            crate::verify::read_regular(&file, 256 * 1024, true)
+                .ok()
+                .flatten()
+                .is_some_and(|text| {
+                    text.to_ascii_lowercase()
+                        .windows(7)
+                        .any(|w| w == b"include")
+                })
+        })
 }
 
 /// Reads every known configuration file with `git config --file F --list --no-includes`,

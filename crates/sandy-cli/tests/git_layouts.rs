@@ -1323,6 +1323,45 @@ fn a_new_repository_s_hooks_are_named_where_a_relative_global_hooks_path_puts_th
 }
 
 #[test]
+fn git_works_inside_when_the_user_s_configuration_includes_other_files() {
+    for_each_user(|w| {
+        // A very common layout: identity in an included file, a conditional include, and
+        // the global file itself a dotfile manager's link.
+        std::fs::create_dir_all(w.home.join("dotfiles")).unwrap();
+        std::fs::write(
+            w.home.join(".gitconfig.local"),
+            "[user]\n\temail = local@e\n",
+        )
+        .unwrap();
+        std::fs::write(w.home.join("work.inc"), "[user]\n\tname = Worker\n").unwrap();
+        std::fs::write(
+            w.home.join("dotfiles/gitconfig"),
+            format!(
+                "[include]\n\tpath = ~/.gitconfig.local\n[includeIf \"gitdir:{}/\"]\n\tpath = {}\n",
+                w.project.display(),
+                w.home.join("work.inc").display()
+            ),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("dotfiles/gitconfig", w.home.join(".gitconfig")).unwrap();
+        w.chown_all();
+        // No repository yet: git init and its configuration.
+        let o = sandy_sh(
+            w,
+            &[],
+            "git init -q -b main . && git config user.email && git config user.name && git status --short",
+            &[],
+        );
+        assert_code(&o, 0, "git in a project without a repository at launch");
+        assert_eq!(stdout(&o), "local@e\nWorker\n", "{}", stderr(&o));
+        // A repository at launch.
+        let o = sandy_sh(w, &[], "git status --short && git config user.email", &[]);
+        assert_code(&o, 0, "git in a repository");
+        assert!(stdout(&o).contains("local@e"), "{}", stderr(&o));
+    });
+}
+
+#[test]
 fn a_hooks_link_made_inside_is_named_without_listing_what_it_points_at() {
     for_each_user(|w| {
         std::fs::create_dir_all(w.home.join("secret")).unwrap();

@@ -221,7 +221,11 @@ pub fn resolve(
             xdg_config.join("git/ignore"),
             xdg_config.join("git/attributes"),
         ];
-        for file in git_files {
+        // And every configuration file git reads that the scan found (the files the
+        // user's configuration includes, `~/.gitconfig.local`): without them git inside
+        // fails on its first command.
+        let included = host.git.config_files.iter().cloned();
+        for file in git_files.into_iter().chain(included) {
             if let Ok(canonical) = fs.canonicalize(&file) {
                 if matches!(fs.kind(&canonical), Some(FileKind::File { .. }))
                     && ctx.sensitive_overlap(&canonical).is_none()
