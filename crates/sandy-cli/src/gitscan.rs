@@ -715,44 +715,103 @@ fn describe(
 
 /// What the configuration names as code git runs or copies, inside `roots`: each
 /// `init.templateDir` (`~/` or absolute; present or not), and each word of a
-/// code-running setting's value that names an existing path by `~/`, by an absolute path,
-/// or relative to a working tree's top (a word with a `/` in it: a bare name is looked up
-/// on `PATH`). Words are split at blanks, quotes, `=` and the shell's operators: an
-/// over-approximation, which only ever protects more.
+/// code-running setting's value that names a path: by `~/`, `$HOME/` or an absolute path,
+/// by `$PWD/` or relative to a working tree's top (where git runs it), present or, when
+/// it is written as a path (with a `/`), absent (a run could create it). Words are the
+/// value split at blanks, `=` and the shell's operators, and each quoted string whole:
+/// an over-approximation, which only ever protects more. A name is kept as written and
+/// as the kernel resolves its directory (a link on the way into the project).
 fn command_paths(found: &Found, roots: &[PathBuf], home: Option<&Path>) -> Vec<PathBuf> {
-    let inside = |p: &Path| roots.iter().any(|r| p.starts_with(r));
-    let mut out = BTreeSet::new();
+    let tops: Vec<&PathBuf> = found.work_trees.union(&found.bare).collect();
+    // (path, kept when absent, a directory may be protected)
+    let mut candidates: Vec<(PathBuf, bool, bool)> = Vec::new();
     for value in &found.template_values {
-        let path = match expand_home(value, home) {
-            Some(p) => p,
-            None => PathBuf::from(OsStr::from_bytes(value)),
-        };
-        if path.is_absolute() {
-            out.insert(normalize(&path));
+        if let Some(path) = expand_word(value, home, None) {
+            candidates.push((path, true, true));
         }
     }
-    let tops: Vec<&PathBuf> = found.work_trees.union(&found.bare).collect();
     for value in &found.command_values {
-        let words = value.split(|b| b" \t\n'\"`;&|()<>=".contains(b));
-        for word in words.filter(|w| w.contains(&b'/')) {
-            let candidates: Vec<PathBuf> = if let Some(p) = expand_home(word, home) {
-                vec![p]
-            } else if word.starts_with(b"/") {
-                vec![PathBuf::from(OsStr::from_bytes(word))]
-            } else {
-                tops.iter()
-                    .map(|t| t.join(OsStr::from_bytes(word)))
-                    .collect()
-            };
-            for path in candidates {
-                let path = normalize(&path);
-                if std::fs::symlink_metadata(&path).is_ok() {
-                    out.insert(path);
+        for word in command_words(value) {
+            let written_as_path = word.contains(&b'/');
+            match expand_word(&word, home, None) {
+                Some(path) => candidates.push((path, written_as_path, false)),
+                None => {
+                    for top in &tops {
+                        if let Some(path) = expand_word(&word, home, Some(top)) {
+                            candidates.push((path, written_as_path, false));
+                        }
+                    }
                 }
             }
         }
     }
-    out.into_iter().filter(|p| inside(p)).collect()
+    let mut out = BTreeSet::new();
+    for (path, keep_absent, directory) in candidates {
+        let path = normalize(&path);
+        match std::fs::metadata(&path) {
+            // A command names a program: a directory among its words (`cd src`) is not
+            // one, and protecting it would take the project's own files away.
+            Ok(meta) if meta.is_dir() && !directory => continue,
+            Err(_) if !keep_absent && std::fs::symlink_metadata(&path).is_err() => continue,
+            _ => {}
+        }
+        let mut names = BTreeSet::new();
+        Found::path_both(&mut names, &path);
+        for name in names {
+            // Strictly inside a writable root: never a root itself (a word `.`).
+            if roots.iter().any(|r| name.starts_with(r) && &name != r) {
+                out.insert(name);
+            }
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// The words of a setting's value (see [`command_paths`]): split at blanks, `=` and the
+/// shell's operators, and each quoted string whole too.
+fn command_words(value: &[u8]) -> Vec<Vec<u8>> {
+    let mut words: Vec<Vec<u8>> = value
+        .split(|b| b" \t\n'\"`;&|()<>=".contains(b))
+        .filter(|w| !w.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect();
+    for quote in [b'\'', b'"'] {
+        let parts: Vec<&[u8]> = value.split(|&b| b == quote).collect();
+        // The odd parts are inside quotes.
+        words.extend(
+            parts
+                .iter()
+                .skip(1)
+                .step_by(2)
+                .filter(|w| !w.is_empty())
+                .map(|w| w.to_vec()),
+        );
+    }
+    words
+}
+
+/// A word as a path: `~/`, `$HOME/` and `${HOME}/` from home, `$PWD/` and `${PWD}/` from
+/// `top`, an absolute path as it is; with `top`, any other word relative to it. `None`
+/// when it names no path that way (another variable, a relative word without `top`).
+fn expand_word(word: &[u8], home: Option<&Path>, top: Option<&Path>) -> Option<PathBuf> {
+    let under = |base: Option<&Path>, rest: &[u8]| base.map(|b| b.join(OsStr::from_bytes(rest)));
+    for prefix in [&b"~/"[..], b"$HOME/", b"${HOME}/"] {
+        if let Some(rest) = word.strip_prefix(prefix) {
+            return under(home, rest);
+        }
+    }
+    for prefix in [&b"$PWD/"[..], b"${PWD}/"] {
+        if let Some(rest) = word.strip_prefix(prefix) {
+            return under(top, rest);
+        }
+    }
+    if word.starts_with(b"/") {
+        return Some(PathBuf::from(OsStr::from_bytes(word)));
+    }
+    if word.starts_with(b"$") || word.starts_with(b"-") || word.starts_with(b"~") {
+        return None;
+    }
+    under(top, word)
 }
 
 /// One `note:` per remote of the project whose URL is a local path outside every
@@ -1280,6 +1339,34 @@ mod tests {
             Some(PathBuf::from("/home/u/h"))
         );
         assert_eq!(expand_home(b"h", Some(Path::new("/home/u"))), None);
+    }
+
+    #[test]
+    fn a_setting_s_words_name_paths_as_the_shell_would() {
+        let words = command_words(b"sh -c \"./my tools/x.sh\" --opt=/abs/y 'q z'");
+        for w in [
+            &b"sh"[..],
+            b"./my",
+            b"tools/x.sh",
+            b"/abs/y",
+            b"./my tools/x.sh",
+            b"q z",
+        ] {
+            assert!(
+                words.iter().any(|x| x == w),
+                "{:?}",
+                String::from_utf8_lossy(w)
+            );
+        }
+        let home = Some(Path::new("/h"));
+        let top = Some(Path::new("/p"));
+        assert_eq!(expand_word(b"~/a", home, None), Some("/h/a".into()));
+        assert_eq!(expand_word(b"${HOME}/a", home, None), Some("/h/a".into()));
+        assert_eq!(expand_word(b"$PWD/a", home, top), Some("/p/a".into()));
+        assert_eq!(expand_word(b"a/b", home, top), Some("/p/a/b".into()));
+        assert_eq!(expand_word(b"a/b", home, None), None);
+        assert_eq!(expand_word(b"$OTHER/a", home, top), None);
+        assert_eq!(expand_word(b"--flag", home, top), None);
     }
 
     #[test]

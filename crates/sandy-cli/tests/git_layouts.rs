@@ -1254,6 +1254,54 @@ fn programs_and_templates_the_global_config_names_in_the_project_are_read_only()
 }
 
 #[test]
+fn a_script_a_setting_names_in_any_spelling_is_read_only() {
+    for_each_user(|w| {
+        init_repo(w, &w.project);
+        std::fs::create_dir_all(w.project.join("my tools")).unwrap();
+        std::os::unix::fs::symlink(&w.project, w.root.join("via-link")).unwrap();
+        w.chown_all();
+        let via = w.root.join("via-link/linked.sh");
+        // (the setting as written, the script it runs, relative to the project)
+        let cases = [
+            ("sh bare.sh".to_owned(), "bare.sh"),
+            ("\"$HOME/project/home.sh\"".to_owned(), "home.sh"),
+            ("\"./my tools/spaced.sh\"".to_owned(), "my tools/spaced.sh"),
+            (via.display().to_string(), "linked.sh"),
+        ];
+        for (i, (setting, script)) in cases.iter().enumerate() {
+            let file = w.project.join(script);
+            std::fs::write(&file, "#!/bin/sh\nexit 1\n").unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+            w.chown_all();
+            git_ok(w, &w.project, &["config", "core.fsmonitor", setting]);
+            let marker = w.root.join(format!("pwned-spelling-{i}"));
+            let text = format!("#!/bin/sh\ntouch {}\nexit 1\n", marker.display());
+            let o = sandy_sh(w, &[], &plant_file(&file, &text), &[]);
+            assert_code(&o, 0, "the sandboxed attempt");
+            let _ = git(w, &w.project, &["status", "--short"]);
+            assert!(!marker.exists(), "{setting}: {}", stderr(&o));
+            // Control: the setting really runs that file.
+            std::fs::write(&file, &text).unwrap();
+            let _ = git(w, &w.project, &["status", "--short"]);
+            assert!(marker.exists(), "control: {setting} does not run {script}");
+            std::fs::write(&file, "#!/bin/sh\nexit 1\n").unwrap();
+        }
+        // Absent at launch, written as a path: the run can create it, and is named.
+        git_ok(w, &w.project, &["config", "core.fsmonitor", "./later.sh"]);
+        let o = sandy_sh(w, &[], "printf '#!/bin/sh\\n' > later.sh", &[]);
+        assert_code(&o, 0, "create an absent script");
+        let project = std::fs::canonicalize(&w.project).unwrap();
+        let want = format!(
+            "{} did not exist at launch",
+            project.join("later.sh").display()
+        );
+        assert!(stderr(&o).contains(&want), "{}", stderr(&o));
+        git_ok(w, &w.project, &["config", "--unset", "core.fsmonitor"]);
+    });
+}
+
+#[test]
 fn a_directory_git_can_pass_but_sandy_cannot_list_is_named_and_refused() {
     for_each_user(|w| {
         init_repo(w, &w.project);
