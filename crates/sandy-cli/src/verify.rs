@@ -460,51 +460,57 @@ fn in_progress_state(git_dir: &Path) -> Vec<u8> {
 /// runs a command on `--continue`.
 fn report_operations_in_progress(snapshot: &Snapshot) {
     for (git_dir, was) in &snapshot.in_progress {
-        let now = in_progress_state(git_dir);
-        if now.is_empty() || &now == was {
-            continue;
-        }
-        let (what, abort) = if git_dir.join("sequencer").exists() {
-            (
-                "a cherry-pick or revert",
-                "git cherry-pick --abort` or `git revert --abort",
-            )
-        } else {
-            ("a rebase", "git rebase --abort")
-        };
-        let mut runs = Vec::new();
-        for name in IN_PROGRESS {
-            let dir = git_dir.join(name);
-            for todo in ["git-rebase-todo", "todo"] {
-                let text = read_bounded(&dir.join(todo), 1024 * 1024).ok().flatten();
-                for line in text.unwrap_or_default().split(|&b| b == b'\n') {
-                    let line = line.trim_ascii();
-                    if line.starts_with(b"exec ") || line.starts_with(b"x ") {
-                        runs.push(String::from_utf8_lossy(line).into_owned());
-                    }
-                }
-            }
-            for opts in ["strategy", "opts"] {
-                if let Ok(Some(text)) = read_bounded(&dir.join(opts), 64 * 1024) {
-                    let text = String::from_utf8_lossy(&text);
-                    if opts == "strategy" || text.contains("strategy") {
-                        runs.push(format!("a merge strategy in {}", dir.join(opts).display()));
-                    }
-                }
-            }
-        }
-        let detail = if runs.is_empty() {
-            String::new()
-        } else {
-            format!(" (it runs: {})", runs.join("; "))
-        };
-        eprintln!(
-            "sandy: warning: {} holds {what} in progress that was started or changed inside \
-             the sandbox; `--continue` outside would carry out what it holds{detail}: review \
-             it, or end it with `{abort}`",
-            git_dir.display()
-        );
+        report_in_progress(git_dir, was);
     }
+}
+
+/// Names the operation in progress in `git_dir` when its state is not `was` (empty: none
+/// was in progress, or the git directory is new).
+fn report_in_progress(git_dir: &Path, was: &[u8]) {
+    let now = in_progress_state(git_dir);
+    if now.is_empty() || now == was {
+        return;
+    }
+    let (what, abort) = if git_dir.join("sequencer").exists() {
+        (
+            "a cherry-pick or revert",
+            "git cherry-pick --abort` or `git revert --abort",
+        )
+    } else {
+        ("a rebase", "git rebase --abort")
+    };
+    let mut runs = Vec::new();
+    for name in IN_PROGRESS {
+        let dir = git_dir.join(name);
+        for todo in ["git-rebase-todo", "todo"] {
+            let text = read_bounded(&dir.join(todo), 1024 * 1024).ok().flatten();
+            for line in text.unwrap_or_default().split(|&b| b == b'\n') {
+                let line = line.trim_ascii();
+                if line.starts_with(b"exec ") || line.starts_with(b"x ") {
+                    runs.push(String::from_utf8_lossy(line).into_owned());
+                }
+            }
+        }
+        for opts in ["strategy", "opts"] {
+            if let Ok(Some(text)) = read_bounded(&dir.join(opts), 64 * 1024) {
+                let text = String::from_utf8_lossy(&text);
+                if opts == "strategy" || text.contains("strategy") {
+                    runs.push(format!("a merge strategy in {}", dir.join(opts).display()));
+                }
+            }
+        }
+    }
+    let detail = if runs.is_empty() {
+        String::new()
+    } else {
+        format!(" (it runs: {})", runs.join("; "))
+    };
+    eprintln!(
+        "sandy: warning: {} holds {what} in progress that was started or changed inside \
+         the sandbox; `--continue` outside would carry out what it holds{detail}: review \
+         it, or end it with `{abort}`",
+        git_dir.display()
+    );
 }
 
 fn restore_hint(saved: &BTreeSet<PathBuf>, path: &Path, run_id: &str) -> String {
@@ -702,7 +708,10 @@ fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>
     }
     new_git_dirs.sort();
     new_git_dirs.dedup();
-    for dir in new_git_dirs {
+    for dir in &new_git_dirs {
+        report_in_progress(dir, &[]);
+    }
+    for dir in new_git_dirs.iter().cloned() {
         if dir.parent().and_then(Path::file_name) == Some(OsStr::new("worktrees")) {
             // A linked worktree added during the run: its pointer must lead back here.
             let common = dir.parent().and_then(Path::parent);

@@ -1144,6 +1144,28 @@ fn an_operation_in_progress_left_by_the_run_is_named_with_what_continue_would_ru
         assert!(err.contains("a merge strategy in"), "{err}");
         let o = sandy_sh(w, &[], "true", &[]);
         assert_eq!(stderr(&o), "", "an unchanged operation is named once");
+        let _ = git(w, &w.project, &["cherry-pick", "--quit"]);
+
+        // In a worktree the run adds, whose git directory did not exist at launch.
+        let o = sandy_sh(
+            w,
+            &[],
+            "git worktree add -q wt -b wt && cd wt && \
+             GIT_SEQUENCE_EDITOR='sed -i \"1s/^pick/edit/; 1a exec touch /nowhere\"' \
+             git -c user.name=t -c user.email=t@e rebase -q -i HEAD~1 >/dev/null 2>&1; true",
+            &[],
+        );
+        assert_code(&o, 0, "a rebase left in a new worktree");
+        let want = format!(
+            "{} holds a rebase in progress",
+            project.join(".git/worktrees/wt").display()
+        );
+        assert!(
+            stderr(&o).contains(&want),
+            "{want} not said:\n{}",
+            stderr(&o)
+        );
+        assert!(stderr(&o).contains("exec touch /nowhere"), "{}", stderr(&o));
     });
 }
 
