@@ -708,10 +708,8 @@ fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>
     }
     new_git_dirs.sort();
     new_git_dirs.dedup();
-    for dir in &new_git_dirs {
-        report_in_progress(dir, &[]);
-    }
-    for dir in new_git_dirs.iter().cloned() {
+    for dir in new_git_dirs {
+        report_in_progress(&dir, &[]);
         if dir.parent().and_then(Path::file_name) == Some(OsStr::new("worktrees")) {
             // A linked worktree added during the run: its pointer must lead back here.
             let common = dir.parent().and_then(Path::parent);
