@@ -1281,6 +1281,44 @@ fn no_run_changes_any_agents_project_files_whatever_its_profile() {
     });
 }
 
+/// The top of a `--read-write` grant is a directory an agent may later be started in: its
+/// agent files are as read-only as the project's, whatever the profile, while the rest of
+/// the grant stays writable.
+#[test]
+fn agent_files_at_the_top_of_a_read_write_grant_are_read_only() {
+    for_each_user(|w| {
+        let other = w.home.join("other");
+        plant_originals(&other, PROJECT_AGENT_FILES);
+        w.chown_all();
+        let script: String = PROJECT_AGENT_FILES
+            .iter()
+            .map(|(rel, dir)| attacks(&other.join(rel), *dir))
+            .chain(std::iter::once(format!(
+                "echo ok > '{}'",
+                other.join("ordinary.txt").display()
+            )))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let grant = other.display().to_string();
+        for profile in [None, Some("claude")] {
+            let mut args = vec!["--read-write", grant.as_str()];
+            if let Some(p) = profile {
+                args.extend(["--profile", p]);
+            }
+            args.extend(["--", "/bin/sh", "-c", &script]);
+            let o = run(w, &args, &[]);
+            let what = format!("{profile:?}\nstderr: {}", stderr(&o));
+            assert_code(&o, 0, &what);
+            assert_originals(&other, PROJECT_AGENT_FILES, &what);
+            assert_eq!(
+                std::fs::read_to_string(other.join("ordinary.txt")).unwrap(),
+                "ok\n",
+                "{what}"
+            );
+        }
+    });
+}
+
 /// A dotfile manager's link: `~/.claude/settings.json` points into a dotfiles repository,
 /// and the repository is the project of a generic run. Neither through the link nor by
 /// its target's own name can the run rewrite the user's global Claude Code settings;

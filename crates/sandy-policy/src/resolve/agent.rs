@@ -655,6 +655,18 @@ impl Ctx<'_> {
             .filter(|(i, a)| *i == 0 || writable.iter().any(|w| a.starts_with(w)))
             .map(|(_, a)| a)
             .collect();
+        // The top of each `--read-write` grant: an agent started there reads them too.
+        let grant_roots: Vec<&Path> = grants
+            .0
+            .iter()
+            .filter(|g| {
+                g.origin == Origin::Flag
+                    && g.access == Access::ReadWrite
+                    && g.scope == Scope::Subtree
+                    && !project_dirs.contains(&g.path.as_path())
+            })
+            .map(|g| g.path.as_path())
+            .collect();
         let mut reach = Reach::default();
         let mut out: Vec<Protection> = Vec::new();
         let push = |path: PathBuf, reason: &dyn Fn() -> String, out: &mut Vec<Protection>| {
@@ -692,7 +704,8 @@ impl Ctx<'_> {
                 let reason = || format!("{} profile, applied to every run: {why}", profile.name);
                 if let Some(rest) = template.strip_prefix("{project}") {
                     let rest = rest.trim_start_matches('/');
-                    for dir in project_dirs.iter().skip(usize::from(own)) {
+                    let dirs = project_dirs.iter().skip(usize::from(own));
+                    for dir in dirs.chain(&grant_roots) {
                         push(dir.join(rest), &reason, &mut out);
                     }
                     continue;
