@@ -729,7 +729,7 @@ fn classify(
     let mut ungranted: BTreeMap<PathBuf, BTreeMap<PathBuf, u64>> = BTreeMap::new();
     for (path, &n) in &observations.writes {
         let d = decide(policy, Question::Write, path, &HostFs);
-        if d.allowed {
+        if d.allowed || unenforced(&d.rule, policy) {
             continue;
         }
         match reason(&d.rule, path, policy) {
@@ -906,6 +906,19 @@ fn check_grant(request: &RunRequest, dir: &Path, paths: &[&Path]) -> Result<Stri
     } else {
         Err(format!("even {flag} would not allow it"))
     }
+}
+
+/// Whether the rule is a protection with nothing to hold at launch: a name that did not
+/// exist and gets no placeholder is not mounted over, so a write there was not refused
+/// (the run's creation of it is reported after the run instead).
+fn unenforced(rule: &Rule, policy: &ResolvedPolicy) -> bool {
+    let Rule::Protection { path, .. } = rule else {
+        return false;
+    };
+    policy
+        .protections
+        .iter()
+        .any(|p| &p.path == path && !p.exists && p.placeholder.is_none())
 }
 
 #[cfg(test)]

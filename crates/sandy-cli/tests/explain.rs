@@ -197,6 +197,35 @@ fn a_write_through_a_symlink_in_the_project_is_explained() {
 }
 
 /// A masked path: refused, no flag, the reason; the host file is unchanged.
+/// A protected name absent at launch has nothing to be mounted over: the run's write
+/// there succeeds, so the report does not call it refused (the run's creation of it is
+/// named after the run instead), while a refused write beside it still is.
+#[test]
+fn a_write_to_an_absent_protected_name_is_not_called_refused() {
+    for_each_user(|w| {
+        host_git(w, &w.project, &["init", "-q"]);
+        std::fs::create_dir_all(w.project.join("sub/.git")).unwrap();
+        w.chown_all();
+        let o = w.sh(
+            &[],
+            "printf '[core]\\n' > sub/.git/config; echo x >> .git/config 2>/dev/null; true",
+        );
+        assert_code(&o, 0, "the run");
+        let project = std::fs::canonicalize(&w.project).unwrap();
+        assert!(
+            !report(&o).iter().any(|l| l.contains("sub/.git/config")),
+            "{}",
+            stderr(&o)
+        );
+        assert_reports(&o, ".git/config");
+        let created = format!(
+            "{} did not exist at launch",
+            project.join("sub/.git/config").display()
+        );
+        assert!(stderr(&o).contains(&created), "{}", stderr(&o));
+    });
+}
+
 #[test]
 fn a_write_to_a_masked_path_is_explained() {
     for_each_user(|w| {
