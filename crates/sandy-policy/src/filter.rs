@@ -217,6 +217,10 @@ fn drops_line(line: &[u8]) -> bool {
     if has_known_token(line) || has_credential_userinfo(line) {
         return true;
     }
+    let lower = line.to_ascii_lowercase();
+    if SECRET_URLS.iter().any(|u| contains(&lower, u.as_bytes())) {
+        return true;
+    }
     let trimmed = line.trim_ascii_start();
     if trimmed.starts_with(b"#") || trimmed.starts_with(b";") {
         return false;
@@ -225,7 +229,27 @@ fn drops_line(line: &[u8]) -> bool {
         || has_credential_key(line)
         || has_credential_assignment(line)
         || sets_credential(line)
+        || reads_into_credential(line)
         || has_auth_header(line)
+}
+
+/// Whether a command of the line stores a value into a name that looks like a
+/// credential without `NAME=`: bash's `printf -v NAME ...` and `read [-opts] NAME ...`
+/// (the value comes from a here-string or a file on the same line).
+fn reads_into_credential(line: &[u8]) -> bool {
+    commands(line).iter().any(|words| {
+        let mut words = words.iter();
+        match words.next().map(Vec::as_slice) {
+            Some(b"printf") => {
+                let mut rest = words.skip_while(|w| w.as_slice() != b"-v");
+                rest.next().is_some() && rest.next().is_some_and(|n| looks_like_credential(n))
+            }
+            Some(b"read") => words
+                .filter(|w| !w.starts_with(b"-") && !w.starts_with(b"<"))
+                .any(|n| looks_like_credential(n)),
+            _ => false,
+        }
+    })
 }
 
 /// `Authorization:` or `Bearer TOKEN` anywhere in the line (an alias's `curl -H`, git's
@@ -261,6 +285,19 @@ const TOKEN_PREFIXES: &[(&str, usize, bool)] = &[
     ("hf_", 20, false),
     ("npm_", 20, false),
     ("pypi-", 20, true),
+    ("sk_live_", 10, false),
+    ("sk_test_", 10, false),
+    ("rk_live_", 10, false),
+    ("whsec_", 10, false),
+];
+
+/// URLs that are a credential whole (a webhook's address is its secret).
+const SECRET_URLS: &[&str] = &[
+    "hooks.slack.com/services/",
+    "discord.com/api/webhooks/",
+    "discordapp.com/api/webhooks/",
+    "outlook.office.com/webhook/",
+    "webhook.office.com/",
 ];
 
 /// Whether a word of the line starts with a well-known token prefix followed by enough
@@ -556,6 +593,10 @@ fn looks_like_credential(name: &[u8]) -> bool {
     let n = normalized.as_slice();
     is_whole_word_of(n, b"pat")
         || is_whole_word_of(n, b"otp")
+        || is_whole_word_of(n, b"creds")
+        || is_whole_word_of(n, b"cred")
+        || is_whole_word_of(n, b"pw")
+        || (n.ends_with(b"_sk") && n.len() > 3)
         || contains(n, b"webhook")
         || [&b"_key"[..], b"_login"]
             .iter()
@@ -1011,6 +1052,29 @@ mod tests {
 
     /// Names missed before: `*_PAT`, a last word `KEY` or `LOGIN` after another,
     /// `*WEBHOOK*`, npm's `otp`.
+    #[test]
+    fn values_stored_without_an_assignment_and_more_shapes_go() {
+        for line in [
+            "printf -v GITHUB_TOKEN %s SECRET",
+            "read -r NPM_TOKEN <<< \"SECRET\"",
+            "export SERVICE_CREDS=x",
+            "export MY_PW=x",
+            "export STRIPE_SK=x",
+            "export STRIPE=sk_live_0123456789abcdef",
+            "export SLACK_URL=https://hooks.slack.com/services/T0/B0/abc",
+        ] {
+            assert_eq!(shell(line), GONE, "{line}");
+        }
+        for line in [
+            "printf -v DATE '%(%F)T' -1",
+            "read -r LINE < file",
+            "export DISK=/dev/sda",
+            "export TERM=xterm-256color",
+        ] {
+            assert_eq!(shell(line), line, "{line}");
+        }
+    }
+
     #[test]
     fn pat_key_login_webhook_and_otp_names() {
         for name in [
