@@ -633,7 +633,7 @@ fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>
             Some(record) => walk::walk_again(record, WALK_MAX),
             None => gitscan::find_dotgits(root, WALK_MAX).map(|found| walk::Walked {
                 found,
-                unlisted: Vec::new(),
+                ..walk::Walked::default()
             }),
         };
         let Ok(again) = again else {
@@ -650,6 +650,16 @@ fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>
                 "sandy: warning: {} can be passed through but not listed (its permissions \
                  were changed inside the sandbox): git repositories the run made below it \
                  cannot be checked; review it before running git there",
+                dir.display()
+            );
+        }
+        let before = record.map(walk::Record::unsearchable).unwrap_or_default();
+        for dir in again.unsearchable.iter().filter(|d| !before.contains(d)) {
+            eprintln!(
+                "sandy: warning: {} cannot be looked into (its permissions were changed \
+                 inside the sandbox): git repositories the run made below it cannot be \
+                 checked; review it before giving it back its permissions or running git \
+                 there",
                 dir.display()
             );
         }

@@ -111,6 +111,8 @@ pub struct Record {
     names: Vec<u8>,
     /// Directories git could enter but the walk could not list (see [`Walked`]).
     unlisted: Vec<PathBuf>,
+    /// Directories nothing could look into (see [`Walked`]).
+    unsearchable: Vec<PathBuf>,
 }
 
 /// What a walk found.
@@ -122,6 +124,10 @@ pub struct Walked {
     /// passes through them, the walk cannot list them. Their own `.git` and `HEAD` are
     /// looked up by name, but what lies deeper is unknown.
     pub unlisted: Vec<PathBuf>,
+    /// Directories that cannot be looked into at all (mode `000`, or below a directory
+    /// of mode `r--`): git cannot use what they hold now, but could once their mode is
+    /// changed back.
+    pub unsearchable: Vec<PathBuf>,
 }
 
 impl Record {
@@ -133,6 +139,11 @@ impl Record {
     /// The directories the walk could not list (see [`Walked::unlisted`]).
     pub fn unlisted(&self) -> &[PathBuf] {
         &self.unlisted
+    }
+
+    /// The directories nothing could look into (see [`Walked::unsearchable`]).
+    pub fn unsearchable(&self) -> &[PathBuf] {
+        &self.unsearchable
     }
 
     fn name(&self, seen: &Seen) -> &[u8] {
@@ -182,6 +193,7 @@ pub fn walk(root: &Path, limit: usize) -> Result<(Vec<DotGit>, Record), GitScanE
         dirs,
         names,
         unlisted: walked.unlisted,
+        unsearchable: walked.unsearchable,
     };
     Ok((walked.found, record))
 }
@@ -207,6 +219,7 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
     }
     let mut out = Vec::new();
     let mut unlisted = Vec::new();
+    let mut unsearchable = Vec::new();
     let mut stack = vec![Pending {
         parent: None,
         name: CString::default(),
@@ -227,8 +240,15 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
         // directory that is gone, or that the caller cannot look at, is one the sandbox
         // cannot list either; it stays without an identity, so that the walk after the
         // run tries it again.
-        let Ok(st) = stat(&pending) else {
-            continue;
+        let st = match stat(&pending) {
+            Ok(st) => st,
+            // Its parent lists it but cannot be searched (mode `r--`): what it is stays
+            // unknown, to git as to the walk.
+            Err(rustix::io::Errno::ACCESS) => {
+                unsearchable.push(pending.path.clone());
+                continue;
+            }
+            Err(_) => continue,
         };
         if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
             continue;
@@ -288,6 +308,8 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
                 // walk after the run tries it again).
                 Err(rustix::io::Errno::ACCESS | rustix::io::Errno::PERM) => {
                     let Some((dotgit, head)) = leaf_entries(&pending) else {
+                        // Not even searchable (mode `000`): git cannot enter it now either.
+                        unsearchable.push(pending.path.clone());
                         continue;
                     };
                     unlisted.push(pending.path.clone());
@@ -372,9 +394,11 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
     }
     out.sort();
     unlisted.sort();
+    unsearchable.sort();
     let walked = Walked {
         found: out,
         unlisted,
+        unsearchable,
     };
     Ok((walked, dirs, names))
 }

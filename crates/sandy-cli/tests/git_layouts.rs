@@ -1362,6 +1362,30 @@ fn a_directory_git_can_pass_but_sandy_cannot_list_is_named_and_refused() {
         let _ = std::process::Command::new("chmod")
             .args(["755", x.to_str().unwrap()])
             .status();
+
+        // A repository the run hides in a directory nothing can look into (mode 000):
+        // named as such (as root, which can look anywhere, the repository is named).
+        let o = sandy_sh(
+            w,
+            &[],
+            "mkdir -p hide/r && git init -q hide/r && chmod 000 hide",
+            &[],
+        );
+        assert_code(&o, 0, "hide a repository deeper");
+        let hide = std::fs::canonicalize(&w.project).unwrap().join("hide");
+        let want = if w.user.uid == 0 {
+            format!("{} did not exist at launch", hide.join("r/.git").display())
+        } else {
+            format!("{} cannot be looked into", hide.display())
+        };
+        assert!(
+            stderr(&o).contains(&want),
+            "{want} not said:\n{}",
+            stderr(&o)
+        );
+        let _ = std::process::Command::new("chmod")
+            .args(["755", hide.to_str().unwrap()])
+            .status();
     });
 }
 
