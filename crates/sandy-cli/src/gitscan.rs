@@ -422,7 +422,14 @@ pub fn scan(
     if let Some(dir) = records.iter().flat_map(|r| r.unlisted()).next() {
         return Err(GitScanError::Unlisted { dir: dir.clone() });
     }
-    Ok((describe(roots, dotgits, home, env)?, records))
+    let mut facts = describe(roots, dotgits, home, env)?;
+    facts.agent_dirs = records
+        .iter()
+        .flat_map(|r| r.agent_dirs())
+        .filter(|d| !roots.contains(d))
+        .cloned()
+        .collect();
+    Ok((facts, records))
 }
 
 /// The git facts of `roots`, whose walks found `dotgits`.
@@ -709,6 +716,8 @@ fn describe(
         config_files: found.configs.into_iter().collect(),
         hook_dirs: found.hooks.into_iter().collect(),
         command_paths,
+        // Filled by [`scan`] from its walk.
+        agent_dirs: Vec::new(),
         notes: found.notes,
     })
 }

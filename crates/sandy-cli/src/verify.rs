@@ -653,6 +653,25 @@ fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>
                 dir.display()
             );
         }
+        let before = record.map(walk::Record::agent_dirs).unwrap_or_default();
+        for dir in again.agent_dirs.iter().filter(|d| !before.contains(d)) {
+            // The project's own are protected (or named as created) by the profiles.
+            if snapshot.roots.contains(dir) {
+                continue;
+            }
+            let names: Vec<String> = walk::AGENT_MARKERS
+                .iter()
+                .filter(|m| std::fs::symlink_metadata(dir.join(OsStr::from_bytes(m))).is_ok())
+                .map(|m| String::from_utf8_lossy(m).into_owned())
+                .collect();
+            eprintln!(
+                "sandy: warning: {} holds an agent's launch configuration made inside the \
+                 sandbox ({}), which an agent started there would load: review it before \
+                 starting one there",
+                dir.display(),
+                names.join(", ")
+            );
+        }
         let before = record.map(walk::Record::unsearchable).unwrap_or_default();
         for dir in again.unsearchable.iter().filter(|d| !before.contains(d)) {
             eprintln!(

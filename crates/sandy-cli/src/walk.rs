@@ -44,6 +44,30 @@ use rustix::fs::{openat, statat, AtFlags, FileType, Mode, OFlags, RawDir, Stat, 
 
 use crate::gitscan::{DotGit, DotGitKind, GitScanError};
 
+/// Names through which an agent started in a directory loads launch configuration from
+/// it (the profiles' project-level files and directories): a directory holding one is
+/// where an agent may be started later (a package of a monorepo).
+pub const AGENT_MARKERS: &[&[u8]] = &[
+    b".claude",
+    b".codex",
+    b".gemini",
+    b".opencode",
+    b".mcp.json",
+    b"opencode.json",
+    b"opencode.jsonc",
+];
+
+/// Directories of installed packages, where no agent is started: a package that ships
+/// its authors' `.claude/` is not a place to protect (an install must be able to
+/// replace it).
+const PACKAGE_DIRS: &[&str] = &["node_modules", "site-packages", "dist-packages", ".venv"];
+
+/// Whether `dir` lies in a directory of installed packages ([`PACKAGE_DIRS`]).
+pub fn in_package_dir(dir: &Path) -> bool {
+    dir.components()
+        .any(|c| PACKAGE_DIRS.iter().any(|p| c.as_os_str() == OsStr::new(p)))
+}
+
 /// The listing buffer: a directory of a few hundred entries is read in one call.
 const BUFFER: usize = 32 * 1024;
 /// A directory changed this close to the first walk's start (or later) is read again
@@ -99,6 +123,8 @@ struct Seen {
     dotgit: Option<DotGitKind>,
     /// Whether it holds a `HEAD` that is not a directory.
     head: bool,
+    /// Whether it holds one of [`AGENT_MARKERS`].
+    agent: bool,
 }
 
 /// What the walk before the run saw of one tree, for [`walk_again`].
@@ -113,6 +139,8 @@ pub struct Record {
     unlisted: Vec<PathBuf>,
     /// Directories nothing could look into (see [`Walked`]).
     unsearchable: Vec<PathBuf>,
+    /// Directories holding an agent's project-level launch files (see [`Walked`]).
+    agent_dirs: Vec<PathBuf>,
 }
 
 /// What a walk found.
@@ -128,6 +156,11 @@ pub struct Walked {
     /// of mode `r--`): git cannot use what they hold now, but could once their mode is
     /// changed back.
     pub unsearchable: Vec<PathBuf>,
+    /// Directories holding one of an agent's project-level launch names (`.claude/`,
+    /// `.mcp.json`, ...; [`AGENT_MARKERS`]), as their listing shows them: a directory
+    /// without subdirectories is not listed, so only the directories among them are
+    /// sure to be seen there.
+    pub agent_dirs: Vec<PathBuf>,
 }
 
 impl Record {
@@ -144,6 +177,11 @@ impl Record {
     /// The directories nothing could look into (see [`Walked::unsearchable`]).
     pub fn unsearchable(&self) -> &[PathBuf] {
         &self.unsearchable
+    }
+
+    /// The directories holding an agent's launch names (see [`Walked::agent_dirs`]).
+    pub fn agent_dirs(&self) -> &[PathBuf] {
+        &self.agent_dirs
     }
 
     fn name(&self, seen: &Seen) -> &[u8] {
@@ -178,6 +216,8 @@ struct Listing {
     dotgit: Option<DotGitKind>,
     /// A `HEAD` that is not a directory: git may take the directory as a git directory.
     head: bool,
+    /// One of [`AGENT_MARKERS`].
+    agent: bool,
     subdirs: Vec<CString>,
     /// Whether the whole directory was read.
     complete: bool,
@@ -194,6 +234,7 @@ pub fn walk(root: &Path, limit: usize) -> Result<(Vec<DotGit>, Record), GitScanE
         names,
         unlisted: walked.unlisted,
         unsearchable: walked.unsearchable,
+        agent_dirs: walked.agent_dirs,
     };
     Ok((walked.found, record))
 }
@@ -220,6 +261,7 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
     let mut out = Vec::new();
     let mut unlisted = Vec::new();
     let mut unsearchable = Vec::new();
+    let mut agent_dirs = Vec::new();
     let mut stack = vec![Pending {
         parent: None,
         name: CString::default(),
@@ -259,6 +301,9 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
             if seen.identity == Some(identity) {
                 // Unchanged since the first walk: it holds what it held then.
                 found(&mut out, &pending.path, seen.dotgit, seen.head);
+                if seen.agent {
+                    agent_dirs.push(pending.path.clone());
+                }
                 for (child, c) in b.subdirs(seen) {
                     let name = b.name(c);
                     let Ok(cname) = CString::new(name) else {
@@ -292,6 +337,7 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
                 let listing = Listing {
                     dotgit,
                     head,
+                    agent: false,
                     subdirs: Vec::new(),
                     complete: true,
                 };
@@ -316,6 +362,7 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
                     let listing = Listing {
                         dotgit,
                         head,
+                        agent: false,
                         subdirs: Vec::new(),
                         complete: false,
                     };
@@ -325,6 +372,9 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
             },
         };
         found(&mut out, &pending.path, listing.dotgit, listing.head);
+        if listing.agent && !in_package_dir(&pending.path) {
+            agent_dirs.push(pending.path.clone());
+        }
         let fs = Some((identity.dev, trusted));
         match before {
             // The first walk records what it saw (every directory has its place in the
@@ -337,6 +387,7 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
                         Some(identity).filter(|_| trusted && listing.complete && old_enough);
                     dirs[at].dotgit = listing.dotgit;
                     dirs[at].head = listing.head;
+                    dirs[at].agent = listing.agent;
                 }
                 // Its subdirectories are recorded together, after everything so far.
                 let first = dirs.len();
@@ -395,10 +446,12 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
     out.sort();
     unlisted.sort();
     unsearchable.sort();
+    agent_dirs.sort();
     let walked = Walked {
         found: out,
         unlisted,
         unsearchable,
+        agent_dirs,
     };
     Ok((walked, dirs, names))
 }
@@ -412,6 +465,7 @@ impl Seen {
             count: 0,
             dotgit: None,
             head: false,
+            agent: false,
         }
     }
 }
@@ -512,6 +566,7 @@ fn list(fd: &OwnedFd, buf: &mut [MaybeUninit<u8>]) -> Listing {
     let mut listing = Listing {
         dotgit: None,
         head: false,
+        agent: false,
         subdirs: Vec::new(),
         complete: true,
     };
@@ -530,6 +585,9 @@ fn list(fd: &OwnedFd, buf: &mut [MaybeUninit<u8>]) -> Listing {
         let Some(kind) = crate::hostfs::listed_type(fd, name, entry.file_type()) else {
             continue;
         };
+        if AGENT_MARKERS.contains(&bytes) {
+            listing.agent = true;
+        }
         if bytes == b".git" {
             listing.dotgit = Some(dotgit_kind(kind));
         } else if bytes == b"HEAD" && kind != FileType::Directory {
@@ -726,6 +784,24 @@ mod tests {
         fs::write(r.join("a1/b3/HEAD"), "ref: refs/heads/x\n").unwrap();
         fs::write(r.join("a0/b2/objects/HEAD"), "0123\n").unwrap();
         assert_eq!(walk_again(&record, 10_000).unwrap().found, by_reference(r));
+    }
+
+    #[test]
+    fn directories_with_agent_files_are_noted_outside_installed_packages() {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        for d in ["a/.claude", "b/c", "node_modules/x/.claude", "d/.venv/e/.codex"] {
+            fs::create_dir_all(r.join(d)).unwrap();
+        }
+        fs::write(r.join("b/.mcp.json"), "{}").unwrap();
+        fs::write(r.join("b/c/opencode.jsonc"), "{}").unwrap();
+        let (_, record) = walk(r, 1000).unwrap();
+        // `b/c` has no subdirectory: it is not listed, its file is not seen before the
+        // run (the profiles protect the names there only where a listing shows one).
+        assert_eq!(record.agent_dirs(), [r.join("a"), r.join("b")]);
+        fs::create_dir_all(r.join("f/.gemini")).unwrap();
+        let again = walk_again(&record, 1000).unwrap();
+        assert_eq!(again.agent_dirs, [r.join("a"), r.join("b"), r.join("f")]);
     }
 
     #[test]

@@ -1319,6 +1319,48 @@ fn agent_files_at_the_top_of_a_read_write_grant_are_read_only() {
     });
 }
 
+/// A package of a monorepo where an agent may be started later: its agent files are as
+/// read-only as the project's when they exist at launch, and a run that makes them in
+/// another package is named; a package installed in `node_modules` that ships its own
+/// `.claude/` stays the install's to replace.
+#[test]
+fn agent_files_of_a_package_in_the_project_are_protected_or_named() {
+    for_each_user(|w| {
+        let app = w.project.join("packages/app");
+        let installed = w.project.join("node_modules/x/.claude/settings.json");
+        let original = "{}\n";
+        w.write("home/project/packages/app/.claude/settings.json", original);
+        w.write(
+            "home/project/node_modules/x/.claude/settings.json",
+            original,
+        );
+        std::fs::create_dir_all(w.project.join("packages/lib")).unwrap();
+        w.chown_all();
+        let script = format!(
+            "{}; mkdir -p packages/lib/.claude; echo '{{}}' > packages/lib/.claude/settings.json; \
+             echo changed > '{}'",
+            attacks(&app.join(".claude/settings.json"), false),
+            installed.display()
+        );
+        let o = run(w, &["--", "/bin/sh", "-c", &script], &[]);
+        let what = stderr(&o);
+        assert_code(&o, 0, &what);
+        assert_eq!(
+            std::fs::read_to_string(app.join(".claude/settings.json")).unwrap(),
+            original,
+            "{what}"
+        );
+        assert_eq!(std::fs::read_to_string(&installed).unwrap(), "changed\n");
+        let lib = std::fs::canonicalize(w.project.join("packages/lib")).unwrap();
+        let want = format!(
+            "{} holds an agent's launch configuration made inside",
+            lib.display()
+        );
+        assert!(what.contains(&want), "{want} not said:\n{what}");
+        assert!(!what.contains("node_modules"), "{what}");
+    });
+}
+
 /// A dotfile manager's link: `~/.claude/settings.json` points into a dotfiles repository,
 /// and the repository is the project of a generic run. Neither through the link nor by
 /// its target's own name can the run rewrite the user's global Claude Code settings;

@@ -51,6 +51,10 @@ pub struct GitFacts {
     /// each file a code-running setting names by path (a `core.fsmonitor` or
     /// `core.pager` script, a filter driver, a credential helper, ...).
     pub command_paths: Vec<PathBuf>,
+    /// Directories below the scanned ones that hold an agent's project-level launch
+    /// names (`.claude/`, `.mcp.json`, ...): an agent may be started there later, and
+    /// would load them. Found by the same walk as the repositories.
+    pub agent_dirs: Vec<PathBuf>,
     /// `note:` lines for the user before launch.
     pub notes: Vec<String>,
 }

@@ -190,6 +190,7 @@ mod tests {
             config_files: vec!["/p/.git/config".into(), "/p/shared.inc".into()],
             hook_dirs: vec!["/p/.git/hooks".into(), "/p/tools/hooks".into()],
             command_paths: vec!["/p/tools/fsmonitor".into(), "/p/templates".into()],
+            agent_dirs: vec![],
             notes: vec![],
         };
         let fs = Present(vec![

@@ -655,7 +655,9 @@ impl Ctx<'_> {
             .filter(|(i, a)| *i == 0 || writable.iter().any(|w| a.starts_with(w)))
             .map(|(_, a)| a)
             .collect();
-        // The top of each `--read-write` grant: an agent started there reads them too.
+        // The top of each `--read-write` grant, and each directory below the project or
+        // a grant that already holds an agent's launch names (a package of a monorepo):
+        // an agent started there reads them too.
         let grant_roots: Vec<&Path> = grants
             .0
             .iter()
@@ -663,9 +665,10 @@ impl Ctx<'_> {
                 g.origin == Origin::Flag
                     && g.access == Access::ReadWrite
                     && g.scope == Scope::Subtree
-                    && !project_dirs.contains(&g.path.as_path())
             })
             .map(|g| g.path.as_path())
+            .chain(host.git.agent_dirs.iter().map(PathBuf::as_path))
+            .filter(|d| !project_dirs.contains(d))
             .collect();
         let mut reach = Reach::default();
         let mut out: Vec<Protection> = Vec::new();
@@ -732,7 +735,11 @@ impl Ctx<'_> {
                     None => expand_all(&named.file, &roots, self.home)
                         .into_iter()
                         .flat_map(|f| match f.strip_prefix(project) {
-                            Ok(rest) => project_dirs.iter().map(|d| d.join(rest)).collect(),
+                            Ok(rest) => project_dirs
+                                .iter()
+                                .chain(&grant_roots)
+                                .map(|d| d.join(rest))
+                                .collect(),
                             Err(_) => vec![f],
                         })
                         .collect(),

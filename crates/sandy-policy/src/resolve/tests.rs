@@ -1185,6 +1185,7 @@ fn a_repository_in_another_writable_grant_is_protected_too() {
         config_files: vec!["/home/u/other/.git/config".into()],
         hook_dirs: vec!["/home/u/other/.git/hooks".into()],
         command_paths: vec![],
+        agent_dirs: vec![],
         notes: vec!["note: a git note".into()],
     };
     let policy = resolve(&r, &h, &fs).unwrap();
