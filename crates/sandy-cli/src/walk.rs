@@ -790,7 +790,12 @@ mod tests {
     fn directories_with_agent_files_are_noted_outside_installed_packages() {
         let t = tempfile::tempdir().unwrap();
         let r = t.path();
-        for d in ["a/.claude", "b/c", "node_modules/x/.claude", "d/.venv/e/.codex"] {
+        for d in [
+            "a/.claude",
+            "b/c",
+            "node_modules/x/.claude",
+            "d/.venv/e/.codex",
+        ] {
             fs::create_dir_all(r.join(d)).unwrap();
         }
         fs::write(r.join("b/.mcp.json"), "{}").unwrap();
