@@ -227,7 +227,12 @@ pub fn resolve(
         let included = host.git.config_files.iter().cloned();
         for file in git_files.into_iter().chain(included) {
             if let Ok(canonical) = fs.canonicalize(&file) {
-                if matches!(fs.kind(&canonical), Some(FileKind::File { .. }))
+                // One in the project, or already readable (`/etc/gitconfig`), needs no
+                // rule of its own.
+                let covered =
+                    canonical.starts_with(&project) || grants.covers(&canonical, Access::Read);
+                if !covered
+                    && matches!(fs.kind(&canonical), Some(FileKind::File { .. }))
                     && ctx.sensitive_overlap(&canonical).is_none()
                 {
                     grants.push(canonical, Access::Read, Scope::Exact, Origin::Baseline);
