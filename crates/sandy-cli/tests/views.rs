@@ -87,6 +87,52 @@ fn shell_startup_files_are_read_only_and_filtered() {
 /// a file in a per-run directory next to the private `/tmp`, removed as soon as the target
 /// has started. Either way the sandbox reads it long after that (its mount holds it),
 /// without the secret.
+/// fish reads every `~/.config/fish/conf.d/*.fish` at start-up: each is a filtered,
+/// read-only copy like `config.fish`, its settings kept and its token gone; a file there
+/// that is not fish's (`notes.txt`) is neither.
+#[test]
+fn fish_conf_d_files_are_filtered_start_up_files() {
+    for_each_user(|w| {
+        let secret = "ghp_0123456789abcdefghijklmnop";
+        let original = format!("set -gx EDITOR vim\nset -xg GITHUB_TOKEN {secret}\n");
+        let file = w.write("home/.config/fish/conf.d/env.fish", &original);
+        w.write("home/.config/fish/conf.d/notes.txt", "plain\n");
+        let o = w.sh(
+            &[],
+            &format!(
+                "cat '{}'; echo evil >> '{}' 2>/dev/null || echo append-refused",
+                file.display(),
+                file.display()
+            ),
+        );
+        assert_code(&o, 0, "read fish's conf.d");
+        let out = stdout(&o);
+        assert!(out.contains("set -gx EDITOR vim"), "{out}");
+        assert!(!out.contains(secret), "the secret leaked: {out}");
+        assert!(out.contains("append-refused"), "{out}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), original);
+        let o = w
+            .sandy(["run", "--dry-run", "--", "true"])
+            .output()
+            .unwrap();
+        let doc = parse_dry_run(&o.stdout, "dry run");
+        let targets: Vec<String> = doc["views"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["target"].as_str().unwrap().to_owned())
+            .collect();
+        assert!(
+            targets.iter().any(|t| t.ends_with("conf.d/env.fish")),
+            "{targets:?}"
+        );
+        assert!(
+            !targets.iter().any(|t| t.ends_with("notes.txt")),
+            "{targets:?}"
+        );
+    });
+}
+
 #[test]
 fn a_filtered_copy_is_held_by_the_sandbox_not_left_on_the_host() {
     if !kernel_ready() {

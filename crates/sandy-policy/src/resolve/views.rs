@@ -40,7 +40,8 @@ const MAX_SOURCED_FILES: usize = 32;
 const MAX_SCAN_BYTES: usize = 256 * 1024;
 
 /// Read-only, credential-filtered views of the user's shell start-up files
-/// (`$ZDOTDIR` is honoured for zsh's files), and of the files under the home they source
+/// (`$ZDOTDIR` is honoured for zsh's files; fish's `conf.d/*.fish` too), and of the files
+/// under the home they source
 /// (`source FILE` or `. FILE`, with `~`, `$HOME` or `${HOME}`; read, never run; a few
 /// levels deep). Every name is listed, existing or not: [`finish_views`] follows each
 /// through its symbolic links and keeps those that lead to a regular file.
@@ -60,6 +61,12 @@ pub(super) fn shell_startup_views(
             _ => home.join(rel),
         })
         .collect();
+    // fish reads every `conf.d/*.fish` at start-up, before `config.fish`.
+    let conf_d = fs
+        .files_in(&home.join(".config/fish/conf.d"), MAX_SOURCED_FILES)
+        .into_iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "fish"));
+    files.extend(conf_d);
     let mut frontier: Vec<PathBuf> = files.iter().filter(|p| is_file(fs, p)).cloned().collect();
     let mut sourced = 0;
     for _ in 0..MAX_SOURCE_DEPTH {
