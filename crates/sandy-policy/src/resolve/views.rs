@@ -155,17 +155,21 @@ fn sourced_files(text: &[u8], home: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// An absolute path a variable holds (`None` when it is unset, empty or relative, as the
+/// tools themselves then fall back to their default).
+fn path_var(host: &HostContext, name: &str) -> Option<PathBuf> {
+    host.var(name)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+}
+
 /// Package managers' configuration files that may hold a registry token or password
 /// beside settings that matter inside (a registry mirror, an index URL, `update-notifier`):
 /// each is a read-only view without its credentials. Found where the tool looks
 /// (`NPM_CONFIG_USERCONFIG`, `PIP_CONFIG_FILE`, `XDG_CONFIG_HOME`, `CARGO_HOME`).
 pub(super) fn package_config_views(home: &Path, host: &HostContext) -> Vec<FileView> {
-    let var = |name: &str| {
-        host.var(name)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-    };
+    let var = |name: &str| path_var(host, name);
     let xdg_config = var("XDG_CONFIG_HOME").unwrap_or_else(|| home.join(".config"));
     let cargo_home = var("CARGO_HOME").unwrap_or_else(|| home.join(".cargo"));
     let npmrc = var("NPM_CONFIG_USERCONFIG")
@@ -221,12 +225,7 @@ pub(super) fn global_config_views(
     grants: &[Grant],
     fs: &dyn PathInspector,
 ) -> Vec<FileView> {
-    let var = |name: &str| {
-        host.var(name)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-    };
+    let var = |name: &str| path_var(host, name);
     let xdg_config = var("XDG_CONFIG_HOME").unwrap_or_else(|| home.join(".config"));
     let prefixes = grants
         .iter()
