@@ -19,9 +19,10 @@
 //! - A read never reaches the observer; a write-intent call waits for one round trip to
 //!   the supervisor, handed over on one CPU (`SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`):
 //!   a memory read of at most `PATH_MAX` bytes and a `readlink` for a relative path; a
-//!   write where nothing can refuse it ([`Certain`]: inside a writable grant, away from
-//!   every protected, masked, copied or private path, below real directories) is then
-//!   answered at once and not recorded; any other also gets an `lstat` for the calls that
+//!   write where nothing can refuse it ([`Certain`]: inside a writable grant as the
+//!   sandbox sees it, the project, the private `/tmp` or a cache's overlay, away from
+//!   every protected, masked or copied path, below real directories) is then answered at
+//!   once and not recorded; any other also gets an `lstat` for the calls that
 //!   need their path to exist (or not) before the answer (about 10 microseconds per call
 //!   here; see BENCHMARKS.md).
 //! - The observer must never break the target. Once the filter is installed, a watched
@@ -175,7 +176,7 @@ fn serve(
         let (mut paths, complete) = read_paths(&notif);
         // Most writes land where nothing can refuse them (the project's build output):
         // answered at once, with nothing more to look at or record.
-        if complete && !paths.is_empty() && paths.iter().all(|p| certain.allows(&p.0)) {
+        if complete && !paths.is_empty() && paths.iter().all(|p| certain.allows(notif.pid, &p.0)) {
             let _ = notify::continue_call(listener.as_fd(), notif.id);
             continue;
         }
@@ -281,22 +282,30 @@ fn read_paths(notif: &Notification) -> (Vec<(PathBuf, Needs, bool)>, bool) {
 }
 
 /// The places where the sandbox cannot refuse a write-intent call, decided from the
-/// policy alone: strictly inside a writable grant that the sandbox sees at its host path,
-/// on no protected, masked, copied, overlaid or private path, not above one (whose names
-/// are pinned), and below directories that are real directories, not symbolic links.
+/// policy alone: strictly inside a writable grant as the sandbox sees it, on no
+/// protected, masked, copied, redirected or pinned path, not above one (whose names are
+/// pinned), and below directories that are real directories, not symbolic links.
 ///
-/// A writable grant under a private directory (a project in `/var/tmp`) is carried
-/// through it: mounted at its host path over the private directory, so the sandbox sees
-/// it there too, and the private directory around it is no hazard for the paths inside.
+/// A writable grant is seen inside at its own path: the project and other grants at
+/// their host paths, a private directory (`/tmp`, `/var/tmp`, `/dev/shm`) as the
+/// sandbox's own fresh one, a tool cache (`~/.cargo`) as its copy-on-write overlay. A
+/// write inside any of them is one the policy allows, so recording it could never
+/// explain a refusal. A private directory is a hazard only for a grant above it (the
+/// grant's rule then reaches a directory the supervisor cannot judge from the policy);
+/// a cache's overlay only for the paths at or above its mount point.
 ///
-/// The directories are looked at once, from the supervisor (which sees the same tree
-/// there: nothing is mounted on it) and remembered; a directory the target later
-/// replaces with a symbolic link is not looked at again, so a write refused through it
-/// goes unexplained (the kernel decides as always).
+/// The directories are looked at in the sandbox's own view (`/proc/PID/root` of the
+/// caller: every process of the run shares one mount namespace, and none can change it)
+/// once each, and remembered; a directory the target later replaces with a symbolic link
+/// is not looked at again, so a write refused through it goes unexplained (the kernel
+/// decides as always).
 #[derive(Debug, Default)]
 pub struct Certain {
     roots: Vec<PathBuf>,
     hazards: Vec<PathBuf>,
+    /// Mount points whose inside is a writable grant of its own (the caches' overlays):
+    /// hazards at and above them only.
+    mounts: Vec<PathBuf>,
     /// The private directories (a fresh, empty directory inside in place of the host's).
     private: Vec<PathBuf>,
     plain: std::collections::HashSet<PathBuf>,
@@ -311,39 +320,47 @@ impl Certain {
             .into_iter()
             .map(PathBuf::from)
             .collect();
-        private.push(policy.private_tmp.clone());
         private.extend(policy.runtime_dir.iter().cloned());
-        // The private directories themselves are never carried through (the bootstrap's
-        // mount plan): a grant naming one is left out.
+        // The private `/tmp`'s host path is not where the sandbox sees it: a grant
+        // naming it is left out.
         let roots = policy
             .grants
             .iter()
             .filter(|g| {
                 g.access == sandy_policy::Access::ReadWrite
                     && g.scope == sandy_policy::Scope::Subtree
-                    && !private.contains(&g.path)
+                    && g.path != policy.private_tmp
             })
             .map(|g| g.path.clone())
             .collect();
+        private.push(policy.private_tmp.clone());
         let mut hazards: Vec<PathBuf> = Vec::new();
         hazards.extend(policy.protections.iter().map(|p| p.path.clone()));
         hazards.extend(policy.views.iter().map(|v| v.target.clone()));
         hazards.extend(policy.views.iter().filter_map(|v| v.link.clone()));
-        hazards.extend(policy.caches.iter().map(|c| c.path.clone()));
         hazards.extend(policy.state_files.iter().map(|f| f.inside.clone()));
+        let mut mounts = Vec::new();
+        for cache in &policy.caches {
+            match cache.kind {
+                sandy_policy::caches::CacheKind::Overlay => mounts.push(cache.path.clone()),
+                sandy_policy::caches::CacheKind::Redirected => hazards.push(cache.path.clone()),
+            }
+        }
         Certain {
             roots,
             hazards,
+            mounts,
             private,
             plain: std::collections::HashSet::new(),
         }
     }
 
-    /// Whether no layer of the sandbox can refuse a write to `path` (absolute, normal).
+    /// Whether no layer of the sandbox can refuse a write to `path` (absolute, normal)
+    /// by process `pid` of the sandbox.
     ///
     /// Asked for every write-intent call of the run while its caller waits, so it compares
     /// bytes (whole components of normal paths) rather than parsing components.
-    fn allows(&mut self, path: &Path) -> bool {
+    fn allows(&mut self, pid: u32, path: &Path) -> bool {
         let p = path.as_os_str().as_bytes();
         // The innermost grant strictly above the path.
         let Some(root) = self
@@ -356,24 +373,29 @@ impl Certain {
             return false;
         };
         let near = |h: &[u8]| within(h, p) || within(p, h);
-        if self.hazards.iter().any(|h| near(h.as_os_str().as_bytes())) {
+        if self.hazards.iter().any(|h| near(h.as_os_str().as_bytes()))
+            || self
+                .mounts
+                .iter()
+                .any(|m| within(m.as_os_str().as_bytes(), p))
+        {
             return false;
         }
-        // A private directory is a hazard unless the root is carried through it.
+        // A private directory is a hazard unless the root is it or inside it.
         if self.private.iter().any(|d| {
             let d = d.as_os_str().as_bytes();
-            near(d) && !(root.len() > d.len() && within(root, d))
+            near(d) && !within(root, d)
         }) {
             return false;
         }
         let root_len = root.len();
         path.parent()
-            .is_some_and(|dir| self.plain_below(root_len, dir))
+            .is_some_and(|dir| self.plain_below(pid, root_len, dir))
     }
 
     /// Whether every directory from below the root (`root_len` bytes of `dir`) down to
-    /// `dir` is a real directory.
-    fn plain_below(&mut self, root_len: usize, dir: &Path) -> bool {
+    /// `dir` is a real directory in the sandbox's view (through `pid`'s root).
+    fn plain_below(&mut self, pid: u32, root_len: usize, dir: &Path) -> bool {
         let mut todo = Vec::new();
         let mut at = dir;
         while at.as_os_str().len() > root_len && !self.plain.contains(at) {
@@ -383,11 +405,16 @@ impl Certain {
                 None => return false,
             }
         }
+        if todo.is_empty() {
+            return true;
+        }
         if self.plain.len() + todo.len() > MAX_PLAIN_DIRECTORIES {
             self.plain.clear();
         }
+        let inside = PathBuf::from(format!("/proc/{pid}/root"));
         for dir in todo.into_iter().rev() {
-            if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+            let seen = inside.join(dir.strip_prefix("/").unwrap_or(dir));
+            if !std::fs::symlink_metadata(seen).is_ok_and(|m| m.is_dir()) {
                 return false;
             }
             self.plain.insert(dir.to_path_buf());
@@ -976,35 +1003,62 @@ mod tests {
     }
 
     #[test]
-    fn a_grant_carried_through_a_private_directory_is_certain_inside_only() {
+    fn writes_inside_a_writable_grant_as_the_sandbox_sees_it_are_certain() {
         let dir = tempfile::tempdir().unwrap();
         let base = dir.path().canonicalize().unwrap();
-        // `base/private` stands for /var/tmp; `base/private/project` for a project in it.
+        // `base/private` stands for /var/tmp (a private directory with a writable grant
+        // of its own); `base/private/project` for a project in it, carried through;
+        // `base/home/run` for a private directory without a grant of its own under a
+        // grant (`base/home`); `base/home/.cargo` for `~/.cargo`.
         let private = base.join("private");
         let project = private.join("project");
+        let run = base.join("home/run");
+        let cache = base.join("home/.cargo");
         std::fs::create_dir_all(project.join("target/debug")).unwrap();
         std::fs::create_dir_all(project.join(".git/hooks")).unwrap();
         std::fs::create_dir_all(base.join("home/work")).unwrap();
+        std::fs::create_dir_all(run.join("user")).unwrap();
+        std::fs::create_dir_all(cache.join("registry")).unwrap();
         // The innermost grant decides, whatever the order.
         let mut certain = Certain {
-            roots: vec![private.clone(), project.clone(), base.join("home/work")],
-            hazards: vec![project.join(".git/hooks")],
-            private: vec![private.clone()],
+            roots: vec![
+                private.clone(),
+                project.clone(),
+                base.join("home/work"),
+                base.join("home"),
+                cache.clone(),
+            ],
+            hazards: vec![project.join(".git/hooks"), cache.join("env")],
+            mounts: vec![cache.clone()],
+            private: vec![private.clone(), run.clone()],
             plain: Default::default(),
         };
+        let pid = std::process::id();
         // Inside the carried grant: certain, but never on or above a protection.
-        assert!(certain.allows(&project.join("target/debug/out")));
-        assert!(!certain.allows(&project.join(".git/hooks/pre-commit")));
-        assert!(!certain.allows(&project.join(".git")));
-        // The private directory itself, and what is in it beside the carried grant, is
-        // the sandbox's own fresh directory: not certain.
-        assert!(!certain.allows(&private.join("other")));
-        assert!(!certain.allows(&project));
+        assert!(certain.allows(pid, &project.join("target/debug/out")));
+        assert!(!certain.allows(pid, &project.join(".git/hooks/pre-commit")));
+        assert!(!certain.allows(pid, &project.join(".git")));
+        // The private directory's own grant covers what is in it beside the project;
+        // the private directory itself is no grant's inside.
+        assert!(certain.allows(pid, &private.join("other")));
+        assert!(!certain.allows(pid, &private));
+        // A private directory without a grant of its own, under a grant above it: not
+        // certain (nothing here says what the sandbox's fresh directory allows).
+        assert!(!certain.allows(pid, &run.join("user/x")));
+        // Inside a cache's overlay: certain, except on a copied file in it; at or above
+        // its mount point: not certain.
+        assert!(certain.allows(pid, &cache.join("registry/x")));
+        assert!(certain.allows(pid, &cache.join(".package-cache")));
+        assert!(!certain.allows(pid, &cache.join("env")));
+        assert!(!certain.allows(pid, &cache));
         // A grant that is no private directory's stays certain.
-        assert!(certain.allows(&base.join("home/work/file")));
-        // Under a symbolic link: not certain.
+        assert!(certain.allows(pid, &base.join("home/work/file")));
+        // Under a symbolic link, or in a directory that does not exist: not certain.
         std::os::unix::fs::symlink(&base, project.join("link")).unwrap();
-        assert!(!certain.allows(&project.join("link/x")));
+        assert!(!certain.allows(pid, &project.join("link/x")));
+        assert!(!certain.allows(pid, &project.join("absent/x")));
+        // Judged through the caller's root: a process that is gone proves nothing.
+        assert!(!certain.allows(u32::MAX, &base.join("home/work/new/x")));
     }
 
     #[test]
