@@ -8,9 +8,12 @@
 //! directory swapped for a symbolic link after it was listed is not followed out of the
 //! tree) and listed with `getdents64` into one buffer large enough for most directories
 //! in one call. A directory without subdirectories (its link count is 2, on a file
-//! system that keeps that count: ext2/3/4, XFS, tmpfs) is not listed: an `lstat` of its
-//! `.git` and one of its `HEAD` tell all the walk needs, as find(1)'s leaf optimisation
-//! does. What the walk saw of each directory is kept in a [`Record`]: its names of
+//! system that keeps that count: ext2/3/4, XFS, tmpfs) is not listed where lookups by
+//! name cost less, as find(1)'s leaf optimisation does: in installed packages
+//! (`node_modules`, `site-packages`, ...) an `lstat` of its `.git` and one of its `HEAD`
+//! tell all the walk needs; elsewhere an agent's launch file (`.mcp.json`) or a link
+//! named like an agent's directory may be in it too, so a small one is listed and a
+//! large one is asked for each of those names. What the walk saw of each directory is kept in a [`Record`]: its names of
 //! subdirectories, its `.git` and whether it holds a `HEAD`, and its identity (device, inode, change and modification times, link count)
 //! as the first `lstat` gave it, *before* it was read.
 //!
@@ -62,6 +65,11 @@ pub const AGENT_MARKERS: &[&[u8]] = &[
 /// replace it).
 const PACKAGE_DIRS: &[&str] = &["node_modules", "site-packages", "dist-packages", ".venv"];
 
+/// Whether a directory of this name holds installed packages ([`PACKAGE_DIRS`]).
+fn is_package_dir(name: &[u8]) -> bool {
+    PACKAGE_DIRS.iter().any(|p| p.as_bytes() == name)
+}
+
 /// Whether `dir` lies in a directory of installed packages ([`PACKAGE_DIRS`]).
 pub fn in_package_dir(dir: &Path) -> bool {
     dir.components()
@@ -70,6 +78,10 @@ pub fn in_package_dir(dir: &Path) -> bool {
 
 /// The listing buffer: a directory of a few hundred entries is read in one call.
 const BUFFER: usize = 32 * 1024;
+/// A directory without subdirectories outside installed packages is listed when its
+/// size (ext4: its blocks' bytes; tmpfs: about 20 bytes an entry) is at most this: one
+/// `getdents64` of its few entries costs less than nine lookups by name (BENCHMARKS.md).
+const LEAF_LISTED_BYTES: i64 = 4096;
 /// A directory changed this close to the first walk's start (or later) is read again
 /// after the run, whatever its times say: file times come from a clock that may lag the
 /// system clock by a tick, and a change in the same tick could leave them as they were.
@@ -209,6 +221,8 @@ struct Pending {
     index: Option<u32>,
     /// The parent's device and whether its file system is trusted (the root's are found).
     parent_fs: Option<(u64, bool)>,
+    /// Whether it lies in a directory of installed packages ([`PACKAGE_DIRS`]).
+    packages: bool,
 }
 
 /// What one directory holds, as far as the walk cares.
@@ -268,6 +282,7 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
         path: root.to_path_buf(),
         index: Some(0),
         parent_fs: None,
+        packages: in_package_dir(root),
     }];
     let mut visited = 0usize;
     while let Some(pending) = stack.pop() {
@@ -312,6 +327,7 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
                     stack.push(Pending {
                         parent: None,
                         path: pending.path.join(OsStr::from_bytes(name)),
+                        packages: pending.packages || is_package_dir(name),
                         name: cname,
                         index: Some(child),
                         parent_fs: Some((identity.dev, true)),
@@ -325,19 +341,28 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
             .parent_fs
             .filter(|(dev, _)| *dev == identity.dev)
             .map(|(_, trusted)| trusted);
-        // A directory without subdirectories is not listed: only its `.git` and `HEAD`
-        // matter. Where the file system keeps that count (ext2/3/4, XFS, tmpfs: a directory's
-        // link count is 2 plus its subdirectories; Btrfs says 1), 2 means none.
+        // A directory without subdirectories is not listed where a few lookups by name
+        // cost less: only its `.git`, its `HEAD` and (outside installed packages) the
+        // agents' launch names matter, a link among them included (`.claude` linked to a
+        // dotfiles directory). Where the file system keeps that count (ext2/3/4, XFS,
+        // tmpfs: a directory's link count is 2 plus its subdirectories; Btrfs says 1), 2
+        // means none. In installed packages two lookups always beat a listing; elsewhere
+        // nine do only for a large directory (its entries fill more than a block), and
+        // a small one is listed.
         let leaf = match inherited {
-            Some(true) if identity.nlink == 2 => leaf_entries(&pending),
+            Some(true)
+                if identity.nlink == 2 && (pending.packages || st.st_size > LEAF_LISTED_BYTES) =>
+            {
+                leaf_entries(&pending)
+            }
             _ => None,
         };
         let (listing, trusted, fd) = match leaf {
-            Some((dotgit, head)) => {
+            Some((dotgit, head, agent)) => {
                 let listing = Listing {
                     dotgit,
                     head,
-                    agent: false,
+                    agent,
                     subdirs: Vec::new(),
                     complete: true,
                 };
@@ -353,7 +378,7 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
                 // is named as one whose depths are unknown (it has no identity, so the
                 // walk after the run tries it again).
                 Err(rustix::io::Errno::ACCESS | rustix::io::Errno::PERM) => {
-                    let Some((dotgit, head)) = leaf_entries(&pending) else {
+                    let Some((dotgit, head, agent)) = leaf_entries(&pending) else {
                         // Not even searchable (mode `000`): git cannot enter it now either.
                         unsearchable.push(pending.path.clone());
                         continue;
@@ -362,7 +387,7 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
                     let listing = Listing {
                         dotgit,
                         head,
-                        agent: false,
+                        agent,
                         subdirs: Vec::new(),
                         complete: false,
                     };
@@ -372,7 +397,7 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
             },
         };
         found(&mut out, &pending.path, listing.dotgit, listing.head);
-        if listing.agent && !in_package_dir(&pending.path) {
+        if listing.agent && !pending.packages {
             agent_dirs.push(pending.path.clone());
         }
         let fs = Some((identity.dev, trusted));
@@ -411,6 +436,7 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
                     stack.push(Pending {
                         parent: fd.clone(),
                         path: pending.path.join(OsStr::from_bytes(bytes)),
+                        packages: pending.packages || is_package_dir(bytes),
                         name,
                         index,
                         parent_fs: fs,
@@ -436,6 +462,7 @@ fn traverse(root: &Path, limit: usize, before: Option<&Record>) -> Result<Traver
                         parent: fd.clone(),
                         path: pending.path.join(OsStr::from_bytes(name.as_bytes())),
                         index: known.get(name.as_bytes()).copied(),
+                        packages: pending.packages || is_package_dir(name.as_bytes()),
                         name,
                         parent_fs: fs,
                     });
@@ -493,10 +520,12 @@ fn stat(pending: &Pending) -> rustix::io::Result<Stat> {
     }
 }
 
-/// The `.git` entry of a directory without subdirectories and whether it holds a `HEAD`
-/// that is not a directory, each looked up by name; `None` when that cannot be told
-/// without listing the directory (it cannot be searched, say).
-fn leaf_entries(pending: &Pending) -> Option<(Option<DotGitKind>, bool)> {
+/// The `.git` entry of a directory that is not listed (one without subdirectories that
+/// lookups cost less for, or one the caller cannot read), whether it holds a `HEAD`
+/// that is not a directory, and (outside installed packages) whether it holds one of the
+/// [`AGENT_MARKERS`], each looked up by name; `None` when that cannot be told without
+/// listing the directory (it cannot be searched, say).
+fn leaf_entries(pending: &Pending) -> Option<(Option<DotGitKind>, bool, bool)> {
     let lookup = |entry: &[u8]| {
         let found = match &pending.parent {
             Some(parent) => {
@@ -520,7 +549,16 @@ fn leaf_entries(pending: &Pending) -> Option<(Option<DotGitKind>, bool)> {
     };
     let dotgit = lookup(b".git")?.map(dotgit_kind);
     let head = lookup(b"HEAD")?.is_some_and(|kind| kind != FileType::Directory);
-    Some((dotgit, head))
+    let mut agent = false;
+    if !pending.packages {
+        for marker in AGENT_MARKERS {
+            if lookup(marker)?.is_some() {
+                agent = true;
+                break;
+            }
+        }
+    }
+    Some((dotgit, head, agent))
 }
 
 fn dotgit_kind(kind: FileType) -> DotGitKind {
@@ -799,14 +837,48 @@ mod tests {
             fs::create_dir_all(r.join(d)).unwrap();
         }
         fs::write(r.join("b/.mcp.json"), "{}").unwrap();
+        // Directories without subdirectories: a lone launch file, and a link in place of
+        // an agent's directory (a dotfiles layout), are seen like any other; in installed
+        // packages they are not looked for.
         fs::write(r.join("b/c/opencode.jsonc"), "{}").unwrap();
+        fs::create_dir_all(r.join("g/h")).unwrap();
+        symlink(r.join("a/.claude"), r.join("g/h/.claude")).unwrap();
+        fs::create_dir_all(r.join("node_modules/y")).unwrap();
+        fs::write(r.join("node_modules/y/.mcp.json"), "{}").unwrap();
+        // A large one (looked up by name rather than listed) alike.
+        fs::create_dir_all(r.join("j")).unwrap();
+        for i in 0..300 {
+            fs::write(r.join(format!("j/a-file-with-a-long-name-{i:04}.txt")), "").unwrap();
+        }
+        fs::write(r.join("j/opencode.json"), "{}").unwrap();
+        assert!(fs::metadata(r.join("j")).unwrap().len() > LEAF_LISTED_BYTES as u64);
         let (_, record) = walk(r, 1000).unwrap();
-        // `b/c` has no subdirectory: it is not listed, its file is not seen before the
-        // run (the profiles protect the names there only where a listing shows one).
-        assert_eq!(record.agent_dirs(), [r.join("a"), r.join("b")]);
+        assert_eq!(
+            record.agent_dirs(),
+            [
+                r.join("a"),
+                r.join("b"),
+                r.join("b/c"),
+                r.join("g/h"),
+                r.join("j")
+            ]
+        );
         fs::create_dir_all(r.join("f/.gemini")).unwrap();
+        fs::create_dir_all(r.join("i")).unwrap();
+        fs::write(r.join("i/.mcp.json"), "{}").unwrap();
         let again = walk_again(&record, 1000).unwrap();
-        assert_eq!(again.agent_dirs, [r.join("a"), r.join("b"), r.join("f")]);
+        assert_eq!(
+            again.agent_dirs,
+            [
+                r.join("a"),
+                r.join("b"),
+                r.join("b/c"),
+                r.join("f"),
+                r.join("g/h"),
+                r.join("i"),
+                r.join("j")
+            ]
+        );
     }
 
     #[test]

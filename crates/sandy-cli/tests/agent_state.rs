@@ -1361,6 +1361,38 @@ fn agent_files_of_a_package_in_the_project_are_protected_or_named() {
     });
 }
 
+/// A package directory without subdirectories holding a lone launch file (`.mcp.json`,
+/// `opencode.json`): the walk lists it like any other, so the file is as read-only as
+/// the project's own; a file of the same package that no agent reads stays writable.
+#[test]
+fn a_lone_launch_file_in_a_package_without_subdirectories_is_protected() {
+    for_each_user(|w| {
+        let original = "{\"mcpServers\": {}}\n";
+        let mcp = w.write("home/project/packages/tool/.mcp.json", original);
+        let opencode = w.write("home/project/packages/cli/opencode.json", original);
+        let other = w.write("home/project/packages/tool/index.js", original);
+        w.chown_all();
+        let script = format!(
+            "{}; {}; echo changed > '{}'",
+            attacks(&mcp, false),
+            attacks(&opencode, false),
+            other.display()
+        );
+        let o = run(w, &["--", "/bin/sh", "-c", &script], &[]);
+        let what = stderr(&o);
+        assert_code(&o, 0, &what);
+        for file in [&mcp, &opencode] {
+            assert_eq!(
+                std::fs::read_to_string(file).unwrap(),
+                original,
+                "{}: {what}",
+                file.display()
+            );
+        }
+        assert_eq!(std::fs::read_to_string(&other).unwrap(), "changed\n");
+    });
+}
+
 /// A dotfile manager's link: `~/.claude/settings.json` points into a dotfiles repository,
 /// and the repository is the project of a generic run. Neither through the link nor by
 /// its target's own name can the run rewrite the user's global Claude Code settings;
