@@ -82,6 +82,70 @@ fn shell_startup_files_are_read_only_and_filtered() {
     });
 }
 
+/// The user's git configuration (`~/.gitconfig`, and `~/.gitconfig.local` it includes) is
+/// seen inside without its credentials (a token in a URL rewrite's section, an extra
+/// header, `github.token`) and with every other setting: git inside reads it whole (the
+/// user name, an alias, the include), and the host files never change.
+#[test]
+fn git_configuration_is_seen_without_its_credentials() {
+    for_each_user(|w| {
+        let token = "ghp_0123456789abcdefghijklmnopqrstuv";
+        let main = format!(
+            "[user]\n\tname = Sandy Tester\n[alias]\n\tst = status\n\
+             [url \"https://x-user:{token}@github.com/\"]\n\tinsteadOf = https://github.com/\n\
+             [http]\n\textraHeader = AUTHORIZATION: bearer {token}\n\
+             [include]\n\tpath = ~/.gitconfig.local\n"
+        );
+        let local = format!("[github]\n\ttoken = {token}\n[core]\n\tabbrev = 12\n");
+        let gitconfig = w.write("home/.gitconfig", &main);
+        let included = w.write("home/.gitconfig.local", &local);
+        let o = w.sh(
+            &[],
+            "cat ~/.gitconfig ~/.gitconfig.local; git config --global --list; \
+             git config --get github.token || echo no-token; \
+             echo abbrev=$(git config --get core.abbrev); \
+             echo evil >> ~/.gitconfig.local 2>/dev/null || echo append-refused",
+        );
+        let (out, err) = (stdout(&o), stderr(&o));
+        assert_code(&o, 0, &format!("git inside\n{out}\n{err}"));
+        assert!(
+            !out.contains(token) && !err.contains(token),
+            "leaked: {out}{err}"
+        );
+        assert!(!err.contains("bad config"), "{err}");
+        for said in [
+            "user.name=Sandy Tester",
+            "alias.st=status",
+            "include.path=~/.gitconfig.local",
+            "no-token",
+            "abbrev=12",
+            "append-refused",
+        ] {
+            assert!(out.contains(said), "{said:?} not said:\n{out}\n{err}");
+        }
+        assert_eq!(std::fs::read_to_string(&gitconfig).unwrap(), main);
+        assert_eq!(std::fs::read_to_string(&included).unwrap(), local);
+        // The dry run says which files are filtered copies.
+        let o = w
+            .sandy(["run", "--dry-run", "--", "true"])
+            .output()
+            .unwrap();
+        let doc = parse_dry_run(&o.stdout, "dry run");
+        let views = doc["views"].as_array().unwrap();
+        for file in [&gitconfig, &included] {
+            let canonical = std::fs::canonicalize(file).unwrap();
+            assert!(
+                views
+                    .iter()
+                    .any(|v| v["target"] == canonical.display().to_string()
+                        && v["kind"] == "filtered"),
+                "{}: {views:?}",
+                file.display()
+            );
+        }
+    });
+}
+
 /// A small filtered copy never touches the host: it travels in the launch manifest and
 /// the bootstrap writes it into the sandbox's private `/run`. A large one (over 64 KiB) is
 /// a file in a per-run directory next to the private `/tmp`, removed as soon as the target

@@ -13,6 +13,13 @@
 //! `<privateKey>`) is removed wherever it spans lines, and so is the `<value>` that
 //! follows a `<name>` that looks like one (an HTTP header such as `Private-Token`).
 //!
+//! Git's configuration (`~/.gitconfig`, `~/.config/git/config`, the files they include)
+//! has its own rule too: a section whose header carries a credential (`[url
+//! "https://user:TOKEN@github.com/"]`) goes whole, so that its keys never fall to the
+//! section before it, and a key line goes when it would go elsewhere or names a URL with
+//! a password or a token for a user name; URLs are otherwise kept as written
+//! (`ssh://git@host/` needs its user).
+//!
 //! [`filter_file`] picks the rule from the file's name.
 
 use std::path::Path;
@@ -54,13 +61,16 @@ pub enum CommentStyle {
 }
 
 /// The filtered copy of the host file `target` holding `text`, by the file's format:
-/// XML for `*.xml`, `;` comments for npm's and pnpm's configuration, `#` for the other
+/// XML for `*.xml`, git's configuration format ([`is_git_config_name`]), `;` comments for npm's and pnpm's configuration, `#` for the other
 /// configuration formats (TOML, YAML, INI, properties: by extension or known name), and
 /// shell otherwise (start-up files and the scripts they source).
 pub fn filter_file(target: &Path, text: &[u8]) -> Vec<u8> {
     let name = target.file_name().and_then(|n| n.to_str()).unwrap_or("");
     if name.ends_with(".xml") {
         return filter_xml(text);
+    }
+    if is_git_config_name(target) {
+        return filter_git_config(text);
     }
     let ext = Path::new(name)
         .extension()
@@ -672,6 +682,109 @@ fn strip_url_userinfo(line: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Whether a file's name says it is git configuration, which [`filter_file`] filters
+/// by git's own rule: `.gitconfig` and names that start so (`.gitconfig.local`,
+/// `.gitconfig-work`), and any file in a directory named `git` (`~/.config/git/config`
+/// and files kept beside it).
+pub fn is_git_config_name(path: &Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    name.starts_with(".gitconfig")
+        || path
+            .parent()
+            .and_then(Path::file_name)
+            .is_some_and(|dir| dir == "git")
+}
+
+/// Git configuration without its credentials (see the module documentation). A value
+/// continued over lines (a trailing `\`) is judged whole and goes whole. Every dropped
+/// line becomes a `#` comment, so line numbers stay the same.
+pub fn filter_git_config(text: &[u8]) -> Vec<u8> {
+    const REMOVED: &[u8] = b"# sandy: credential line removed";
+    let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
+    let comment = |line: &[u8]| {
+        let t = line.trim_ascii_start();
+        t.starts_with(b"#") || t.starts_with(b";")
+    };
+    let mut out = Vec::with_capacity(text.len());
+    let mut dropping_section = false;
+    let mut i = 0;
+    while i < lines.len() {
+        // The logical line: this one and those its trailing `\` continue into.
+        let mut j = i;
+        while j + 1 < lines.len() && !comment(lines[j]) && ends_continued(lines[j]) {
+            j += 1;
+        }
+        let group = &lines[i..=j];
+        let whole = group.join(&b' ');
+        let drop = if group[0].trim_ascii_start().starts_with(b"[") {
+            dropping_section = git_line_has_credential(&whole);
+            dropping_section
+        } else {
+            dropping_section || git_line_has_credential(&whole)
+        };
+        for (k, line) in group.iter().enumerate() {
+            out.extend_from_slice(if drop { REMOVED } else { line });
+            if i + k + 1 < lines.len() {
+                out.push(b'\n');
+            }
+        }
+        i = j + 1;
+    }
+    out
+}
+
+/// Whether a git configuration line ends with a `\` that continues its value (an odd
+/// number of them, before a comment would start).
+fn ends_continued(line: &[u8]) -> bool {
+    let end = line.trim_ascii_end();
+    end.iter().rev().take_while(|&&b| b == b'\\').count() % 2 == 1
+}
+
+/// Whether a git configuration line (a section header or a `key = value`) carries a
+/// credential: the rules of every other format ([`drops_line`]), and a URL whose user
+/// information has a password (`https://user:pw@host`) or is itself a token (`https://
+/// TOKEN@host`: 20 or more token characters).
+fn git_line_has_credential(line: &[u8]) -> bool {
+    let trimmed = line.trim_ascii_start();
+    if trimmed.starts_with(b"#") || trimmed.starts_with(b";") {
+        // A comment: only what would be a credential anywhere.
+        return drops_line(line);
+    }
+    drops_line(line) || url_userinfo_is_secret(line)
+}
+
+/// Whether a URL in the line carries a password, or a token as its user name.
+fn url_userinfo_is_secret(line: &[u8]) -> bool {
+    let mut i = 0;
+    while let Some(at) = find(&line[i..], b"://") {
+        let start = i + at + 3;
+        let end = line[start..]
+            .iter()
+            .position(|&b| {
+                matches!(b, b'/' | b'"' | b'\'' | b']' | b'?' | b'#') || b.is_ascii_whitespace()
+            })
+            .map_or(line.len(), |p| start + p);
+        let authority = &line[start..end];
+        if let Some(at) = authority.iter().rposition(|&b| b == b'@') {
+            let info = &authority[..at];
+            let secret = match info.iter().position(|&b| b == b':') {
+                Some(colon) => colon + 1 < info.len(),
+                None => {
+                    info.len() >= 20
+                        && info
+                            .iter()
+                            .all(|&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+                }
+            };
+            if secret {
+                return true;
+            }
+        }
+        i = end.max(start);
+    }
+    false
+}
+
 /// XML: the content of credential elements removed (see the module documentation).
 pub fn filter_xml(text: &[u8]) -> Vec<u8> {
     const REMOVED: &[u8] = b"<!-- sandy: credential removed -->";
@@ -757,6 +870,107 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn git_configuration_loses_its_credentials_and_keeps_every_other_setting() {
+        let text = "\
+[user]
+\tname = A User
+\temail = a@example.com
+\tsigningkey = 0123ABCD
+[core]
+\thooksPath = ~/hooks
+\tsshCommand = ssh -i ~/.ssh/id_work
+[url \"https://x-user:s3cr3tpass@github.com/\"]
+\tinsteadOf = https://github.com/
+\tpushInsteadOf = git@github.com:
+[url \"https://0123456789abcdef0123456789abcdef01234567@gitlab.example.com/\"]
+\tinsteadOf = https://gitlab.example.com/
+[url \"ssh://git@github.com/\"]
+\tinsteadOf = gh:
+[http \"https://github.com/\"]
+\textraHeader = AUTHORIZATION: basic eC1hY2Nlc3MtdG9rZW46Z2hwX3h4eA==
+\tsslVerify = true
+[github]
+\tuser = auser
+\ttoken = ghp_abcdefghijklmnopqrstuvwxyz0123456789
+[sendemail]
+\tsmtpServer = smtp.example.com
+\tsmtpPass = hunter2hunter2
+[credential]
+\thelper = \"!f() { echo username=me; \\
+\t  echo password=hunter2; }; f\"
+\tuseHttpPath = true
+[remote \"origin\"]
+\turl = https://me:pw@example.com/repo.git
+\tfetch = +refs/heads/*:refs/remotes/origin/*
+[include]
+\tpath = ~/.gitconfig.local
+";
+        let out = String::from_utf8(filter_git_config(text.as_bytes())).unwrap();
+        // Line numbers stay the same.
+        assert_eq!(out.lines().count(), text.lines().count(), "{out}");
+        for kept in [
+            "\tname = A User",
+            "\temail = a@example.com",
+            "\tsigningkey = 0123ABCD",
+            "\thooksPath = ~/hooks",
+            "\tsshCommand = ssh -i ~/.ssh/id_work",
+            "[url \"ssh://git@github.com/\"]",
+            "\tinsteadOf = gh:",
+            "[http \"https://github.com/\"]",
+            "\tsslVerify = true",
+            "\tuser = auser",
+            "\tsmtpServer = smtp.example.com",
+            "\tuseHttpPath = true",
+            "\tfetch = +refs/heads/*:refs/remotes/origin/*",
+            "\tpath = ~/.gitconfig.local",
+        ] {
+            assert!(out.lines().any(|l| l == kept), "{kept:?} lost:\n{out}");
+        }
+        for gone in [
+            "s3cr3tpass",
+            "0123456789abcdef0123456789abcdef01234567",
+            "eC1hY2Nlc3M",
+            "ghp_",
+            "hunter2",
+            "me:pw",
+            // The whole continued value, its first line too.
+            "username=me",
+            // The keys of a dropped section go with it: none falls to the section
+            // before it.
+            "pushInsteadOf",
+            "insteadOf = https://github.com/",
+            "insteadOf = https://gitlab.example.com/",
+        ] {
+            assert!(!out.contains(gone), "{gone:?} kept:\n{out}");
+        }
+        // That git still reads the result is the end-to-end tests' to show.
+    }
+
+    #[test]
+    fn git_configuration_files_are_known_by_name() {
+        for git in [
+            "/h/.gitconfig",
+            "/h/.gitconfig.local",
+            "/h/.gitconfig-work",
+            "/h/.config/git/config",
+            "/h/.config/git/work.inc",
+        ] {
+            assert!(is_git_config_name(Path::new(git)), "{git}");
+        }
+        for other in [
+            "/h/.npmrc",
+            "/h/.config/pip/pip.conf",
+            "/h/.bashrc",
+            "/h/gitconfig",
+        ] {
+            assert!(!is_git_config_name(Path::new(other)), "{other}");
+        }
+        // A shell-style marker would break git: the name picks the git rule.
+        let out = filter_file(Path::new("/h/.gitconfig"), b"[github]\n\ttoken = abc123\n");
+        assert_eq!(out, b"[github]\n# sandy: credential line removed\n");
+    }
 
     /// The first implementation, kept to check the allocation-free one against.
     fn looks_like_credential_reference(name: &[u8]) -> bool {

@@ -427,7 +427,7 @@ pub fn resolve(
     let mut views: Vec<FileView> = Vec::new();
     if let Some(home) = ctx.home {
         views.extend(views::shell_startup_views(home, host, fs));
-        views.extend(views::package_config_views(home, host));
+        views.extend(views::package_config_views(home, &project, host));
         views.extend(views::global_config_views(home, host, &grants, fs));
     }
     // The agent's state files: a private copy, merged back after the run.

@@ -1526,6 +1526,56 @@ fn global_npm_and_conda_configuration_are_filtered_views() {
     }
 }
 
+/// Git's configuration in the home is a filtered view: `~/.gitconfig`,
+/// `~/.config/git/config`, and the included files in the home whose names say they are
+/// git's; an included file with another name, one in the project and the system's are
+/// not (README, "Current limits").
+#[test]
+fn git_configuration_in_the_home_is_a_filtered_view() {
+    let fs = base_fs()
+        .file("/home/u/.gitconfig")
+        .dir("/home/u/.config")
+        .dir("/home/u/.config/git")
+        .file("/home/u/.config/git/config")
+        .file("/home/u/.gitconfig.local")
+        .file("/home/u/work.inc")
+        .file("/home/u/proj/.gitconfig-shared")
+        .file("/etc/gitconfig");
+    let mut h = host("/usr/bin");
+    h.git.config_files = [
+        "/home/u/.gitconfig",
+        "/home/u/.gitconfig.local",
+        "/home/u/work.inc",
+        "/home/u/proj/.gitconfig-shared",
+        "/etc/gitconfig",
+    ]
+    .into_iter()
+    .map(PathBuf::from)
+    .collect();
+    let policy = resolve(&request(&["true"]), &h, &fs).unwrap();
+    let views = filtered_views(&policy);
+    for file in [
+        "/home/u/.gitconfig",
+        "/home/u/.config/git/config",
+        "/home/u/.gitconfig.local",
+    ] {
+        assert!(
+            views.contains(&pair(file, None)),
+            "{file} missing from {views:?}"
+        );
+    }
+    for file in [
+        "/home/u/work.inc",
+        "/home/u/proj/.gitconfig-shared",
+        "/etc/gitconfig",
+    ] {
+        assert!(
+            !views.iter().any(|(t, _)| t == Path::new(file)),
+            "{file} in {views:?}"
+        );
+    }
+}
+
 /// Every agent's launch configuration is protected whatever the profile: a generic run
 /// (`make`) gets the project-level names of every profile, the hook scripts the project's
 /// and the user's settings name (whatever the command's shape), and a home-level name

@@ -168,7 +168,11 @@ fn path_var(host: &HostContext, name: &str) -> Option<PathBuf> {
 /// beside settings that matter inside (a registry mirror, an index URL, `update-notifier`):
 /// each is a read-only view without its credentials. Found where the tool looks
 /// (`NPM_CONFIG_USERCONFIG`, `PIP_CONFIG_FILE`, `XDG_CONFIG_HOME`, `CARGO_HOME`).
-pub(super) fn package_config_views(home: &Path, host: &HostContext) -> Vec<FileView> {
+pub(super) fn package_config_views(
+    home: &Path,
+    project: &Path,
+    host: &HostContext,
+) -> Vec<FileView> {
     let var = |name: &str| path_var(host, name);
     let xdg_config = var("XDG_CONFIG_HOME").unwrap_or_else(|| home.join(".config"));
     let cargo_home = var("CARGO_HOME").unwrap_or_else(|| home.join(".cargo"));
@@ -190,8 +194,28 @@ pub(super) fn package_config_views(home: &Path, host: &HostContext) -> Vec<FileV
         (cargo_home.join("config"), "cargo"),
         (home.join(".m2/settings.xml"), "maven"),
         (home.join(".gradle/gradle.properties"), "gradle"),
+        (home.join(".gitconfig"), "git"),
+        (xdg_config.join("git/config"), "git"),
     ];
-    config_views(candidates.into_iter().filter(|(p, _)| p.is_absolute()))
+    // The files in the home that the user's git configuration includes
+    // (`~/.gitconfig.local`, where a token kept out of a shared dotfiles repository often
+    // lives), when their names say they are git configuration (the filter picks git's
+    // rule by name); any other stays readable as it is (README, "Current limits"), and
+    // one in the project is the project's.
+    let included = host
+        .git
+        .config_files
+        .iter()
+        .filter(|f| {
+            f.starts_with(home) && !f.starts_with(project) && crate::filter::is_git_config_name(f)
+        })
+        .map(|f| (f.clone(), "git"));
+    config_views(
+        candidates
+            .into_iter()
+            .chain(included)
+            .filter(|(p, _)| p.is_absolute()),
+    )
 }
 
 /// A filtered view of each tool's configuration file.
