@@ -457,10 +457,11 @@ fn describe(
             enclosing.push(root.clone());
         }
     }
-    // Without a repository git is not asked, unless the user's configuration includes
-    // other files: git inside (a `git init`, a `git clone`) must be able to read them,
-    // and only git says which they are.
-    if dotgits.is_empty() && enclosing.is_empty() && !includes_other_files(home, env) {
+    // Without a repository git is not asked, unless the user's configuration could
+    // matter here ([`worth_asking`]): it includes other files (git inside, a `git init`
+    // or a `git clone`, must be able to read them, and only git says which they are), or
+    // names a template directory or a root (a program there that git runs elsewhere).
+    if dotgits.is_empty() && enclosing.is_empty() && !worth_asking(home, env, roots) {
         return Ok(GitFacts {
             scanned: roots.to_vec(),
             ..GitFacts::default()
@@ -1109,9 +1110,22 @@ fn documented_config_files(home: Option<&Path>, env: &[(OsString, OsString)]) ->
     out
 }
 
-/// Whether a configuration file of the user's (or the system's) mentions an include at all:
-/// a cheap look, which decides only whether git is asked.
-fn includes_other_files(home: Option<&Path>, env: &[(OsString, OsString)]) -> bool {
+/// Whether a configuration file of the user's (or the system's) could matter where no
+/// root holds a repository: it mentions an include, a template directory (`git init`
+/// inside copies it), or a root by its path (absolute, or relative to the home as in
+/// `~/project/bin/x` and `$HOME/project/x`), which a code-running setting may name. A
+/// cheap look at the text (case aside), which decides only whether git is asked; what
+/// the settings mean is git's to say.
+fn worth_asking(home: Option<&Path>, env: &[(OsString, OsString)], roots: &[PathBuf]) -> bool {
+    let mut needles: Vec<Vec<u8>> = vec![b"include".to_vec(), b"templatedir".to_vec()];
+    for root in roots {
+        needles.push(root.as_os_str().as_bytes().to_ascii_lowercase());
+        if let Some(rel) = home.and_then(|h| root.strip_prefix(h).ok()) {
+            if !rel.as_os_str().is_empty() {
+                needles.push(rel.as_os_str().as_bytes().to_ascii_lowercase());
+            }
+        }
+    }
     documented_config_files(home, env)
         .into_iter()
         .chain([PathBuf::from("/etc/gitconfig")])
@@ -1121,9 +1135,10 @@ fn includes_other_files(home: Option<&Path>, env: &[(OsString, OsString)]) -> bo
                 .ok()
                 .flatten()
                 .is_some_and(|text| {
-                    text.to_ascii_lowercase()
-                        .windows(7)
-                        .any(|w| w == b"include")
+                    let text = text.to_ascii_lowercase();
+                    needles
+                        .iter()
+                        .any(|n| text.windows(n.len()).any(|w| w == n.as_slice()))
                 })
         })
 }

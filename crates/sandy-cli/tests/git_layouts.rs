@@ -1211,68 +1211,82 @@ fn a_hard_link_to_the_global_config_or_a_startup_file_is_compared_after_the_run(
 
 #[test]
 fn programs_and_templates_the_global_config_names_in_the_project_are_read_only() {
-    for_each_user(|w| {
-        // A dotfiles project: the user's own configuration runs a script of it at every
-        // `git status`, and copies its template into every new repository.
+    for_each_user(|w| programs_and_templates_case(w, true));
+}
+
+/// The same in a project that holds no repository (a dotfiles directory not yet under
+/// git): the user's configuration still runs its script in every other repository and
+/// copies its template into every new one.
+#[test]
+fn programs_and_templates_in_a_project_without_a_repository_are_read_only() {
+    for_each_user(|w| programs_and_templates_case(w, false));
+}
+
+fn programs_and_templates_case(w: &World, repo: bool) {
+    // A dotfiles project: the user's own configuration runs a script of it at every
+    // `git status`, and copies its template into every new repository.
+    if repo {
         init_repo(w, &w.project);
-        let fsmon = w.project.join("bin/fsmon");
-        std::fs::create_dir_all(w.project.join("bin")).unwrap();
-        std::fs::create_dir_all(w.project.join("tpl/hooks")).unwrap();
-        std::fs::write(&fsmon, "#!/bin/sh\nexit 1\n").unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&fsmon, std::fs::Permissions::from_mode(0o755)).unwrap();
-        w.chown_all();
-        append(
-            &w.home.join(".gitconfig"),
-            "[init]\n\ttemplateDir = ~/project/tpl\n[core]\n\tfsmonitor = \"~/project/bin/fsmon\"\n",
-        );
-        let marker = w.root.join("pwned-fsmon");
-        let hook_marker = w.root.join("pwned-template");
-        let script = format!(
-            "{}{}",
-            plant_file(
-                &fsmon,
-                &format!("#!/bin/sh\ntouch {}\nexit 1\n", marker.display())
-            ),
-            plant_hook(&w.project.join("tpl/hooks"), &hook_marker)
-        );
-        let o = sandy_sh(w, &[], &script, &[]);
-        assert_code(&o, 0, "the sandboxed attempt");
-        let _ = git(w, &w.project, &["status", "--short"]);
-        assert!(!marker.exists(), "{}", stderr(&o));
-        let fresh = w.root.join("fresh");
-        git_ok(
-            w,
-            &w.root,
-            &["init", "-q", "-b", "main", fresh.to_str().unwrap()],
-        );
-        let _ = git(w, &fresh, &["commit", "-q", "--allow-empty", "-m", "x"]);
-        assert!(!hook_marker.exists(), "{}", stderr(&o));
-        // Controls: both are live.
-        std::fs::write(
+    }
+    let fsmon = w.project.join("bin/fsmon");
+    std::fs::create_dir_all(w.project.join("bin")).unwrap();
+    std::fs::create_dir_all(w.project.join("tpl/hooks")).unwrap();
+    std::fs::write(&fsmon, "#!/bin/sh\nexit 1\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fsmon, std::fs::Permissions::from_mode(0o755)).unwrap();
+    w.chown_all();
+    append(
+        &w.home.join(".gitconfig"),
+        "[init]\n\ttemplateDir = ~/project/tpl\n[core]\n\tfsmonitor = \"~/project/bin/fsmon\"\n",
+    );
+    let marker = w.root.join("pwned-fsmon");
+    let hook_marker = w.root.join("pwned-template");
+    let script = format!(
+        "{}{}",
+        plant_file(
             &fsmon,
-            format!("#!/bin/sh\ntouch {}\nexit 1\n", marker.display()),
-        )
-        .unwrap();
-        let _ = git(w, &w.project, &["status", "--short"]);
-        assert!(marker.exists(), "control: the fsmonitor script is not run");
-        let hook = w.project.join("tpl/hooks/pre-commit");
-        std::fs::write(
-            &hook,
-            format!("#!/bin/sh\ntouch {}\n", hook_marker.display()),
-        )
-        .unwrap();
-        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
-        w.chown_all();
-        let again = w.root.join("again");
-        git_ok(
-            w,
-            &w.root,
-            &["init", "-q", "-b", "main", again.to_str().unwrap()],
-        );
-        let _ = git(w, &again, &["commit", "-q", "--allow-empty", "-m", "x"]);
-        assert!(hook_marker.exists(), "control: the template is not copied");
-    });
+            &format!("#!/bin/sh\ntouch {}\nexit 1\n", marker.display())
+        ),
+        plant_hook(&w.project.join("tpl/hooks"), &hook_marker)
+    );
+    let o = sandy_sh(w, &[], &script, &[]);
+    assert_code(&o, 0, "the sandboxed attempt");
+    // Judged outside, in a repository made afterwards: it gets the template, and its
+    // `git status` runs the fsmonitor script.
+    let fresh = w.root.join("fresh");
+    git_ok(
+        w,
+        &w.root,
+        &["init", "-q", "-b", "main", fresh.to_str().unwrap()],
+    );
+    let _ = git(w, &fresh, &["status", "--short"]);
+    assert!(!marker.exists(), "{}", stderr(&o));
+    let _ = git(w, &fresh, &["commit", "-q", "--allow-empty", "-m", "x"]);
+    assert!(!hook_marker.exists(), "{}", stderr(&o));
+    // Controls: both are live.
+    std::fs::write(
+        &fsmon,
+        format!("#!/bin/sh\ntouch {}\nexit 1\n", marker.display()),
+    )
+    .unwrap();
+    let _ = git(w, &fresh, &["status", "--short"]);
+    assert!(marker.exists(), "control: the fsmonitor script is not run");
+    let hook = w.project.join("tpl/hooks/pre-commit");
+    std::fs::write(
+        &hook,
+        format!("#!/bin/sh\ntouch {}\n", hook_marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    w.chown_all();
+    let again = w.root.join("again");
+    git_ok(
+        w,
+        &w.root,
+        &["init", "-q", "-b", "main", again.to_str().unwrap()],
+    );
+    let _ = git(w, &again, &["commit", "-q", "--allow-empty", "-m", "x"]);
+    assert!(hook_marker.exists(), "control: the template is not copied");
 }
 
 #[test]
