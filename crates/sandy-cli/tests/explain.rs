@@ -80,7 +80,8 @@ fn a_shell_start_up_file_and_git_config_are_explained_as_protected() {
         assert_reports(
             &o,
             "write ~/project/.git/config: refused; protected: no flag (git configuration, \
-             read-only inside; run the `git config` command outside the sandbox)",
+             read-only inside, without lines that look like credentials; run the `git config` \
+             command outside the sandbox; the sandbox reads a filtered, read-only copy)",
         );
         assert!(report(&o).len() <= 10, "{:?}", report(&o));
         assert_eq!(

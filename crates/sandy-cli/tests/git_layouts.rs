@@ -1209,6 +1209,50 @@ fn a_hard_link_to_the_global_config_or_a_startup_file_is_compared_after_the_run(
     });
 }
 
+/// A repository's own configuration in the project is seen inside without its
+/// credentials (a token in a remote's URL, an extra header): git inside still works
+/// (status, log, the remote's fetch refspec), the token is nowhere inside, and the host
+/// file is unchanged.
+#[test]
+fn a_repository_configuration_is_seen_without_its_credentials() {
+    for_each_user(|w| {
+        init_repo(w, &w.project);
+        let token = "ghp_0123456789abcdefghijklmnopqrstuv";
+        let url = format!("https://x-access-token:{token}@github.com/o/r.git");
+        git_ok(w, &w.project, &["remote", "add", "origin", &url]);
+        let header = format!("AUTHORIZATION: basic {token}");
+        git_ok(
+            w,
+            &w.project,
+            &["config", "http.https://github.com/.extraheader", &header],
+        );
+        let config = w.project.join(".git/config");
+        let before = std::fs::read(&config).unwrap();
+        let o = sandy_sh(
+            w,
+            &[],
+            "cat .git/config; git status --short && echo status-ok; \
+             echo commits=$(git log --oneline | wc -l); git config --get remote.origin.fetch; \
+             git remote -v",
+            &[],
+        );
+        let (out, err) = (stdout(&o), stderr(&o));
+        assert_code(&o, 0, &format!("git inside\n{out}\n{err}"));
+        assert!(
+            !out.contains(token) && !err.contains(token),
+            "leaked: {out}{err}"
+        );
+        for said in [
+            "status-ok",
+            "commits=1",
+            "+refs/heads/*:refs/remotes/origin/*",
+        ] {
+            assert!(out.contains(said), "{said:?} not said:\n{out}\n{err}");
+        }
+        assert_eq!(std::fs::read(&config).unwrap(), before);
+    });
+}
+
 #[test]
 fn programs_and_templates_the_global_config_names_in_the_project_are_read_only() {
     for_each_user(|w| programs_and_templates_case(w, true));
@@ -1357,7 +1401,12 @@ fn a_directory_git_can_pass_but_sandy_cannot_list_is_named_and_refused() {
                 "{}",
                 stderr(&o)
             );
-            assert!(stderr(&o2).contains("Read-only"), "{}", stderr(&o2));
+            // Refused (a filtered, read-only copy of the file is all the sandbox sees).
+            let err = stderr(&o2);
+            assert!(
+                err.contains("Read-only") || err.contains("Permission denied"),
+                "{err}"
+            );
         } else {
             let want = format!("{} can be passed through but not listed", x.display());
             assert!(stderr(&o).contains(&want), "{}", stderr(&o));

@@ -684,15 +684,25 @@ fn strip_url_userinfo(line: &[u8]) -> Vec<u8> {
 
 /// Whether a file's name says it is git configuration, which [`filter_file`] filters
 /// by git's own rule: `.gitconfig` and names that start so (`.gitconfig.local`,
-/// `.gitconfig-work`), and any file in a directory named `git` (`~/.config/git/config`
-/// and files kept beside it).
+/// `.gitconfig-work`), any file in a directory named `git` (`~/.config/git/config` and
+/// files kept beside it), and a repository's own `config` or `config.worktree` below a
+/// directory named `.git` or `NAME.git` (`.git/config`, `.git/modules/lib/config`,
+/// `.git/worktrees/w/config.worktree`, a bare `lib.git/config`).
 pub fn is_git_config_name(path: &Path) -> bool {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let in_git_dir = || {
+        path.ancestors().skip(1).any(|a| {
+            a.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(".git"))
+        })
+    };
     name.starts_with(".gitconfig")
         || path
             .parent()
             .and_then(Path::file_name)
             .is_some_and(|dir| dir == "git")
+        || (matches!(name, "config" | "config.worktree") && in_git_dir())
 }
 
 /// Git configuration without its credentials (see the module documentation). A value
@@ -956,6 +966,10 @@ mod tests {
             "/h/.gitconfig-work",
             "/h/.config/git/config",
             "/h/.config/git/work.inc",
+            "/p/.git/config",
+            "/p/.git/modules/lib/config",
+            "/p/.git/worktrees/w/config.worktree",
+            "/p/lib.git/config",
         ] {
             assert!(is_git_config_name(Path::new(git)), "{git}");
         }

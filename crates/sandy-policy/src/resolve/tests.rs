@@ -1527,9 +1527,9 @@ fn global_npm_and_conda_configuration_are_filtered_views() {
 }
 
 /// Git's configuration in the home is a filtered view: `~/.gitconfig`,
-/// `~/.config/git/config`, and the included files in the home whose names say they are
-/// git's; an included file with another name, one in the project and the system's are
-/// not (README, "Current limits").
+/// `~/.config/git/config`, the included files in the home whose names say they are
+/// git's, and the project's repository's own configuration; an included file with another
+/// name, one in the project and the system's are not (README, "Current limits").
 #[test]
 fn git_configuration_in_the_home_is_a_filtered_view() {
     let fs = base_fs()
@@ -1540,9 +1540,16 @@ fn git_configuration_in_the_home_is_a_filtered_view() {
         .file("/home/u/.gitconfig.local")
         .file("/home/u/work.inc")
         .file("/home/u/proj/.gitconfig-shared")
+        .dir("/home/u/proj/.git")
+        .file("/home/u/proj/.git/config")
         .file("/etc/gitconfig");
     let mut h = host("/usr/bin");
+    h.git.git_dirs = vec![crate::gitfacts::GitDir {
+        path: "/home/u/proj/.git".into(),
+        kind: crate::gitfacts::GitDirKind::Common,
+    }];
     h.git.config_files = [
+        "/home/u/proj/.git/config",
         "/home/u/.gitconfig",
         "/home/u/.gitconfig.local",
         "/home/u/work.inc",
@@ -1558,6 +1565,7 @@ fn git_configuration_in_the_home_is_a_filtered_view() {
         "/home/u/.gitconfig",
         "/home/u/.config/git/config",
         "/home/u/.gitconfig.local",
+        "/home/u/proj/.git/config",
     ] {
         assert!(
             views.contains(&pair(file, None)),

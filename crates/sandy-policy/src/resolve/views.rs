@@ -197,17 +197,22 @@ pub(super) fn package_config_views(
         (home.join(".gitconfig"), "git"),
         (xdg_config.join("git/config"), "git"),
     ];
-    // The files in the home that the user's git configuration includes
+    // The other files git reads, when their names say they are git configuration (the
+    // filter picks git's rule by name; any other stays as it is: README, "Current
+    // limits"): the files in the home that the user's configuration includes
     // (`~/.gitconfig.local`, where a token kept out of a shared dotfiles repository often
-    // lives), when their names say they are git configuration (the filter picks git's
-    // rule by name); any other stays readable as it is (README, "Current limits"), and
-    // one in the project is the project's.
+    // lives; one in the project is the project's), and each repository's own
+    // configuration (a remote's URL with a token in it). Git's protections keep them
+    // read-only; the view takes the credentials out.
+    let repositories: Vec<&Path> = host.git.git_dirs.iter().map(|d| d.path.as_path()).collect();
     let included = host
         .git
         .config_files
         .iter()
         .filter(|f| {
-            f.starts_with(home) && !f.starts_with(project) && crate::filter::is_git_config_name(f)
+            let in_home = f.starts_with(home) && !f.starts_with(project);
+            let of_repository = f.parent().is_some_and(|d| repositories.contains(&d));
+            (in_home || of_repository) && crate::filter::is_git_config_name(f)
         })
         .map(|f| (f.clone(), "git"));
     config_views(
@@ -227,9 +232,14 @@ fn config_views<'a>(candidates: impl IntoIterator<Item = (PathBuf, &'a str)>) ->
             link: None,
             kind: ViewKind::Filtered,
             origin: Origin::Baseline,
-            reason: format!(
-                "{tool} configuration, read-only, without lines that look like credentials"
-            ),
+            reason: if tool == "git" {
+                // What a refused write to it should say: the remedy is outside.
+                "git configuration, read-only inside, without lines that look like \
+                 credentials; run the `git config` command outside the sandbox"
+                    .to_owned()
+            } else {
+                format!("{tool} configuration, read-only, without lines that look like credentials")
+            },
         })
         .collect()
 }
@@ -420,7 +430,11 @@ pub(super) fn finish_views(
         if masked_above {
             continue;
         }
-        protections.retain(|p| p.path != view.target);
+        // The view replaces a mask or a protection on its path; a filtered (read-only)
+        // view leaves a read-only protection there (git's, on a repository's
+        // configuration) as it is, with its own origin and reason.
+        protections
+            .retain(|p| p.path != view.target || (filtered && p.kind == ProtectionKind::ReadOnly));
         for protection in pinned {
             if !protections
                 .iter()
