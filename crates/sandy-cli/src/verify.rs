@@ -237,6 +237,13 @@ pub fn before(policy: &ResolvedPolicy, host: &HostContext, walked: Vec<walk::Rec
             add(&view.target);
         }
     }
+    // So are every agent's home-level launch files that another name may write
+    // (`~/.claude/settings.json` hard-linked into a dotfiles project of a generic run).
+    for file in &policy.agent_home_files {
+        if linked(file) {
+            add(file);
+        }
+    }
     // The scan already walked the trees: every `.git` it found is a working tree's.
     let dotgits = host
         .git

@@ -405,6 +405,7 @@ mod inside {
             caches: Vec::new(),
             hooks: Vec::new(),
             kontext: None,
+            agent_home_files: Vec::new(),
         };
         let question = super::question(args);
         let cwd = std::env::current_dir().unwrap_or_else(|_| doc.working_directory.clone());

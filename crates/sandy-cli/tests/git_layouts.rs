@@ -1175,8 +1175,15 @@ fn a_hard_link_to_the_global_config_or_a_startup_file_is_compared_after_the_run(
         // The project is a dotfiles repository whose files are also the home's, by
         // hard link: writable through the project's names.
         init_repo(w, &w.project);
-        let pairs = [("gitconfig", ".gitconfig"), ("bashrc", ".bashrc")];
-        let texts = ["[user]\n\tname = t\n", "alias ll='ls -l'\n"];
+        // An agent's home-level settings file too (no name of it is protected in a
+        // generic run: none leads into a writable tree).
+        let pairs = [
+            ("gitconfig", ".gitconfig"),
+            ("bashrc", ".bashrc"),
+            ("claude-settings.json", ".claude/settings.json"),
+        ];
+        let texts = ["[user]\n\tname = t\n", "alias ll='ls -l'\n", "{}\n"];
+        std::fs::create_dir_all(w.home.join(".claude")).unwrap();
         for ((ours, home), text) in pairs.iter().zip(texts) {
             std::fs::write(w.project.join(ours), text).unwrap();
             std::fs::hard_link(w.project.join(ours), w.home.join(home)).unwrap();
@@ -1185,7 +1192,8 @@ fn a_hard_link_to_the_global_config_or_a_startup_file_is_compared_after_the_run(
         let o = sandy_sh(
             w,
             &[],
-            "printf '[core]\\n\\tfsmonitor = touch /nowhere\\n' >> gitconfig; echo 'touch /nowhere' >> bashrc",
+            "printf '[core]\\n\\tfsmonitor = touch /nowhere\\n' >> gitconfig; echo 'touch /nowhere' >> bashrc; \
+             echo '{\"hooks\": {}}' > claude-settings.json",
             &[],
         );
         assert_code(&o, 0, "write through the links");

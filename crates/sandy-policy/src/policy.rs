@@ -250,6 +250,12 @@ pub struct ResolvedPolicy {
     /// A verified Kontext installation (its socket granted); `None` when there is none
     /// or it could not be verified. Set by the supervisor after its preflight.
     pub kontext: Option<crate::kontext::KontextControl>,
+    /// Every agent's home-level launch files that exist and are left unprotected because
+    /// no name of theirs leads into a writable tree (`~/.claude/settings.json` in a
+    /// generic run): unwritable inside by these names, but not by another name a file
+    /// may have (a hard link in the project), so the supervisor compares those that have
+    /// one after the run.
+    pub agent_home_files: Vec<PathBuf>,
 }
 
 /// A hook a configuration file registers: what runs it, found before launch.

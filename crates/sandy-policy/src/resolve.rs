@@ -307,7 +307,8 @@ pub fn resolve(
 
     // Every agent's launch configuration, whatever the profile: a generic run (`make`,
     // `npm test`) or another agent's must not plant what an agent runs at its next launch.
-    let every_profile = ctx.every_profiles_protections(&profile.name, host, &project, &grants)?;
+    let (every_profile, agent_home_files) =
+        ctx.every_profiles_protections(&profile.name, host, &project, &grants)?;
 
     // The private per-run directory is mounted at /tmp inside; /dev/shm, /var/tmp and the
     // runtime directory are fresh, empty and private. They name different directories than the
@@ -486,6 +487,7 @@ pub fn resolve(
         caches,
         hooks: applied.hooks,
         kontext: None,
+        agent_home_files,
     })
 }
 

@@ -641,7 +641,7 @@ impl Ctx<'_> {
         host: &HostContext,
         project: &Path,
         grants: &GrantSet,
-    ) -> Result<Vec<Protection>, ResolveError> {
+    ) -> Result<(Vec<Protection>, Vec<PathBuf>), ResolveError> {
         let writable: Vec<&Path> = grants
             .0
             .iter()
@@ -672,6 +672,9 @@ impl Ctx<'_> {
             .collect();
         let mut reach = Reach::default();
         let mut out: Vec<Protection> = Vec::new();
+        // The home-level names left out (they lead into no writable tree) that exist as
+        // files: compared after the run when they have another name (a hard link).
+        let mut left_out: Vec<PathBuf> = Vec::new();
         let push = |path: PathBuf, reason: &dyn Fn() -> String, out: &mut Vec<Protection>| {
             if !out.iter().any(|p| p.path == path) {
                 let exists = self.fs.exists(&path);
@@ -719,6 +722,11 @@ impl Ctx<'_> {
                 for path in expand_all(template, &roots, self.home) {
                     if self.reaches_writable(&path, &writable, &mut reach) {
                         push(path, &reason, &mut out);
+                    } else if !reach.absent_below(&path)
+                        && matches!(self.fs.kind(&path), Some(FileKind::File { .. }))
+                        && !left_out.contains(&path)
+                    {
+                        left_out.push(path);
                     }
                 }
             }
@@ -764,7 +772,7 @@ impl Ctx<'_> {
                 }
             }
         }
-        Ok(out)
+        Ok((out, left_out))
     }
 
     /// Whether a name outside the project is inside a writable grant or leads into one:

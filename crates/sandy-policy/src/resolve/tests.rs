@@ -280,6 +280,7 @@ fn plain_run_resolves_to_the_default_policy() {
         caches: vec![],
         hooks: vec![],
         kontext: None,
+        agent_home_files: vec![],
     };
     assert_eq!(policy, expected);
 }
@@ -1681,6 +1682,12 @@ fn agent_files_are_protected_in_every_run() {
     assert!(policy.created_at_launch.is_empty());
     assert!(!policy.grants.iter().any(|g| g.origin == Origin::Profile));
     assert!(policy.hooks.is_empty());
+    // The home-level file left out is listed for the supervisor to compare when it has
+    // another name (a hard link); the protected one and absent ones are not.
+    assert_eq!(
+        policy.agent_home_files,
+        vec![PathBuf::from("/home/u/.codex/config.toml")]
+    );
 }
 
 /// A Claude Code run protects the other agents' files too, keeps its own handling (its
