@@ -82,6 +82,50 @@ fn shell_startup_files_are_read_only_and_filtered() {
     });
 }
 
+/// Fedora's default `~/.bashrc` sources every file of `~/.bashrc.d` in a loop: each is a
+/// filtered start-up file like the `.bashrc` itself, so an interactive shell inside
+/// starts without a permission error, gets the aliases, and not the token.
+#[test]
+fn files_a_start_up_loop_sources_are_filtered_start_up_files() {
+    for_each_user(|w| {
+        let token = "ghp_0123456789abcdefghijklmnopqrstuv";
+        w.write(
+            "home/.bashrc",
+            "if [ -d ~/.bashrc.d ]; then\n  for rc in ~/.bashrc.d/*; do\n    \
+             if [ -f \"$rc\" ]; then\n      . \"$rc\"\n    fi\n  done\nfi\nunset rc\n",
+        );
+        w.write("home/.bashrc.d/aliases.sh", "alias gs='git status'\n");
+        let secrets = format!("export GITHUB_TOKEN={token}\nexport PAGER=less\n");
+        let secret_file = w.write("home/.bashrc.d/secrets.sh", &secrets);
+        // A file the pattern does not match: its name is listable, its content is not.
+        w.write("home/.bashrc.d/.private", "private-content\n");
+        let o = w
+            .sandy([
+                "run",
+                "--",
+                "bash",
+                "-ic",
+                "alias gs; echo \"pager=$PAGER token=${GITHUB_TOKEN:-unset}\"; \
+                 cat ~/.bashrc.d/secrets.sh; cat ~/.bashrc.d/.private || echo private-refused",
+            ])
+            .output()
+            .unwrap();
+        let (out, err) = (stdout(&o), stderr(&o));
+        assert_code(&o, 0, &format!("interactive bash\n{out}\n{err}"));
+        assert!(out.contains("alias gs='git status'"), "{out}\n{err}");
+        assert!(out.contains("pager=less token=unset"), "{out}\n{err}");
+        assert!(
+            !out.contains(token) && !err.contains(token),
+            "leaked: {out}{err}"
+        );
+        assert!(out.contains("private-refused"), "{out}\n{err}");
+        assert!(!out.contains("private-content"), "{out}");
+        // The only refusal is the unmatched file's, asked for by name.
+        assert_eq!(err.matches("Permission denied").count(), 1, "{err}");
+        assert_eq!(std::fs::read_to_string(&secret_file).unwrap(), secrets);
+    });
+}
+
 /// The user's git configuration (`~/.gitconfig`, and `~/.gitconfig.local` it includes) is
 /// seen inside without its credentials (a token in a URL rewrite's section, an extra
 /// header, `github.token`) and with every other setting: git inside reads it whole (the

@@ -26,6 +26,7 @@ pub struct PathRule {
 pub fn rights(access: Access) -> BitFlags<AccessFs> {
     let read = AccessFs::ReadFile | AccessFs::ReadDir;
     match access {
+        Access::List => AccessFs::ReadDir.into(),
         Access::Read => read,
         Access::ReadExec => read | AccessFs::Execute,
         Access::ReadWrite => AccessFs::from_all(PINNED_LANDLOCK_ABI),

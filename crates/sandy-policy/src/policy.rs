@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Access {
+    /// List a directory's names, nothing else (not read its files): a directory whose
+    /// files a start-up file sources by a pattern (`~/.bashrc.d/*`), each of them a view.
+    List,
     Read,
     ReadExec,
     ReadWrite,

@@ -426,14 +426,35 @@ pub fn resolve(
 
     // Views: files the sandbox sees as a prepared copy instead of the host file.
     let mut views: Vec<FileView> = Vec::new();
+    // Directories whose files a start-up file sources by a pattern: listable, so that
+    // the shell inside expands it (their files are views).
+    let mut listed: Vec<PathBuf> = Vec::new();
     if let Some(home) = ctx.home {
-        views.extend(views::shell_startup_views(home, host, fs));
+        let (startup, dirs) = views::shell_startup_views(home, host, fs);
+        views.extend(startup);
+        listed = dirs;
         views.extend(views::package_config_views(home, &project, host));
         views.extend(views::global_config_views(home, host, &grants, fs));
     }
     // The agent's state files: a private copy, merged back after the run.
     views.extend(applied.views.iter().cloned());
     let mut grants = grants;
+    for dir in listed {
+        let Ok(canonical) = fs.canonicalize(&dir) else {
+            continue;
+        };
+        if fs.kind(&canonical) == Some(FileKind::Directory)
+            && ctx.sensitive_overlap(&canonical).is_none()
+            && !grants.iter().any(|g| g.path == canonical)
+        {
+            grants.push(Grant {
+                path: canonical,
+                access: Access::List,
+                scope: Scope::Subtree,
+                origin: Origin::Baseline,
+            });
+        }
+    }
     let privates = private_dirs(runtime_dir.as_deref());
     // Only the grants inside a private directory can carry a path through it: the rest
     // are left out of every question (asked for each component of each view's name).

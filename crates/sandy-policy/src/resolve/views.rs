@@ -49,7 +49,7 @@ pub(super) fn shell_startup_views(
     home: &Path,
     host: &HostContext,
     fs: &dyn PathInspector,
-) -> Vec<FileView> {
+) -> (Vec<FileView>, Vec<PathBuf>) {
     let zdotdir = host
         .var("ZDOTDIR")
         .map(PathBuf::from)
@@ -69,13 +69,33 @@ pub(super) fn shell_startup_views(
     files.extend(conf_d);
     let mut frontier: Vec<PathBuf> = files.iter().filter(|p| is_file(fs, p)).cloned().collect();
     let mut sourced = 0;
+    let mut listed: Vec<PathBuf> = Vec::new();
     for _ in 0..MAX_SOURCE_DEPTH {
         let mut next = Vec::new();
         for file in &frontier {
             let Some(text) = fs.read_head(file, MAX_SCAN_BYTES) else {
                 continue;
             };
-            for target in sourced_files(&text, home) {
+            // Files a `for` loop or a `source` names by a pattern (`for rc in
+            // ~/.bashrc.d/*`, Fedora's default `.bashrc`): the directory's matching files,
+            // and the directory listable (the shell expands the pattern inside).
+            let mut globbed = Vec::new();
+            for (dir, pattern) in sourced_globs(&text, home) {
+                let matching: Vec<PathBuf> = fs
+                    .files_in(&dir, MAX_SOURCED_FILES)
+                    .into_iter()
+                    .filter(|f| {
+                        f.file_name()
+                            .and_then(|n| n.to_str())
+                            .is_some_and(|n| glob_matches(&pattern, n))
+                    })
+                    .collect();
+                if !matching.is_empty() && !listed.contains(&dir) {
+                    listed.push(dir);
+                }
+                globbed.extend(matching);
+            }
+            for target in sourced_files(&text, home).into_iter().chain(globbed) {
                 if sourced < MAX_SOURCED_FILES
                     && !files.contains(&target)
                     && target.starts_with(home)
@@ -89,7 +109,7 @@ pub(super) fn shell_startup_views(
         }
         frontier = next;
     }
-    files
+    let views = files
         .into_iter()
         .map(|target| FileView {
             target,
@@ -100,7 +120,8 @@ pub(super) fn shell_startup_views(
                      credentials"
                 .to_owned(),
         })
-        .collect()
+        .collect();
+    (views, listed)
 }
 
 fn is_file(fs: &dyn PathInspector, path: &Path) -> bool {
@@ -153,6 +174,98 @@ fn sourced_files(text: &[u8], home: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// The files a start-up file names by a pattern under the home, as a directory and a
+/// pattern for its last component: the words of a `for NAME in ...` list and the
+/// argument of `source`/`.` that start with `~/`, `$HOME/` or `${HOME}/` and hold `*` or
+/// `?` in their last component only (`for rc in ~/.bashrc.d/*; do . "$rc"; done`). Read,
+/// never run: a loop that skips some of them still gets a view of each.
+fn sourced_globs(text: &[u8], home: &Path) -> Vec<(PathBuf, String)> {
+    let text = String::from_utf8_lossy(text);
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or("");
+        let line = line.replace("&&", ";").replace("||", ";");
+        for command in line.split(';') {
+            let mut words = command.split_whitespace().peekable();
+            while let Some(w) = words.peek() {
+                if matches!(*w, "then" | "do" | "else" | "{" | "(") {
+                    words.next();
+                } else {
+                    break;
+                }
+            }
+            let candidates: Vec<&str> = match words.next() {
+                Some("source" | ".") => words.next().into_iter().collect(),
+                Some("for") => {
+                    let _name = words.next();
+                    if words.next() != Some("in") {
+                        continue;
+                    }
+                    words.collect()
+                }
+                _ => continue,
+            };
+            for word in candidates {
+                // Quotes only group (`"$HOME/dir/"*.sh`): the pattern is the same without.
+                let word = word.replace(['"', '\''], "");
+                let Some(rest) = ["~/", "$HOME/", "${HOME}/"]
+                    .iter()
+                    .find_map(|prefix| word.strip_prefix(prefix))
+                else {
+                    continue;
+                };
+                let (dir, pattern) = match rest.rsplit_once('/') {
+                    Some((dir, pattern)) => (dir, pattern),
+                    None => ("", rest),
+                };
+                let plain = |part: &str| !part.contains(['$', '`', '*', '?', '[', '(', '{']);
+                if !pattern.contains(['*', '?'])
+                    || pattern.contains(['[', '$', '`', '(', '{'])
+                    || !plain(dir)
+                    || dir.split('/').any(|c| c == "..")
+                {
+                    continue;
+                }
+                out.push((home.join(dir), pattern.to_owned()));
+            }
+        }
+    }
+    out
+}
+
+/// Whether a file name matches a pattern of `*` (any run) and `?` (one character), as
+/// the shell matches it: a leading `.` only by a pattern that starts with one.
+fn glob_matches(pattern: &str, name: &str) -> bool {
+    if name.starts_with('.') && !pattern.starts_with('.') {
+        return false;
+    }
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    let (mut pi, mut ni) = (0, 0);
+    // Where the last `*` was, and the name position it has taken so far.
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        match p.get(pi) {
+            Some('*') => {
+                star = Some((pi, ni));
+                pi += 1;
+            }
+            Some(&c) if c == '?' || c == n[ni] => {
+                pi += 1;
+                ni += 1;
+            }
+            _ => match star {
+                Some((sp, sn)) => {
+                    pi = sp + 1;
+                    ni = sn + 1;
+                    star = Some((sp, sn + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
 }
 
 /// An absolute path a variable holds (`None` when it is unset, empty or relative, as the
@@ -559,6 +672,36 @@ mod tests {
                 }
             ]
         );
+    }
+
+    #[test]
+    fn sourced_patterns_are_found_without_running_anything() {
+        let rc = "if [ -d ~/.bashrc.d ]; then\n  for rc in ~/.bashrc.d/*; do\n    . \"$rc\"\n  done\nfi\n\
+                  for f in \"$HOME/.config/sh/\"*.sh ~/one.sh; do source $f; done\n\
+                  source ~/.zsh.d/*.zsh\nfor x in ~/a/*/b; do :; done\nfor y in ~/../*; do :; done\n\
+                  ls ~/notes/*\nfor z in $OTHER/*; do :; done\n";
+        let h = Path::new("/h");
+        assert_eq!(
+            sourced_globs(rc.as_bytes(), h),
+            vec![
+                (PathBuf::from("/h/.bashrc.d"), "*".to_owned()),
+                (PathBuf::from("/h/.config/sh"), "*.sh".to_owned()),
+                (PathBuf::from("/h/.zsh.d"), "*.zsh".to_owned()),
+            ]
+        );
+        for (pattern, name, matches) in [
+            ("*", "env.sh", true),
+            ("*", ".hidden", false),
+            (".*", ".hidden", true),
+            ("*.sh", "a.sh", true),
+            ("*.sh", "a.sh.bak", false),
+            ("a?c*", "abcdef", true),
+            ("a?c*", "ac", false),
+            ("*x*y", "axbxy", true),
+            ("", "", true),
+        ] {
+            assert_eq!(glob_matches(pattern, name), matches, "{pattern} {name}");
+        }
     }
 
     #[test]
