@@ -190,11 +190,6 @@ fn git_configuration_is_seen_without_its_credentials() {
     });
 }
 
-/// A small filtered copy never touches the host: it travels in the launch manifest and
-/// the bootstrap writes it into the sandbox's private `/run`. A large one (over 64 KiB) is
-/// a file in a per-run directory next to the private `/tmp`, removed as soon as the target
-/// has started. Either way the sandbox reads it long after that (its mount holds it),
-/// without the secret.
 /// fish reads every `~/.config/fish/conf.d/*.fish` at start-up: each is a filtered,
 /// read-only copy like `config.fish`, its settings kept and its token gone; a file there
 /// that is not fish's (`notes.txt`) is neither.
@@ -241,6 +236,11 @@ fn fish_conf_d_files_are_filtered_start_up_files() {
     });
 }
 
+/// A small filtered copy never touches the host: it travels in the launch manifest and
+/// the bootstrap writes it into the sandbox's private `/run`. A large one (over 64 KiB) is
+/// a file in a per-run directory next to the private `/tmp`, removed as soon as the target
+/// has started. Either way the sandbox reads it long after that (its mount holds it),
+/// without the secret.
 #[test]
 fn a_filtered_copy_is_held_by_the_sandbox_not_left_on_the_host() {
     if !kernel_ready() {

@@ -128,50 +128,64 @@ fn is_file(fs: &dyn PathInspector, path: &Path) -> bool {
     matches!(fs.kind(path), Some(FileKind::File { .. }))
 }
 
-/// The home files a shell script sources: each command of a line (split at `;`, `&&`,
-/// `||`, `then`, `do`) that is `source WORD` or `. WORD`, where WORD is a plain path
-/// starting with `~/`, `$HOME/` or `${HOME}/` (quotes allowed). Anything else (other
-/// variables, command substitution, globs) is not guessed at.
-fn sourced_files(text: &[u8], home: &Path) -> Vec<PathBuf> {
+/// The commands of a shell script, each as its words after the keywords that open it
+/// (`then`, `do`, `else`, `{`, `(`): the lines split at `;`, `&&` and `||`, comments
+/// left out. Read, never run; no shell parser: enough to find `source` and `for`.
+fn shell_commands(text: &[u8]) -> Vec<Vec<String>> {
     let text = String::from_utf8_lossy(text);
     let mut out = Vec::new();
     for line in text.lines() {
         let line = line.split('#').next().unwrap_or("");
         let line = line.replace("&&", ";").replace("||", ";");
         for command in line.split(';') {
-            let mut words = command.split_whitespace().peekable();
-            while let Some(w) = words.peek() {
-                if matches!(*w, "then" | "do" | "else" | "{" | "(") {
-                    words.next();
-                } else {
-                    break;
-                }
+            let words: Vec<String> = command
+                .split_whitespace()
+                .skip_while(|w| matches!(*w, "then" | "do" | "else" | "{" | "("))
+                .map(str::to_owned)
+                .collect();
+            if !words.is_empty() {
+                out.push(words);
             }
-            let (Some(verb), Some(arg)) = (words.next(), words.next()) else {
-                continue;
-            };
-            if verb != "source" && verb != "." {
-                continue;
-            }
-            let arg = arg.trim_matches(|c| c == '"' || c == '\'');
-            let rest = ["~/", "$HOME/", "${HOME}/"]
-                .iter()
-                .find_map(|prefix| arg.strip_prefix(prefix));
-            let Some(rest) = rest else {
-                continue;
-            };
-            if rest.is_empty() || rest.contains(['$', '`', '*', '?', '[', '(']) {
-                continue;
-            }
-            let candidate = home.join(rest);
-            if candidate
-                .components()
-                .any(|c| matches!(c, std::path::Component::ParentDir))
-            {
-                continue;
-            }
-            out.push(candidate);
         }
+    }
+    out
+}
+
+/// The part of a word after `~/`, `$HOME/` or `${HOME}/`.
+fn below_home(word: &str) -> Option<&str> {
+    ["~/", "$HOME/", "${HOME}/"]
+        .iter()
+        .find_map(|prefix| word.strip_prefix(prefix))
+}
+
+/// The home files a shell script sources: each command that is `source WORD` or
+/// `. WORD`, where WORD is a plain path starting with `~/`, `$HOME/` or `${HOME}/`
+/// (quotes allowed). Anything else (other variables, command substitution, globs: see
+/// [`sourced_globs`]) is not guessed at.
+fn sourced_files(text: &[u8], home: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for words in shell_commands(text) {
+        let [verb, arg, ..] = words.as_slice() else {
+            continue;
+        };
+        if verb != "source" && verb != "." {
+            continue;
+        }
+        let arg = arg.trim_matches(|c| c == '"' || c == '\'');
+        let Some(rest) = below_home(arg) else {
+            continue;
+        };
+        if rest.is_empty() || rest.contains(['$', '`', '*', '?', '[', '(']) {
+            continue;
+        }
+        let candidate = home.join(rest);
+        if candidate
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
+            continue;
+        }
+        out.push(candidate);
     }
     out
 }
@@ -182,54 +196,29 @@ fn sourced_files(text: &[u8], home: &Path) -> Vec<PathBuf> {
 /// `?` in their last component only (`for rc in ~/.bashrc.d/*; do . "$rc"; done`). Read,
 /// never run: a loop that skips some of them still gets a view of each.
 fn sourced_globs(text: &[u8], home: &Path) -> Vec<(PathBuf, String)> {
-    let text = String::from_utf8_lossy(text);
     let mut out = Vec::new();
-    for line in text.lines() {
-        let line = line.split('#').next().unwrap_or("");
-        let line = line.replace("&&", ";").replace("||", ";");
-        for command in line.split(';') {
-            let mut words = command.split_whitespace().peekable();
-            while let Some(w) = words.peek() {
-                if matches!(*w, "then" | "do" | "else" | "{" | "(") {
-                    words.next();
-                } else {
-                    break;
-                }
-            }
-            let candidates: Vec<&str> = match words.next() {
-                Some("source" | ".") => words.next().into_iter().collect(),
-                Some("for") => {
-                    let _name = words.next();
-                    if words.next() != Some("in") {
-                        continue;
-                    }
-                    words.collect()
-                }
-                _ => continue,
+    for words in shell_commands(text) {
+        let candidates: &[String] = match words.as_slice() {
+            [verb, arg, ..] if verb == "source" || verb == "." => std::slice::from_ref(arg),
+            [verb, _name, kw, list @ ..] if verb == "for" && kw == "in" => list,
+            _ => continue,
+        };
+        for word in candidates {
+            // Quotes only group (`"$HOME/dir/"*.sh`): the pattern is the same without.
+            let word = word.replace(['"', '\''], "");
+            let Some(rest) = below_home(&word) else {
+                continue;
             };
-            for word in candidates {
-                // Quotes only group (`"$HOME/dir/"*.sh`): the pattern is the same without.
-                let word = word.replace(['"', '\''], "");
-                let Some(rest) = ["~/", "$HOME/", "${HOME}/"]
-                    .iter()
-                    .find_map(|prefix| word.strip_prefix(prefix))
-                else {
-                    continue;
-                };
-                let (dir, pattern) = match rest.rsplit_once('/') {
-                    Some((dir, pattern)) => (dir, pattern),
-                    None => ("", rest),
-                };
-                let plain = |part: &str| !part.contains(['$', '`', '*', '?', '[', '(', '{']);
-                if !pattern.contains(['*', '?'])
-                    || pattern.contains(['[', '$', '`', '(', '{'])
-                    || !plain(dir)
-                    || dir.split('/').any(|c| c == "..")
-                {
-                    continue;
-                }
-                out.push((home.join(dir), pattern.to_owned()));
+            let (dir, pattern) = rest.rsplit_once('/').unwrap_or(("", rest));
+            let plain = |part: &str| !part.contains(['$', '`', '*', '?', '[', '(', '{']);
+            if !pattern.contains(['*', '?'])
+                || pattern.contains(['[', '$', '`', '(', '{'])
+                || !plain(dir)
+                || dir.split('/').any(|c| c == "..")
+            {
+                continue;
             }
+            out.push((home.join(dir), pattern.to_owned()));
         }
     }
     out
