@@ -888,6 +888,26 @@ fn reason(rule: &Rule, path: &Path, policy: &ResolvedPolicy) -> Option<String> {
             }
             ViewKind::PrivateCopy => "a private copy of an agent's state file".to_owned(),
         },
+        Rule::Protection {
+            origin: Origin::Baseline,
+            path: protected,
+        } if policy
+            .protections
+            .iter()
+            .any(|p| &p.path == protected && p.reason.is_some()) =>
+        {
+            // A protection that says why it exists (a directory a start-up file sources).
+            let why = policy
+                .protections
+                .iter()
+                .find_map(|p| {
+                    (&p.path == protected)
+                        .then_some(p.reason.as_deref())
+                        .flatten()
+                })
+                .unwrap_or_default();
+            format!("{why}; read-only inside, change it outside the sandbox")
+        }
         Rule::Protection { origin, .. } => match origin {
             Origin::Profile => {
                 "the agent's launch configuration, read-only inside; change it outside the sandbox"

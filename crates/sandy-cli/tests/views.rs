@@ -126,6 +126,78 @@ fn files_a_start_up_loop_sources_are_filtered_start_up_files() {
     });
 }
 
+/// A dotfiles project: `~/.bashrc` and `~/.bashrc.d` are links into it, and the loop
+/// sources every file there. A run in the project can neither change those files nor
+/// add one to the directory (which the user's next shell would run); their token stays
+/// out; the project's other files stay writable. fish's `conf.d` is listable too, and
+/// named as such in the dry run.
+#[test]
+fn a_directory_a_start_up_loop_sources_in_the_project_takes_no_new_file() {
+    for_each_user(|w| {
+        let token = "ghp_0123456789abcdefghijklmnopqrstuv";
+        w.write(
+            "home/project/bashrc",
+            "for rc in ~/.bashrc.d/*; do . \"$rc\"; done\n",
+        );
+        let secrets = format!("export GITHUB_TOKEN={token}\n");
+        let secret_file = w.write("home/project/bashrc.d/secrets.sh", &secrets);
+        w.write("home/.config/fish/conf.d/env.fish", "set -gx EDITOR vim\n");
+        std::os::unix::fs::symlink("project/bashrc", w.home.join(".bashrc")).unwrap();
+        std::os::unix::fs::symlink("project/bashrc.d", w.home.join(".bashrc.d")).unwrap();
+        w.chown_all();
+        let o = w.sh(
+            &[],
+            "echo 'touch /tmp/x' > bashrc.d/evil.sh || echo add-refused; \
+             mkdir bashrc.d/sub 2>/dev/null || echo mkdir-refused; \
+             echo more >> bashrc.d/secrets.sh 2>/dev/null || echo append-refused; \
+             cat ~/.bashrc.d/secrets.sh; ls ~/.bashrc.d ~/.config/fish/conf.d; \
+             echo fine > notes.txt && echo other-written",
+        );
+        let (out, err) = (stdout(&o), stderr(&o));
+        assert_code(&o, 0, &format!("{out}\n{err}"));
+        for said in [
+            "add-refused",
+            "mkdir-refused",
+            "append-refused",
+            "credential line removed",
+            "secrets.sh",
+            "env.fish",
+            "other-written",
+        ] {
+            assert!(out.contains(said), "{said:?} not said:\n{out}\n{err}");
+        }
+        assert!(
+            !out.contains(token) && !err.contains(token),
+            "leaked: {out}{err}"
+        );
+        assert!(
+            err.contains("a file added there runs in your next shell"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_to_string(&secret_file).unwrap(), secrets);
+        let names: Vec<_> = std::fs::read_dir(w.project.join("bashrc.d"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names, ["secrets.sh"], "{names:?}");
+        let o = w
+            .sandy(["run", "--dry-run", "--", "true"])
+            .output()
+            .unwrap();
+        let doc = parse_dry_run(&o.stdout, "dry run");
+        let conf_d = std::fs::canonicalize(w.home.join(".config/fish/conf.d")).unwrap();
+        assert!(
+            doc["file_grants"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|g| g["path"] == conf_d.display().to_string() && g["access"] == "list"),
+            "{doc}"
+        );
+    });
+}
+
 /// The user's git configuration (`~/.gitconfig`, and `~/.gitconfig.local` it includes) is
 /// seen inside without its credentials (a token in a URL rewrite's section, an extra
 /// header, `github.token`) and with every other setting: git inside reads it whole (the

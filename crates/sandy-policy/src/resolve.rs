@@ -443,10 +443,34 @@ pub fn resolve(
         let Ok(canonical) = fs.canonicalize(&dir) else {
             continue;
         };
-        if fs.kind(&canonical) == Some(FileKind::Directory)
-            && ctx.sensitive_overlap(&canonical).is_none()
-            && !grants.iter().any(|g| g.path == canonical)
+        if fs.kind(&canonical) != Some(FileKind::Directory)
+            || ctx.sensitive_overlap(&canonical).is_some()
         {
+            continue;
+        }
+        // In a writable tree (a dotfiles project), a file added there would run in the
+        // user's next shell: the directory is read-only, like the files in it.
+        let writable = grants.iter().any(|g| {
+            g.access == Access::ReadWrite
+                && g.scope == Scope::Subtree
+                && canonical.starts_with(&g.path)
+        });
+        if writable && !protections.iter().any(|p| p.path == canonical) {
+            protections.push(Protection {
+                path: canonical.clone(),
+                kind: ProtectionKind::ReadOnly,
+                origin: Origin::Baseline,
+                exists: true,
+                placeholder: None,
+                reason: Some(
+                    "a directory whose files a shell start-up file sources by a pattern \
+                     (fish's conf.d, a loop over ~/.bashrc.d/*): a file added there runs in \
+                     your next shell"
+                        .to_owned(),
+                ),
+            });
+        }
+        if !grants.iter().any(|g| g.path == canonical) {
             grants.push(Grant {
                 path: canonical,
                 access: Access::List,

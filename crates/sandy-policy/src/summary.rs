@@ -84,10 +84,10 @@ pub fn render(policy: &ResolvedPolicy, home: Option<&Path>) -> String {
         .filter(|g| g.access != Access::ReadWrite)
         .filter(|g| !system.iter().any(|s| g.path.starts_with(s)))
         .map(|g| {
-            let how = if g.access == Access::ReadExec {
-                "read, execute"
-            } else {
-                "read"
+            let how = match g.access {
+                Access::ReadExec => "read, execute",
+                Access::List => "list names",
+                _ => "read",
             };
             format!("{} [{how}]{}", show(&g.path), origin(g.origin))
         })

@@ -61,15 +61,21 @@ pub(super) fn shell_startup_views(
             _ => home.join(rel),
         })
         .collect();
-    // fish reads every `conf.d/*.fish` at start-up, before `config.fish`.
-    let conf_d = fs
-        .files_in(&home.join(".config/fish/conf.d"), MAX_SOURCED_FILES)
+    // fish reads every `conf.d/*.fish` at start-up, before `config.fish`, listing the
+    // directory itself.
+    let conf_d_dir = home.join(".config/fish/conf.d");
+    let conf_d: Vec<PathBuf> = fs
+        .files_in(&conf_d_dir, MAX_SOURCED_FILES)
         .into_iter()
-        .filter(|f| f.extension().is_some_and(|e| e == "fish"));
+        .filter(|f| f.extension().is_some_and(|e| e == "fish"))
+        .collect();
+    let mut listed: Vec<PathBuf> = Vec::new();
+    if !conf_d.is_empty() {
+        listed.push(conf_d_dir);
+    }
     files.extend(conf_d);
     let mut frontier: Vec<PathBuf> = files.iter().filter(|p| is_file(fs, p)).cloned().collect();
     let mut sourced = 0;
-    let mut listed: Vec<PathBuf> = Vec::new();
     for _ in 0..MAX_SOURCE_DEPTH {
         let mut next = Vec::new();
         for file in &frontier {
