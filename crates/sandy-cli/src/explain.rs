@@ -889,39 +889,32 @@ fn reason(rule: &Rule, path: &Path, policy: &ResolvedPolicy) -> Option<String> {
             ViewKind::PrivateCopy => "a private copy of an agent's state file".to_owned(),
         },
         Rule::Protection {
-            origin: Origin::Baseline,
+            origin,
             path: protected,
-        } if policy
-            .protections
-            .iter()
-            .any(|p| &p.path == protected && p.reason.is_some()) =>
-        {
+        } => {
             // A protection that says why it exists (a directory a start-up file sources).
-            let why = policy
+            let own = policy
                 .protections
                 .iter()
-                .find_map(|p| {
-                    (&p.path == protected)
-                        .then_some(p.reason.as_deref())
-                        .flatten()
-                })
-                .unwrap_or_default();
-            format!("{why}; read-only inside, change it outside the sandbox")
+                .filter(|p| &p.path == protected)
+                .find_map(|p| p.reason.as_deref());
+            match (origin, own) {
+                (Origin::Baseline, Some(why)) => {
+                    format!("{why}; read-only inside, change it outside the sandbox")
+                }
+                (Origin::Profile, _) => "the agent's launch configuration, read-only inside; \
+                                         change it outside the sandbox"
+                    .to_owned(),
+                _ if path.file_name().is_some_and(|n| n == "config") => {
+                    "git configuration, read-only inside; run the `git config` command outside \
+                     the sandbox"
+                        .to_owned()
+                }
+                _ => "git machinery (config, hooks, pointers), read-only inside; change it \
+                      outside the sandbox"
+                    .to_owned(),
+            }
         }
-        Rule::Protection { origin, .. } => match origin {
-            Origin::Profile => {
-                "the agent's launch configuration, read-only inside; change it outside the sandbox"
-                    .to_owned()
-            }
-            _ if path.file_name().is_some_and(|n| n == "config") => {
-                "git configuration, read-only inside; run the `git config` command outside the \
-                 sandbox"
-                    .to_owned()
-            }
-            _ => "git machinery (config, hooks, pointers), read-only inside; change it outside \
-                  the sandbox"
-                .to_owned(),
-        },
         Rule::Private { directory } => format!(
             "{} is the sandbox's own private directory inside",
             directory.display()

@@ -232,14 +232,11 @@ pub fn before(policy: &ResolvedPolicy, host: &HostContext, walked: Vec<walk::Rec
             add(f);
         }
     }
-    for view in &policy.views {
-        if linked(&view.target) {
-            add(&view.target);
-        }
-    }
-    // So are every agent's home-level launch files that another name may write
-    // (`~/.claude/settings.json` hard-linked into a dotfiles project of a generic run).
-    for file in &policy.agent_home_files {
+    // So are the files views replace and every agent's home-level launch files that
+    // another name may write (`~/.claude/settings.json` hard-linked into a dotfiles
+    // project of a generic run).
+    let named = policy.views.iter().map(|v| &v.target);
+    for file in named.chain(&policy.agent_home_files) {
         if linked(file) {
             add(file);
         }
