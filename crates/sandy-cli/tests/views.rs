@@ -58,11 +58,7 @@ fn shell_startup_files_are_read_only_and_filtered() {
             "PATH=\"$HOME/bin:$PATH\"\n"
         );
         // The dry run says so.
-        let o = w
-            .sandy(["run", "--dry-run", "--", "true"])
-            .output()
-            .unwrap();
-        let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let doc = dry_run_of_true(w, "dry run");
         let views = doc["views"].as_array().unwrap();
         for file in [&bashrc, &profile] {
             assert!(
@@ -181,11 +177,7 @@ fn a_directory_a_start_up_loop_sources_in_the_project_takes_no_new_file() {
             .map(|e| e.file_name())
             .collect();
         assert_eq!(names, ["secrets.sh"], "{names:?}");
-        let o = w
-            .sandy(["run", "--dry-run", "--", "true"])
-            .output()
-            .unwrap();
-        let doc = parse_dry_run(&o.stdout, "dry run");
+        let doc = dry_run_of_true(w, "dry run");
         let conf_d = std::fs::canonicalize(w.home.join(".config/fish/conf.d")).unwrap();
         assert!(
             doc["file_grants"]
@@ -242,11 +234,7 @@ fn git_configuration_is_seen_without_its_credentials() {
         assert_eq!(std::fs::read_to_string(&gitconfig).unwrap(), main);
         assert_eq!(std::fs::read_to_string(&included).unwrap(), local);
         // The dry run says which files are filtered copies.
-        let o = w
-            .sandy(["run", "--dry-run", "--", "true"])
-            .output()
-            .unwrap();
-        let doc = parse_dry_run(&o.stdout, "dry run");
+        let doc = dry_run_of_true(w, "dry run");
         let views = doc["views"].as_array().unwrap();
         for file in [&gitconfig, &included] {
             let canonical = std::fs::canonicalize(file).unwrap();
@@ -286,11 +274,7 @@ fn fish_conf_d_files_are_filtered_start_up_files() {
         assert!(!out.contains(secret), "the secret leaked: {out}");
         assert!(out.contains("append-refused"), "{out}");
         assert_eq!(std::fs::read_to_string(&file).unwrap(), original);
-        let o = w
-            .sandy(["run", "--dry-run", "--", "true"])
-            .output()
-            .unwrap();
-        let doc = parse_dry_run(&o.stdout, "dry run");
+        let doc = dry_run_of_true(w, "dry run");
         let targets: Vec<String> = doc["views"]
             .as_array()
             .unwrap()
@@ -509,11 +493,7 @@ fn sourced_startup_files_are_views_and_agent_shells_start_cleanly() {
             );
         }
         // The dry run lists each sourced file as a filtered view.
-        let o = w
-            .sandy(["run", "--dry-run", "--", "true"])
-            .output()
-            .unwrap();
-        let doc = parse_dry_run(&o.stdout, "views dry run");
+        let doc = dry_run_of_true(w, "views dry run");
         let views = doc["views"].as_array().unwrap();
         for file in [&aliases, &env_sh, &deeper] {
             assert!(
@@ -624,11 +604,7 @@ fn startup_files_that_are_symbolic_links_are_filtered_views_of_their_files() {
             );
         }
         // The dry run names the file each view covers and the link it is for.
-        let o = w
-            .sandy(["run", "--dry-run", "--", "true"])
-            .output()
-            .unwrap();
-        let doc = parse_dry_run(&o.stdout, "views of links");
+        let doc = dry_run_of_true(w, "views of links");
         let views = doc["views"].as_array().unwrap();
         for (file, link) in [
             (&bashrc, ".bashrc"),
@@ -738,11 +714,7 @@ fn a_startup_file_inside_the_project_is_never_writable_and_its_names_are_pinned(
             stderr(&o)
         );
         // The dry run lists the names and files as read-only protections.
-        let o = w
-            .sandy(["run", "--dry-run", "--", "true"])
-            .output()
-            .unwrap();
-        let doc = parse_dry_run(&o.stdout, "start-up files in the project");
+        let doc = dry_run_of_true(w, "start-up files in the project");
         let protections = doc["protections"].as_array().unwrap();
         for path in [w.home.join(".bashrc"), rc, w.home.join(".profile")] {
             assert!(

@@ -407,6 +407,16 @@ pub fn dry_run_left_out(doc: &serde_json::Value) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The dry-run document of `sandy run --dry-run -- true` in `w`'s project, checked
+/// against the published schema.
+pub fn dry_run_of_true(w: &World, what: &str) -> serde_json::Value {
+    let o = w
+        .sandy(["run", "--dry-run", "--", "true"])
+        .output()
+        .unwrap();
+    parse_dry_run(&o.stdout, what)
+}
+
 pub fn parse_dry_run(stdout: &[u8], what: &str) -> serde_json::Value {
     static VALIDATOR: OnceLock<jsonschema::Validator> = OnceLock::new();
     let validator = VALIDATOR.get_or_init(|| {
