@@ -174,9 +174,10 @@ fn serve(
         // file system (its mounts) are gone as soon as it exits, which a refused call
         // often makes it do at once.
         let (mut paths, complete) = read_paths(&notif);
-        // Most writes land where nothing can refuse them (the project's build output):
-        // answered at once, with nothing more to look at or record.
-        if complete && !paths.is_empty() && paths.iter().all(|p| certain.allows(notif.pid, &p.0)) {
+        // Most writes land where nothing can refuse them (the project's build output), or
+        // name nothing a path rule judges (a pipe reopened through `/dev/fd`): answered at
+        // once, with nothing more to look at or record.
+        if complete && paths.iter().all(|p| certain.allows(notif.pid, &p.0)) {
             let _ = notify::continue_call(listener.as_fd(), notif.id);
             continue;
         }
@@ -261,6 +262,8 @@ fn read_paths(notif: &Notification) -> (Vec<(PathBuf, Needs, bool)>, bool) {
     let pid = notif.pid;
     let arguments = arguments(notif);
     let mut complete = true;
+    // Names of the caller's descriptors that no path rule can refuse (a pipe's).
+    let mut unnamed = 0;
     let paths: Vec<_> = arguments
         .iter()
         .filter_map(|arg| {
@@ -274,10 +277,18 @@ fn read_paths(notif: &Notification) -> (Vec<(PathBuf, Needs, bool)>, bool) {
             } else {
                 normalize(&path)
             };
+            let path = match descriptor_target(pid, &path) {
+                Named::Path => path,
+                Named::File(file) => file,
+                Named::Nothing => {
+                    unnamed += 1;
+                    return None;
+                }
+            };
             Some((path, arg.needs, arg.written))
         })
         .collect();
-    let complete = complete && paths.len() == arguments.len();
+    let complete = complete && paths.len() + unnamed == arguments.len();
     (paths, complete)
 }
 
@@ -605,6 +616,96 @@ fn absolute(pid: u32, dirfd: i32, raw: Vec<u8>) -> Option<PathBuf> {
         std::fs::read_link(format!("/proc/{pid}/fd/{dirfd}")).ok()?
     };
     base.is_absolute().then(|| base.join(path))
+}
+
+/// What a path names when it may name one of the caller's open descriptors.
+#[derive(Debug, PartialEq, Eq)]
+enum Named {
+    /// An ordinary path.
+    Path,
+    /// A descriptor's name (`/dev/fd/3`, `/dev/stdout`, `/proc/self/fd/3`, or below one
+    /// that is a directory): opening it reopens the file the descriptor refers to, which
+    /// the sandbox judges by that file's own path, given here as the sandbox names it.
+    File(PathBuf),
+    /// A descriptor's name for what no path rule judges (a pipe, a socket, an anonymous
+    /// or deleted file), or one the supervisor cannot look at: nothing to explain.
+    Nothing,
+}
+
+/// Whether `path` (absolute, normal) names a descriptor of the caller `pid`, and what.
+///
+/// Read from the caller's descriptor table while it waits: `/dev/fd`, `/dev/stdin`,
+/// `/dev/stdout` and `/dev/stderr` are links to `/proc/self/fd` inside, and `/proc/self`
+/// there is the caller, never the supervisor. The kernel names the file as the caller's
+/// mount namespace sees it.
+fn descriptor_target(pid: u32, path: &Path) -> Named {
+    let bytes = path.as_os_str().as_bytes();
+    let split = |rest: &[u8]| -> Option<(u32, Vec<u8>)> {
+        let end = rest.iter().position(|&b| b == b'/').unwrap_or(rest.len());
+        let fd = std::str::from_utf8(&rest[..end]).ok()?.parse().ok()?;
+        Some((fd, rest[end..].to_vec()))
+    };
+    // `/dev/stdout` and `/dev/stdout/...`, not `/dev/stdoutx`.
+    let standard = [
+        (&b"/dev/stdin"[..], 0),
+        (&b"/dev/stdout"[..], 1),
+        (&b"/dev/stderr"[..], 2),
+    ]
+    .into_iter()
+    .find_map(|(name, fd)| {
+        let rest = bytes.strip_prefix(name)?;
+        (rest.is_empty() || rest[0] == b'/').then(|| (fd, rest.to_vec()))
+    });
+    let found = if let Some(rest) = bytes.strip_prefix(b"/dev/fd/") {
+        split(rest)
+    } else if standard.is_some() {
+        standard
+    } else if let Some(rest) = bytes.strip_prefix(b"/proc/") {
+        let end = rest.iter().position(|&b| b == b'/').unwrap_or(rest.len());
+        let (process, after) = rest.split_at(end);
+        let Some(fd_part) = after.strip_prefix(b"/fd/") else {
+            return Named::Path;
+        };
+        let own = process == b"self"
+            || process == b"thread-self"
+            || sandbox_pid(pid).is_some_and(|inside| process == inside.as_bytes());
+        if !own {
+            // Another process's descriptor (or a name this supervisor reads as a
+            // different process): not the caller's to look at.
+            return if process.iter().all(u8::is_ascii_digit) {
+                Named::Nothing
+            } else {
+                Named::Path
+            };
+        }
+        split(fd_part)
+    } else {
+        return Named::Path;
+    };
+    let Some((fd, rest)) = found else {
+        return Named::Nothing;
+    };
+    let Ok(file) = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")) else {
+        return Named::Nothing;
+    };
+    let file_bytes = file.as_os_str().as_bytes();
+    if !file_bytes.starts_with(b"/") || file_bytes.ends_with(b" (deleted)") {
+        return Named::Nothing;
+    }
+    if rest.is_empty() {
+        return Named::File(file);
+    }
+    let mut joined = file.into_os_string().into_vec();
+    joined.extend_from_slice(&rest);
+    Named::File(normalize(&PathBuf::from(OsString::from_vec(joined))))
+}
+
+/// The pid the caller `pid` (as the supervisor sees it) has in the sandbox's own PID
+/// namespace: the last field of `NSpid` in its status.
+fn sandbox_pid(pid: u32) -> Option<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("NSpid:"))?;
+    line.split_whitespace().last().map(str::to_owned)
 }
 
 /// Why a refusal cannot be lifted by a flag, or which flag lifts it.
@@ -1098,6 +1199,53 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn descriptor_names_are_read_in_the_callers_descriptor_table() {
+        use std::os::fd::AsRawFd;
+        let pid = std::process::id();
+        let dir = tempfile::tempdir().unwrap();
+        let dir_path = std::fs::canonicalize(dir.path()).unwrap();
+        let file = std::fs::File::create(dir_path.join("f")).unwrap();
+        let opened = std::fs::File::open(&dir_path).unwrap();
+        let (read, _write) = nix::unistd::pipe().unwrap();
+        let name = |s: String| descriptor_target(pid, Path::new(&s));
+        let fd = file.as_raw_fd();
+        assert_eq!(
+            name(format!("/dev/fd/{fd}")),
+            Named::File(dir_path.join("f"))
+        );
+        assert_eq!(
+            name(format!("/proc/self/fd/{fd}")),
+            Named::File(dir_path.join("f"))
+        );
+        assert_eq!(
+            name(format!("/proc/{pid}/fd/{fd}")),
+            Named::File(dir_path.join("f"))
+        );
+        assert_eq!(
+            name(format!("/dev/fd/{}/sub/x", opened.as_raw_fd())),
+            Named::File(dir_path.join("sub/x"))
+        );
+        assert_eq!(
+            name(format!("/dev/fd/{}", read.as_raw_fd())),
+            Named::Nothing
+        );
+        assert_eq!(name("/dev/fd/999999".into()), Named::Nothing);
+        assert_eq!(name("/dev/fd/x".into()), Named::Nothing);
+        assert_eq!(name(format!("/proc/{}/fd/0", pid + 1)), Named::Nothing);
+        for ordinary in ["/dev/fdx", "/dev/stdoutx", "/proc/self/status", "/home/u/f"] {
+            assert_eq!(name(ordinary.into()), Named::Path, "{ordinary}");
+        }
+        drop(file);
+        std::fs::remove_file(dir_path.join("f")).unwrap();
+        let gone = std::fs::File::create(dir_path.join("g")).unwrap();
+        std::fs::remove_file(dir_path.join("g")).unwrap();
+        assert_eq!(
+            name(format!("/dev/fd/{}", gone.as_raw_fd())),
+            Named::Nothing
+        );
     }
 
     #[test]

@@ -227,6 +227,49 @@ fn a_write_to_an_absent_protected_name_is_not_called_refused() {
     });
 }
 
+/// A descriptor reopened by name (`/dev/fd/N`, `/dev/stdout`, `/proc/self/fd/N`, the
+/// caller's own `/proc/PID/fd/N`) is judged by what it refers to, as the kernel judges
+/// it: a pipe or `/dev/null` reopened for writing is no refusal and is not reported
+/// (the observer once resolved these names in the supervisor's own descriptor table,
+/// and reported such writes as refused with `--read-write /dev` as the remedy), while a
+/// protected file opened for reading and reopened for appending is refused and explained
+/// under its own name. The host file is unchanged.
+#[test]
+fn a_descriptor_reopened_by_name_is_explained_by_what_it_refers_to() {
+    for_each_user(|w| {
+        let bashrc = w.write("home/.bashrc", "alias ll='ls -l'\n");
+        let o = w.sh(
+            &[],
+            // The pipe is the sandbox's own (one the test made would be the harness
+            // user's, which the kernel refuses to reopen for another user).
+            "exec 9>/dev/null; echo e > /dev/fd/9; \
+             sh -c 'echo a > /dev/fd/1; echo b > /dev/stdout; echo c > /proc/self/fd/1; \
+             echo d > /proc/$$/fd/1; echo f > /dev/stderr' 2>&1 | cat",
+        );
+        assert_code(&o, 0, "writes through descriptor names");
+        assert_eq!(stdout(&o), "a\nb\nc\nd\nf\n");
+        assert!(report(&o).is_empty(), "{}", stderr(&o));
+
+        let o = w.sh(&[], "exec 3< ~/.bashrc; echo x >> /dev/fd/3");
+        assert_ne!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert_reports(
+            &o,
+            "write ~/.bashrc: refused; protected: no flag (shell start-up file",
+        );
+        assert!(
+            !report(&o)
+                .iter()
+                .any(|l| l.contains("/dev") || l.contains("/proc")),
+            "{}",
+            stderr(&o)
+        );
+        assert_eq!(
+            std::fs::read_to_string(&bashrc).unwrap(),
+            "alias ll='ls -l'\n"
+        );
+    });
+}
+
 #[test]
 fn a_write_to_a_masked_path_is_explained() {
     for_each_user(|w| {
