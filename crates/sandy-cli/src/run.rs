@@ -254,7 +254,12 @@ impl Sweeper {
         let spawned = std::thread::Builder::new()
             .name("sweep".to_owned())
             .stack_size(256 * 1024)
-            .spawn(move || leftovers.remove(&stopped));
+            .spawn(move || {
+                // Only on CPU time the command leaves idle: a build running beside it
+                // keeps both CPUs of a small machine.
+                let _ = sandy_linux::sys::idle_priority_for_this_thread();
+                leftovers.remove(&stopped)
+            });
         match spawned {
             Ok(thread) => Some(Sweeper {
                 stop,

@@ -249,3 +249,27 @@ pub fn drop_thread_capabilities() -> Result<(), String> {
     }
     Ok(())
 }
+
+/// Gives the calling thread only the idle scheduling class (`SCHED_IDLE`): it runs when a
+/// CPU has nothing else to do. For housekeeping that must not take CPU time from the
+/// sandboxed command (the removal of earlier runs' leftovers).
+pub fn idle_priority_for_this_thread() -> nix::Result<()> {
+    /// The kernel's `struct sched_param` (one `int`; C libraries may declare more).
+    #[repr(C)]
+    struct SchedParam {
+        sched_priority: libc::c_int,
+    }
+    let param = SchedParam { sched_priority: 0 };
+    // SAFETY: sched_setscheduler reads one kernel `struct sched_param` (a single int)
+    // from the live local; pid 0 is the calling thread (Linux applies scheduling
+    // policies per thread).
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_sched_setscheduler,
+            0,
+            libc::SCHED_IDLE,
+            &param as *const SchedParam,
+        )
+    };
+    Errno::result(ret).map(drop)
+}
