@@ -340,7 +340,8 @@ fn spawn_and_wait(
     .map_err(sys("cannot create the channel to the bootstrap"))?;
     let observe = observed.is_some();
     // The target and the sandbox's init are started as the supervisor's own children
-    // (in the sandbox's PID namespace); the supervisor reaps the init last.
+    // (in the sandbox's PID namespace); the supervisor reaps the init last, and leaves
+    // the bootstrap, killed, to tear the namespaces down.
     // The bootstrap is a fork of this process, which has no other thread yet (the fork
     // is refused otherwise): no exec of a second copy of Sandy, and only the channel
     // crosses over (every other descriptor is closed in the child).
@@ -454,7 +455,7 @@ fn wait_bootstrap(bootstrap: Pid) -> u8 {
 
 /// The processes of a started run, all children of the supervisor: the target, the
 /// sandbox's init (pid 1 of its PID namespace) and the bootstrap that started them (which
-/// ends by itself once it has). `None`: reaped already, so that its pid, free again, is
+/// then holds the sandbox's namespaces until the run's end). `None`: reaped already, so that its pid, free again, is
 /// never signalled.
 struct Started {
     target: Pid,
@@ -479,16 +480,32 @@ impl Started {
     ///
     /// Killing the init makes the kernel kill every process of the run's PID namespace,
     /// however deep or detached (sessions, double forks), and the init is reaped only
-    /// once they all are: when the supervisor has no child left, nothing of the run
-    /// runs any more.
+    /// once they all are: once it is reaped, nothing of the run runs any more.
+    ///
+    /// The bootstrap, which holds the sandbox's namespaces, is then killed and not waited
+    /// for: the namespaces' teardown (every mount of the sandbox unmounted, the overlays'
+    /// among them) runs in its exit, beside the checks after the run, and may finish just
+    /// after Sandy has exited, as the kernel's teardown of a network namespace always
+    /// does. Nothing of the run is left by then: the bootstrap is Sandy's own process,
+    /// killed, and no process of the sandbox remains to use the namespaces.
     fn end(&mut self, ports: &[u16]) {
-        for pid in [self.init.take(), self.bootstrap.take()]
-            .into_iter()
-            .flatten()
-        {
-            let _ = kill(pid, Signal::SIGKILL);
+        if let Some(init) = self.init.take() {
+            let _ = kill(init, Signal::SIGKILL);
+            loop {
+                match waitpid(Pid::from_raw(-1), None) {
+                    Ok(WaitStatus::Exited(p, _) | WaitStatus::Signaled(p, _, _)) if p == init => {
+                        break
+                    }
+                    Ok(WaitStatus::Exited(p, _) | WaitStatus::Signaled(p, _, _)) => self.reaped(p),
+                    Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+                    Err(_) => break,
+                }
+            }
         }
-        reap_all(ports);
+        if let Some(bootstrap) = self.bootstrap.take() {
+            let _ = kill(bootstrap, Signal::SIGKILL);
+        }
+        finish_uploads(ports);
     }
 }
 
@@ -520,9 +537,9 @@ fn wait_target(run: &mut Started, waited: &SigSet) -> Result<u8, SandyError> {
                     return Ok(signal_status(sig as i32))
                 }
                 Ok(WaitStatus::Stopped(p, sig)) if p == target => stop_with_target(target, sig),
-                // The bootstrap, which ends once it has started the target; or the init,
-                // ended early (killed from outside): the kernel kills the target with the
-                // namespace, and its status follows.
+                // The bootstrap or the init, ended early (killed from outside): without
+                // the init, the kernel kills the target with the namespace, and its
+                // status follows.
                 Ok(WaitStatus::Exited(p, _) | WaitStatus::Signaled(p, _, _)) => run.reaped(p),
                 Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::ECHILD) => break,
                 Ok(_) => continue,
@@ -569,13 +586,6 @@ const UPLOAD_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 fn end_sandbox(bootstrap: Pid, ports: &[u16]) {
     let _ = kill(bootstrap, Signal::SIGKILL);
     while let Err(nix::errno::Errno::EINTR) = waitpid(bootstrap, None) {}
-    finish_uploads(ports);
-}
-
-/// Reaps every child until none is left, then lets the local-port relay deliver what
-/// the sandbox already sent.
-fn reap_all(ports: &[u16]) {
-    while let Ok(_) | Err(nix::errno::Errno::EINTR) = waitpid(Pid::from_raw(-1), None) {}
     finish_uploads(ports);
 }
 

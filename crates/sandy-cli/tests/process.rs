@@ -583,7 +583,8 @@ fn comm_of(pid: i32) -> String {
 }
 
 #[test]
-fn while_the_target_runs_the_supervisors_children_are_the_init_and_the_target_only() {
+fn while_the_target_runs_the_supervisors_children_are_the_init_the_target_and_the_namespaces_holder(
+) {
     for_each_user(|w| {
         let token = sleep_token(300);
         let script = format!("touch ready; exec sleep {token}");
@@ -602,24 +603,39 @@ fn while_the_target_runs_the_supervisors_children_are_the_init_and_the_target_on
         );
         let target = host_pids_with_arg(&token)[0];
         let _cleanup = KillOnDrop(target);
-        // The bootstrap ends by itself once it has started both.
+        // Once it has started both, the bootstrap only holds the namespaces (so that
+        // their teardown comes after the run's answer), with no child of its own.
+        let names = || {
+            let mut n: Vec<String> = children_of(supervisor).into_iter().map(comm_of).collect();
+            n.sort();
+            n
+        };
         assert!(
-            wait_for(5, || children_of(supervisor).len() == 2),
+            wait_for(5, || names().iter().any(|n| n == "sandy-ns")),
             "the supervisor's children: {:?}",
-            children_of(supervisor)
+            names()
         );
         let children = children_of(supervisor);
+        assert_eq!(children.len(), 3, "the supervisor's children: {children:?}");
         assert!(
             children.contains(&target),
             "{children:?} lacks the target {target}"
         );
-        let init = *children.iter().find(|&&p| p != target).unwrap();
-        assert_eq!(comm_of(init), "sandy-init");
-        assert!(
-            children_of(init).is_empty(),
-            "the init has children: {:?}",
-            children_of(init)
-        );
+        let named = |name: &str| {
+            *children
+                .iter()
+                .find(|&&p| p != target && comm_of(p) == name)
+                .unwrap_or_else(|| panic!("no {name} among {children:?}"))
+        };
+        let init = named("sandy-init");
+        let holder = named("sandy-ns");
+        for (pid, what) in [(init, "the init"), (holder, "the bootstrap")] {
+            assert!(
+                children_of(pid).is_empty(),
+                "{what} has children: {:?}",
+                children_of(pid)
+            );
+        }
 
         // The init killed from outside takes the whole run with it, and the run's status
         // is the target's (killed by the kernel with its namespace).

@@ -210,9 +210,9 @@ fn launch_inner(
 /// The launch of a bootstrap forked by the supervisor: the init and the target are both
 /// made the supervisor's own children (`CLONE_PARENT`), which then waits for the target
 /// directly (its exit status, its stops for job control) and ends the init, and with it
-/// the whole namespace, when the target has exited. The bootstrap ends as soon as it has
-/// told the supervisor both pids, while the target runs, so that the end of a run waits
-/// for the teardown of one process (the init) and not of two in turn.
+/// the whole namespace, when the target has exited. Once it has told the supervisor
+/// both pids, the bootstrap only holds the sandbox's namespaces ([`hold_namespaces`]), so
+/// that their teardown is not on the path from the target's exit to Sandy's.
 #[allow(clippy::too_many_arguments)]
 fn launch_beside_supervisor(
     m: &sandy_policy::LaunchManifest,
@@ -257,10 +257,43 @@ fn launch_beside_supervisor(
         Forked::Parent(target) => {
             relay::send_launched(&channel, target.as_raw(), init.as_raw())
                 .map_err(|e| end_init(e.into()))?;
-            crate::sys::process::exit_now(0)
+            hold_namespaces(channel, m.supervisor_pid)
         }
     }
 }
+
+/// The bootstrap's end in a supervised run: it holds the sandbox's namespaces (its mount
+/// namespace above all) until the supervisor kills it, once the init is reaped and every
+/// process of the run is gone, or until the supervisor dies (its parent-death signal).
+/// The init's exit is then quick, and the namespaces' teardown (the unmounting of every
+/// mount of the sandbox, overlays included) runs in this process's exit, off the path
+/// to the supervisor's answer.
+///
+/// It lets go of everything else: the channel (the supervisor learns from its end of
+/// file that a target which failed before handing over its listener is gone), and the
+/// terminal or the pipes of the run, whose readers must not wait for this process.
+fn hold_namespaces(channel: OwnedFd, supervisor: u32) -> ! {
+    drop(channel);
+    for fd in 0..3 {
+        sys::process::close_raw(fd);
+    }
+    if let Ok(name) = CString::new(HOLDER_NAME) {
+        let _ = nix::sys::prctl::set_name(&name);
+    }
+    // Armed again, then checked, so that no change of credentials on the way (which
+    // clears the signal) can leave this process behind a supervisor that dies.
+    if nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).is_err()
+        || u32::try_from(getppid().as_raw()).ok() != Some(supervisor)
+    {
+        crate::sys::process::exit_now(0);
+    }
+    loop {
+        nix::unistd::pause();
+    }
+}
+
+/// The name the bootstrap carries while it holds a run's namespaces.
+pub const HOLDER_NAME: &str = "sandy-ns";
 
 /// The launch of a bootstrap started by hand, without a supervisor: the init and the
 /// target are its own children, it waits for the target and exits with its status, and
