@@ -538,8 +538,16 @@ fn killing_the_supervisor_ends_every_process_and_the_next_run_removes_its_tmp() 
         let dirs = run_dirs(w);
         assert_eq!(dirs.len(), 1, "{dirs:?}");
         assert!(dirs[0].join("left-behind").exists());
+        // The bootstrap, which holds the run's namespaces, goes with its supervisor too.
+        let supervisor = pid_of(&sandy.0);
+        assert!(
+            wait_for(5, || holder_of(supervisor).is_some()),
+            "no namespaces holder among {:?}",
+            children_of(supervisor)
+        );
+        let holder = holder_of(supervisor).unwrap();
 
-        kill(Pid::from_raw(pid_of(&sandy.0)), Signal::SIGKILL).unwrap();
+        kill(Pid::from_raw(supervisor), Signal::SIGKILL).unwrap();
         let status = wait_timeout(&mut sandy.0, 5, "the killed supervisor");
         assert_eq!(
             std::os::unix::process::ExitStatusExt::signal(&status),
@@ -553,6 +561,10 @@ fn killing_the_supervisor_ends_every_process_and_the_next_run_removes_its_tmp() 
         assert!(
             !marker_comes_back(&w.project.join("survivor.marker")),
             "a detached process outlived its supervisor"
+        );
+        assert!(
+            wait_for(5, || process_gone(holder)),
+            "the namespaces holder {holder} outlived its supervisor"
         );
         // The killed supervisor could not remove its private /tmp; the next run does.
         assert!(dirs[0].join("left-behind").exists());
@@ -573,6 +585,13 @@ fn children_of(pid: i32) -> Vec<i32> {
     }
     all.sort_unstable();
     all
+}
+
+/// The bootstrap holding a run's namespaces: the supervisor's child named `sandy-ns`.
+fn holder_of(supervisor: i32) -> Option<i32> {
+    children_of(supervisor)
+        .into_iter()
+        .find(|&p| comm_of(p) == "sandy-ns")
 }
 
 fn comm_of(pid: i32) -> String {
@@ -642,6 +661,10 @@ fn while_the_target_runs_the_supervisors_children_are_the_init_the_target_and_th
         kill(Pid::from_raw(init), Signal::SIGKILL).unwrap();
         let status = wait_timeout(&mut sandy.0, 10, "sandy after its init was killed");
         assert_eq!(status.code(), Some(137), "{status:?}");
+        assert!(
+            wait_for(5, || process_gone(holder)),
+            "the namespaces holder {holder} outlived the run"
+        );
         assert!(
             wait_for(5, || host_pids_with_arg(&token).is_empty()),
             "the target outlived its init"
