@@ -208,6 +208,9 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     if let Some(sweeper) = sweeper {
         sweeper.finish();
     }
+    // The bootstrap, killed at the run's end, whose exit tears the namespaces down
+    // meanwhile: Sandy leaves no process of its own behind, not even one being reaped.
+    reap_children();
     status
 }
 
@@ -340,8 +343,8 @@ fn spawn_and_wait(
     .map_err(sys("cannot create the channel to the bootstrap"))?;
     let observe = observed.is_some();
     // The target and the sandbox's init are started as the supervisor's own children
-    // (in the sandbox's PID namespace); the supervisor reaps the init last, and leaves
-    // the bootstrap, killed, to tear the namespaces down.
+    // (in the sandbox's PID namespace); the supervisor reaps the init, then kills the
+    // bootstrap, whose exit tears the namespaces down while the run's end is checked.
     // The bootstrap is a fork of this process, which has no other thread yet (the fork
     // is refused otherwise): no exec of a second copy of Sandy, and only the channel
     // crosses over (every other descriptor is closed in the child).
@@ -482,12 +485,10 @@ impl Started {
     /// however deep or detached (sessions, double forks), and the init is reaped only
     /// once they all are: once it is reaped, nothing of the run runs any more.
     ///
-    /// The bootstrap, which holds the sandbox's namespaces, is then killed and not waited
-    /// for: the namespaces' teardown (every mount of the sandbox unmounted, the overlays'
-    /// among them) runs in its exit, beside the checks after the run, and may finish just
-    /// after Sandy has exited, as the kernel's teardown of a network namespace always
-    /// does. Nothing of the run is left by then: the bootstrap is Sandy's own process,
-    /// killed, and no process of the sandbox remains to use the namespaces.
+    /// The bootstrap, which holds the sandbox's namespaces, is then killed but not yet
+    /// reaped: the namespaces' teardown (every mount of the sandbox unmounted, the caches'
+    /// overlays among them) runs in its exit, beside the supervisor's checks after the
+    /// run, and [`reap_children`] waits for it at the very end.
     fn end(&mut self, ports: &[u16]) {
         if let Some(init) = self.init.take() {
             let _ = kill(init, Signal::SIGKILL);
@@ -587,6 +588,11 @@ fn end_sandbox(bootstrap: Pid, ports: &[u16]) {
     let _ = kill(bootstrap, Signal::SIGKILL);
     while let Err(nix::errno::Errno::EINTR) = waitpid(bootstrap, None) {}
     finish_uploads(ports);
+}
+
+/// Reaps every child until none is left.
+fn reap_children() {
+    while let Ok(_) | Err(nix::errno::Errno::EINTR) = waitpid(Pid::from_raw(-1), None) {}
 }
 
 /// Lets the local-port relay deliver what the sandbox already sent.
