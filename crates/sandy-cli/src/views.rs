@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 
 use sandy_policy::filter::filter_file;
 use sandy_policy::{
-    FileView, ManifestView, OsBytes, StateFile, StateFormat, ViewKind, MAX_INLINE_VIEWS_BYTES,
-    MAX_INLINE_VIEW_BYTES,
+    FileView, FilterRule, ManifestView, OsBytes, StateFile, StateFormat, ViewKind,
+    MAX_INLINE_VIEWS_BYTES, MAX_INLINE_VIEW_BYTES,
 };
 
 use crate::error::SandyError;
@@ -93,7 +93,13 @@ impl PreparedViews {
             let (content, mode) = match view.kind {
                 // The rule follows the name the tool reads (`~/.npmrc`), not the file
                 // a dotfile manager's link leads to.
-                ViewKind::Filtered => (filter_file(view.name(), &content), 0o400),
+                ViewKind::Filtered => (
+                    match view.rule {
+                        FilterRule::Git => sandy_policy::filter::filter_git_config(&content),
+                        FilterRule::ByName => filter_file(view.name(), &content),
+                    },
+                    0o400,
+                ),
                 ViewKind::PrivateCopy => {
                     prepared
                         .originals

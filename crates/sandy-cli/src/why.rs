@@ -397,6 +397,7 @@ mod inside {
                     kind: v.kind,
                     origin: v.origin,
                     reason: v.reason.clone(),
+                    rule: sandy_policy::FilterRule::ByName,
                 })
                 .collect(),
             created_at_launch: Vec::new(),

@@ -202,17 +202,22 @@ fn git_configuration_is_seen_without_its_credentials() {
             "[user]\n\tname = Sandy Tester\n[alias]\n\tst = status\n\
              [url \"https://x-user:{token}@github.com/\"]\n\tinsteadOf = https://github.com/\n\
              [http]\n\textraHeader = AUTHORIZATION: bearer {token}\n\
-             [include]\n\tpath = ~/.gitconfig.local\n"
+             [include]\n\tpath = ~/.gitconfig.local\n\tpath = ~/work.inc\n"
         );
         let local = format!("[github]\n\ttoken = {token}\n[core]\n\tabbrev = 12\n");
+        // An included file whose name says nothing of git: git's own list of what it
+        // reads decides, and git's rule filters it.
+        let work = format!("[user]\n\temail = t@example.com\n[github]\n\toauth-token = {token}\n");
         let gitconfig = w.write("home/.gitconfig", &main);
         let included = w.write("home/.gitconfig.local", &local);
+        let work_inc = w.write("home/work.inc", &work);
         let o = w.sh(
             &[],
-            "cat ~/.gitconfig ~/.gitconfig.local; git config --global --list; \
+            "cat ~/.gitconfig ~/.gitconfig.local ~/work.inc; git config --global --list; \
              git config --get github.token || echo no-token; \
-             echo abbrev=$(git config --get core.abbrev); \
-             echo evil >> ~/.gitconfig.local 2>/dev/null || echo append-refused",
+             echo abbrev=$(git config --get core.abbrev) email=$(git config --get user.email); \
+             echo evil >> ~/.gitconfig.local 2>/dev/null || echo append-refused; \
+             echo evil >> ~/work.inc 2>/dev/null || echo work-append-refused",
         );
         let (out, err) = (stdout(&o), stderr(&o));
         assert_code(&o, 0, &format!("git inside\n{out}\n{err}"));
@@ -226,17 +231,19 @@ fn git_configuration_is_seen_without_its_credentials() {
             "alias.st=status",
             "include.path=~/.gitconfig.local",
             "no-token",
-            "abbrev=12",
+            "abbrev=12 email=t@example.com",
             "append-refused",
+            "work-append-refused",
         ] {
             assert!(out.contains(said), "{said:?} not said:\n{out}\n{err}");
         }
         assert_eq!(std::fs::read_to_string(&gitconfig).unwrap(), main);
         assert_eq!(std::fs::read_to_string(&included).unwrap(), local);
+        assert_eq!(std::fs::read_to_string(&work_inc).unwrap(), work);
         // The dry run says which files are filtered copies.
         let doc = dry_run_of_true(w, "dry run");
         let views = doc["views"].as_array().unwrap();
-        for file in [&gitconfig, &included] {
+        for file in [&gitconfig, &included, &work_inc] {
             let canonical = std::fs::canonicalize(file).unwrap();
             assert!(
                 views

@@ -61,9 +61,9 @@ pub use manifest::{
 };
 pub use osbytes::OsBytes;
 pub use policy::{
-    Access, FileView, Grant, LaunchCreation, LocalPort, Network, Origin, Placeholder, PortOrigin,
-    ProfileInfo, Protection, ProtectionKind, ResolvedPolicy, RuntimeHook, Scope, StateFile,
-    ViewKind,
+    Access, FileView, FilterRule, Grant, LaunchCreation, LocalPort, Network, Origin, Placeholder,
+    PortOrigin, ProfileInfo, Protection, ProtectionKind, ResolvedPolicy, RuntimeHook, Scope,
+    StateFile, ViewKind,
 };
 pub use profile::{
     builtin_names, builtin_profiles, parse as parse_profile, select as select_profile, Profile,

@@ -162,6 +162,21 @@ pub struct FileView {
     pub origin: Origin,
     /// Why the view exists, for the dry run.
     pub reason: String,
+    /// The rule a filtered copy is made by (not part of the dry-run document, whose
+    /// reason says it).
+    #[serde(skip)]
+    pub rule: FilterRule,
+}
+
+/// Which rule a filtered view's copy is made by.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FilterRule {
+    /// Picked from the name the tool opens (`.bashrc`, `.npmrc`, `settings.xml`...).
+    #[default]
+    ByName,
+    /// Git's configuration rule, whatever the file is called: a file git reads as
+    /// configuration (one the user's configuration includes may have any name).
+    Git,
 }
 
 impl FileView {

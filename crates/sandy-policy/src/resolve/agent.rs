@@ -13,8 +13,8 @@ use crate::hooks::{
 use crate::host::HostContext;
 use crate::inspect::FileKind;
 use crate::policy::{
-    Access, FileView, LaunchCreation, Origin, Placeholder, Protection, RuntimeHook, Scope,
-    StateFile, ViewKind,
+    Access, FileView, FilterRule, LaunchCreation, Origin, Placeholder, Protection, RuntimeHook,
+    Scope, StateFile, ViewKind,
 };
 use crate::profile::Profile;
 
@@ -571,6 +571,7 @@ impl Ctx<'_> {
                         profile.summary,
                         path.display()
                     ),
+                    rule: FilterRule::ByName,
                 });
             }
             for (name, value) in &file.environment {

@@ -3,7 +3,7 @@ use std::io;
 
 use super::*;
 use crate::gitfacts::{GitDir, GitDirKind, GitFacts};
-use crate::policy::{LaunchCreation, Placeholder, ViewKind};
+use crate::policy::{FilterRule, LaunchCreation, Placeholder, ViewKind};
 
 /// An in-memory filesystem: paths map to kinds, symlinks to targets.
 #[derive(Default)]
@@ -1527,10 +1527,11 @@ fn global_npm_and_conda_configuration_are_filtered_views() {
     }
 }
 
-/// Git's configuration in the home is a filtered view: `~/.gitconfig`,
-/// `~/.config/git/config`, the included files in the home whose names say they are
-/// git's, and the project's repository's own configuration; an included file with another
-/// name, one in the project and the system's are not (README, "Current limits").
+/// Git's configuration is a filtered view by git's rule, as git lists the files:
+/// `~/.gitconfig`, `~/.config/git/config`, every included file outside the project
+/// whatever its name (`~/work.inc`), the system's `/etc/gitconfig`, and the project's
+/// repository's own configuration; an included file in the project is the project's own
+/// and is not. Other configuration files keep the rule their names pick.
 #[test]
 fn git_configuration_in_the_home_is_a_filtered_view() {
     let fs = base_fs()
@@ -1566,23 +1567,23 @@ fn git_configuration_in_the_home_is_a_filtered_view() {
         "/home/u/.gitconfig",
         "/home/u/.config/git/config",
         "/home/u/.gitconfig.local",
+        "/home/u/work.inc",
+        "/etc/gitconfig",
         "/home/u/proj/.git/config",
     ] {
         assert!(
             views.contains(&pair(file, None)),
             "{file} missing from {views:?}"
         );
+        let view = policy.views.iter().find(|v| v.target == Path::new(file));
+        assert_eq!(view.map(|v| v.rule), Some(FilterRule::Git), "{file}");
     }
-    for file in [
-        "/home/u/work.inc",
-        "/home/u/proj/.gitconfig-shared",
-        "/etc/gitconfig",
-    ] {
-        assert!(
-            !views.iter().any(|(t, _)| t == Path::new(file)),
-            "{file} in {views:?}"
-        );
-    }
+    assert!(
+        !views
+            .iter()
+            .any(|(t, _)| t == Path::new("/home/u/proj/.gitconfig-shared")),
+        "the project's own file in {views:?}"
+    );
 }
 
 /// Every agent's launch configuration is protected whatever the profile: a generic run

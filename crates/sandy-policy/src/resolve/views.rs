@@ -12,7 +12,9 @@ use crate::resolve::{PRIVATE_SHM, PRIVATE_TMP, PRIVATE_VAR_TMP};
 
 use crate::host::HostContext;
 use crate::inspect::{FileKind, PathInspector};
-use crate::policy::{Access, FileView, Grant, Origin, Protection, ProtectionKind, Scope, ViewKind};
+use crate::policy::{
+    Access, FileView, FilterRule, Grant, Origin, Protection, ProtectionKind, Scope, ViewKind,
+};
 
 /// The shell start-up files an agent's shell (Claude Code's Bash tool, Codex's and
 /// Gemini's shells) reads, relative to the home directory: bash (login and interactive),
@@ -125,6 +127,7 @@ pub(super) fn shell_startup_views(
             reason: "shell start-up file, read-only, without assignments that look like \
                      credentials"
                 .to_owned(),
+            rule: FilterRule::ByName,
         })
         .collect();
     (views, listed)
@@ -304,23 +307,28 @@ pub(super) fn package_config_views(
         (home.join(".gradle/gradle.properties"), "gradle"),
         (home.join(".gitconfig"), "git"),
         (xdg_config.join("git/config"), "git"),
+        // The system's, where distributions' git reads it (git's own listing names it
+        // wherever it is, when git is asked).
+        (
+            var("GIT_CONFIG_SYSTEM").unwrap_or_else(|| PathBuf::from("/etc/gitconfig")),
+            "git",
+        ),
     ];
-    // The other files git reads, when their names say they are git configuration (the
-    // filter picks git's rule by name; any other stays as it is: README, "Current
-    // limits"): the files in the home that the user's configuration includes
-    // (`~/.gitconfig.local`, where a token kept out of a shared dotfiles repository often
-    // lives; one in the project is the project's), and each repository's own
-    // configuration (a remote's URL with a token in it). Git's protections keep them
-    // read-only; the view takes the credentials out.
+    // Every other file git reads as configuration, as git itself lists them (the system's
+    // `/etc/gitconfig`; the files the user's configuration includes, whatever their
+    // names: `~/.gitconfig.local`, where a token kept out of a shared dotfiles repository
+    // often lives, or `~/work.inc`), and each repository's own configuration (a remote's
+    // URL with a token in it), filtered by git's rule. A file in the project that is not
+    // a repository's configuration is the project's own, which the sandbox reads anyway.
+    // Git's protections keep them read-only; the view takes the credentials out.
     let repositories: Vec<&Path> = host.git.git_dirs.iter().map(|d| d.path.as_path()).collect();
     let included = host
         .git
         .config_files
         .iter()
         .filter(|f| {
-            let in_home = f.starts_with(home) && !f.starts_with(project);
             let of_repository = f.parent().is_some_and(|d| repositories.contains(&d));
-            (in_home || of_repository) && crate::filter::is_git_config_name(f)
+            of_repository || !f.starts_with(project)
         })
         .map(|f| (f.clone(), "git"));
     config_views(
@@ -347,6 +355,11 @@ fn config_views<'a>(candidates: impl IntoIterator<Item = (PathBuf, &'a str)>) ->
                     .to_owned()
             } else {
                 format!("{tool} configuration, read-only, without lines that look like credentials")
+            },
+            rule: if tool == "git" {
+                FilterRule::Git
+            } else {
+                FilterRule::ByName
             },
         })
         .collect()
@@ -578,6 +591,7 @@ mod tests {
             kind,
             origin: Origin::Baseline,
             reason: "test".into(),
+            rule: FilterRule::ByName,
         }
     }
 
