@@ -458,8 +458,8 @@ fn wait_bootstrap(bootstrap: Pid) -> u8 {
 
 /// The processes of a started run, all children of the supervisor: the target, the
 /// sandbox's init (pid 1 of its PID namespace) and the bootstrap that started them (which
-/// then holds the sandbox's namespaces until the run's end). `None`: reaped already, so that its pid, free again, is
-/// never signalled.
+/// then holds the sandbox's namespaces until the run's end). `None`: reaped already, so
+/// that its pid, free again, is never signalled.
 struct Started {
     target: Pid,
     init: Option<Pid>,
@@ -491,17 +491,7 @@ impl Started {
     /// run, and [`reap_children`] waits for it at the very end.
     fn end(&mut self, ports: &[u16]) {
         if let Some(init) = self.init.take() {
-            let _ = kill(init, Signal::SIGKILL);
-            loop {
-                match waitpid(Pid::from_raw(-1), None) {
-                    Ok(WaitStatus::Exited(p, _) | WaitStatus::Signaled(p, _, _)) if p == init => {
-                        break
-                    }
-                    Ok(WaitStatus::Exited(p, _) | WaitStatus::Signaled(p, _, _)) => self.reaped(p),
-                    Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
-                    Err(_) => break,
-                }
-            }
+            kill_and_reap(init);
         }
         if let Some(bootstrap) = self.bootstrap.take() {
             let _ = kill(bootstrap, Signal::SIGKILL);
@@ -585,9 +575,14 @@ const UPLOAD_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 /// init it had started already dies with it (the bootstrap kills it when it fails) or,
 /// at the latest, with the supervisor (its parent-death signal).
 fn end_sandbox(bootstrap: Pid, ports: &[u16]) {
-    let _ = kill(bootstrap, Signal::SIGKILL);
-    while let Err(nix::errno::Errno::EINTR) = waitpid(bootstrap, None) {}
+    kill_and_reap(bootstrap);
     finish_uploads(ports);
+}
+
+/// Kills child `pid` and reaps it.
+fn kill_and_reap(pid: Pid) {
+    let _ = kill(pid, Signal::SIGKILL);
+    while let Err(nix::errno::Errno::EINTR) = waitpid(pid, None) {}
 }
 
 /// Reaps every child until none is left.

@@ -274,9 +274,7 @@ fn launch_beside_supervisor(
 /// terminal or the pipes of the run, whose readers must not wait for this process.
 fn hold_namespaces(channel: OwnedFd, supervisor: u32) -> ! {
     drop(channel);
-    for fd in 0..3 {
-        sys::process::close_raw(fd);
-    }
+    sys::process::close_standard_streams();
     if let Ok(name) = CString::new(HOLDER_NAME) {
         let _ = nix::sys::prctl::set_name(&name);
     }
@@ -368,9 +366,7 @@ fn run_init(alive: OwnedFd) -> ! {
     }
     drop(alive);
     // The terminal or the pipes of the run are the target's; the init never writes.
-    for fd in 0..3 {
-        sys::process::close_raw(fd);
-    }
+    sys::process::close_standard_streams();
     let mut chld = SigSet::empty();
     chld.add(Signal::SIGCHLD);
     loop {

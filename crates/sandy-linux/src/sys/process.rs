@@ -1,7 +1,7 @@
 //! Raw process and namespace syscalls that no safe wrapper covers (part of the `sys`
 //! module: every `unsafe` block of Sandy lives under `sys`).
 
-use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 
 use nix::errno::Errno;
 use nix::unistd::Pid;
@@ -113,16 +113,19 @@ pub fn fork_as_sibling(_: &OneThread) -> nix::Result<Forked> {
     }
 }
 
-/// Closes the descriptor `fd` if it is open, without an owner (the init of the sandbox
-/// closes the standard streams it inherited and never uses).
-pub fn close_raw(fd: RawFd) {
-    // SAFETY: F_GETFD only queries the descriptor flags.
-    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
-        return;
+/// Closes the standard streams (descriptors 0 to 2) that are open, which no Rust object
+/// owns here: the sandbox's init and the bootstrap holding the namespaces let go of the
+/// terminal or the pipes of the run, which are the target's and the supervisor's.
+pub fn close_standard_streams() {
+    for fd in 0..3 {
+        // SAFETY: F_GETFD only queries the descriptor flags.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+            continue;
+        }
+        // SAFETY: the descriptor is open (checked above) and is one of the standard
+        // streams, which no Rust object owns in the processes that call this.
+        drop(unsafe { OwnedFd::from_raw_fd(fd) });
     }
-    // SAFETY: the descriptor is open (checked above); the only callers pass the standard
-    // streams 0-2 of a process in which no Rust object owns them.
-    drop(unsafe { OwnedFd::from_raw_fd(fd) });
 }
 
 /// Whether `sig` is pending for this process or thread (blocked and not yet taken).
