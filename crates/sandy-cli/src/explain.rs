@@ -148,7 +148,7 @@ fn serve(
     // Where the kernel ends a blocked receive once no process uses the filter, the
     // thread waits in the receive itself: one system call per notification instead of
     // two, on the path every watched call waits for.
-    let blocking = notify::receive_ends_with_filter();
+    let blocking = sandy_linux::notify_receive_ends_with_filter();
     loop {
         if !blocking && !ready(listener, stop) {
             break;

@@ -11,10 +11,10 @@
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use sandy_policy::filter::filter_file;
+use sandy_policy::filter::filter_view;
 use sandy_policy::{
-    FileView, FilterRule, ManifestView, OsBytes, StateFile, StateFormat, ViewKind,
-    MAX_INLINE_VIEWS_BYTES, MAX_INLINE_VIEW_BYTES,
+    FileView, ManifestView, OsBytes, StateFile, StateFormat, ViewKind, MAX_INLINE_VIEWS_BYTES,
+    MAX_INLINE_VIEW_BYTES,
 };
 
 use crate::error::SandyError;
@@ -93,13 +93,7 @@ impl PreparedViews {
             let (content, mode) = match view.kind {
                 // The rule follows the name the tool reads (`~/.npmrc`), not the file
                 // a dotfile manager's link leads to.
-                ViewKind::Filtered => (
-                    match view.rule {
-                        FilterRule::Git => sandy_policy::filter::filter_git_config(&content),
-                        FilterRule::ByName => filter_file(view.name(), &content),
-                    },
-                    0o400,
-                ),
+                ViewKind::Filtered => (filter_view(view.rule, view.name(), &content), 0o400),
                 ViewKind::PrivateCopy => {
                     prepared
                         .originals

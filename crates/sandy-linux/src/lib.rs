@@ -39,5 +39,6 @@ pub use apply::{launch, launch_forked, ExecFailure, INIT_NAME};
 pub use error::{LinuxError, PlanError};
 pub use plan::{check_support, plan, EnforcementPlan};
 pub use probe::{
-    probe, userns_hint, KernelSupport, APPARMOR_PROFILE, MIN_LANDLOCK_ABI, PINNED_LANDLOCK_ABI,
+    notify_receive_ends_with_filter, probe, userns_hint, KernelSupport, APPARMOR_PROFILE,
+    MIN_LANDLOCK_ABI, PINNED_LANDLOCK_ABI,
 };

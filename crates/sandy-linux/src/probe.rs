@@ -28,6 +28,26 @@ pub fn probe() -> KernelSupport {
     }
 }
 
+/// Whether a blocked seccomp notification receive ([`crate::sys::notify::receive`])
+/// returns by itself once no process uses the filter any more: from Linux 6.11 the kernel
+/// wakes a waiting receiver when the filter's last user is gone (the receive then fails
+/// with `ENOENT`, and the listener polls as hung up). Before, the receiver waits forever,
+/// and a listener is served by `poll` first.
+pub fn notify_receive_ends_with_filter() -> bool {
+    let release = nix::sys::utsname::uname()
+        .ok()
+        .and_then(|u| u.release().to_str().map(str::to_owned));
+    release.as_deref().and_then(kernel_version) >= Some((6, 11))
+}
+
+/// `MAJOR.MINOR` at the start of a kernel release string (`6.18.44-fc-v1045`).
+fn kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
 /// The AppArmor profile shipped in the repository, for the scoped fix on Ubuntu.
 pub const APPARMOR_PROFILE: &str = "packaging/apparmor/sandy";
 
@@ -62,5 +82,20 @@ pub fn userns_hint(errno: nix::errno::Errno) -> String {
         _ => "a container or security policy forbids unshare(CLONE_NEWUSER); run Sandy where \
               unprivileged user namespaces are allowed"
             .to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_versions_are_read_from_the_release() {
+        assert_eq!(kernel_version("6.18.44-fc-v1045"), Some((6, 18)));
+        assert_eq!(kernel_version("6.11.0"), Some((6, 11)));
+        assert_eq!(kernel_version("5.15.0-91-generic"), Some((5, 15)));
+        assert_eq!(kernel_version("6"), None);
+        assert_eq!(kernel_version("x"), None);
+        assert!(Some((6, 9)) < Some((6, 11)) && None < Some((6, 11)));
     }
 }

@@ -24,6 +24,8 @@
 
 use std::path::Path;
 
+use crate::policy::FilterRule;
+
 /// Words that mark an assigned name as a credential, compared case-insensitively against
 /// the name with `-` and `.` read as `_`.
 const CREDENTIAL_WORDS: &[&str] = &[
@@ -58,6 +60,16 @@ pub enum CommentStyle {
     /// `true # ...`, a command in sh, bash, zsh and fish alike, so that an `if` or a
     /// function whose only line was dropped still parses.
     Shell,
+}
+
+/// The filtered copy of a view's file holding `text`: git's rule for a file git reads as
+/// configuration, whatever it is called; otherwise the rule `name` (the name the tool
+/// opens) picks ([`filter_file`]).
+pub fn filter_view(rule: FilterRule, name: &Path, text: &[u8]) -> Vec<u8> {
+    match rule {
+        FilterRule::Git => filter_git_config(text),
+        FilterRule::ByName => filter_file(name, text),
+    }
 }
 
 /// The filtered copy of the host file `target` holding `text`, by the file's format:

@@ -203,25 +203,6 @@ pub fn receive(listener: BorrowedFd<'_>) -> nix::Result<Notification> {
     Ok(notif)
 }
 
-/// Whether a blocked [`receive`] returns by itself once no process uses the filter any
-/// more: from Linux 6.11 the kernel wakes a waiting receiver when the filter's last user
-/// is gone (the receive then fails with `ENOENT`, and the listener polls as hung up).
-/// Before, the receiver waits forever, and a listener is served by `poll` first.
-pub fn receive_ends_with_filter() -> bool {
-    let release = nix::sys::utsname::uname()
-        .ok()
-        .and_then(|u| u.release().to_str().map(str::to_owned));
-    release.as_deref().and_then(kernel_version) >= Some((6, 11))
-}
-
-/// `MAJOR.MINOR` at the start of a kernel release string (`6.18.44-fc-v1045`).
-fn kernel_version(release: &str) -> Option<(u32, u32)> {
-    let mut parts = release.split(|c: char| !c.is_ascii_digit());
-    let major = parts.next()?.parse().ok()?;
-    let minor = parts.next()?.parse().ok()?;
-    Some((major, minor))
-}
-
 /// Answers a notification with "continue": the kernel carries out the call itself, with
 /// every other layer deciding exactly as if it had not been intercepted. `ENOENT`: the
 /// caller is gone, or its call was interrupted by a signal.
@@ -256,16 +237,6 @@ pub fn still_valid(listener: BorrowedFd<'_>, id: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn kernel_versions_are_read_from_the_release() {
-        assert_eq!(kernel_version("6.18.44-fc-v1045"), Some((6, 18)));
-        assert_eq!(kernel_version("6.11.0"), Some((6, 11)));
-        assert_eq!(kernel_version("5.15.0-91-generic"), Some((5, 15)));
-        assert_eq!(kernel_version("6"), None);
-        assert_eq!(kernel_version("x"), None);
-        assert!(Some((6, 9)) < Some((6, 11)) && None < Some((6, 11)));
-    }
 
     #[test]
     fn the_ioctl_numbers_are_the_kernels() {

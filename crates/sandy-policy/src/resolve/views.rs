@@ -343,24 +343,31 @@ pub(super) fn package_config_views(
 fn config_views<'a>(candidates: impl IntoIterator<Item = (PathBuf, &'a str)>) -> Vec<FileView> {
     candidates
         .into_iter()
-        .map(|(target, tool)| FileView {
-            target,
-            link: None,
-            kind: ViewKind::Filtered,
-            origin: Origin::Baseline,
-            reason: if tool == "git" {
+        .map(|(target, tool)| {
+            let (reason, rule) = if tool == "git" {
                 // What a refused write to it should say: the remedy is outside.
-                "git configuration, read-only inside, without lines that look like \
-                 credentials; run the `git config` command outside the sandbox"
-                    .to_owned()
+                (
+                    "git configuration, read-only inside, without lines that look like \
+                     credentials; run the `git config` command outside the sandbox"
+                        .to_owned(),
+                    FilterRule::Git,
+                )
             } else {
-                format!("{tool} configuration, read-only, without lines that look like credentials")
-            },
-            rule: if tool == "git" {
-                FilterRule::Git
-            } else {
-                FilterRule::ByName
-            },
+                (
+                    format!(
+                        "{tool} configuration, read-only, without lines that look like credentials"
+                    ),
+                    FilterRule::ByName,
+                )
+            };
+            FileView {
+                target,
+                link: None,
+                kind: ViewKind::Filtered,
+                origin: Origin::Baseline,
+                reason,
+                rule,
+            }
         })
         .collect()
 }
