@@ -1,18 +1,193 @@
 //! The bootstrap of a run: the process that applies the sandbox and starts the target
 //! (see [`sandy_linux::launch`] for the process tree of a run).
 //!
-//! `sandy run` forks it from the supervisor ([`forked`]), which is single-threaded at
-//! that moment; only the channel to the supervisor crosses over. `sandy __bootstrap
-//! --manifest-fd N` is the same launch for a manifest in its wire form on an inherited
-//! descriptor, bounded, parsed and validated.
+//! `sandy run` forks it from the supervisor as soon as it knows that it will launch
+//! ([`Pending::fork`]), before it resolves the policy: the supervisor is single-threaded
+//! and small then, and only the channel to the supervisor crosses over. While the
+//! supervisor resolves, the bootstrap makes the run's namespaces
+//! ([`sandy_linux::namespaces::enter_ahead`]), then waits for the launch manifest, which
+//! the supervisor sends in its wire form ([`Pending::launch`]); the bootstrap bounds,
+//! parses and validates it like any other. `sandy __bootstrap --manifest-fd N` is the same
+//! launch for a manifest on an inherited descriptor.
 
 use std::fs::File;
-use std::io::Read;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::fd::OwnedFd;
 
-use sandy_policy::{ValidatedManifest, MAX_MANIFEST_BYTES};
+use nix::sys::signal::Signal;
+use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+use nix::unistd::Pid;
+use sandy_linux::sys::process::{fork_bootstrap, BootstrapFork, OneThread};
+use sandy_policy::{ValidatedManifest, MAX_MANIFEST_BYTES, MAX_POLICY_DOCUMENT_BYTES};
 
 use crate::error::SandyError;
+
+/// A bootstrap forked ahead of its launch: it makes the run's namespaces and waits for
+/// the manifest. Dropped before [`Pending::launch`] (the run ends before its launch: a
+/// refusal, an error), it is killed and reaped, so that no process of Sandy's is left.
+#[derive(Debug)]
+pub struct Pending {
+    pid: Pid,
+    channel: Option<OwnedFd>,
+}
+
+impl Pending {
+    /// Forks the bootstrap. `observe`: the target installs the refusal observer
+    /// (`--explain`). The caller must be single-threaded (checked).
+    pub fn fork(observe: bool) -> Result<Pending, SandyError> {
+        let sys = |step| move |source| SandyError::Sys { step, source };
+        let (ours, theirs) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(sys("cannot create the channel to the bootstrap"))?;
+        let one = OneThread::check().map_err(|_| SandyError::Sys {
+            step: "cannot fork the bootstrap from a multi-threaded supervisor",
+            source: nix::errno::Errno::EDEADLK,
+        })?;
+        let supervisor = std::process::id();
+        let cpus = sandy_linux::namespaces::allowed_cpus();
+        match fork_bootstrap(&one, theirs).map_err(sys("cannot start the sandbox bootstrap"))? {
+            BootstrapFork::Child(channel, one) => ahead(channel, observe, supervisor, cpus, one),
+            BootstrapFork::Parent(pid) => {
+                // It runs beside the supervisor, which goes on resolving, until the
+                // manifest comes.
+                sandy_linux::namespaces::move_elsewhere(pid);
+                Ok(Pending {
+                    pid,
+                    channel: Some(ours),
+                })
+            }
+        }
+    }
+
+    /// Sends the bootstrap the manifest in its wire form (`encoded`, within its bound)
+    /// and the sandbox's policy document, each on a memory file: it then builds the
+    /// sandbox and starts the target. The bootstrap's pid and the supervisor's end of the
+    /// channel.
+    pub fn launch(
+        mut self,
+        encoded: &[u8],
+        document: Option<&[u8]>,
+    ) -> Result<(Pid, OwnedFd), SandyError> {
+        let step = "cannot hand the manifest to the bootstrap";
+        let channel = self.channel.take().ok_or_else(|| SandyError::Io {
+            step,
+            source: std::io::Error::from(std::io::ErrorKind::NotConnected),
+        })?;
+        if let Err(source) = send_manifest(&channel, encoded, document) {
+            // Dropped: killed and reaped.
+            return Err(SandyError::Io { step, source });
+        }
+        let pid = self.pid;
+        // Disarmed: the run now owns the bootstrap.
+        std::mem::forget(self);
+        Ok((pid, channel))
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        crate::run::kill_and_reap(self.pid);
+    }
+}
+
+fn send_manifest(
+    channel: &OwnedFd,
+    encoded: &[u8],
+    document: Option<&[u8]>,
+) -> std::io::Result<()> {
+    let file = |bytes: &[u8]| -> std::io::Result<OwnedFd> {
+        let fd = nix::sys::memfd::memfd_create(
+            c"sandy-manifest",
+            nix::sys::memfd::MFdFlags::MFD_CLOEXEC,
+        )?;
+        let mut file = File::from(fd);
+        file.write_all(bytes)?;
+        Ok(OwnedFd::from(file))
+    };
+    let manifest = file(encoded)?;
+    match document.map(file).transpose()? {
+        Some(document) => sandy_linux::relay::send_fds(channel, &[&manifest, &document]),
+        None => sandy_linux::relay::send_fds(channel, &[&manifest]),
+    }
+}
+
+/// The bootstrap forked ahead, until its manifest comes: it never returns.
+fn ahead(
+    channel: OwnedFd,
+    observe: bool,
+    supervisor: u32,
+    cpus: Option<nix::sched::CpuSet>,
+    one: OneThread,
+) -> ! {
+    use sandy_linux::sys::process::exit_now;
+    // If the supervisor dies, so does this process; if it already has, nothing waits.
+    if nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).is_err()
+        || u32::try_from(nix::unistd::getppid().as_raw()).ok() != Some(supervisor)
+    {
+        exit_now(125);
+    }
+    // The signals as the supervisor has them at the launch: the terminal's Ctrl-C and
+    // Ctrl-\ ignored (the target gets them back), every other one blocked.
+    let _ = nix::sys::signal::sigprocmask(
+        nix::sys::signal::SigmaskHow::SIG_SETMASK,
+        Some(&nix::sys::signal::SigSet::all()),
+        None,
+    );
+    for sig in [Signal::SIGINT, Signal::SIGQUIT] {
+        let _ = sandy_linux::sys::ignore_signal(sig);
+    }
+    let prepared = sandy_linux::Ahead::prepare();
+    // This process holds a copy of the supervisor's memory (the caller's environment):
+    // not dumpable, once the user namespace's id maps (its own files) are written.
+    let _ = nix::sys::prctl::set_dumpable(false);
+    // The supervisor closes the channel without a manifest when the run ends before its
+    // launch (or kills this process).
+    let Ok(fds) = sandy_linux::relay::receive_fds(&channel) else {
+        exit_now(0)
+    };
+    if let Some(cpus) = &cpus {
+        let _ = sandy_linux::namespaces::run_anywhere(cpus);
+    }
+    let err = match received(fds) {
+        Ok(manifest) => SandyError::Launch(sandy_linux::launch_forked(
+            &manifest,
+            Some(channel),
+            observe,
+            Some(prepared),
+            one,
+        )),
+        Err(e) => e,
+    };
+    fail(&err)
+}
+
+/// The manifest of [`Pending::launch`], with its policy document.
+fn received(fds: Vec<OwnedFd>) -> Result<ValidatedManifest, SandyError> {
+    let step = "cannot read the launch manifest";
+    let io = |source| SandyError::Io { step, source };
+    let mut fds = fds.into_iter().map(File::from);
+    let mut manifest = fds
+        .next()
+        .ok_or_else(|| io(std::io::Error::other("no manifest was sent")))?;
+    manifest.seek(SeekFrom::Start(0)).map_err(io)?;
+    let manifest = decode(manifest)?;
+    let Some(mut document) = fds.next() else {
+        return Ok(manifest);
+    };
+    document.seek(SeekFrom::Start(0)).map_err(io)?;
+    let mut bytes = Vec::new();
+    document
+        .take(MAX_POLICY_DOCUMENT_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    let document = String::from_utf8(bytes)
+        .map_err(|_| io(std::io::Error::other("the policy document is not UTF-8")))?;
+    Ok(manifest.with_policy_document(document)?)
+}
 
 /// Never returns on success: the target execs, and the process ends once it has started
 /// the target and the init (or, without a channel, with the target's status).
@@ -36,38 +211,31 @@ pub fn bootstrap(manifest_fd: i32, relay_fd: Option<i32>, observe: bool) -> Sand
     SandyError::Launch(sandy_linux::launch(&manifest, relay, observe))
 }
 
-/// The bootstrap forked by the supervisor: launches with the validated manifest and the
-/// channel (descriptor 3, the only one left besides the standard streams). Never
-/// returns: on failure it prints the one-line reason and exits with Sandy's status for
-/// it, without running anything of the supervisor's (its cleanup is the supervisor's).
-pub fn forked(
-    manifest: &ValidatedManifest,
-    channel: OwnedFd,
-    observe: bool,
-    early: bool,
-    one: sandy_linux::sys::process::OneThread,
-) -> ! {
-    let err = SandyError::Launch(sandy_linux::launch_forked(
-        manifest,
-        Some(channel),
-        observe,
-        early,
-        one,
-    ));
+/// The end of a forked bootstrap that could not start the target: it prints the one-line
+/// reason and exits with Sandy's status for it, without running anything of the
+/// supervisor's (its cleanup is the supervisor's).
+fn fail(err: &SandyError) -> ! {
     eprintln!("sandy: {err}");
     // `_exit`: nothing of the supervisor's (its buffered output, exit handlers) runs
     // twice.
-    sandy_linux::sys::process::exit_now(i32::from(crate::error::exit_code(&err)))
+    sandy_linux::sys::process::exit_now(i32::from(crate::error::exit_code(err)))
 }
 
 fn read_manifest(fd: i32) -> Result<ValidatedManifest, SandyError> {
     let io = |step| move |source| SandyError::Io { step, source };
     let owned =
         sandy_linux::sys::adopt_inherited_fd(fd).map_err(io("cannot open the launch manifest"))?;
+    decode(File::from(owned))
+}
+
+/// A manifest in its wire form, read up to one byte past its bound, parsed and validated.
+fn decode(file: File) -> Result<ValidatedManifest, SandyError> {
     let mut bytes = Vec::new();
-    File::from(owned)
-        .take(MAX_MANIFEST_BYTES as u64 + 1)
+    file.take(MAX_MANIFEST_BYTES as u64 + 1)
         .read_to_end(&mut bytes)
-        .map_err(io("cannot read the launch manifest"))?;
+        .map_err(|source| SandyError::Io {
+            step: "cannot read the launch manifest",
+            source,
+        })?;
     Ok(ValidatedManifest::decode(&bytes)?)
 }

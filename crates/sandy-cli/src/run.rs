@@ -6,12 +6,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use nix::fcntl::{Flock, FlockArg};
 use nix::sys::signal::{kill, SigSet, SigmaskHow, Signal};
-use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use sandy_linux::relay::{receive_listeners, receive_target};
 use sandy_linux::sys::ignore_signal;
-use sandy_linux::sys::process::{fork_bootstrap, BootstrapFork, OneThread};
 use sandy_net::relay::spawn_relay;
 use sandy_policy::{
     resolve, DryRunDocument, LaunchManifest, RestoredSignal, RunRequest, ValidatedManifest,
@@ -37,13 +35,15 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     if inside_sandy() {
         return Err(SandyError::Nested);
     }
-    // The run's user and network namespaces are made by a helper while the policy is
-    // resolved (a network namespace alone costs the kernel about a millisecond); the
-    // bootstrap joins them. A dry run launches nothing.
-    let early = if args.dry_run {
+    // The bootstrap is forked at once and makes the run's namespaces while the policy is
+    // resolved (a network namespace alone costs the kernel about a millisecond); it
+    // gets the manifest once the policy is known. A dry run launches nothing.
+    let pending = if args.dry_run {
         None
     } else {
-        sandy_linux::namespaces::EarlyNamespaces::start()
+        Some(crate::bootstrap::Pending::fork(
+            args.explain != ExplainMode::Off,
+        )?)
     };
     let (host, walked) = host::gather_walked(&args.read_write)?;
     let explain = args.explain;
@@ -76,30 +76,9 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     } else {
         crate::kontext::Mode::Optional
     };
-    if args.dry_run {
-        let mut policy = resolve(&request, &host, &HostFs)?;
-        crate::kontext::attach(&mut policy, &host, kontext)?;
-        announce(&policy);
-        let manifest = ValidatedManifest::new(LaunchManifest::from_policy(
-            &policy,
-            host.supervisor_pid,
-            vec![],
-        ))?;
-        let plan = sandy_linux::plan(&manifest, &sandy_linux::probe())?;
-        let doc = DryRunDocument::new(&policy, plan.landlock_abi);
-        drop(plan);
-        if args.format == DryRunFormat::Text {
-            return print_document(&sandy_policy::summary::render(
-                &policy,
-                host.home.as_deref(),
-            ));
-        }
-        let json = serde_json::to_string_pretty(&doc).map_err(|e| SandyError::Io {
-            step: "cannot render the dry-run document",
-            source: e.into(),
-        })?;
-        return print_document(&json);
-    }
+    let Some(pending) = pending else {
+        return dry_run(&request, &host, kontext, args.format);
+    };
 
     let private_tmp = PrivateTmp::create(&tmp_base)?;
     request.private_tmp = private_tmp.path.clone();
@@ -150,12 +129,13 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // themselves are built once, by the bootstrap.
     let support = sandy_linux::probe();
     sandy_linux::check_support(&support)?;
-    // The sandbox can read its own policy (`sandy why` inside uses it).
+    // The sandbox can read its own policy (`sandy why` inside uses it); the bootstrap
+    // gets it beside the manifest.
     let document = DryRunDocument::new(&policy, support.landlock_abi.unwrap_or(0));
-    launch.policy_document = serde_json::to_string_pretty(&document).ok();
+    let document = serde_json::to_vec_pretty(&document).ok();
     let manifest = ValidatedManifest::new(launch)?;
-    // The wire form's bound holds for the launch too (it is what `__bootstrap` reads).
-    manifest.encode()?;
+    // The wire form, which the bootstrap reads (within its bound).
+    let encoded = manifest.encode()?;
 
     let ports: Vec<u16> = policy.local_ports.iter().map(|p| p.port).collect();
     let mut proxy = crate::egress::Proxy::prepare(policy.egress.as_ref(), args.net_log.as_deref())?;
@@ -168,7 +148,9 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let status = spawn_and_wait(
         Launch {
             manifest: &manifest,
-            early,
+            encoded: &encoded,
+            document: document.as_deref(),
+            pending,
         },
         &ports,
         &mut proxy,
@@ -284,6 +266,38 @@ impl Sweeper {
 
 /// Prints the dry-run document. A reader that stops early (`| head`) is not an error:
 /// the rest of the document is simply not wanted.
+/// `sandy run --dry-run`: the policy resolved, checked against this kernel and printed;
+/// nothing is launched.
+fn dry_run(
+    request: &RunRequest,
+    host: &sandy_policy::HostContext,
+    kontext: crate::kontext::Mode,
+    format: DryRunFormat,
+) -> Result<u8, SandyError> {
+    let mut policy = resolve(request, host, &HostFs)?;
+    crate::kontext::attach(&mut policy, host, kontext)?;
+    announce(&policy);
+    let manifest = ValidatedManifest::new(LaunchManifest::from_policy(
+        &policy,
+        host.supervisor_pid,
+        vec![],
+    ))?;
+    let plan = sandy_linux::plan(&manifest, &sandy_linux::probe())?;
+    let doc = DryRunDocument::new(&policy, plan.landlock_abi);
+    drop(plan);
+    if format == DryRunFormat::Text {
+        return print_document(&sandy_policy::summary::render(
+            &policy,
+            host.home.as_deref(),
+        ));
+    }
+    let json = serde_json::to_string_pretty(&doc).map_err(|e| SandyError::Io {
+        step: "cannot render the dry-run document",
+        source: e.into(),
+    })?;
+    print_document(&json)
+}
+
 fn print_document(json: &str) -> Result<u8, SandyError> {
     match crate::print_line(json) {
         Ok(()) => Ok(0),
@@ -323,56 +337,27 @@ fn spawn_and_wait(
     certain: crate::explain::Certain,
     meanwhile: Meanwhile<impl FnOnce(), impl FnOnce()>,
 ) -> Result<u8, SandyError> {
-    let Launch { manifest, early } = launch;
+    let Launch {
+        manifest,
+        encoded,
+        document,
+        pending,
+    } = launch;
     // With the host's network, the sandbox's sockets are made by the supervisor (the
     // socket broker, served by the notifier's thread).
     let broker = manifest.manifest().network == sandy_policy::Network::AllowAll;
-    let sys = |step| move |source| SandyError::Sys { step, source };
     let io = |step| move |source| SandyError::Io { step, source };
 
-    // The channel on which the bootstrap hands back the listeners for local-port grants
-    // and the egress proxy (created inside the sandbox's network namespace), then the
+    // The listeners for local-port grants and the egress proxy (created inside the
+    // sandbox's network namespace) come back on the bootstrap's channel, then the
     // target's pid.
     let handed: Vec<u16> = ports.iter().copied().chain(proxy.port()).collect();
-    let (ours, theirs) = socketpair(
-        AddressFamily::Unix,
-        SockType::SeqPacket,
-        None,
-        SockFlag::SOCK_CLOEXEC,
-    )
-    .map_err(sys("cannot create the channel to the bootstrap"))?;
-    let observe = observed.is_some();
     // The target and the sandbox's init are started as the supervisor's own children
     // (in the sandbox's PID namespace); the supervisor reaps the init, then kills the
     // bootstrap, whose exit tears the namespaces down while the run's end is checked.
-    // The bootstrap is a fork of this process, which has no other thread yet (the fork
-    // is refused otherwise): no exec of a second copy of Sandy, and only the channel
-    // crosses over (every other descriptor is closed in the child).
-    let one = OneThread::check().map_err(|_| SandyError::Sys {
-        step: "cannot fork the bootstrap from a multi-threaded supervisor",
-        source: nix::errno::Errno::EDEADLK,
-    })?;
-    let bootstrap =
-        match fork_bootstrap(&one, theirs).map_err(sys("cannot start the sandbox bootstrap"))? {
-            BootstrapFork::Child(channel, one) => {
-                crate::bootstrap::forked(manifest, channel, observe, early.is_some(), one)
-            }
-            BootstrapFork::Parent(pid) => pid,
-        };
-    // The namespaces made meanwhile, or none (the bootstrap then makes its own).
-    if let Some(early) = early {
-        let made = early.finish();
-        let fds = made.as_ref().map(|m| m.fds());
-        if let Err(source) =
-            sandy_linux::relay::send_fds(&ours, fds.as_ref().map_or(&[][..], |f| &f[..]))
-        {
-            end_sandbox(bootstrap, ports);
-            return Err(SandyError::Io {
-                step: "cannot hand the namespaces to the bootstrap",
-                source,
-            });
-        }
-    }
+    // The bootstrap was forked at the start (no exec of a second copy of Sandy, and only
+    // the channel crossed over) and has made the namespaces meanwhile.
+    let (bootstrap, ours) = pending.launch(encoded, document)?;
     if !handed.is_empty() {
         if let Some(listeners) = receive_listeners(&ours, handed.len())
             .map_err(io("cannot receive the local-port listeners"))?
@@ -438,10 +423,14 @@ struct Meanwhile<W: FnOnce(), S: FnOnce()> {
     started: S,
 }
 
-/// What the bootstrap launches: the manifest, and the namespaces being made for it.
+/// What the bootstrap launches: the manifest, its wire form and the policy document,
+/// and the bootstrap forked for it.
 struct Launch<'a> {
     manifest: &'a ValidatedManifest,
-    early: Option<sandy_linux::namespaces::EarlyNamespaces>,
+    encoded: &'a [u8],
+    /// The sandbox's policy document, sent beside the manifest.
+    document: Option<&'a [u8]>,
+    pending: crate::bootstrap::Pending,
 }
 
 /// The status of a bootstrap that ended without starting the target.
@@ -571,16 +560,8 @@ fn stop_with_target(target: Pid, sig: Signal) {
 /// sandbox sent through local-port connections.
 const UPLOAD_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// A run that ends before its target is known: kills the bootstrap and reaps it. An
-/// init it had started already dies with it (the bootstrap kills it when it fails) or,
-/// at the latest, with the supervisor (its parent-death signal).
-fn end_sandbox(bootstrap: Pid, ports: &[u16]) {
-    kill_and_reap(bootstrap);
-    finish_uploads(ports);
-}
-
 /// Kills child `pid` and reaps it.
-fn kill_and_reap(pid: Pid) {
+pub(crate) fn kill_and_reap(pid: Pid) {
     let _ = kill(pid, Signal::SIGKILL);
     while let Err(nix::errno::Errno::EINTR) = waitpid(pid, None) {}
 }

@@ -357,6 +357,34 @@ fn target_has_no_new_privs_and_no_capabilities() {
     });
 }
 
+/// The bootstrap is started on another CPU than the supervisor's, to make the run's
+/// namespaces beside it while the policy is resolved; the target may still use every CPU
+/// the caller may, as without Sandy, and no other: the same list as a bare command, also
+/// for a caller limited to one CPU (`taskset`). On a machine with a single CPU both lists
+/// are trivially the same.
+#[test]
+fn the_target_may_use_the_cpus_the_caller_may() {
+    for_each_user(|w| {
+        let allowed = |o: &Output| status_field(&stdout(o), "Cpus_allowed_list").to_owned();
+        let inside = sandy_run(w, &["/bin/cat", "/proc/self/status"]);
+        assert_code(&inside, 0, "cat status");
+        let mut bare = w.host("/bin/cat");
+        bare.arg("/proc/self/status");
+        assert_eq!(allowed(&inside), allowed(&run_timeout(bare, 20)));
+
+        let mut limited = w.host("/usr/bin/taskset");
+        limited.args(["-c", "0"]).arg(sandy_bin()).args([
+            "run",
+            "--",
+            "/bin/cat",
+            "/proc/self/status",
+        ]);
+        let limited = run_timeout(limited, 30);
+        assert_code(&limited, 0, "cat status under taskset -c 0");
+        assert_eq!(allowed(&limited), "0");
+    });
+}
+
 #[test]
 fn setuid_root_binary_gains_nothing() {
     for_each_user(|w| {

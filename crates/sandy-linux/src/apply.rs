@@ -80,20 +80,40 @@ pub fn launch(
             .into()
         }
     };
-    launch_forked(manifest, channel, observe, false, one)
+    launch_forked(manifest, channel, observe, None, one)
+}
+
+/// What a bootstrap forked ahead of its manifest did while it waited for it.
+#[derive(Debug)]
+pub struct Ahead {
+    /// [`namespaces::enter_ahead`]: a failure there is the launch's failure at the step
+    /// where the namespaces are made.
+    pub made: Result<(), LinuxError>,
+    /// [`probe`].
+    pub support: crate::KernelSupport,
+}
+
+impl Ahead {
+    /// Makes the namespaces and probes the kernel.
+    pub fn prepare() -> Ahead {
+        Ahead {
+            made: namespaces::enter_ahead(),
+            support: probe(),
+        }
+    }
 }
 
 /// [`launch`] in the child of a fork, single-threaded by construction (`sandy run`
-/// forks its bootstrap from the supervisor). With `early`, the supervisor sends the
-/// namespaces it had made ([`namespaces::EarlyNamespaces`]) on the channel, or none.
+/// forks its bootstrap from the supervisor). `ahead`: what the process did before the
+/// manifest came, if it was forked ahead ([`Ahead::prepare`]).
 pub fn launch_forked(
     manifest: &ValidatedManifest,
     channel: Option<OwnedFd>,
     observe: bool,
-    early: bool,
+    ahead: Option<Ahead>,
     one: OneThread,
 ) -> ExecFailure {
-    match launch_inner(manifest, channel, observe, early, &one) {
+    match launch_inner(manifest, channel, observe, ahead, &one) {
         Ok(never) => match never {},
         Err(e) => e,
     }
@@ -111,7 +131,7 @@ fn launch_inner(
     manifest: &ValidatedManifest,
     channel: Option<OwnedFd>,
     observe: bool,
-    early: bool,
+    ahead: Option<Ahead>,
     one: &OneThread,
 ) -> Result<Infallible, ExecFailure> {
     let m = manifest.manifest();
@@ -127,7 +147,10 @@ fn launch_inner(
     }
 
     // Decide everything before the first irreversible step.
-    let support = probe();
+    let (support, made) = match ahead {
+        Some(Ahead { made, support }) => (support, Some(made)),
+        None => (probe(), None),
+    };
     let plan = plan::plan(manifest, &support).map_err(LinuxError::from)?;
     let program = cstring(&m.program)?;
     // With the host's network, the run still gets a private network namespace (so that
@@ -163,21 +186,18 @@ fn launch_inner(
 
     // Layer 1: private user, mount, IPC and PID namespaces with the protections, masks
     // and private directories. The working directory is entered afterwards, so that it is
-    // looked up through the new mounts.
-    // The namespaces the supervisor had made meanwhile, when it says so on the channel
-    // (it sends none if its helper failed: then they are made here).
-    let made = match (&channel, early) {
-        (Some(channel), true) => relay::receive_fds(channel)
-            .ok()
-            .and_then(namespaces::MadeNamespaces::from_fds),
-        _ => None,
-    };
+    // looked up through the new mounts. A bootstrap forked by the supervisor made the
+    // namespaces while the policy was resolved (`ahead`).
     let private_network = match (m.network, broker) {
         (Network::BlockAll, _) => namespaces::PrivateNetwork::WithLoopback,
         (Network::AllowAll, true) => namespaces::PrivateNetwork::Brokered,
         (Network::AllowAll, false) => namespaces::PrivateNetwork::None,
     };
-    namespaces::enter(private_network, made)?;
+    let entered = match made {
+        Some(made) => made.map(|()| true)?,
+        None => false,
+    };
+    namespaces::enter(private_network, entered)?;
     // The bootstrap, and the init forked from it, hold a copy of the supervisor's memory
     // (the caller's whole environment, the files Sandy read): not dumpable, so that no
     // process of the sandbox can read it through /proc/1 (environ, mem) or ptrace. Set

@@ -281,36 +281,15 @@ pub enum PrivateNetwork {
 
 /// Enters a new user namespace (mapping the caller's own uid and gid, so files keep their
 /// owners), a new mount namespace, a new IPC namespace and, unless `private_network` is
-/// [`PrivateNetwork::None`], a new network namespace.
+/// [`PrivateNetwork::None`], a new network namespace (with loopback up for
+/// [`PrivateNetwork::WithLoopback`]).
 ///
-/// `made`: a user namespace and a network namespace in it that the supervisor had made
-/// while it resolved the policy ([`EarlyNamespaces`]); the caller joins them instead of
-/// making its own (`None`, or if joining fails: it makes them).
-pub fn enter(
-    private_network: PrivateNetwork,
-    made: Option<MadeNamespaces>,
-) -> Result<(), LinuxError> {
-    let joined = match made.filter(|_| private_network != PrivateNetwork::None) {
-        // Joined in this order: the network namespace belongs to the user namespace, in
-        // which the caller then has the capabilities to join it; the mount and IPC
-        // namespaces made next belong to it too.
-        Some(made) if nix::sched::setns(&made.user, CloneFlags::CLONE_NEWUSER).is_ok() => {
-            nix::sched::setns(&made.network, CloneFlags::CLONE_NEWNET)
-                .map_err(|source| LinuxError::NetworkNamespace { source })?;
-            unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC).map_err(|errno| {
-                LinuxError::UserNamespace {
-                    hint: userns_hint(errno),
-                    errno,
-                }
-            })?;
-            true
-        }
-        _ => false,
-    };
-    if !joined {
+/// `entered`: the caller already entered them all ([`enter_ahead`], a private network
+/// namespace included), so that only the network's set-up is left.
+pub fn enter(private_network: PrivateNetwork, entered: bool) -> Result<(), LinuxError> {
+    if !entered {
         new_user_namespace(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC)?;
         if private_network != PrivateNetwork::None {
-            // Separately, so that a kernel without network namespaces is named as such.
             unshare(CloneFlags::CLONE_NEWNET)
                 .map_err(|source| LinuxError::NetworkNamespace { source })?;
         }
@@ -319,6 +298,18 @@ pub fn enter(
         sys::loopback_up().map_err(|source| LinuxError::Loopback { source })?;
     }
     Ok(())
+}
+
+/// The namespaces of a run made before its policy is known: the user, mount and IPC
+/// namespaces of [`enter`], and a private network namespace, which every run of a
+/// supervisor gets ([`PrivateNetwork::WithLoopback`] or [`PrivateNetwork::Brokered`]).
+/// Nothing is decided here: they stay empty until the mounts of the plan are applied.
+/// A network namespace alone costs the kernel about a millisecond; the supervisor's
+/// bootstrap makes them while the supervisor resolves the policy.
+pub fn enter_ahead() -> Result<(), LinuxError> {
+    new_user_namespace(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC)?;
+    // Separately, so that a kernel without network namespaces is named as such.
+    unshare(CloneFlags::CLONE_NEWNET).map_err(|source| LinuxError::NetworkNamespace { source })
 }
 
 /// Moves the caller into a new user namespace, mapping its own uid and gid (so files keep
@@ -354,92 +345,11 @@ fn new_user_namespace(also: CloneFlags) -> Result<(), LinuxError> {
     Ok(())
 }
 
-/// A user namespace and a network namespace in it, made ahead of the bootstrap.
-#[derive(Debug)]
-pub struct MadeNamespaces {
-    pub user: OwnedFd,
-    pub network: OwnedFd,
-}
-
-impl MadeNamespaces {
-    /// From the descriptors of a message: the user namespace, then the network one.
-    pub fn from_fds(fds: Vec<OwnedFd>) -> Option<MadeNamespaces> {
-        let [user, network]: [OwnedFd; 2] = fds.try_into().ok()?;
-        Some(MadeNamespaces { user, network })
-    }
-
-    /// The descriptors of a message, in [`MadeNamespaces::from_fds`]'s order.
-    pub fn fds(&self) -> [&OwnedFd; 2] {
-        [&self.user, &self.network]
-    }
-}
-
-/// The run's user and network namespaces, made by a helper process that the supervisor
-/// starts as soon as it knows it will launch, while it resolves the policy: a network
-/// namespace alone costs the kernel about a millisecond, which then no longer delays the
-/// launch. The helper makes them, hands both back on a socket and exits; the supervisor
-/// passes them to the bootstrap, which joins them. Nothing of the policy is decided
-/// there: the namespaces are empty until the bootstrap applies the sandbox in them. If
-/// the helper fails, the bootstrap makes its own (and reports any failure itself). The
-/// helper shares the supervisor's memory rather than copying it
-/// ([`sys::nshelper::NamespaceHelper`]).
-#[derive(Debug)]
-pub struct EarlyNamespaces {
-    helper: Option<(sys::nshelper::NamespaceHelper, OwnedFd)>,
-}
-
-impl EarlyNamespaces {
-    /// Starts the helper. `None` when it cannot be started.
-    pub fn start() -> Option<EarlyNamespaces> {
-        use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
-        let (ours, theirs) = socketpair(
-            AddressFamily::Unix,
-            SockType::SeqPacket,
-            None,
-            SockFlag::SOCK_CLOEXEC,
-        )
-        .ok()?;
-        let helper = sys::nshelper::NamespaceHelper::start(
-            &theirs,
-            getuid().as_raw(),
-            getgid().as_raw(),
-            crate::relay::FDS_TAG,
-        )
-        .ok()?;
-        // The helper has its own copy of its end.
-        drop(theirs);
-        // A new process starts on its parent's CPU, where it would wait until the
-        // supervisor sleeps: the helper is moved to the other CPUs, to run beside it
-        // (nothing changes on a single CPU, or if the move is refused).
-        move_elsewhere(helper.pid());
-        Some(EarlyNamespaces {
-            helper: Some((helper, ours)),
-        })
-    }
-
-    /// Waits for the helper: its namespaces, or `None` if it could not make them.
-    pub fn finish(mut self) -> Option<MadeNamespaces> {
-        let (helper, channel) = self.helper.take()?;
-        let made = crate::relay::receive_fds(&channel)
-            .ok()
-            .and_then(MadeNamespaces::from_fds);
-        drop(channel);
-        helper.reap(false);
-        made
-    }
-}
-
-impl Drop for EarlyNamespaces {
-    /// A run that ends before its launch ends the helper too.
-    fn drop(&mut self) {
-        if let Some((helper, _)) = self.helper.take() {
-            helper.reap(true);
-        }
-    }
-}
-
-/// Lets process `pid` run on every CPU this process may use but the current one.
-fn move_elsewhere(pid: nix::unistd::Pid) {
+/// Lets process `pid` run on every CPU this process may use but the current one: a new
+/// process starts on its parent's CPU, where it would wait until the parent sleeps (nothing
+/// changes on a single CPU, or if the move is refused). The process gets back the CPUs
+/// it may use with [`run_anywhere`] (given [`allowed_cpus`], read before it was started).
+pub fn move_elsewhere(pid: nix::unistd::Pid) {
     use nix::sched::{sched_getaffinity, sched_getcpu, sched_setaffinity, CpuSet};
     let (Ok(allowed), Ok(here)) = (sched_getaffinity(pid), sched_getcpu()) else {
         return;
@@ -454,6 +364,17 @@ fn move_elsewhere(pid: nix::unistd::Pid) {
     if any {
         let _ = sched_setaffinity(pid, &elsewhere);
     }
+}
+
+/// The CPUs this process may use.
+pub fn allowed_cpus() -> Option<nix::sched::CpuSet> {
+    nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok()
+}
+
+/// In the process [`move_elsewhere`] moved: lets it (and what it starts) use `allowed`
+/// again.
+pub fn run_anywhere(allowed: &nix::sched::CpuSet) -> nix::Result<()> {
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), allowed)
 }
 
 fn mount_err<'a>(step: &'static str, path: &'a Path) -> impl FnOnce(Errno) -> LinuxError + 'a {

@@ -14,6 +14,8 @@ use crate::policy::{Access, Network, ProtectionKind, ResolvedPolicy, Scope};
 pub const MANIFEST_SCHEMA_VERSION: u32 = 2;
 /// Checked before parsing: a larger manifest is rejected unread.
 pub const MAX_MANIFEST_BYTES: usize = 1024 * 1024;
+/// The bound of the sandbox's policy document, in the manifest or beside it.
+pub const MAX_POLICY_DOCUMENT_BYTES: usize = MAX_MANIFEST_BYTES / 2;
 const MAX_ARGS: usize = 65_536;
 const MAX_ENV: usize = 16_384;
 const MAX_GRANTS: usize = 4096;
@@ -206,6 +208,16 @@ impl ValidatedManifest {
         Self::new(manifest)
     }
 
+    /// The manifest with the sandbox's policy document (which a forked bootstrap gets
+    /// beside the wire form, as it is, rather than as a string escaped inside it); the
+    /// document's bound is checked as in [`ValidatedManifest::new`].
+    pub fn with_policy_document(self, document: String) -> Result<Self, ManifestError> {
+        let mut manifest = self.0;
+        manifest.policy_document = Some(document);
+        check_policy_document(&manifest)?;
+        Ok(ValidatedManifest(manifest))
+    }
+
     /// The wire form. Fails only if the manifest exceeds the size bound.
     pub fn encode(&self) -> Result<Vec<u8>, ManifestError> {
         let bytes = serde_json::to_vec(&self.0).map_err(|e| ManifestError::Malformed {
@@ -223,6 +235,16 @@ impl ValidatedManifest {
     pub fn manifest(&self) -> &LaunchManifest {
         &self.0
     }
+}
+
+fn check_policy_document(m: &LaunchManifest) -> Result<(), ManifestError> {
+    if m.policy_document
+        .as_ref()
+        .is_some_and(|d| d.len() > MAX_POLICY_DOCUMENT_BYTES)
+    {
+        return Err(invalid("the policy document is too large"));
+    }
+    Ok(())
 }
 
 fn invalid(reason: impl Into<String>) -> ManifestError {
@@ -355,12 +377,7 @@ fn validate(m: &LaunchManifest) -> Result<(), ManifestError> {
     if inline > MAX_INLINE_VIEWS_BYTES {
         return Err(invalid("the views' content is too large"));
     }
-    if m.policy_document
-        .as_ref()
-        .is_some_and(|d| d.len() > MAX_MANIFEST_BYTES / 2)
-    {
-        return Err(invalid("the policy document is too large"));
-    }
+    check_policy_document(m)?;
     if m.overlays.len() > MAX_GRANTS {
         return Err(invalid(format!("more than {MAX_GRANTS} cache overlays")));
     }
@@ -468,6 +485,26 @@ mod tests {
         assert!(matches!(
             ValidatedManifest::decode(b"not json").unwrap_err(),
             ManifestError::Malformed { .. }
+        ));
+    }
+
+    /// The policy document sent beside the wire form is held to the bound it has inside
+    /// it, and kept as it is.
+    #[test]
+    fn a_policy_document_beside_the_manifest_is_bounded_and_kept() {
+        let manifest = ValidatedManifest::new(sample()).unwrap();
+        let kept = manifest
+            .clone()
+            .with_policy_document("{\"a\": \"b\"}\n".to_owned())
+            .unwrap();
+        assert_eq!(
+            kept.manifest().policy_document.as_deref(),
+            Some("{\"a\": \"b\"}\n")
+        );
+        let big = " ".repeat(MAX_POLICY_DOCUMENT_BYTES + 1);
+        assert!(matches!(
+            manifest.with_policy_document(big).unwrap_err(),
+            ManifestError::Invalid { .. }
         ));
     }
 

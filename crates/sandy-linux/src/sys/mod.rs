@@ -4,7 +4,6 @@
 
 pub mod mount;
 pub mod notify;
-pub mod nshelper;
 pub mod process;
 
 use std::io;
