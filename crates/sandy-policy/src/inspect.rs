@@ -1,5 +1,5 @@
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -139,11 +139,16 @@ fn is_executable(_meta: &std::fs::Metadata) -> bool {
 /// directories), and a resolution describes one moment of the host in any case.
 pub struct Memo<'a> {
     inner: &'a dyn PathInspector,
-    kinds: RefCell<HashMap<PathBuf, Option<FileKind>>>,
-    links: RefCell<HashMap<PathBuf, Option<PathBuf>>>,
-    canonical: RefCell<HashMap<PathBuf, Result<PathBuf, io::ErrorKind>>>,
-    exists: RefCell<HashMap<PathBuf, bool>>,
+    kinds: RefCell<Answers<Option<FileKind>>>,
+    links: RefCell<Answers<Option<PathBuf>>>,
+    canonical: RefCell<Answers<Result<PathBuf, io::ErrorKind>>>,
+    exists: RefCell<Answers<bool>>,
 }
+
+/// Remembered answers by path. Keyed by the path's bytes (a path spelt two ways is asked
+/// twice, with the same answer), hashed without `Path`'s parsing of components and with
+/// a fast hash: a resolution asks thousands of questions, each while the caller waits.
+type Answers<T> = foldhash::HashMap<OsString, T>;
 
 impl<'a> Memo<'a> {
     pub fn new(inner: &'a dyn PathInspector) -> Memo<'a> {
@@ -158,16 +163,13 @@ impl<'a> Memo<'a> {
 }
 
 /// The remembered answer for `path`, or `ask`'s (then remembered).
-fn remembered<T: Clone>(
-    map: &RefCell<HashMap<PathBuf, T>>,
-    path: &Path,
-    ask: impl FnOnce() -> T,
-) -> T {
-    if let Some(known) = map.borrow().get(path) {
+fn remembered<T: Clone>(map: &RefCell<Answers<T>>, path: &Path, ask: impl FnOnce() -> T) -> T {
+    if let Some(known) = map.borrow().get(path.as_os_str()) {
         return known.clone();
     }
     let answer = ask();
-    map.borrow_mut().insert(path.to_path_buf(), answer.clone());
+    map.borrow_mut()
+        .insert(path.as_os_str().to_owned(), answer.clone());
     answer
 }
 
