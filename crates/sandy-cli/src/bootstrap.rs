@@ -18,7 +18,9 @@ use nix::sys::signal::Signal;
 use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 use nix::unistd::Pid;
 use sandy_linux::sys::process::{fork_bootstrap, BootstrapFork, OneThread};
-use sandy_policy::{ValidatedManifest, MAX_MANIFEST_BYTES, MAX_POLICY_DOCUMENT_BYTES};
+use sandy_policy::{
+    ManifestOverlay, ValidatedManifest, MAX_MANIFEST_BYTES, MAX_POLICY_DOCUMENT_BYTES,
+};
 
 use crate::error::SandyError;
 
@@ -88,6 +90,27 @@ impl Pending {
     }
 }
 
+impl Pending {
+    /// Tells the bootstrap the cache overlays whose layers are prepared, so that it
+    /// mounts them while the launch is prepared ([`sandy_linux::overlay::premount`]); the
+    /// manifest still decides which are used. Nothing is sent when there are none, or
+    /// too many to say in one message.
+    pub fn overlays_ahead(&self, overlays: &[ManifestOverlay]) {
+        let (Some(channel), false) = (&self.channel, overlays.is_empty()) else {
+            return;
+        };
+        if let Ok(data) = serde_json::to_vec(overlays) {
+            if data.len() <= MAX_OVERLAYS_MESSAGE {
+                let _ = sandy_linux::relay::send_data(channel, OVERLAYS_TAG, &data);
+            }
+        }
+    }
+}
+
+/// The tag of the message of [`Pending::overlays_ahead`], and its bound.
+const OVERLAYS_TAG: u8 = b'O';
+const MAX_OVERLAYS_MESSAGE: usize = 64 * 1024;
+
 impl Drop for Pending {
     fn drop(&mut self) {
         crate::run::kill_and_reap(self.pid);
@@ -140,14 +163,30 @@ fn ahead(
     for sig in [Signal::SIGINT, Signal::SIGQUIT] {
         let _ = sandy_linux::sys::ignore_signal(sig);
     }
-    let prepared = sandy_linux::Ahead::prepare();
+    let mut prepared = sandy_linux::Ahead::prepare();
     // This process holds a copy of the supervisor's memory (the caller's environment):
     // not dumpable, once the user namespace's id maps (its own files) are written.
     let _ = nix::sys::prctl::set_dumpable(false);
-    // The supervisor closes the channel without a manifest when the run ends before its
-    // launch (or kills this process).
-    let Ok(fds) = sandy_linux::relay::receive_fds(&channel) else {
-        exit_now(0)
+    // The cache overlays the supervisor prepared, if it says which before the manifest
+    // comes: mounted ahead, detached. The supervisor closes the channel without a
+    // manifest when the run ends before its launch (or kills this process).
+    let fds = loop {
+        match sandy_linux::relay::receive_any(&channel, MAX_OVERLAYS_MESSAGE) {
+            Ok(m) if m.tag == sandy_linux::relay::FDS_TAG => break m.fds,
+            Ok(m) if m.tag == OVERLAYS_TAG => {
+                let overlays = m
+                    .data
+                    .and_then(|d| serde_json::from_slice::<Vec<ManifestOverlay>>(&d).ok())
+                    .unwrap_or_default();
+                let overlays: Vec<_> = overlays
+                    .iter()
+                    .map(sandy_linux::overlay::CacheOverlay::from)
+                    .collect();
+                prepared.premount(&overlays);
+            }
+            Ok(_) => {}
+            Err(_) => exit_now(0),
+        }
     };
     if let Some(cpus) = &cpus {
         let _ = sandy_linux::namespaces::run_anywhere(cpus);

@@ -92,6 +92,10 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // as absent: they are gone again after the run).
     let snapshot = verify::before(&policy, &host, walked);
     let placeholders = crate::placeholders::create(&mut policy)?;
+    // Copy-on-write layers of the tool caches (kept in Sandy's own cache), mounted by
+    // the bootstrap while the rest of the launch is prepared.
+    let layers = crate::cache::prepare_layers(&policy.caches)?;
+    pending.overlays_ahead(&layers.manifest_overlays());
 
     // Block the signals we wait for or forward before anything is spawned, so none is
     // lost; ignore the terminal's SIGINT and SIGQUIT (the target gets them directly).
@@ -120,8 +124,6 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
 
     // Copies the sandbox sees in place of host files (filtered or private).
     let mut views = PreparedViews::prepare(&policy.views, &policy.state_files, &tmp_base)?;
-    // Copy-on-write layers of the tool caches (kept in Sandy's own cache).
-    let layers = crate::cache::prepare_layers(&policy.caches)?;
     let mut launch = LaunchManifest::from_policy(&policy, host.supervisor_pid, restore);
     launch.views = views.manifest_views();
     launch.overlays = layers.manifest_overlays();

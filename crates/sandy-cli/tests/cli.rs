@@ -660,6 +660,55 @@ fn the_bootstrap_rejects_bad_manifests_and_runs_nothing() {
     });
 }
 
+/// A bootstrap started by hand has mounted no overlay ahead (only `sandy run`'s
+/// bootstrap gets the supervisor's layers before its manifest): it mounts the manifest's
+/// cache overlay itself, with the same result. Inside, the cache's files are there and a
+/// write lands in the upper layer; outside, the host's cache is unchanged.
+#[test]
+fn a_bootstrap_started_by_hand_mounts_its_cache_overlays_itself() {
+    for_each_user(|w| {
+        let cache = w.home.join(".cache-tool");
+        std::fs::create_dir_all(&cache).unwrap();
+        std::fs::write(cache.join("kept.txt"), "from the host\n").unwrap();
+        let layer = w.root.join("layer");
+        std::fs::create_dir_all(layer.join("upper")).unwrap();
+        std::fs::create_dir_all(layer.join("work-1")).unwrap();
+        let cache = std::fs::canonicalize(&cache).unwrap();
+        let layer = std::fs::canonicalize(&layer).unwrap();
+        // The cache is granted writable: without the overlay, the write would reach it.
+        let script = format!(
+            "cat {c}/kept.txt > seen.txt && echo planted > {c}/build.rs",
+            c = cache.display()
+        );
+        let mut m = manifest(w, &script);
+        m["file_grants"].as_array_mut().unwrap().push(json!({
+            "path": cache.to_str().unwrap(),
+            "access": "read_write",
+            "scope": "subtree",
+        }));
+        m["overlays"] = json!([{
+            "lower": cache.to_str().unwrap(),
+            "upper": layer.join("upper").to_str().unwrap(),
+            "work": layer.join("work-1").to_str().unwrap(),
+        }]);
+        w.chown_all();
+        let o = bootstrap_with(w, "overlay", &serde_json::to_vec(&m).unwrap(), 3);
+        assert_code(&o, 0, "a manifest with a cache overlay");
+        assert_eq!(
+            std::fs::read_to_string(w.project.join("seen.txt")).unwrap(),
+            "from the host\n"
+        );
+        assert!(
+            !cache.join("build.rs").exists(),
+            "the host cache was written"
+        );
+        assert_eq!(
+            std::fs::read_to_string(layer.join("upper/build.rs")).unwrap(),
+            "planted\n"
+        );
+    });
+}
+
 #[test]
 fn usage_errors_exit_2() {
     for_each_user(|w| {

@@ -91,6 +91,8 @@ pub struct Ahead {
     pub made: Result<(), LinuxError>,
     /// [`probe`].
     pub support: crate::KernelSupport,
+    /// The cache overlays mounted ahead ([`crate::overlay::premount`]).
+    pub premounted: crate::overlay::Premounted,
 }
 
 impl Ahead {
@@ -99,6 +101,15 @@ impl Ahead {
         Ahead {
             made: namespaces::enter_ahead(),
             support: probe(),
+            premounted: crate::overlay::Premounted::default(),
+        }
+    }
+
+    /// Mounts the supervisor's cache overlays ahead (detached), once the namespaces are
+    /// made.
+    pub fn premount(&mut self, overlays: &[crate::overlay::CacheOverlay]) {
+        if self.made.is_ok() {
+            self.premounted = crate::overlay::premount(overlays);
         }
     }
 }
@@ -147,9 +158,13 @@ fn launch_inner(
     }
 
     // Decide everything before the first irreversible step.
-    let (support, made) = match ahead {
-        Some(Ahead { made, support }) => (support, Some(made)),
-        None => (probe(), None),
+    let (support, made, mut premounted) = match ahead {
+        Some(Ahead {
+            made,
+            support,
+            premounted,
+        }) => (support, Some(made), premounted),
+        None => (probe(), None, crate::overlay::Premounted::default()),
     };
     let plan = plan::plan(manifest, &support).map_err(LinuxError::from)?;
     let program = cstring(&m.program)?;
@@ -206,7 +221,7 @@ fn launch_inner(
         step: "cannot make the bootstrap non-dumpable",
         source,
     })?;
-    namespaces::apply(&plan.mounts)?;
+    namespaces::apply(&plan.mounts, &mut premounted)?;
     // The egress proxy's listener travels with the local-port listeners (made in the
     // run's network namespace).
     let handed: Vec<u16> = m.local_ports.iter().copied().chain(m.proxy_port).collect();

@@ -505,8 +505,13 @@ fn write_policy_document(document: &str) -> Result<(), LinuxError> {
     write_read_only(Path::new(POLICY_DOCUMENT_PATH), document.as_bytes())
 }
 
-/// Performs the mount plan inside the new namespaces. Nothing here is visible outside.
-pub fn apply(plan: &MountPlan) -> Result<(), LinuxError> {
+/// Performs the mount plan inside the new namespaces, with the cache overlays mounted
+/// ahead where they can be used ([`crate::overlay::mount_all`]). Nothing here is visible
+/// outside.
+pub fn apply(
+    plan: &MountPlan,
+    premounted: &mut crate::overlay::Premounted,
+) -> Result<(), LinuxError> {
     let root = Path::new("/");
     mount(
         None::<&str>,
@@ -600,7 +605,11 @@ pub fn apply(plan: &MountPlan) -> Result<(), LinuxError> {
         bind(&fd_path(fd), path)?;
         own_mounts.push(path);
     }
-    crate::overlay::mount_all(&plan.overlays)?;
+    let mut earlier = own_mounts.clone();
+    if plan.fresh_sysfs {
+        earlier.push(Path::new("/sys"));
+    }
+    crate::overlay::mount_all(&plan.overlays, premounted, &earlier)?;
     // Prepared copies over host files (each its own mount; a writable one is restored
     // below with the other writable grants).
     for (fd, target) in &view_sources {

@@ -123,8 +123,67 @@ pub fn receive_fds(channel: &OwnedFd) -> std::io::Result<Vec<OwnedFd>> {
     Ok(owned)
 }
 
+/// Sends a message of data: a tag byte (not [`FDS_TAG`]), then `data`.
+pub fn send_data(channel: &OwnedFd, tag: u8, data: &[u8]) -> std::io::Result<()> {
+    let head = [tag];
+    let iov = [IoSlice::new(&head), IoSlice::new(data)];
+    sendmsg::<()>(channel.as_raw_fd(), &iov, &[], MsgFlags::empty(), None)?;
+    Ok(())
+}
+
+/// One message on the channel: its tag, its data (at most the buffer's length; `None` if
+/// the message was longer), and the descriptors of a message of [`send_fds`].
+#[derive(Debug)]
+pub struct Received {
+    pub tag: u8,
+    pub data: Option<Vec<u8>>,
+    pub fds: Vec<OwnedFd>,
+}
+
+/// Receives the next message, of [`send_data`] (data of at most `max` bytes) or of
+/// [`send_fds`]; an error when the sender is gone without one.
+pub fn receive_any(channel: &OwnedFd, max: usize) -> std::io::Result<Received> {
+    let mut tag = [0u8; 1];
+    let mut data = vec![0u8; max];
+    let (bytes, truncated, fds) = {
+        let mut iov = [IoSliceMut::new(&mut tag), IoSliceMut::new(&mut data)];
+        let mut space = nix::cmsg_space!([i32; 4]);
+        let msg = loop {
+            match recvmsg::<()>(
+                channel.as_raw_fd(),
+                &mut iov,
+                Some(&mut space),
+                MsgFlags::MSG_CMSG_CLOEXEC,
+            ) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                other => break other?,
+            }
+        };
+        let mut fds = Vec::new();
+        for cmsg in msg.cmsgs()? {
+            if let ControlMessageOwned::ScmRights(received) = cmsg {
+                fds.extend(received);
+            }
+        }
+        (
+            msg.bytes,
+            msg.flags.contains(MsgFlags::MSG_TRUNC),
+            sys::adopt_received_fds(&fds),
+        )
+    };
+    if bytes == 0 {
+        return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+    }
+    data.truncate(bytes - 1);
+    Ok(Received {
+        tag: tag[0],
+        data: (!truncated).then_some(data),
+        fds,
+    })
+}
+
 /// The tag of a message of [`send_fds`].
-pub(crate) const FDS_TAG: u8 = b'F';
+pub const FDS_TAG: u8 = b'F';
 
 /// In the bootstrap: tells the supervisor the pids (in the supervisor's PID namespace) of
 /// the target and of the sandbox's init it has started, both the supervisor's own
