@@ -80,7 +80,8 @@ pub fn receive_listeners(
     ))
 }
 
-/// Sends `fds` in one message (a tag byte and the descriptors; none is allowed).
+/// Sends `fds` in one message (a tag byte and the descriptors, at most four; none is
+/// allowed), received with [`receive_any`].
 pub fn send_fds(channel: &OwnedFd, fds: &[&OwnedFd]) -> std::io::Result<()> {
     let data = [FDS_TAG];
     let iov = [IoSlice::new(&data)];
@@ -89,38 +90,6 @@ pub fn send_fds(channel: &OwnedFd, fds: &[&OwnedFd]) -> std::io::Result<()> {
     let cmsg: &[ControlMessage] = if raw.is_empty() { &[] } else { &rights };
     sendmsg::<()>(channel.as_raw_fd(), &iov, cmsg, MsgFlags::empty(), None)?;
     Ok(())
-}
-
-/// Receives a message of [`send_fds`] (at most four descriptors); an error for any other
-/// message, or when the sender is gone without one.
-pub fn receive_fds(channel: &OwnedFd) -> std::io::Result<Vec<OwnedFd>> {
-    let mut data = [0u8; 1];
-    let (bytes, owned) = {
-        let mut iov = [IoSliceMut::new(&mut data)];
-        let mut space = nix::cmsg_space!([i32; 4]);
-        let msg = loop {
-            match recvmsg::<()>(
-                channel.as_raw_fd(),
-                &mut iov,
-                Some(&mut space),
-                MsgFlags::MSG_CMSG_CLOEXEC,
-            ) {
-                Err(nix::errno::Errno::EINTR) => continue,
-                other => break other?,
-            }
-        };
-        let mut fds = Vec::new();
-        for cmsg in msg.cmsgs()? {
-            if let ControlMessageOwned::ScmRights(received) = cmsg {
-                fds.extend(received);
-            }
-        }
-        (msg.bytes, sys::adopt_received_fds(&fds))
-    };
-    if bytes != 1 || data[0] != FDS_TAG {
-        return Err(std::io::Error::other("no message or a malformed one"));
-    }
-    Ok(owned)
 }
 
 /// Sends a message of data: a tag byte (not [`FDS_TAG`]), then `data`.
@@ -304,4 +273,43 @@ pub fn receive_target(
         }
     }
     Ok(pid.map(|pid| (pid, listener)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+
+    /// The supervisor's messages to a bootstrap forked ahead, in order: data under its
+    /// tag (whole, or `None` when longer than the receiver takes), then descriptors; the
+    /// end of the channel is an error.
+    #[test]
+    fn data_and_descriptors_arrive_in_order_and_the_end_is_an_error() {
+        let (ours, theirs) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .unwrap();
+        send_data(&ours, b'O', b"[1,2]").unwrap();
+        send_data(&ours, b'O', &[7u8; 100]).unwrap();
+        let file = OwnedFd::from(std::fs::File::open("/dev/null").unwrap());
+        send_fds(&ours, &[&file, &file]).unwrap();
+        drop(ours);
+
+        let first = receive_any(&theirs, 64).unwrap();
+        assert_eq!(
+            (first.tag, first.data.as_deref()),
+            (b'O', Some(&b"[1,2]"[..]))
+        );
+        assert!(first.fds.is_empty());
+        let long = receive_any(&theirs, 64).unwrap();
+        assert_eq!((long.tag, long.data), (b'O', None));
+        let fds = receive_any(&theirs, 64).unwrap();
+        assert_eq!((fds.tag, fds.data.as_deref()), (FDS_TAG, Some(&b""[..])));
+        assert_eq!(fds.fds.len(), 2);
+        let end = receive_any(&theirs, 64).unwrap_err();
+        assert_eq!(end.kind(), std::io::ErrorKind::UnexpectedEof);
+    }
 }
