@@ -7,8 +7,11 @@
 //! supervisor resolves, the bootstrap makes the run's namespaces
 //! ([`sandy_linux::namespaces::enter_ahead`]), then waits for the launch manifest, which
 //! the supervisor sends in its wire form ([`Pending::launch`]); the bootstrap bounds,
-//! parses and validates it like any other. `sandy __bootstrap --manifest-fd N` is the same
-//! launch for a manifest on an inherited descriptor.
+//! parses and validates it like any other. Before the manifest, the supervisor may say
+//! which cache overlays' layers it has prepared ([`Pending::overlays_ahead`]), which the
+//! bootstrap then mounts ahead, detached, for the launch to attach if the manifest asks
+//! for exactly those. `sandy __bootstrap --manifest-fd N` is the same launch for a
+//! manifest on an inherited descriptor.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -88,9 +91,7 @@ impl Pending {
         std::mem::forget(self);
         Ok((pid, channel))
     }
-}
 
-impl Pending {
     /// Tells the bootstrap the cache overlays whose layers are prepared, so that it
     /// mounts them while the launch is prepared ([`sandy_linux::overlay::premount`]); the
     /// manifest still decides which are used. Nothing is sent when there are none, or

@@ -214,9 +214,10 @@ fn launch_inner(
     };
     namespaces::enter(private_network, entered)?;
     // The bootstrap, and the init forked from it, hold a copy of the supervisor's memory
-    // (the caller's whole environment, the files Sandy read): not dumpable, so that no
-    // process of the sandbox can read it through /proc/1 (environ, mem) or ptrace. Set
-    // only now: the user namespace's id maps are written as this process's own files.
+    // (the caller's whole environment) and the manifest (the views' contents among it):
+    // not dumpable, so that no process of the sandbox can read it through /proc/1
+    // (environ, mem) or ptrace. Set only now: the user namespace's id maps are written as
+    // this process's own files (a bootstrap forked ahead has set it already).
     nix::sys::prctl::set_dumpable(false).map_err(|source| LinuxError::Init {
         step: "cannot make the bootstrap non-dumpable",
         source,
