@@ -135,6 +135,9 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // gets it beside the manifest.
     let document = DryRunDocument::new(&policy, support.landlock_abi.unwrap_or(0));
     let document = serde_json::to_vec_pretty(&document).ok();
+    if let Some(document) = &document {
+        sandy_policy::check_policy_document_size(document.len())?;
+    }
     let manifest = ValidatedManifest::new(launch)?;
     // The wire form, which the bootstrap reads (within its bound).
     let encoded = manifest.encode()?;
@@ -266,8 +269,6 @@ impl Sweeper {
     }
 }
 
-/// Prints the dry-run document. A reader that stops early (`| head`) is not an error:
-/// the rest of the document is simply not wanted.
 /// `sandy run --dry-run`: the policy resolved, checked against this kernel and printed;
 /// nothing is launched.
 fn dry_run(
@@ -300,6 +301,8 @@ fn dry_run(
     print_document(&json)
 }
 
+/// Prints the dry-run document. A reader that stops early (`| head`) is not an error:
+/// the rest of the document is simply not wanted.
 fn print_document(json: &str) -> Result<u8, SandyError> {
     match crate::print_line(json) {
         Ok(()) => Ok(0),

@@ -55,9 +55,9 @@ pub use kontext::{
     kontext_socket, KontextControl, KontextMode, KontextReport, KONTEXT,
 };
 pub use manifest::{
-    EnvEntry, LaunchManifest, ManifestGrant, ManifestOverlay, ManifestProtection, ManifestView,
-    RestoredSignal, ValidatedManifest, MANIFEST_SCHEMA_VERSION, MAX_INLINE_VIEWS_BYTES,
-    MAX_INLINE_VIEW_BYTES, MAX_MANIFEST_BYTES, MAX_POLICY_DOCUMENT_BYTES,
+    check_policy_document_size, EnvEntry, LaunchManifest, ManifestGrant, ManifestOverlay,
+    ManifestProtection, ManifestView, RestoredSignal, ValidatedManifest, MANIFEST_SCHEMA_VERSION,
+    MAX_INLINE_VIEWS_BYTES, MAX_INLINE_VIEW_BYTES, MAX_MANIFEST_BYTES, MAX_POLICY_DOCUMENT_BYTES,
 };
 pub use osbytes::OsBytes;
 pub use policy::{

@@ -238,10 +238,16 @@ impl ValidatedManifest {
 }
 
 fn check_policy_document(m: &LaunchManifest) -> Result<(), ManifestError> {
-    if m.policy_document
-        .as_ref()
-        .is_some_and(|d| d.len() > MAX_POLICY_DOCUMENT_BYTES)
-    {
+    match &m.policy_document {
+        Some(document) => check_policy_document_size(document.len()),
+        None => Ok(()),
+    }
+}
+
+/// The policy document's bound, for a document of `len` bytes sent beside the manifest
+/// (checked by the supervisor before the launch, and by the bootstrap again).
+pub fn check_policy_document_size(len: usize) -> Result<(), ManifestError> {
+    if len > MAX_POLICY_DOCUMENT_BYTES {
         return Err(invalid("the policy document is too large"));
     }
     Ok(())
@@ -501,6 +507,8 @@ mod tests {
             kept.manifest().policy_document.as_deref(),
             Some("{\"a\": \"b\"}\n")
         );
+        assert!(check_policy_document_size(MAX_POLICY_DOCUMENT_BYTES).is_ok());
+        assert!(check_policy_document_size(MAX_POLICY_DOCUMENT_BYTES + 1).is_err());
         let big = " ".repeat(MAX_POLICY_DOCUMENT_BYTES + 1);
         assert!(matches!(
             manifest.with_policy_document(big).unwrap_err(),
