@@ -149,9 +149,10 @@ fn ahead(
 ) -> ! {
     use sandy_linux::sys::process::exit_now;
     // If the supervisor dies, so does this process; if it already has, nothing waits.
-    if nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).is_err()
-        || u32::try_from(nix::unistd::getppid().as_raw()).ok() != Some(supervisor)
-    {
+    if !matches!(
+        sandy_linux::sys::process::tie_to_supervisor(supervisor),
+        Ok(true)
+    ) {
         exit_now(125);
     }
     // The signals as the supervisor has them at the launch: the terminal's Ctrl-C and
@@ -219,11 +220,7 @@ fn received(fds: Vec<OwnedFd>) -> Result<ValidatedManifest, SandyError> {
         return Ok(manifest);
     };
     document.seek(SeekFrom::Start(0)).map_err(io)?;
-    let mut bytes = Vec::new();
-    document
-        .take(MAX_POLICY_DOCUMENT_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io)?;
+    let bytes = read_bounded(document, MAX_POLICY_DOCUMENT_BYTES)?;
     let document = String::from_utf8(bytes)
         .map_err(|_| io(std::io::Error::other("the policy document is not UTF-8")))?;
     Ok(manifest.with_policy_document(document)?)
@@ -270,12 +267,19 @@ fn read_manifest(fd: i32) -> Result<ValidatedManifest, SandyError> {
 
 /// A manifest in its wire form, read up to one byte past its bound, parsed and validated.
 fn decode(file: File) -> Result<ValidatedManifest, SandyError> {
+    let bytes = read_bounded(file, MAX_MANIFEST_BYTES)?;
+    Ok(ValidatedManifest::decode(&bytes)?)
+}
+
+/// What `file` holds from where it stands, up to one byte past `max` (so that the
+/// receiver's own bound check sees a file that is too large as such).
+fn read_bounded(file: File, max: usize) -> Result<Vec<u8>, SandyError> {
     let mut bytes = Vec::new();
-    file.take(MAX_MANIFEST_BYTES as u64 + 1)
+    file.take(max as u64 + 1)
         .read_to_end(&mut bytes)
         .map_err(|source| SandyError::Io {
             step: "cannot read the launch manifest",
             source,
         })?;
-    Ok(ValidatedManifest::decode(&bytes)?)
+    Ok(bytes)
 }

@@ -12,7 +12,7 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sched::{unshare, CloneFlags};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::{chdir, execve, getppid, pipe2, Pid};
+use nix::unistd::{chdir, execve, pipe2, Pid};
 use sandy_policy::{Network, RestoredSignal};
 use sandy_policy::{OsBytes, ValidatedManifest};
 
@@ -148,9 +148,9 @@ fn launch_inner(
     let m = manifest.manifest();
 
     // Preconditions: one thread (the token). If the supervisor dies, so do we.
-    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
+    let tied = sys::process::tie_to_supervisor(m.supervisor_pid)
         .map_err(|source| LinuxError::ParentDeathSignal { source })?;
-    if u32::try_from(getppid().as_raw()).ok() != Some(m.supervisor_pid) {
+    if !tied {
         return Err(LinuxError::SupervisorGone {
             expected: m.supervisor_pid,
         }
@@ -314,11 +314,8 @@ fn hold_namespaces(channel: OwnedFd, supervisor: u32) -> ! {
     if let Ok(name) = CString::new(HOLDER_NAME) {
         let _ = nix::sys::prctl::set_name(&name);
     }
-    // Armed again, then checked, so that no change of credentials on the way (which
-    // clears the signal) can leave this process behind a supervisor that dies.
-    if nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).is_err()
-        || u32::try_from(getppid().as_raw()).ok() != Some(supervisor)
-    {
+    // Armed again (a change of credentials on the way clears the signal), then checked.
+    if !matches!(sys::process::tie_to_supervisor(supervisor), Ok(true)) {
         crate::sys::process::exit_now(0);
     }
     loop {

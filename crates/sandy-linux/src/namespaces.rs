@@ -288,11 +288,7 @@ pub enum PrivateNetwork {
 /// namespace included), so that only the network's set-up is left.
 pub fn enter(private_network: PrivateNetwork, entered: bool) -> Result<(), LinuxError> {
     if !entered {
-        new_user_namespace(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC)?;
-        if private_network != PrivateNetwork::None {
-            unshare(CloneFlags::CLONE_NEWNET)
-                .map_err(|source| LinuxError::NetworkNamespace { source })?;
-        }
+        make(private_network != PrivateNetwork::None)?;
     }
     if private_network == PrivateNetwork::WithLoopback {
         sys::loopback_up().map_err(|source| LinuxError::Loopback { source })?;
@@ -307,9 +303,18 @@ pub fn enter(private_network: PrivateNetwork, entered: bool) -> Result<(), Linux
 /// A network namespace alone costs the kernel about a millisecond; the supervisor's
 /// bootstrap makes them while the supervisor resolves the policy.
 pub fn enter_ahead() -> Result<(), LinuxError> {
+    make(true)
+}
+
+/// The user, mount and IPC namespaces, then, with `network`, a network namespace.
+fn make(network: bool) -> Result<(), LinuxError> {
     new_user_namespace(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC)?;
-    // Separately, so that a kernel without network namespaces is named as such.
-    unshare(CloneFlags::CLONE_NEWNET).map_err(|source| LinuxError::NetworkNamespace { source })
+    if network {
+        // Separately, so that a kernel without network namespaces is named as such.
+        unshare(CloneFlags::CLONE_NEWNET)
+            .map_err(|source| LinuxError::NetworkNamespace { source })?;
+    }
+    Ok(())
 }
 
 /// Moves the caller into a new user namespace, mapping its own uid and gid (so files keep

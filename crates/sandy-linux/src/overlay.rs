@@ -80,11 +80,12 @@ fn detached(overlay: &CacheOverlay) -> rustix::io::Result<OwnedFd> {
     let fs = fsopen("overlay", FsOpenFlags::FSOPEN_CLOEXEC)?;
     // Named as mount(2) names it (the source "overlay" in /proc/self/mountinfo).
     fsconfig_set_string(&fs, "source", "overlay")?;
-    fsconfig_set_string(&fs, "lowerdir", overlay.lower.as_path())?;
-    fsconfig_set_string(&fs, "upperdir", overlay.upper.as_path())?;
-    fsconfig_set_string(&fs, "workdir", overlay.work.as_path())?;
-    fsconfig_set_flag(&fs, "userxattr")?;
-    fsconfig_set_flag(&fs, "volatile")?;
+    for (key, path) in layers(overlay) {
+        fsconfig_set_string(&fs, key, path)?;
+    }
+    for flag in FLAGS {
+        fsconfig_set_flag(&fs, flag)?;
+    }
     fsconfig_create(&fs)?;
     fsmount(
         &fs,
@@ -151,19 +152,35 @@ fn named_anew(overlay: &CacheOverlay, earlier: &[&Path]) -> bool {
 /// which overlayfs would read as separators.
 fn options(overlay: &CacheOverlay) -> Result<CString, LinuxError> {
     let mut bytes = Vec::with_capacity(256);
-    for (key, path) in [
-        ("lowerdir=", &overlay.lower),
-        (",upperdir=", &overlay.upper),
-        (",workdir=", &overlay.work),
-    ] {
+    for (i, (key, path)) in layers(overlay).into_iter().enumerate() {
+        if i > 0 {
+            bytes.push(b',');
+        }
         bytes.extend_from_slice(key.as_bytes());
-        bytes.extend_from_slice(Path::new(path).as_os_str().as_bytes());
+        bytes.push(b'=');
+        bytes.extend_from_slice(path.as_os_str().as_bytes());
     }
-    // `volatile`: no sync of the upper layer's filesystem when the namespace goes away
-    // (the supervisor gives each run a fresh work directory, which volatile requires).
-    bytes.extend_from_slice(b",userxattr,volatile");
+    for flag in FLAGS {
+        bytes.push(b',');
+        bytes.extend_from_slice(flag.as_bytes());
+    }
     CString::new(bytes).map_err(|_| LinuxError::Nul)
 }
+
+/// The three layers' options, for `mount(2)`'s string and the mount API alike.
+fn layers(overlay: &CacheOverlay) -> [(&'static str, &Path); 3] {
+    [
+        ("lowerdir", &overlay.lower),
+        ("upperdir", &overlay.upper),
+        ("workdir", &overlay.work),
+    ]
+}
+
+/// The flags of every overlay: `userxattr` (the bookkeeping in `user.overlay.*`
+/// attributes, which a mount in a user namespace may set) and `volatile` (no sync of
+/// the upper layer's filesystem when the namespace goes away; the supervisor gives each
+/// run a fresh work directory, which volatile requires).
+const FLAGS: [&str; 2] = ["userxattr", "volatile"];
 
 #[cfg(test)]
 mod tests {

@@ -113,6 +113,16 @@ pub fn fork_as_sibling(_: &OneThread) -> nix::Result<Forked> {
     }
 }
 
+/// Ties this process to its supervisor: arms the parent-death signal (`SIGKILL`), then
+/// checks that the parent is still `supervisor` (had it died before the `prctl`, the
+/// signal would never come). `Ok(false)`: the parent is another process. Armed first,
+/// then checked, so that no change of credentials on the way (which clears the signal)
+/// can leave this process behind a supervisor that dies.
+pub fn tie_to_supervisor(supervisor: u32) -> nix::Result<bool> {
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
+    Ok(u32::try_from(nix::unistd::getppid().as_raw()).ok() == Some(supervisor))
+}
+
 /// Closes the standard streams (descriptors 0 to 2) that are open, which no Rust object
 /// owns here: the sandbox's init and the bootstrap holding the namespaces let go of the
 /// terminal or the pipes of the run, which are the target's and the supervisor's.
