@@ -34,10 +34,11 @@ use clap::Parser;
 /// `.cargo/config.toml`) gives whole groups of memory back to the kernel as soon as
 /// they are free and maps new ones for the next allocation: over a hundred `mmap` and
 /// `munmap` pairs, each with its page faults, in one launch from a home with tool caches
-/// (about 0.6 ms). dlmalloc keeps what it got. Its one lock is never held across a fork:
+/// (about 0.6 ms). dlmalloc keeps what it got, behind a spin lock rather than its own
+/// `pthread` mutex ([`sandy_linux::sys::alloc`]). The lock is never held across a fork:
 /// Sandy forks only single-threaded processes.
 #[global_allocator]
-static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
+static ALLOCATOR: sandy_linux::sys::alloc::SpinDlmalloc = sandy_linux::sys::alloc::SpinDlmalloc;
 
 fn main() -> ExitCode {
     // The bootstrap runs on every launch: its fixed argument list is read directly rather

@@ -2,6 +2,7 @@
 //! block states why it is sound.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod alloc;
 pub mod mount;
 pub mod notify;
 pub mod process;
