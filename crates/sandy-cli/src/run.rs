@@ -568,12 +568,43 @@ const UPLOAD_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 /// Kills child `pid` and reaps it.
 pub(crate) fn kill_and_reap(pid: Pid) {
     let _ = kill(pid, Signal::SIGKILL);
-    while let Err(nix::errno::Errno::EINTR) = waitpid(pid, None) {}
+    let _ = reap_awake(pid);
 }
 
 /// Reaps every child until none is left.
 fn reap_children() {
-    while let Ok(_) | Err(nix::errno::Errno::EINTR) = waitpid(Pid::from_raw(-1), None) {}
+    loop {
+        match reap_awake(Pid::from_raw(-1)) {
+            Ok(_) => continue,
+            Err(_) => return,
+        }
+    }
+}
+
+/// How long the supervisor looks for a killed child's end before it sleeps until it
+/// comes.
+const REAP_AWAKE: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// Reaps `pid` (or any child, -1), which was killed or is ending: awake for at most
+/// [`REAP_AWAKE`], yielding the CPU between looks, then asleep. On a virtual machine a
+/// CPU woken from idle costs the guest tens of microseconds (BENCHMARKS.md), and a run's
+/// end waits for two such exits (the init's, then the bootstrap's).
+fn reap_awake(pid: Pid) -> nix::Result<WaitStatus> {
+    let start = std::time::Instant::now();
+    while start.elapsed() < REAP_AWAKE {
+        match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::EINTR) => {
+                let _ = nix::sched::sched_yield();
+            }
+            other => return other,
+        }
+    }
+    loop {
+        match waitpid(pid, None) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            other => return other,
+        }
+    }
 }
 
 /// Lets the local-port relay deliver what the sandbox already sent.

@@ -93,15 +93,28 @@ pub struct Ahead {
     pub support: crate::KernelSupport,
     /// The cache overlays mounted ahead ([`crate::overlay::premount`]).
     pub premounted: crate::overlay::Premounted,
+    /// Whether the capability bounding set is empty already ([`drop_bounding_set`], in
+    /// the new user namespace): the target, which inherits it, then has nothing left to
+    /// drop there.
+    pub bounding_dropped: bool,
 }
 
 impl Ahead {
-    /// Makes the namespaces and probes the kernel.
+    /// Makes the namespaces, empties the capability bounding set (about forty system
+    /// calls, which the target would otherwise make after the manifest came) and probes
+    /// the kernel.
+    ///
+    /// The bounding set limits only what later programs can gain; the capabilities this
+    /// process holds in its new user namespace, which the mounts need, stay until the
+    /// target drops them with the rest ([`drop_capabilities`]).
     pub fn prepare() -> Ahead {
+        let made = namespaces::enter_ahead();
+        let bounding_dropped = made.is_ok() && drop_bounding_set().is_ok();
         Ahead {
-            made: namespaces::enter_ahead(),
+            made,
             support: probe(),
             premounted: crate::overlay::Premounted::default(),
+            bounding_dropped,
         }
     }
 
@@ -158,13 +171,14 @@ fn launch_inner(
     }
 
     // Decide everything before the first irreversible step.
-    let (support, made, mut premounted) = match ahead {
+    let (support, made, mut premounted, bounding_dropped) = match ahead {
         Some(Ahead {
             made,
             support,
             premounted,
-        }) => (support, Some(made), premounted),
-        None => (probe(), None, crate::overlay::Premounted::default()),
+            bounding_dropped,
+        }) => (support, Some(made), premounted, bounding_dropped),
+        None => (probe(), None, crate::overlay::Premounted::default(), false),
     };
     let plan = plan::plan(manifest, &support).map_err(LinuxError::from)?;
     let program = cstring(&m.program)?;
@@ -236,10 +250,30 @@ fn launch_inner(
     unshare(CloneFlags::CLONE_NEWPID).map_err(|source| LinuxError::PidNamespace { source })?;
 
     match channel {
-        Some(channel) => {
-            launch_beside_supervisor(m, &plan, observer, channel, &program, &argv, &envp, one)
-        }
-        None => launch_here(m, &plan, &program, &argv, &envp, one),
+        Some(channel) => launch_beside_supervisor(
+            m,
+            &plan,
+            observer,
+            channel,
+            Exec {
+                program: &program,
+                argv: &argv,
+                envp: &envp,
+                bounding_dropped,
+            },
+            one,
+        ),
+        None => launch_here(
+            m,
+            &plan,
+            Exec {
+                program: &program,
+                argv: &argv,
+                envp: &envp,
+                bounding_dropped,
+            },
+            one,
+        ),
     }
 }
 
@@ -249,15 +283,12 @@ fn launch_inner(
 /// the whole namespace, when the target has exited. Once it has told the supervisor
 /// both pids, the bootstrap only holds the sandbox's namespaces ([`hold_namespaces`]), so
 /// that their teardown is not on the path from the target's exit to Sandy's.
-#[allow(clippy::too_many_arguments)]
 fn launch_beside_supervisor(
     m: &sandy_policy::LaunchManifest,
     plan: &plan::EnforcementPlan,
     observer: Option<seccompiler::BpfProgram>,
     channel: OwnedFd,
-    program: &CString,
-    argv: &[CString],
-    envp: &[CString],
+    exec: Exec<'_>,
     one: &OneThread,
 ) -> Result<Infallible, ExecFailure> {
     let init = match sys::process::fork_as_sibling(one).map_err(|source| LinuxError::Init {
@@ -287,9 +318,7 @@ fn launch_beside_supervisor(
     })?;
     match forked {
         // The target (pid 2 inside) never returns here: it runs the target or fails.
-        Forked::Child(_) => {
-            become_target(m, plan, observer.map(|o| (o, channel)), program, argv, envp)
-        }
+        Forked::Child(_) => become_target(m, plan, observer.map(|o| (o, channel)), &exec),
         Forked::Parent(target) => {
             relay::send_launched(&channel, target.as_raw(), init.as_raw())
                 .map_err(|e| end_init(e.into()))?;
@@ -332,9 +361,7 @@ pub const HOLDER_NAME: &str = "sandy-ns";
 fn launch_here(
     m: &sandy_policy::LaunchManifest,
     plan: &plan::EnforcementPlan,
-    program: &CString,
-    argv: &[CString],
-    envp: &[CString],
+    exec: Exec<'_>,
     one: &OneThread,
 ) -> Result<Infallible, ExecFailure> {
     let (alive_read, alive_write) = pipe2(OFlag::O_CLOEXEC).map_err(|source| LinuxError::Init {
@@ -358,7 +385,7 @@ fn launch_here(
     })? {
         Forked::Child(_) => {
             drop(alive_write);
-            return become_target(m, plan, None, program, argv, envp);
+            return become_target(m, plan, None, &exec);
         }
         Forked::Parent(pid) => pid,
     };
@@ -412,16 +439,30 @@ fn run_init(alive: OwnedFd) -> ! {
     }
 }
 
+/// The program the target becomes, and what its process inherited already.
+#[derive(Clone, Copy)]
+struct Exec<'a> {
+    program: &'a CString,
+    argv: &'a [CString],
+    envp: &'a [CString],
+    /// The bounding set was emptied by the bootstrap ([`Ahead::prepare`]).
+    bounding_dropped: bool,
+}
+
 /// Pid 2 of the sandbox, a child of the supervisor: the fresh `/proc`, the remaining
 /// layers, then `execve`.
 fn become_target(
     m: &sandy_policy::LaunchManifest,
     plan: &plan::EnforcementPlan,
     observer: Option<(seccompiler::BpfProgram, OwnedFd)>,
-    program: &CString,
-    argv: &[CString],
-    envp: &[CString],
+    exec: &Exec<'_>,
 ) -> Result<Infallible, ExecFailure> {
+    let Exec {
+        program,
+        argv,
+        envp,
+        bounding_dropped,
+    } = *exec;
     // A /proc of this PID namespace: the host's processes and their command lines are
     // not in it, and the Landlock rule for /proc (opened below) applies to it.
     namespaces_proc()?;
@@ -447,7 +488,7 @@ fn become_target(
 
     // Layer 2: no_new_privs, then every capability dropped, so even root keeps none.
     nix::sys::prctl::set_no_new_privs().map_err(|source| LinuxError::NoNewPrivs { source })?;
-    drop_capabilities()?;
+    drop_capabilities(bounding_dropped)?;
 
     // Layer 3: Landlock.
     landlock::apply(&plan.landlock_rules)?;
@@ -503,9 +544,9 @@ fn namespaces_proc() -> Result<(), LinuxError> {
     })
 }
 
-/// Clears the ambient, inheritable, effective and permitted sets, and the bounding set
-/// when this process may change it (it can only hold capabilities if it may).
-fn drop_capabilities() -> Result<(), LinuxError> {
+/// Empties the capability bounding set when this process may change it (CAP_SETPCAP;
+/// without it, it holds no capability a program could gain through the set either).
+fn drop_bounding_set() -> Result<(), LinuxError> {
     let err = |e: caps::errors::CapsError| LinuxError::Capabilities {
         reason: e.to_string(),
     };
@@ -513,6 +554,19 @@ fn drop_capabilities() -> Result<(), LinuxError> {
         for cap in caps::all() {
             caps::drop(None, CapSet::Bounding, cap).map_err(err)?;
         }
+    }
+    Ok(())
+}
+
+/// Clears the ambient, inheritable, effective and permitted sets, and the bounding set
+/// unless the bootstrap emptied it already (`bounding_dropped`, inherited by this
+/// process: a bounding set never grows back).
+fn drop_capabilities(bounding_dropped: bool) -> Result<(), LinuxError> {
+    let err = |e: caps::errors::CapsError| LinuxError::Capabilities {
+        reason: e.to_string(),
+    };
+    if !bounding_dropped {
+        drop_bounding_set()?;
     }
     caps::clear(None, CapSet::Ambient).map_err(err)?;
     caps::clear(None, CapSet::Inheritable).map_err(err)?;
