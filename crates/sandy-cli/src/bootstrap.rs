@@ -68,24 +68,33 @@ impl Pending {
         }
     }
 
-    /// Sends the bootstrap the manifest in its wire form (`encoded`, within its bound)
-    /// and the sandbox's policy document, each on a memory file: it then builds the
-    /// sandbox and starts the target. The bootstrap's pid and the supervisor's end of the
-    /// channel.
+    /// Sends the bootstrap the manifest in its wire form (`encoded`, within its bound),
+    /// then the sandbox's policy document that `document` renders meanwhile (the
+    /// bootstrap decodes the manifest while it is rendered), each on a memory file: it
+    /// then builds the sandbox and starts the target. The bootstrap's pid and the
+    /// supervisor's end of the channel. If `document` fails, the bootstrap, which waits
+    /// for it before it changes anything, is killed and reaped.
     pub fn launch(
         mut self,
         encoded: &[u8],
-        document: Option<&[u8]>,
+        document: impl FnOnce() -> Result<Option<Vec<u8>>, SandyError>,
     ) -> Result<(Pid, OwnedFd), SandyError> {
         let step = "cannot hand the manifest to the bootstrap";
         let channel = self.channel.take().ok_or_else(|| SandyError::Io {
             step,
             source: std::io::Error::from(std::io::ErrorKind::NotConnected),
         })?;
-        if let Err(source) = send_manifest(&channel, encoded, document) {
-            // Dropped: killed and reaped.
-            return Err(SandyError::Io { step, source });
-        }
+        // On any failure below, `self` is dropped: the bootstrap is killed and reaped.
+        send_file(&channel, encoded).map_err(|source| SandyError::Io { step, source })?;
+        let document = document()?;
+        let sent = match &document {
+            Some(document) => send_file(&channel, document),
+            None => sandy_linux::relay::send_fds(&channel, &[]),
+        };
+        sent.map_err(|source| SandyError::Io {
+            step: "cannot hand the policy document to the bootstrap",
+            source,
+        })?;
         let pid = self.pid;
         // Disarmed: the run now owns the bootstrap.
         std::mem::forget(self);
@@ -118,25 +127,13 @@ impl Drop for Pending {
     }
 }
 
-fn send_manifest(
-    channel: &OwnedFd,
-    encoded: &[u8],
-    document: Option<&[u8]>,
-) -> std::io::Result<()> {
-    let file = |bytes: &[u8]| -> std::io::Result<OwnedFd> {
-        let fd = nix::sys::memfd::memfd_create(
-            c"sandy-manifest",
-            nix::sys::memfd::MFdFlags::MFD_CLOEXEC,
-        )?;
-        let mut file = File::from(fd);
-        file.write_all(bytes)?;
-        Ok(OwnedFd::from(file))
-    };
-    let manifest = file(encoded)?;
-    match document.map(file).transpose()? {
-        Some(document) => sandy_linux::relay::send_fds(channel, &[&manifest, &document]),
-        None => sandy_linux::relay::send_fds(channel, &[&manifest]),
-    }
+/// Sends `bytes` to the bootstrap on a memory file of their own.
+fn send_file(channel: &OwnedFd, bytes: &[u8]) -> std::io::Result<()> {
+    let fd =
+        nix::sys::memfd::memfd_create(c"sandy-manifest", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)?;
+    let mut file = File::from(fd);
+    file.write_all(bytes)?;
+    sandy_linux::relay::send_fds(channel, &[&OwnedFd::from(file)])
 }
 
 /// The bootstrap forked ahead, until its manifest comes: it never returns.
@@ -173,7 +170,6 @@ fn ahead(
     // comes: mounted ahead, detached. The supervisor closes the channel without a
     // manifest when the run ends before its launch (or kills this process).
     let fds = loop {
-        wait_briefly(&channel);
         match sandy_linux::relay::receive_any(&channel, MAX_OVERLAYS_MESSAGE) {
             Ok(m) if m.tag == sandy_linux::relay::FDS_TAG => break m.fds,
             Ok(m) if m.tag == OVERLAYS_TAG => {
@@ -194,7 +190,7 @@ fn ahead(
     if let Some(cpus) = &cpus {
         let _ = sandy_linux::namespaces::run_anywhere(cpus);
     }
-    let err = match received(fds) {
+    let err = match received(fds, &channel) {
         Ok(manifest) => SandyError::Launch(sandy_linux::launch_forked(
             &manifest,
             Some(channel),
@@ -207,46 +203,32 @@ fn ahead(
     fail(&err)
 }
 
-/// How long the bootstrap looks for its next message before it sleeps until one comes.
-const WAIT_AWAKE: std::time::Duration = std::time::Duration::from_millis(3);
-
-/// Waits for the next message on `channel` awake, for at most [`WAIT_AWAKE`], giving
-/// the CPU to anything else that is ready to run in between; then returns (the caller's
-/// receive sleeps if nothing came).
-///
-/// The bootstrap runs on a CPU of its own while the supervisor resolves the policy (a
-/// millisecond or two): on a virtual machine, waking a CPU that went idle costs the
-/// guest tens of microseconds (on this project's 2-CPU VM, a round trip between two
-/// processes on different CPUs takes 60 to 70 µs, 2 µs on one), and the manifest's
-/// arrival is on the path to the target's start. Looking costs that CPU at most
-/// [`WAIT_AWAKE`] per launch, and nothing that has work to do there is kept from it.
-fn wait_briefly(channel: &OwnedFd) {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    use std::os::fd::AsFd;
-    let start = std::time::Instant::now();
-    while start.elapsed() < WAIT_AWAKE {
-        let mut fds = [PollFd::new(channel.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, PollTimeout::ZERO) {
-            Ok(0) | Err(nix::errno::Errno::EINTR) => nix::sched::sched_yield().unwrap_or(()),
-            // Ready, hung up or failed: the receive says which.
-            _ => return,
-        }
-    }
-}
-
-/// The manifest of [`Pending::launch`], with its policy document.
-fn received(fds: Vec<OwnedFd>) -> Result<ValidatedManifest, SandyError> {
+/// The manifest of [`Pending::launch`] (on the descriptor of its first message, `fds`),
+/// decoded, with the policy document of the next message on `channel` (none when that
+/// message carries no descriptor).
+fn received(fds: Vec<OwnedFd>, channel: &OwnedFd) -> Result<ValidatedManifest, SandyError> {
     let step = "cannot read the launch manifest";
     let io = |source| SandyError::Io { step, source };
-    let mut fds = fds.into_iter().map(File::from);
     let mut manifest = fds
+        .into_iter()
+        .map(File::from)
         .next()
         .ok_or_else(|| io(std::io::Error::other("no manifest was sent")))?;
     manifest.seek(SeekFrom::Start(0)).map_err(io)?;
     let manifest = decode(manifest)?;
-    let Some(mut document) = fds.next() else {
+    let next = sandy_linux::relay::receive_any(channel, 0).map_err(|source| SandyError::Io {
+        step: "cannot read the policy document",
+        source,
+    })?;
+    if next.tag != sandy_linux::relay::FDS_TAG {
+        return Err(io(std::io::Error::other(
+            "the policy document was not sent after the manifest",
+        )));
+    }
+    let Some(document) = next.fds.into_iter().next() else {
         return Ok(manifest);
     };
+    let mut document = File::from(document);
     document.seek(SeekFrom::Start(0)).map_err(io)?;
     let bytes = read_bounded(document, MAX_POLICY_DOCUMENT_BYTES)?;
     let document = String::from_utf8(bytes)

@@ -64,6 +64,8 @@ use crate::hostfs::HostFs;
 const MAX_PATHS: usize = 100_000;
 /// `PATH_MAX`: the kernel refuses longer paths.
 const PATH_MAX: usize = 4096;
+/// The bytes of a path read first ([`read_string`]).
+const FIRST_READ: usize = 256;
 /// Lines of the summary, at most (the header and "more" line included).
 const SUMMARY_LINES: usize = 10;
 /// Groups for which the `full` report checks a flag by resolving again.
@@ -593,7 +595,9 @@ fn read_u64(pid: u32, address: u64) -> Option<u64> {
 }
 
 /// The NUL-terminated string at `address` of process `pid`, at most `PATH_MAX` bytes,
-/// read a page at a time (a read may not cross into an unmapped page).
+/// read a page at a time (a read may not cross into an unmapped page), the first read
+/// only [`FIRST_READ`] bytes: most paths are shorter, and the kernel copies all it is
+/// asked for.
 fn read_string(pid: u32, address: u64) -> Option<Vec<u8>> {
     const PAGE: u64 = 4096;
     if address == 0 {
@@ -602,9 +606,14 @@ fn read_string(pid: u32, address: u64) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     let mut chunk = [0u8; PATH_MAX];
     let mut at = address;
+    let mut first = true;
     while out.len() < PATH_MAX {
         let to_page_end = PAGE - at % PAGE;
-        let want = usize::try_from(to_page_end).ok()?.min(PATH_MAX - out.len());
+        let mut want = usize::try_from(to_page_end).ok()?.min(PATH_MAX - out.len());
+        if first {
+            want = want.min(FIRST_READ);
+            first = false;
+        }
         let got = read_memory(pid, at, &mut chunk[..want])?;
         if got == 0 {
             return None;
@@ -1266,6 +1275,32 @@ mod tests {
             name(format!("/dev/fd/{}", gone.as_raw_fd())),
             Named::Nothing
         );
+    }
+
+    #[test]
+    fn strings_longer_than_the_first_read_are_read_whole() {
+        let pid = std::process::id();
+        for len in [
+            0,
+            1,
+            FIRST_READ - 1,
+            FIRST_READ,
+            FIRST_READ + 1,
+            3000,
+            PATH_MAX - 1,
+        ] {
+            let text: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+            let mut c = text.clone();
+            c.push(0);
+            assert_eq!(
+                read_string(pid, c.as_ptr() as u64),
+                Some(text),
+                "{len} bytes"
+            );
+        }
+        // No NUL within PATH_MAX bytes: no path.
+        let long = vec![b'x'; PATH_MAX + 10];
+        assert_eq!(read_string(pid, long.as_ptr() as u64), None);
     }
 
     #[test]

@@ -131,13 +131,17 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // themselves are built once, by the bootstrap.
     let support = sandy_linux::probe();
     sandy_linux::check_support(&support)?;
-    // The sandbox can read its own policy (`sandy why` inside uses it); the bootstrap
-    // gets it beside the manifest.
-    let document = DryRunDocument::new(&policy, support.landlock_abi.unwrap_or(0));
-    let document = serde_json::to_vec_pretty(&document).ok();
-    if let Some(document) = &document {
-        sandy_policy::check_policy_document_size(document.len())?;
-    }
+    // The sandbox can read its own policy (`sandy why` inside uses it): rendered once
+    // the manifest is sent, while the bootstrap decodes it, and sent after it.
+    let landlock_abi = support.landlock_abi.unwrap_or(0);
+    let document = || -> Result<Option<Vec<u8>>, SandyError> {
+        let document = DryRunDocument::new(&policy, landlock_abi);
+        let document = serde_json::to_vec_pretty(&document).ok();
+        if let Some(document) = &document {
+            sandy_policy::check_policy_document_size(document.len())?;
+        }
+        Ok(document)
+    };
     let manifest = ValidatedManifest::new(launch)?;
     // The wire form, which the bootstrap reads (within its bound).
     let encoded = manifest.encode()?;
@@ -145,8 +149,11 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let ports: Vec<u16> = policy.local_ports.iter().map(|p| p.port).collect();
     let mut proxy = crate::egress::Proxy::prepare(policy.egress.as_ref(), args.net_log.as_deref())?;
     // The refusal observer (`--explain`): explains after the run, never decides.
-    let mut observed = None;
-    let observe = (explain != ExplainMode::Off).then_some(&mut observed);
+    let observe = explain != ExplainMode::Off;
+    // The thread that serves the notifier (the observer, the socket broker), finished
+    // once the run's end is checked: it ends on its own when the run's last process
+    // does, and joining it right away would wait for its wakeup.
+    let mut serving = None;
     let certain = crate::explain::Certain::from_policy(&policy);
     let mut sweeper = None;
     let own_views = views.dir().map(Path::to_path_buf);
@@ -154,14 +161,17 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         Launch {
             manifest: &manifest,
             encoded: &encoded,
-            document: document.as_deref(),
+            document,
             pending,
         },
         &ports,
         &mut proxy,
         &waited,
-        observe,
-        certain,
+        Notifier {
+            observe,
+            serving: &mut serving,
+            certain,
+        },
         Meanwhile {
             while_starting: || {
                 // What runs that ended left behind (per-run directories of supervisors that
@@ -189,7 +199,8 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     agentstate::merge_after_run(&policy, &views);
     drop(views);
     agentstate::remove_mount_points(&created);
-    if let Some(seen) = &observed {
+    let observed = serving.map(crate::explain::Observer::finish);
+    if let (true, Some(seen)) = (observe, &observed) {
         crate::explain::report(explain, seen, &policy, &request, &host);
     }
     if let Some(sweeper) = sweeper {
@@ -331,17 +342,20 @@ fn announce(policy: &sandy_policy::ResolvedPolicy) {
 /// the target; `meanwhile` runs in the supervisor once the target has started (beside it,
 /// not in the way of the sandbox's set-up).
 ///
-/// With `observed`, the target installs the refusal observer and the supervisor serves
-/// it until every process of the run is gone; what it saw is left in `observed`.
-fn spawn_and_wait(
-    launch: Launch<'_>,
+/// With `notifier.observe`, the target installs the refusal observer; the thread that
+/// serves it (and the socket broker) is left in `notifier.serving`, to be finished
+/// ([`crate::explain::Observer::finish`]) once every process of the run is gone.
+fn spawn_and_wait<D>(
+    launch: Launch<'_, D>,
     ports: &[u16],
     proxy: &mut crate::egress::Proxy,
     waited: &SigSet,
-    observed: Option<&mut Option<crate::explain::Observations>>,
-    certain: crate::explain::Certain,
+    notifier: Notifier<'_>,
     meanwhile: Meanwhile<impl FnOnce(), impl FnOnce()>,
-) -> Result<u8, SandyError> {
+) -> Result<u8, SandyError>
+where
+    D: FnOnce() -> Result<Option<Vec<u8>>, SandyError>,
+{
     let Launch {
         manifest,
         encoded,
@@ -379,7 +393,12 @@ fn spawn_and_wait(
     (meanwhile.while_starting)();
     // The notifier's listener comes with the target's pid when the target watches its
     // writes (`--explain`) or its sockets are brokered (the host's network).
-    let (launched, listener) = match receive_target(&ours, observed.is_some() || broker) {
+    let Notifier {
+        observe,
+        serving,
+        certain,
+    } = notifier;
+    let (launched, listener) = match receive_target(&ours, observe || broker) {
         Ok(Some((launched, listener))) => (launched, listener),
         // The bootstrap failed before starting the target, and said why: its status is
         // the run's.
@@ -412,13 +431,16 @@ fn spawn_and_wait(
     let status = wait_target(&mut run, waited);
     run.end(ports);
     drop(ours);
-    if let Some(observer) = observer {
-        let seen = observer.finish();
-        if let Some(observed) = observed {
-            *observed = Some(seen);
-        }
-    }
+    *serving = observer;
     status
+}
+
+/// The seccomp notifier of a run: whether the target watches its writes (`--explain`),
+/// where the thread serving it goes, and the writes it can answer at once.
+struct Notifier<'a> {
+    observe: bool,
+    serving: &'a mut Option<crate::explain::Observer>,
+    certain: crate::explain::Certain,
 }
 
 /// What the supervisor does while the bootstrap builds the sandbox, and once the target
@@ -430,11 +452,11 @@ struct Meanwhile<W: FnOnce(), S: FnOnce()> {
 
 /// What the bootstrap launches: the manifest, its wire form and the policy document,
 /// and the bootstrap forked for it.
-struct Launch<'a> {
+struct Launch<'a, D> {
     manifest: &'a ValidatedManifest,
     encoded: &'a [u8],
-    /// The sandbox's policy document, sent beside the manifest.
-    document: Option<&'a [u8]>,
+    /// Renders the sandbox's policy document, sent after the manifest (`None`: none).
+    document: D,
     pending: crate::bootstrap::Pending,
 }
 
@@ -568,43 +590,12 @@ const UPLOAD_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 /// Kills child `pid` and reaps it.
 pub(crate) fn kill_and_reap(pid: Pid) {
     let _ = kill(pid, Signal::SIGKILL);
-    let _ = reap_awake(pid);
+    while let Err(nix::errno::Errno::EINTR) = waitpid(pid, None) {}
 }
 
 /// Reaps every child until none is left.
 fn reap_children() {
-    loop {
-        match reap_awake(Pid::from_raw(-1)) {
-            Ok(_) => continue,
-            Err(_) => return,
-        }
-    }
-}
-
-/// How long the supervisor looks for a killed child's end before it sleeps until it
-/// comes.
-const REAP_AWAKE: std::time::Duration = std::time::Duration::from_millis(2);
-
-/// Reaps `pid` (or any child, -1), which was killed or is ending: awake for at most
-/// [`REAP_AWAKE`], yielding the CPU between looks, then asleep. On a virtual machine a
-/// CPU woken from idle costs the guest tens of microseconds (BENCHMARKS.md), and a run's
-/// end waits for two such exits (the init's, then the bootstrap's).
-fn reap_awake(pid: Pid) -> nix::Result<WaitStatus> {
-    let start = std::time::Instant::now();
-    while start.elapsed() < REAP_AWAKE {
-        match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::EINTR) => {
-                let _ = nix::sched::sched_yield();
-            }
-            other => return other,
-        }
-    }
-    loop {
-        match waitpid(pid, None) {
-            Err(nix::errno::Errno::EINTR) => continue,
-            other => return other,
-        }
-    }
+    while let Ok(_) | Err(nix::errno::Errno::EINTR) = waitpid(Pid::from_raw(-1), None) {}
 }
 
 /// Lets the local-port relay deliver what the sandbox already sent.
