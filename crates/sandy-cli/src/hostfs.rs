@@ -109,6 +109,10 @@ impl PathInspector for HostFs {
         RealFs.read_link(path)
     }
 
+    fn entry(&self, path: &Path) -> Option<sandy_policy::Entry> {
+        RealFs.entry(path)
+    }
+
     fn exists(&self, path: &Path) -> bool {
         RealFs.exists(path)
     }

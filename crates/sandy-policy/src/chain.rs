@@ -23,7 +23,7 @@ use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 
-use crate::inspect::{FileKind, PathInspector};
+use crate::inspect::{Entry, FileKind, PathInspector};
 
 /// How many symbolic links one name may pass through, as the kernel allows.
 pub const MAX_SYMLINKS: usize = 40;
@@ -120,7 +120,8 @@ pub fn chain(
         }
         let inside =
             !writable_roots.contains(&next) && writable_roots.iter().any(|r| next.starts_with(r));
-        if let Some(target) = fs.read_link(&next) {
+        let entry = fs.entry(&next);
+        if let Some(Entry::Link(target)) = entry {
             links += 1;
             if links > MAX_SYMLINKS {
                 return Err(ChainError::TooManyLinks {
@@ -144,7 +145,11 @@ pub fn chain(
             }
             continue;
         }
-        match fs.kind(&next) {
+        let kind = match entry {
+            Some(Entry::Object(kind)) => Some(kind),
+            _ => None,
+        };
+        match kind {
             None => {
                 return Err(ChainError::Missing {
                     name: name.to_path_buf(),

@@ -21,6 +21,16 @@ pub trait PathInspector {
     fn read_head(&self, path: &Path, max: usize) -> Option<Vec<u8>>;
     /// The target of a symbolic link, as written.
     fn read_link(&self, path: &Path) -> Option<PathBuf>;
+    /// What the name itself is, nothing followed at it: a symbolic link (its target, as
+    /// [`Self::read_link`] gives it), another object (its kind), or `None` for nothing.
+    /// By default two questions; the real filesystem answers with one `lstat` for
+    /// everything but a link.
+    fn entry(&self, path: &Path) -> Option<Entry> {
+        match self.read_link(path) {
+            Some(target) => Some(Entry::Link(target)),
+            None => self.kind(path).map(Entry::Object),
+        }
+    }
     /// Whether a name exists, a dangling symbolic link included (nothing followed at the
     /// name itself).
     fn exists(&self, path: &Path) -> bool {
@@ -39,6 +49,43 @@ pub trait PathInspector {
     }
 }
 
+/// What a name itself is ([`PathInspector::entry`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// A symbolic link, with its target as written.
+    Link(PathBuf),
+    /// Anything else.
+    Object(FileKind),
+}
+
+/// The kind of an object from its metadata.
+fn kind_of(meta: &std::fs::Metadata) -> FileKind {
+    if meta.is_dir() {
+        FileKind::Directory
+    } else if meta.is_file() {
+        FileKind::File {
+            executable: is_executable(meta),
+        }
+    } else {
+        FileKind::Other
+    }
+}
+
+/// [`PathInspector::entry`] on the real filesystem: one `lstat`, then a `readlink` for a
+/// link only.
+pub fn real_entry(path: &Path) -> Option<Entry> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if meta.file_type().is_symlink() {
+        // A link that cannot be read is answered as `read_link` would: not a link, and
+        // its kind is what it leads to.
+        return match std::fs::read_link(path) {
+            Ok(target) => Some(Entry::Link(target)),
+            Err(_) => RealFs.kind(path).map(Entry::Object),
+        };
+    }
+    Some(Entry::Object(kind_of(&meta)))
+}
+
 /// The real filesystem, through `std::fs`.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct RealFs;
@@ -49,16 +96,7 @@ impl PathInspector for RealFs {
     }
 
     fn kind(&self, path: &Path) -> Option<FileKind> {
-        let meta = std::fs::metadata(path).ok()?;
-        Some(if meta.is_dir() {
-            FileKind::Directory
-        } else if meta.is_file() {
-            FileKind::File {
-                executable: is_executable(&meta),
-            }
-        } else {
-            FileKind::Other
-        })
+        std::fs::metadata(path).ok().map(|meta| kind_of(&meta))
     }
 
     fn read_head(&self, path: &Path, max: usize) -> Option<Vec<u8>> {
@@ -71,6 +109,10 @@ impl PathInspector for RealFs {
 
     fn read_link(&self, path: &Path) -> Option<PathBuf> {
         std::fs::read_link(path).ok()
+    }
+
+    fn entry(&self, path: &Path) -> Option<Entry> {
+        real_entry(path)
     }
 
     fn exists(&self, path: &Path) -> bool {
@@ -193,6 +235,33 @@ impl PathInspector for Memo<'_> {
         remembered(&self.links, path, || self.inner.read_link(path))
     }
 
+    /// Remembered as the answers of [`PathInspector::read_link`] and, for an object that
+    /// is no link, of [`PathInspector::kind`] (the same object, nothing to follow).
+    fn entry(&self, path: &Path) -> Option<Entry> {
+        let link = self.links.borrow().get(path.as_os_str()).cloned();
+        match link {
+            Some(Some(target)) => return Some(Entry::Link(target)),
+            Some(None) => return self.kind(path).map(Entry::Object),
+            None => {}
+        }
+        let entry = self.inner.entry(path);
+        let key = path.as_os_str().to_owned();
+        match &entry {
+            Some(Entry::Link(target)) => {
+                self.links.borrow_mut().insert(key, Some(target.clone()));
+            }
+            Some(Entry::Object(kind)) => {
+                self.links.borrow_mut().insert(key.clone(), None);
+                self.kinds.borrow_mut().insert(key, Some(*kind));
+            }
+            None => {
+                self.links.borrow_mut().insert(key.clone(), None);
+                self.kinds.borrow_mut().insert(key, None);
+            }
+        }
+        entry
+    }
+
     fn exists(&self, path: &Path) -> bool {
         remembered(&self.exists, path, || self.inner.exists(path))
     }
@@ -207,5 +276,48 @@ impl PathInspector for Memo<'_> {
 
     fn files_in(&self, path: &Path, max: usize) -> Vec<PathBuf> {
         self.inner.files_in(path, max)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scratch directory of this test process, removed when dropped.
+    struct Scratch(PathBuf);
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// One `lstat` answers what `read_link` and `kind` answer together, for every kind of
+    /// name, and the memo gives the same answers as the filesystem.
+    #[test]
+    fn an_entry_is_what_read_link_and_kind_say() {
+        let dir = std::env::temp_dir().join(format!("sandy-entry-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = Scratch(dir.clone());
+        std::fs::write(dir.join("file"), b"x").unwrap();
+        std::fs::create_dir(dir.join("dir")).unwrap();
+        std::os::unix::fs::symlink("file", dir.join("link")).unwrap();
+        std::os::unix::fs::symlink("nowhere", dir.join("dangling")).unwrap();
+        let names = ["file", "dir", "link", "dangling", "absent", "file/below"];
+        let memo_fs = RealFs;
+        let memo = Memo::new(&memo_fs);
+        for name in names {
+            let path = scratch.0.join(name);
+            let expected = match RealFs.read_link(&path) {
+                Some(target) => Some(Entry::Link(target)),
+                None => RealFs.kind(&path).map(Entry::Object),
+            };
+            assert_eq!(real_entry(&path), expected, "{name}");
+            // Twice through the memo: asked, then remembered.
+            assert_eq!(memo.entry(&path), expected, "{name}");
+            assert_eq!(memo.entry(&path), expected, "{name}");
+            assert_eq!(memo.read_link(&path), RealFs.read_link(&path), "{name}");
+            assert_eq!(memo.kind(&path), RealFs.kind(&path), "{name}");
+        }
     }
 }
