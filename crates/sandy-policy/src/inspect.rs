@@ -231,8 +231,16 @@ impl PathInspector for Memo<'_> {
         self.inner.read_head(path, max)
     }
 
+    /// Asked as an [`Self::entry`]: the `lstat` that says a name is no link also tells
+    /// its kind, remembered for a later [`Self::kind`].
     fn read_link(&self, path: &Path) -> Option<PathBuf> {
-        remembered(&self.links, path, || self.inner.read_link(path))
+        if let Some(known) = self.links.borrow().get(path.as_os_str()) {
+            return known.clone();
+        }
+        match self.entry(path) {
+            Some(Entry::Link(target)) => Some(target),
+            _ => None,
+        }
     }
 
     /// Remembered as the answers of [`PathInspector::read_link`] and, for an object that
@@ -263,6 +271,13 @@ impl PathInspector for Memo<'_> {
     }
 
     fn exists(&self, path: &Path) -> bool {
+        let key = path.as_os_str();
+        // A link or an object seen already exists (nothing followed at the name).
+        if matches!(self.links.borrow().get(key), Some(Some(_)))
+            || matches!(self.kinds.borrow().get(key), Some(Some(_)))
+        {
+            return true;
+        }
         remembered(&self.exists, path, || self.inner.exists(path))
     }
 
