@@ -813,8 +813,8 @@ impl Ctx<'_> {
                 return true;
             }
             let leaf = i + 1 == parts.len();
-            let step = match reach.steps.iter().find(|(p, _)| *p == name) {
-                Some((_, step)) => *step,
+            let step = match reach.steps.get(&name) {
+                Some(step) => *step,
                 None => {
                     let step = if self.fs.read_link(&name).is_some() {
                         Step::Link
@@ -825,7 +825,10 @@ impl Ctx<'_> {
                     } else {
                         Step::Absent
                     };
-                    reach.steps.push((name.clone(), step));
+                    if step == Step::Absent {
+                        reach.absent.push(name.clone());
+                    }
+                    reach.steps.insert(name.clone(), step);
                     step
                 }
             };
@@ -1328,15 +1331,17 @@ fn expand_word(word: &str, home: Option<&Path>, project: &Path) -> Option<(PathB
 pub(super) struct Reach {
     /// The home directory, resolved (`Some(None)`: it could not be).
     home: Option<Option<PathBuf>>,
-    steps: Vec<(PathBuf, Step)>,
+    /// What each name looked at was (hundreds of names, each asked for every path below
+    /// it: a hash, not a search).
+    steps: foldhash::HashMap<PathBuf, Step>,
+    /// The names of `steps` found [`Step::Absent`].
+    absent: Vec<PathBuf>,
 }
 
 impl Reach {
     /// Whether a directory on the way to `path` was found absent (or not a directory).
     fn absent_below(&self, path: &Path) -> bool {
-        self.steps
-            .iter()
-            .any(|(p, s)| *s == Step::Absent && path.starts_with(p) && path != p)
+        self.absent.iter().any(|p| path.starts_with(p) && path != p)
     }
 }
 
