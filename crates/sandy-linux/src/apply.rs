@@ -249,31 +249,15 @@ fn launch_inner(
     }
     unshare(CloneFlags::CLONE_NEWPID).map_err(|source| LinuxError::PidNamespace { source })?;
 
+    let exec = Exec {
+        program: &program,
+        argv: &argv,
+        envp: &envp,
+        bounding_dropped,
+    };
     match channel {
-        Some(channel) => launch_beside_supervisor(
-            m,
-            &plan,
-            observer,
-            channel,
-            Exec {
-                program: &program,
-                argv: &argv,
-                envp: &envp,
-                bounding_dropped,
-            },
-            one,
-        ),
-        None => launch_here(
-            m,
-            &plan,
-            Exec {
-                program: &program,
-                argv: &argv,
-                envp: &envp,
-                bounding_dropped,
-            },
-            one,
-        ),
+        Some(channel) => launch_beside_supervisor(m, &plan, observer, channel, exec, one),
+        None => launch_here(m, &plan, exec, one),
     }
 }
 
