@@ -528,15 +528,19 @@ fn namespaces_proc() -> Result<(), LinuxError> {
     })
 }
 
+/// A failed capability call, as the launch reports it.
+fn caps_error(e: caps::errors::CapsError) -> LinuxError {
+    LinuxError::Capabilities {
+        reason: e.to_string(),
+    }
+}
+
 /// Empties the capability bounding set when this process may change it (CAP_SETPCAP;
 /// without it, it holds no capability a program could gain through the set either).
 fn drop_bounding_set() -> Result<(), LinuxError> {
-    let err = |e: caps::errors::CapsError| LinuxError::Capabilities {
-        reason: e.to_string(),
-    };
-    if caps::has_cap(None, CapSet::Effective, Capability::CAP_SETPCAP).map_err(err)? {
+    if caps::has_cap(None, CapSet::Effective, Capability::CAP_SETPCAP).map_err(caps_error)? {
         for cap in caps::all() {
-            caps::drop(None, CapSet::Bounding, cap).map_err(err)?;
+            caps::drop(None, CapSet::Bounding, cap).map_err(caps_error)?;
         }
     }
     Ok(())
@@ -546,16 +550,13 @@ fn drop_bounding_set() -> Result<(), LinuxError> {
 /// unless the bootstrap emptied it already (`bounding_dropped`, inherited by this
 /// process: a bounding set never grows back).
 fn drop_capabilities(bounding_dropped: bool) -> Result<(), LinuxError> {
-    let err = |e: caps::errors::CapsError| LinuxError::Capabilities {
-        reason: e.to_string(),
-    };
     if !bounding_dropped {
         drop_bounding_set()?;
     }
-    caps::clear(None, CapSet::Ambient).map_err(err)?;
-    caps::clear(None, CapSet::Inheritable).map_err(err)?;
+    caps::clear(None, CapSet::Ambient).map_err(caps_error)?;
+    caps::clear(None, CapSet::Inheritable).map_err(caps_error)?;
     // Clears the effective set with the permitted one.
-    caps::clear(None, CapSet::Permitted).map_err(err)?;
+    caps::clear(None, CapSet::Permitted).map_err(caps_error)?;
     // The ambient set is not read back: the kernel keeps it within permitted and
     // inheritable, both checked empty here, so it is empty too.
     let left: Vec<_> = [CapSet::Effective, CapSet::Permitted, CapSet::Inheritable]

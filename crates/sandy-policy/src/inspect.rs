@@ -71,21 +71,6 @@ fn kind_of(meta: &std::fs::Metadata) -> FileKind {
     }
 }
 
-/// [`PathInspector::entry`] on the real filesystem: one `lstat`, then a `readlink` for a
-/// link only.
-pub fn real_entry(path: &Path) -> Option<Entry> {
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    if meta.file_type().is_symlink() {
-        // A link that cannot be read is answered as `read_link` would: not a link, and
-        // its kind is what it leads to.
-        return match std::fs::read_link(path) {
-            Ok(target) => Some(Entry::Link(target)),
-            Err(_) => RealFs.kind(path).map(Entry::Object),
-        };
-    }
-    Some(Entry::Object(kind_of(&meta)))
-}
-
 /// The real filesystem, through `std::fs`.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct RealFs;
@@ -111,8 +96,18 @@ impl PathInspector for RealFs {
         std::fs::read_link(path).ok()
     }
 
+    /// One `lstat`, then a `readlink` for a link only.
     fn entry(&self, path: &Path) -> Option<Entry> {
-        real_entry(path)
+        let meta = std::fs::symlink_metadata(path).ok()?;
+        if meta.file_type().is_symlink() {
+            // A link that cannot be read is answered as `read_link` would: not a link,
+            // and its kind is what it leads to.
+            return match std::fs::read_link(path) {
+                Ok(target) => Some(Entry::Link(target)),
+                Err(_) => self.kind(path).map(Entry::Object),
+            };
+        }
+        Some(Entry::Object(kind_of(&meta)))
     }
 
     fn exists(&self, path: &Path) -> bool {
@@ -327,7 +322,7 @@ mod tests {
                 Some(target) => Some(Entry::Link(target)),
                 None => RealFs.kind(&path).map(Entry::Object),
             };
-            assert_eq!(real_entry(&path), expected, "{name}");
+            assert_eq!(RealFs.entry(&path), expected, "{name}");
             // Twice through the memo: asked, then remembered.
             assert_eq!(memo.entry(&path), expected, "{name}");
             assert_eq!(memo.entry(&path), expected, "{name}");

@@ -11,7 +11,7 @@ use crate::hooks::{
     resolve_hook, strip_jsonc, HookEnv, NumbatHook, PluginSpec, NUMBAT_MARKER,
 };
 use crate::host::HostContext;
-use crate::inspect::FileKind;
+use crate::inspect::{Entry, FileKind};
 use crate::policy::{
     Access, FileView, FilterRule, LaunchCreation, Origin, Placeholder, Protection, RuntimeHook,
     Scope, StateFile, ViewKind,
@@ -680,8 +680,7 @@ impl Ctx<'_> {
         // files: compared after the run when they have another name (a hard link).
         let mut left_out: Vec<PathBuf> = Vec::new();
         let mut push = |path: PathBuf, reason: &dyn Fn() -> String, out: &mut Vec<Protection>| {
-            if !named.contains(&path) {
-                named.insert(path.clone());
+            if named.insert(path.clone()) {
                 let exists = self.fs.exists(&path);
                 out.push(Protection {
                     path,
@@ -816,14 +815,11 @@ impl Ctx<'_> {
             let step = match reach.steps.get(&name) {
                 Some(step) => *step,
                 None => {
-                    let step = if self.fs.read_link(&name).is_some() {
-                        Step::Link
-                    } else if leaf {
-                        Step::NotLink
-                    } else if self.fs.kind(&name) == Some(FileKind::Directory) {
-                        Step::Directory
-                    } else {
-                        Step::Absent
+                    let step = match self.fs.entry(&name) {
+                        Some(Entry::Link(_)) => Step::Link,
+                        _ if leaf => Step::NotLink,
+                        Some(Entry::Object(FileKind::Directory)) => Step::Directory,
+                        _ => Step::Absent,
                     };
                     if step == Step::Absent {
                         reach.absent.push(name.clone());
