@@ -16,6 +16,7 @@
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::fd::OwnedFd;
+use std::path::PathBuf;
 
 use nix::sys::signal::Signal;
 use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
@@ -34,6 +35,9 @@ use crate::error::SandyError;
 pub struct Pending {
     pid: Pid,
     channel: Option<OwnedFd>,
+    /// The work directories of the overlays it was told to mount ahead: removed, once it
+    /// is gone, when the run ends before its launch.
+    work_dirs: Vec<PathBuf>,
 }
 
 impl Pending {
@@ -63,6 +67,7 @@ impl Pending {
                 Ok(Pending {
                     pid,
                     channel: Some(ours),
+                    work_dirs: Vec::new(),
                 })
             }
         }
@@ -96,16 +101,20 @@ impl Pending {
             source,
         })?;
         let pid = self.pid;
-        // Disarmed: the run now owns the bootstrap.
+        // Disarmed: the run now owns the bootstrap and the work directories (later runs
+        // remove them).
+        drop(std::mem::take(&mut self.work_dirs));
         std::mem::forget(self);
         Ok((pid, channel))
     }
 
     /// Tells the bootstrap the cache overlays whose layers are prepared, so that it
-    /// mounts them while the launch is prepared ([`sandy_linux::overlay::premount`]); the
-    /// manifest still decides which are used. Nothing is sent when there are none, or
-    /// too many to say in one message.
-    pub fn overlays_ahead(&self, overlays: &[ManifestOverlay]) {
+    /// mounts them while the launch is prepared ([`sandy_linux::overlay::Premounted::add`]),
+    /// beside those it was told before; the manifest still decides which are used.
+    /// Nothing is sent when there are none, or too many to say in one message.
+    pub fn overlays_ahead(&mut self, overlays: &[ManifestOverlay]) {
+        self.work_dirs
+            .extend(overlays.iter().map(|o| o.work.as_path().to_path_buf()));
         let (Some(channel), false) = (&self.channel, overlays.is_empty()) else {
             return;
         };
@@ -124,6 +133,10 @@ const MAX_OVERLAYS_MESSAGE: usize = 64 * 1024;
 impl Drop for Pending {
     fn drop(&mut self) {
         crate::run::kill_and_reap(self.pid);
+        // Its mount namespace, with any overlay it mounted ahead, went with it.
+        for dir in &self.work_dirs {
+            let _ = crate::cache::remove_tree(dir);
+        }
     }
 }
 

@@ -14,8 +14,13 @@
 //! ends (removing a directory tree costs milliseconds on a busy disk, and Sandy would
 //! make the caller wait for it): the next run removes the work directories of runs whose
 //! supervisor is gone, while its own target runs, and `sandy cache --clear`
-//! removes them too. After a system crash during a run, files the run wrote to a layer
-//! may be incomplete: `sandy cache --clear` discards them.
+//! removes them too. A run refused before its launch removes its own (see
+//! [`crate::bootstrap::Pending`]). After a system crash during a run, files the run wrote
+//! to a layer may be incomplete: `sandy cache --clear` discards them.
+//!
+//! The work directories of the layers that exist already are made before the policy is
+//! resolved ([`prepare_expected`]), so that the bootstrap mounts their overlays while the
+//! supervisor resolves it; the rest once it is resolved ([`prepare_layers`]).
 
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -27,16 +32,37 @@ use sandy_policy::ManifestOverlay;
 use crate::args::CacheArgs;
 use crate::error::SandyError;
 
-/// Creates each overlay's layer directories (0700) that do not exist yet, and says so on
-/// stderr when a layer is new. Redirected caches live in the private `/tmp`: nothing to
-/// create here.
-pub fn prepare_layers(caches: &[ToolCache]) -> Result<PreparedLayers, SandyError> {
-    let io = |step| move |source| SandyError::Io { step, source };
-    let mut prepared = PreparedLayers {
-        overlays: Vec::new(),
-        layers: Vec::new(),
-    };
+/// The work directories of the overlays a launch is expected to have
+/// ([`sandy_policy::caches::expected_overlays`]), made before the policy is resolved so
+/// that the bootstrap mounts them meanwhile: only in layers that earlier runs made
+/// (their `upper` exists), so that nothing new appears in Sandy's cache, and nothing is
+/// said, before the policy is known. One that cannot be made is left to
+/// [`prepare_layers`], which reports why.
+pub fn prepare_expected(caches: &[ToolCache]) -> PreparedLayers {
+    let mut prepared = PreparedLayers::default();
     for cache in caches.iter().filter(|c| c.kind == CacheKind::Overlay) {
+        if cache.upper().is_dir() && make_work_dir(cache).is_ok() {
+            prepared.add(cache);
+        }
+    }
+    prepared
+}
+
+/// Creates each overlay's layer directories (0700) that do not exist yet, and says so on
+/// stderr when a layer is new; the work directories made `ahead` of the policy
+/// ([`prepare_expected`]) are this run's for the same layers. Redirected caches live in
+/// the private `/tmp`: nothing to create here.
+pub fn prepare_layers(
+    caches: &[ToolCache],
+    ahead: &PreparedLayers,
+) -> Result<PreparedLayers, SandyError> {
+    let io = |step| move |source| SandyError::Io { step, source };
+    let mut prepared = PreparedLayers::default();
+    for cache in caches.iter().filter(|c| c.kind == CacheKind::Overlay) {
+        if ahead.has(cache) {
+            prepared.add(cache);
+            continue;
+        }
         let fresh = match std::fs::create_dir(&cache.layer) {
             Ok(()) => true,
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
@@ -72,29 +98,33 @@ pub fn prepare_layers(caches: &[ToolCache]) -> Result<PreparedLayers, SandyError
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(io("cannot create a cache layer directory")(e)),
         }
-        let work = cache.layer.join(format!("work-{}", std::process::id()));
-        let create = || std::fs::DirBuilder::new().mode(0o700).create(&work);
-        match create() {
-            // Left by an earlier supervisor that had this pid: never reused.
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                remove_tree(&work)
-                    .and_then(|()| create())
-                    .map_err(io("cannot create a cache layer's work directory"))?;
-            }
-            other => other.map_err(io("cannot create a cache layer's work directory"))?,
-        }
-        prepared.layers.push(cache.layer.clone());
-        prepared.overlays.push(ManifestOverlay {
-            lower: cache.path.as_path().into(),
-            upper: cache.upper().as_path().into(),
-            work: work.as_path().into(),
-        });
+        make_work_dir(cache).map_err(io("cannot create a cache layer's work directory"))?;
+        prepared.add(cache);
     }
     Ok(prepared)
 }
 
+/// This run's work directory in a cache's layer: `work-PID`, named after the supervisor.
+fn work_dir(cache: &ToolCache) -> PathBuf {
+    cache.layer.join(format!("work-{}", std::process::id()))
+}
+
+/// Creates this run's work directory (0700) in a cache's layer.
+fn make_work_dir(cache: &ToolCache) -> std::io::Result<()> {
+    let work = work_dir(cache);
+    let create = || std::fs::DirBuilder::new().mode(0o700).create(&work);
+    match create() {
+        // Left by an earlier supervisor that had this pid: never reused.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            remove_tree(&work).and_then(|()| create())
+        }
+        other => other,
+    }
+}
+
 /// This run's overlays, with their per-run work directories (left in place after the
 /// run; later runs remove them: [`PreparedLayers::stale_work_dirs`]).
+#[derive(Debug, Default)]
 pub struct PreparedLayers {
     overlays: Vec<ManifestOverlay>,
     /// The layer directories of this run's overlays.
@@ -102,9 +132,29 @@ pub struct PreparedLayers {
 }
 
 impl PreparedLayers {
+    fn add(&mut self, cache: &ToolCache) {
+        self.layers.push(cache.layer.clone());
+        self.overlays.push(overlay_of(cache));
+    }
+
+    /// Whether `cache`'s overlay, with this run's work directory, is among these.
+    fn has(&self, cache: &ToolCache) -> bool {
+        self.overlays.contains(&overlay_of(cache))
+    }
+
     /// What the bootstrap mounts.
     pub fn manifest_overlays(&self) -> Vec<ManifestOverlay> {
         self.overlays.clone()
+    }
+
+    /// Those of these overlays that `ahead` does not hold: the ones still to be mounted
+    /// ahead once the policy is known.
+    pub fn beyond(&self, ahead: &PreparedLayers) -> Vec<ManifestOverlay> {
+        self.overlays
+            .iter()
+            .filter(|o| !ahead.overlays.contains(o))
+            .cloned()
+            .collect()
     }
 
     /// The work directories, in this run's layers, of runs whose supervisor is gone (this
@@ -261,10 +311,19 @@ fn du(path: &Path) -> u64 {
     size
 }
 
+/// A cache's overlay with this run's work directory.
+fn overlay_of(cache: &ToolCache) -> ManifestOverlay {
+    ManifestOverlay {
+        lower: cache.path.as_path().into(),
+        upper: cache.upper().as_path().into(),
+        work: work_dir(cache).as_path().into(),
+    }
+}
+
 /// Removes a tree. Overlayfs leaves its work directory with mode 000; directories are
 /// made accessible to their owner before they are entered. Symlinks are removed, never
 /// followed.
-fn remove_tree(path: &Path) -> std::io::Result<()> {
+pub(crate) fn remove_tree(path: &Path) -> std::io::Result<()> {
     remove_tree_unless(path, &AtomicBool::new(false))
 }
 

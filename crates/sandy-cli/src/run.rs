@@ -76,13 +76,21 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     } else {
         crate::kontext::Mode::Optional
     };
-    let Some(pending) = pending else {
+    let Some(mut pending) = pending else {
         return dry_run(&request, &host, kontext, args.format);
     };
+    // The cache overlays of earlier runs' layers, mounted by the bootstrap while the
+    // policy is resolved; the policy then says which are used. The resolution asks about
+    // the same caches: its view of the filesystem remembers the answers.
+    let fs = sandy_policy::Memo::new(&HostFs);
+    let expected =
+        crate::cache::prepare_expected(&sandy_policy::caches::expected_overlays(&host, &fs));
+    pending.overlays_ahead(&expected.manifest_overlays());
 
     let private_tmp = PrivateTmp::create(&tmp_base)?;
     request.private_tmp = private_tmp.path.clone();
-    let mut policy = resolve(&request, &host, &HostFs)?;
+    let mut policy = resolve(&request, &host, &fs)?;
+    drop(fs);
     crate::kontext::attach(&mut policy, &host, kontext)?;
     announce(&policy);
     // A first launch: the agent's own absent state directories and files (placeholders
@@ -92,10 +100,10 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // as absent: they are gone again after the run).
     let snapshot = verify::before(&policy, &host, walked);
     let placeholders = crate::placeholders::create(&mut policy)?;
-    // Copy-on-write layers of the tool caches (kept in Sandy's own cache), mounted by
-    // the bootstrap while the rest of the launch is prepared.
-    let layers = crate::cache::prepare_layers(&policy.caches)?;
-    pending.overlays_ahead(&layers.manifest_overlays());
+    // Copy-on-write layers of the tool caches (kept in Sandy's own cache); those not
+    // expected are mounted by the bootstrap while the rest of the launch is prepared.
+    let layers = crate::cache::prepare_layers(&policy.caches, &expected)?;
+    pending.overlays_ahead(&layers.beyond(&expected));
 
     // Block the signals we wait for or forward before anything is spawned, so none is
     // lost; ignore the terminal's SIGINT and SIGQUIT (the target gets them directly).

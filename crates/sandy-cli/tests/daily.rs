@@ -232,6 +232,88 @@ fn npm_install_and_npx_work_on_a_copy_on_write_cache() {
     });
 }
 
+/// The overlays of the layers earlier runs made are mounted while the policy is
+/// resolved, and the policy still decides: the second run writes to the same layer, a
+/// run refused by its policy leaves no work directory of its own, and a cache that a
+/// `--read-write` grant covers is the host's own, written directly. Judged from outside.
+#[test]
+fn cache_overlays_mounted_ahead_follow_the_resolved_policy() {
+    for_each_user(|w| {
+        w.write("home/.npm/_cacache/index", "host");
+        w.chown_all();
+        let npm_cache = w.home.join(".npm");
+        let before = tree_hash(&npm_cache);
+        let works = |layer: &Path| -> Vec<String> {
+            let mut names: Vec<String> = std::fs::read_dir(layer)
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("work-"))
+                .collect();
+            names.sort();
+            names
+        };
+
+        // The first run makes the layer (no overlay is expected before it).
+        let o = inside(w, &w.project, &[], "echo first > ~/.npm/_cacache/first");
+        assert_code(&o, 0, "the first run");
+        let doc = dry_run(w, &[]);
+        let npm = cache_entry(&doc, "npm");
+        assert_eq!(npm["kind"], "overlay");
+        let layer = PathBuf::from(npm["layer"].as_str().unwrap());
+        assert!(layer.join("upper/_cacache/first").exists());
+
+        // The second run's overlay is the one mounted ahead: same layer, same view.
+        let o = inside(
+            w,
+            &w.project,
+            &[],
+            "cat ~/.npm/_cacache/first ~/.npm/_cacache/index && \
+             echo second > ~/.npm/_cacache/second",
+        );
+        assert_code(&o, 0, "the second run");
+        assert_eq!(stdout(&o), "first\nhost");
+        assert!(layer.join("upper/_cacache/second").exists());
+        assert_eq!(tree_hash(&npm_cache), before, "the host cache changed");
+
+        // Refused by its policy after the overlay was mounted ahead: nothing of it stays.
+        let listed = works(&layer);
+        let missing = w.home.join("no-such-path").display().to_string();
+        let o = w
+            .sandy(["run", "--read", &missing, "--", "true"])
+            .output()
+            .unwrap();
+        assert_code(&o, 125, "a refused run");
+        assert_eq!(
+            works(&layer),
+            listed,
+            "the refused run left a work directory"
+        );
+
+        // A grant that covers the cache: the policy does not overlay it, and the overlay
+        // mounted ahead is not used.
+        let o = w
+            .sandy([
+                "run",
+                "--read-write",
+                &npm_cache.display().to_string(),
+                "--",
+                "/bin/sh",
+                "-c",
+                "echo direct > ~/.npm/_cacache/direct && cat ~/.npm/_cacache/index",
+            ])
+            .output()
+            .unwrap();
+        assert_code(&o, 0, "a run with the cache granted");
+        assert_eq!(stdout(&o), "host");
+        assert_eq!(
+            std::fs::read_to_string(npm_cache.join("_cacache/direct")).unwrap(),
+            "direct\n"
+        );
+        assert!(!layer.join("upper/_cacache/direct").exists());
+    });
+}
+
 #[test]
 fn an_absent_cache_is_redirected_into_the_private_tmp_and_nothing_is_created_in_the_home() {
     for_each_user(|w| {

@@ -91,7 +91,7 @@ pub struct Ahead {
     pub made: Result<(), LinuxError>,
     /// [`probe`].
     pub support: crate::KernelSupport,
-    /// The cache overlays mounted ahead ([`crate::overlay::premount`]).
+    /// The cache overlays mounted ahead ([`crate::overlay::Premounted::add`]).
     pub premounted: crate::overlay::Premounted,
     /// Whether the capability bounding set is empty already ([`drop_bounding_set`], in
     /// the new user namespace): the target, which inherits it, then has nothing left to
@@ -122,7 +122,7 @@ impl Ahead {
     /// made.
     pub fn premount(&mut self, overlays: &[crate::overlay::CacheOverlay]) {
         if self.made.is_ok() {
-            self.premounted = crate::overlay::premount(overlays);
+            self.premounted.add(overlays);
         }
     }
 }

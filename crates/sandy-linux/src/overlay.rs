@@ -8,12 +8,13 @@
 //! overlays are mounted before the rest of the tree is made read-only, and stay writable.
 //!
 //! A mount of overlayfs does real work on the upper layer's filesystem (it makes and
-//! tests its work directory: a temporary file, a whiteout, the attributes), about a
-//! tenth of a millisecond each here. The bootstrap forked ahead of its manifest makes
-//! them while the supervisor still prepares the launch, when the supervisor sends it
-//! the layers it prepared ([`premount`]: detached mounts, attached to nothing); the
-//! launch then only attaches those that are exactly the manifest's and whose paths no
-//! earlier mount of the plan changes, and mounts the others as before.
+//! tests its work directory: a temporary file, a whiteout, the attributes), a quarter
+//! of a millisecond each on the ext4 of BENCHMARKS.md. The bootstrap forked ahead of its
+//! manifest makes them while the supervisor still resolves the policy, when the
+//! supervisor sends it the layers it prepared ([`Premounted::add`]: detached mounts,
+//! attached to nothing); the launch then only attaches those that are exactly the
+//! manifest's and whose paths no earlier mount of the plan changes, and mounts the
+//! others as before.
 
 use std::ffi::CString;
 use std::os::fd::OwnedFd;
@@ -58,22 +59,26 @@ pub fn overlays(manifest: &ValidatedManifest) -> Vec<CacheOverlay> {
         .collect()
 }
 
-/// Overlays mounted ahead, attached to nothing yet ([`premount`]).
+/// Overlays mounted ahead, attached to nothing yet ([`Premounted::add`]).
 #[derive(Debug, Default)]
 pub struct Premounted(Vec<(CacheOverlay, OwnedFd)>);
 
-/// Mounts each overlay with the mount API (`fsopen`, `fsconfig`, `fsmount`) as a
-/// detached mount, with the options of [`mount_all`]'s: the layers, `userxattr`,
-/// `volatile`, `nosuid` and `nodev`. One that fails is left out (its mount at the launch
-/// then reports why). In the bootstrap's own user and mount namespaces, before any
-/// mount of the plan.
-pub fn premount(overlays: &[CacheOverlay]) -> Premounted {
-    Premounted(
-        overlays
-            .iter()
-            .filter_map(|o| detached(o).ok().map(|fd| (o.clone(), fd)))
-            .collect(),
-    )
+impl Premounted {
+    /// Mounts each overlay not mounted ahead yet with the mount API (`fsopen`,
+    /// `fsconfig`, `fsmount`) as a detached mount, with the options of [`mount_all`]'s:
+    /// the layers, `userxattr`, `volatile`, `nosuid` and `nodev`. One that fails is left
+    /// out (its mount at the launch then reports why). In the bootstrap's own user and
+    /// mount namespaces, before any mount of the plan.
+    pub fn add(&mut self, overlays: &[CacheOverlay]) {
+        for overlay in overlays {
+            if self.0.iter().any(|(o, _)| o == overlay) {
+                continue;
+            }
+            if let Ok(fd) = detached(overlay) {
+                self.0.push((overlay.clone(), fd));
+            }
+        }
+    }
 }
 
 fn detached(overlay: &CacheOverlay) -> rustix::io::Result<OwnedFd> {

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::host::HostContext;
 use crate::inspect::{FileKind, PathInspector};
 use crate::policy::{Access, Grant, Origin, Protection, ProtectionKind, Scope};
-use crate::resolve::PRIVATE_TMP;
+use crate::resolve::{PRIVATE_SHM, PRIVATE_TMP, PRIVATE_VAR_TMP};
 
 /// Where Sandy keeps the layers, below its per-user cache directory.
 pub const OVERLAYS_DIR: &str = "overlays";
@@ -253,6 +253,33 @@ const SPECS: &[Spec] = &[
 /// Sandy's per-user cache directory: `$XDG_CACHE_HOME/sandy`, or `~/.cache/sandy`.
 pub fn sandy_cache_dir(home: &Path, host: &HostContext) -> PathBuf {
     Paths { home, host }.xdg_cache().join("sandy")
+}
+
+/// The directories the sandbox replaces with private ones: a cache below one is left
+/// as it is (the tool sees the private directory).
+pub(crate) fn hidden_dirs(host: &HostContext) -> Vec<&Path> {
+    [PRIVATE_TMP, PRIVATE_SHM, PRIVATE_VAR_TMP]
+        .iter()
+        .map(Path::new)
+        .chain(host.var("XDG_RUNTIME_DIR").map(Path::new))
+        .collect()
+}
+
+/// The overlays a launch is expected to have, known before its policy is resolved: the
+/// existing caches that [`plan_caches`] makes overlays when no writable grant covers
+/// them. The supervisor has the bootstrap mount those whose layers exist already while
+/// it resolves the policy, which then decides which are used (a cache inside the project
+/// or a `--read-write` grant is not). No command is looked up on `PATH`: only a
+/// redirected cache needs that.
+pub fn expected_overlays(host: &HostContext, fs: &dyn PathInspector) -> Vec<ToolCache> {
+    let Some(home) = host.home.as_deref() else {
+        return Vec::new();
+    };
+    plan_caches(home, host, fs, &[], &hidden_dirs(host), &[])
+        .caches
+        .into_iter()
+        .filter(|c| c.kind == CacheKind::Overlay)
+        .collect()
 }
 
 /// What the caches add to a run.
@@ -507,6 +534,46 @@ mod tests {
             .grants
             .iter()
             .any(|g| g.path == Path::new("/data/npm") && g.access == Access::ReadWrite));
+    }
+
+    #[test]
+    fn the_expected_overlays_are_the_plans_overlays_before_any_grant() {
+        let fs = Fake(BTreeMap::from([
+            ("/h/.cargo".into(), "/h/.cargo".into()),
+            ("/h/.npm".into(), "/data/npm".into()),
+            ("/run/user/1000/pip".into(), "/run/user/1000/pip".into()),
+        ]));
+        let h = host(&[
+            ("PIP_CACHE_DIR", "/run/user/1000/pip"),
+            ("XDG_RUNTIME_DIR", "/run/user/1000"),
+        ]);
+        let expected = expected_overlays(&h, &fs);
+        let plan = plan_caches(
+            Path::new("/h"),
+            &h,
+            &fs,
+            &[],
+            &hidden_dirs(&h),
+            &["/usr/bin".into()],
+        );
+        let overlays: Vec<_> = plan
+            .caches
+            .iter()
+            .filter(|c| c.kind == CacheKind::Overlay)
+            .cloned()
+            .collect();
+        assert_eq!(expected, overlays);
+        let tools: Vec<&str> = expected.iter().map(|c| c.tool.as_str()).collect();
+        // Under the private runtime directory: left alone, as the policy leaves it.
+        assert_eq!(tools, ["cargo", "npm"]);
+        // A writable grant takes one out of the policy's overlays, not out of the
+        // expected ones: the policy decides which are used.
+        let granted = plan_caches(Path::new("/h"), &h, &fs, &["/h/.cargo".into()], &[], &[]);
+        assert!(granted.caches.iter().all(|c| c.tool != "cargo"));
+        // No home: nothing expected.
+        let mut homeless = h;
+        homeless.home = None;
+        assert!(expected_overlays(&homeless, &fs).is_empty());
     }
 
     #[test]

@@ -6,9 +6,8 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::caches::{plan_caches, ToolCache};
+use crate::caches::{hidden_dirs, plan_caches, ToolCache};
 use crate::chain::{chain, Chain, ChainError};
-use crate::resolve::{PRIVATE_SHM, PRIVATE_TMP, PRIVATE_VAR_TMP};
 
 use crate::host::HostContext;
 use crate::inspect::{FileKind, PathInspector};
@@ -456,14 +455,8 @@ pub(super) fn add_caches(
         })
         .map(|g| g.path.clone())
         .collect();
-    let runtime = host.var("XDG_RUNTIME_DIR").map(Path::new);
-    let hidden: Vec<&Path> = [PRIVATE_TMP, PRIVATE_SHM, PRIVATE_VAR_TMP]
-        .iter()
-        .map(Path::new)
-        .chain(runtime)
-        .collect();
     let path_dirs = host.var("PATH").map(super::search_path).unwrap_or_default();
-    let plan = plan_caches(home, host, fs, &writable, &hidden, &path_dirs);
+    let plan = plan_caches(home, host, fs, &writable, &hidden_dirs(host), &path_dirs);
     grants.extend(plan.grants);
     protections.extend(plan.protections);
     for (name, value) in plan.environment {
