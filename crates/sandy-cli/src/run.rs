@@ -199,7 +199,6 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         },
     );
     proxy.report();
-    drop(private_tmp);
     drop(placeholders);
     // Protected paths are verified before the state merge, which may legitimately write
     // one of them (Codex's config.toml, with the trust decision only).
@@ -217,6 +216,9 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // The bootstrap, killed at the run's end, whose exit tears the namespaces down
     // meanwhile: Sandy leaves no process of its own behind, not even one being reaped.
     reap_children();
+    // Removed once no mount of the sandbox holds it: removing a directory that is still
+    // a mount point in another namespace waits for the kernel to detach those mounts.
+    drop(private_tmp);
     status
 }
 
