@@ -92,6 +92,46 @@ fn a_shell_start_up_file_and_git_config_are_explained_as_protected() {
     });
 }
 
+/// A write to a cache's protected part (cargo's installed programs, beside its cache in
+/// `CARGO_HOME`) is explained by what it is, in the report and by `sandy why`, not as
+/// git machinery; the cache itself stays writable (its copy-on-write layer), and the
+/// host's copy is unchanged.
+#[test]
+fn a_write_to_a_caches_programs_is_explained_as_such() {
+    for_each_user(|w| {
+        let cargo = w.write("home/.cargo/bin/cargo", "#!/bin/sh\n");
+        w.write("home/.cargo/registry/index/marker", "host\n");
+        let o = w.sh(
+            &[],
+            "echo planted > ~/.cargo/bin/cargo; echo new > ~/.cargo/registry/index/new && \
+             cat ~/.cargo/registry/index/new",
+        );
+        assert_code(&o, 0, "the cache's layer is writable");
+        assert_eq!(stdout(&o), "new\n");
+        assert_reports(
+            &o,
+            "write ~/.cargo/bin/cargo: refused; protected: no flag (cargo's installed \
+             programs and settings beside its cache, which your shell and builds run outside \
+             the sandbox; read-only inside, change it outside the sandbox)",
+        );
+        assert!(
+            !report(&o).iter().any(|l| l.contains("git machinery")),
+            "{:?}",
+            report(&o)
+        );
+        assert_eq!(std::fs::read_to_string(&cargo).unwrap(), "#!/bin/sh\n");
+        assert!(!w.home.join(".cargo/registry/index/new").exists());
+        let o = w
+            .sandy(["why", "--write", &cargo.display().to_string()])
+            .output()
+            .unwrap();
+        assert_code(&o, 1, "why of a cache's program");
+        let out = stdout(&o);
+        assert!(out.contains("cargo's installed programs"), "{out}");
+        assert!(!out.contains("git machinery"), "{out}");
+    });
+}
+
 /// A project in `/var/tmp`, which is private inside (the project is carried through it,
 /// at its own path): its ordinary writes land and are not reported, and a refused write
 /// to its git hooks is still explained.

@@ -348,7 +348,11 @@ pub(crate) fn plan_caches(
                             origin: Origin::Baseline,
                             exists: true,
                             placeholder: None,
-                            reason: None,
+                            reason: Some(format!(
+                                "{}'s installed programs and settings beside its cache, \
+                                 which your shell and builds run outside the sandbox",
+                                spec.tool
+                            )),
                         });
                     }
                 }

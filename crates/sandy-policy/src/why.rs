@@ -149,11 +149,18 @@ pub fn decide(
             {
                 return decide_view(view, question, resolved.clone());
             }
-            let why = match p.origin {
-                Origin::Profile => {
+            let own;
+            let why = match (p.origin, p.reason.as_deref()) {
+                (Origin::Profile, _) => {
                     "the agent's launch configuration (hooks, settings, MCP servers, \
                      instructions): protected so nothing planted runs at its next launch; \
                      change it outside the sandbox"
+                }
+                // A protection that says why it exists (a cache's programs, a directory a
+                // start-up file sources).
+                (_, Some(reason)) => {
+                    own = format!("{reason}: protected; change it outside the sandbox");
+                    own.as_str()
                 }
                 _ => {
                     "git machinery (config, hooks, pointers): protected so nothing planted \
