@@ -615,6 +615,8 @@ pub fn apply(
         earlier.push(Path::new("/sys"));
     }
     crate::overlay::mount_all(&plan.overlays, premounted, &earlier)?;
+    // Each overlay is a mount of its own at its cache's place (a writable grant).
+    own_mounts.extend(plan.overlays.iter().map(|o| o.lower.as_path()));
     // Prepared copies over host files (each its own mount; a writable one is restored
     // below with the other writable grants).
     for (fd, target) in &view_sources {
