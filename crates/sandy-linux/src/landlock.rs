@@ -7,12 +7,13 @@ use landlock::{
     Access as _, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset, RulesetAttr,
     RulesetCreatedAttr, RulesetStatus, Scope as LandlockScope,
 };
-use nix::fcntl::{open, OFlag};
+use nix::fcntl::OFlag;
 use nix::sys::stat::{fstat, Mode, SFlag};
 use sandy_policy::{Access, ManifestGrant, Scope};
 
 use crate::error::LinuxError;
 use crate::probe::PINNED_LANDLOCK_ABI;
+use crate::sys::open;
 
 /// One rule as data: a path and the rights beneath it.
 #[derive(Debug, Clone, PartialEq, Eq)]

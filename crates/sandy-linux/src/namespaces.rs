@@ -16,7 +16,7 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
-use nix::fcntl::{open, readlinkat, OFlag};
+use nix::fcntl::{readlinkat, OFlag};
 use nix::mount::{mount, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 use nix::sys::stat::{fstat, Mode, SFlag};
@@ -31,6 +31,7 @@ use sandy_policy::{
 use crate::error::LinuxError;
 use crate::probe::userns_hint;
 use crate::sys;
+use crate::sys::open;
 
 /// Directories replaced inside the sandbox by something private and empty.
 const RUN: &str = "/run";

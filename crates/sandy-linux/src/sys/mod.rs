@@ -15,6 +15,18 @@ use nix::sys::signal::{self, SigHandler, Signal};
 
 const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
 
+/// Opens `path` (relative to the working directory) with `openat`. The C library's
+/// `open` (musl's, which Sandy is built with) follows every close-on-exec open with an
+/// `fcntl(F_SETFD)` for kernels before 2.6.23: one system call more for each of the
+/// launch's dozens of opens (the mounts' and Landlock's handles).
+pub fn open(
+    path: &std::path::Path,
+    flags: nix::fcntl::OFlag,
+    mode: nix::sys::stat::Mode,
+) -> nix::Result<OwnedFd> {
+    nix::fcntl::openat(nix::fcntl::AT_FDCWD, path, flags, mode)
+}
+
 /// The running kernel's Landlock ABI version, or the errno explaining why there is none
 /// (`ENOSYS`: not built in; `EOPNOTSUPP`: disabled at boot).
 pub fn landlock_abi() -> Result<u32, i32> {
