@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
@@ -53,11 +53,17 @@ pub fn read_bounded(path: &Path, max: usize) -> std::io::Result<Option<Vec<u8>>>
 /// file is not a regular file or is larger than `max`. The one bounded read Sandy uses
 /// for files it copies or compares.
 pub fn read_regular(path: &Path, max: usize, follow: bool) -> std::io::Result<Option<Vec<u8>>> {
-    let nofollow = if follow { 0 } else { nix::libc::O_NOFOLLOW };
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nofollow | nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
-        .open(path)?;
+    use nix::fcntl::OFlag;
+    let nofollow = if follow {
+        OFlag::empty()
+    } else {
+        OFlag::O_NOFOLLOW
+    };
+    let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK | OFlag::O_NOCTTY;
+    let file = std::fs::File::from(
+        sandy_linux::sys::open(path, flags | nofollow, nix::sys::stat::Mode::empty())
+            .map_err(std::io::Error::from)?,
+    );
     let meta = file.metadata()?;
     if !meta.is_file() || meta.len() > u64::try_from(max).unwrap_or(u64::MAX) {
         return Ok(None);
