@@ -210,9 +210,48 @@ fn remembered<T: Clone>(map: &RefCell<Answers<T>>, path: &Path, ask: impl FnOnce
     answer
 }
 
+impl Memo<'_> {
+    /// Whether `path` is its own canonical form: absolute and normal (no empty, `.` or
+    /// `..` component, no trailing slash), and every name on it an object that is no
+    /// symbolic link (a directory, but for the last). Asked name by name as entries
+    /// (`lstat`), which the walks of the resolution share; any other path is named by the
+    /// kernel ([`PathInspector::canonicalize`] of the inner inspector).
+    fn names_itself(&self, path: &Path) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        let bytes = path.as_os_str().as_bytes();
+        let Some(rest) = bytes.strip_prefix(b"/") else {
+            return false;
+        };
+        if rest.is_empty() {
+            return true;
+        }
+        let names: Vec<&[u8]> = rest.split(|&b| b == b'/').collect();
+        if names
+            .iter()
+            .any(|n| n.is_empty() || *n == b"." || *n == b"..")
+        {
+            return false;
+        }
+        let mut end = 0;
+        for (i, name) in names.iter().enumerate() {
+            end += 1 + name.len();
+            let prefix = Path::new(std::ffi::OsStr::from_bytes(&bytes[..end]));
+            match self.entry(prefix) {
+                Some(Entry::Object(FileKind::Directory)) => {}
+                Some(Entry::Object(_)) if i + 1 == names.len() => {}
+                _ => return false,
+            }
+        }
+        true
+    }
+}
+
 impl PathInspector for Memo<'_> {
     fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
         remembered(&self.canonical, path, || {
+            if self.names_itself(path) {
+                return Ok(path.to_path_buf());
+            }
             self.inner.canonicalize(path).map_err(|e| e.kind())
         })
         .map_err(io::Error::from)
@@ -328,6 +367,50 @@ mod tests {
             assert_eq!(memo.entry(&path), expected, "{name}");
             assert_eq!(memo.read_link(&path), RealFs.read_link(&path), "{name}");
             assert_eq!(memo.kind(&path), RealFs.kind(&path), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_remembered_canonical_name_is_the_kernels() {
+        let dir = std::env::temp_dir().join(format!("sandy-canonical-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("dir/sub")).unwrap();
+        let scratch = Scratch(dir.clone());
+        std::fs::write(dir.join("file"), b"x").unwrap();
+        std::os::unix::fs::symlink("file", dir.join("link")).unwrap();
+        std::os::unix::fs::symlink("dir", dir.join("dirlink")).unwrap();
+        std::os::unix::fs::symlink(&dir, dir.join("dir/up")).unwrap();
+        std::os::unix::fs::symlink("nowhere", dir.join("dangling")).unwrap();
+        let root = scratch.0.display().to_string();
+        let mut paths: Vec<String> = [
+            "",
+            "/file",
+            "/dir",
+            "/dir/sub",
+            "/link",
+            "/dirlink/sub",
+            "/dir/up/dir/sub",
+            "/dangling",
+            "/absent",
+            "/file/below",
+            "/dir/../file",
+            "/dir/./sub",
+            "/dir/",
+            "//dir",
+        ]
+        .iter()
+        .map(|p| format!("{root}{p}"))
+        .collect();
+        paths.extend(["/".to_owned(), "relative".to_owned()]);
+        let inner = RealFs;
+        let memo = Memo::new(&inner);
+        for path in &paths {
+            let path = Path::new(path);
+            let kernel = RealFs.canonicalize(path).map_err(|e| e.kind());
+            // Twice: named, then remembered.
+            for _ in 0..2 {
+                let ours = memo.canonicalize(path).map_err(|e| e.kind());
+                assert_eq!(ours, kernel, "{}", path.display());
+            }
         }
     }
 }
