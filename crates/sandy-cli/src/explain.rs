@@ -37,7 +37,7 @@
 //!   change between the call and the read: such a call is misreported (or not reported),
 //!   never misenforced, since the kernel reads the path again itself.
 
-use sandy_policy::normalize;
+use sandy_policy::{is_normal, normalize};
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::io::IoSliceMut;
@@ -461,18 +461,6 @@ impl Certain {
 fn within(path: &[u8], dir: &[u8]) -> bool {
     path.starts_with(dir)
         && (path.len() == dir.len() || dir.ends_with(b"/") || path[dir.len()] == b'/')
-}
-
-/// Whether an absolute path is already as [`normalize`] leaves it: no empty, `.` or `..`
-/// component, no trailing slash.
-fn is_normal(path: &[u8]) -> bool {
-    match path.split_first() {
-        Some((b'/', [])) => true,
-        Some((b'/', rest)) => rest
-            .split(|&b| b == b'/')
-            .all(|c| !c.is_empty() && c != b"." && c != b".."),
-        _ => false,
-    }
 }
 
 /// Whether the parent directories of `a` and `b`, in the caller's view, are on the same

@@ -219,30 +219,20 @@ impl Memo<'_> {
     fn names_itself(&self, path: &Path) -> bool {
         use std::os::unix::ffi::OsStrExt;
         let bytes = path.as_os_str().as_bytes();
-        let Some(rest) = bytes.strip_prefix(b"/") else {
+        if !crate::resolve::is_normal(bytes) {
             return false;
-        };
-        if rest.is_empty() {
-            return true;
         }
-        let names: Vec<&[u8]> = rest.split(|&b| b == b'/').collect();
-        if names
+        // Each name's end: every `/` after the root's, then the path's own end.
+        let ends = bytes
             .iter()
-            .any(|n| n.is_empty() || *n == b"." || *n == b"..")
-        {
-            return false;
-        }
-        let mut end = 0;
-        for (i, name) in names.iter().enumerate() {
-            end += 1 + name.len();
-            let prefix = Path::new(std::ffi::OsStr::from_bytes(&bytes[..end]));
-            match self.entry(prefix) {
-                Some(Entry::Object(FileKind::Directory)) => {}
-                Some(Entry::Object(_)) if i + 1 == names.len() => {}
-                _ => return false,
-            }
-        }
-        true
+            .enumerate()
+            .skip(1)
+            .filter(|&(_, &b)| b == b'/')
+            .map(|(i, _)| i);
+        let mut ancestors = ends.map(|end| Path::new(std::ffi::OsStr::from_bytes(&bytes[..end])));
+        let directories = ancestors
+            .all(|dir| matches!(self.entry(dir), Some(Entry::Object(FileKind::Directory))));
+        directories && (bytes.len() == 1 || matches!(self.entry(path), Some(Entry::Object(_))))
     }
 }
 

@@ -919,6 +919,18 @@ pub fn normalize(path: &Path) -> PathBuf {
     out
 }
 
+/// Whether an absolute path is already as [`normalize`] leaves it: no empty, `.` or `..`
+/// component, no trailing slash.
+pub fn is_normal(path: &[u8]) -> bool {
+    match path.split_first() {
+        Some((b'/', [])) => true,
+        Some((b'/', rest)) => rest
+            .split(|&b| b == b'/')
+            .all(|c| !c.is_empty() && c != b"." && c != b".."),
+        _ => false,
+    }
+}
+
 /// The directories a `PATH` value names, absolute ones only, each once: a directory
 /// named twice (shell start-up files that add theirs each time they are read) is looked
 /// in once, since the first time it is named decides every lookup in it.
