@@ -255,6 +255,16 @@ pub fn sandy_cache_dir(home: &Path, host: &HostContext) -> PathBuf {
     Paths { home, host }.xdg_cache().join("sandy")
 }
 
+/// Sandy's per-user state directory (the pre-run copies `sandy restore` puts back):
+/// `$XDG_STATE_HOME/sandy`, or `~/.local/state/sandy`.
+pub fn sandy_state_dir(home: &Path, host: &HostContext) -> PathBuf {
+    let paths = Paths { home, host };
+    paths
+        .var("XDG_STATE_HOME")
+        .unwrap_or_else(|| home.join(".local/state"))
+        .join("sandy")
+}
+
 /// The directories the sandbox replaces with private ones: a cache below one is left
 /// as it is (the tool sees the private directory).
 pub(crate) fn hidden_dirs(host: &HostContext) -> Vec<&Path> {

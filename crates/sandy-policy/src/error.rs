@@ -29,6 +29,18 @@ pub enum ResolveError {
         path: PathBuf,
         sensitive: PathBuf,
     },
+    #[error(
+        "{flag} {} would expose Sandy's own {what} ({}), which no sandboxed run may reach; \
+         grant a narrower path",
+        crate::text::Shown(path),
+        crate::text::Shown(own)
+    )]
+    OwnGrant {
+        flag: &'static str,
+        path: PathBuf,
+        own: PathBuf,
+        what: &'static str,
+    },
     #[error("{flag} {} would expose the whole home directory; grant a narrower path", path.display())]
     HomeGrant { flag: &'static str, path: PathBuf },
     #[error("{flag} / would expose the whole filesystem; grant a narrower path")]

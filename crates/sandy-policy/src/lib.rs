@@ -41,6 +41,7 @@ mod resolve;
 mod sensitive;
 pub mod statemerge;
 pub mod summary;
+pub mod text;
 pub mod why;
 
 pub use chain::{chain, Chain, ChainError, Pin, MAX_SYMLINKS};

@@ -276,6 +276,18 @@ pub struct ResolvedPolicy {
     pub agent_home_files: Vec<PathBuf>,
 }
 
+impl ResolvedPolicy {
+    /// Every host path the sandbox may write below (the project, `--read-write` grants,
+    /// state directories, the private `/tmp`): where a name may have been put by a run.
+    pub fn writable_paths(&self) -> impl Iterator<Item = &Path> + Clone {
+        self.grants
+            .iter()
+            .filter(|g| g.access == Access::ReadWrite)
+            .map(|g| g.path.as_path())
+            .chain(self.caches.iter().map(|c| c.path.as_path()))
+    }
+}
+
 /// A hook a configuration file registers: what runs it, found before launch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeHook {

@@ -133,6 +133,27 @@ pub fn resolve(
     let argv0 = request.command.first().ok_or(ResolveError::EmptyCommand)?;
     let home = host.home.clone();
     let mut sensitive = home.as_deref().map(sensitive_paths).unwrap_or_default();
+    // Sandy's own places (design promise 6): its cache (copy-on-write layers), its state
+    // (the pre-run copies `sandy restore` puts back) and the user's directory of runs
+    // (the per-run directories of every live run) are never a run's. They are masked like
+    // the sensitive set inside a read grant that covers them; any other grant of them is
+    // refused (`Ctx::check_own`).
+    let mut own: Vec<(PathBuf, &'static str)> = Vec::new();
+    if let Some(home) = home.as_deref() {
+        own.push((crate::caches::sandy_cache_dir(home, host), "cache"));
+        own.push((
+            crate::caches::sandy_state_dir(home, host),
+            "state directory",
+        ));
+    }
+    if let Some(runs) = request.private_tmp.parent() {
+        own.push((runs.to_path_buf(), "per-run directories"));
+    }
+    let canonical_own: Vec<(PathBuf, &'static str)> = own
+        .iter()
+        .filter_map(|(p, what)| fs.canonicalize(p).ok().map(|c| (c, *what)))
+        .collect();
+    own.extend(canonical_own);
     // Existing sensitive paths are masked, under their canonical name too.
     let canonical_sensitive: Vec<PathBuf> = sensitive
         .iter()
@@ -150,9 +171,25 @@ pub fn resolve(
     } else {
         Vec::new()
     };
+    // Sandy's cache and state directories, masked like the sensitive set (a read grant
+    // may cover them; `Ctx::check_own` refuses every other grant of them).
+    let own_masks: Vec<PathBuf> = home
+        .as_deref()
+        .map(|home| {
+            [
+                crate::caches::sandy_cache_dir(home, host),
+                crate::caches::sandy_state_dir(home, host),
+            ]
+        })
+        .into_iter()
+        .flatten()
+        .filter(|p| fs.kind(p).is_some())
+        .filter_map(|p| fs.canonicalize(&p).ok())
+        .collect();
     let masks: Vec<Protection> = canonical_sensitive
         .iter()
         .chain(system_secrets.iter())
+        .chain(own_masks.iter())
         .map(|p| Protection {
             path: p.clone(),
             kind: ProtectionKind::Deny,
@@ -169,6 +206,7 @@ pub fn resolve(
     let ctx = Ctx {
         home: home.as_deref(),
         sensitive: &sensitive,
+        own: &own,
         fs,
     };
 
@@ -385,8 +423,36 @@ pub fn resolve(
 
     // Protections: masks for every existing sensitive path, and the project's git hooks
     // and configuration, read-only wherever a writable grant would reach them.
+    // The directory of runs, masked where it is seen inside: outside the directories the
+    // sandbox replaces with private ones (`/tmp`), or below one but brought back in by a
+    // grant that covers it.
+    let runs_mask = request
+        .private_tmp
+        .parent()
+        .filter(|runs| {
+            let hidden = crate::caches::hidden_dirs(host);
+            let below_hidden = hidden.iter().any(|h| runs.starts_with(h));
+            // A grant below a private directory (the project in `/tmp/x`) is carried into
+            // it; the private directory's own grant (`/tmp`) is not the host's.
+            let carried = grants.0.iter().any(|g| {
+                g.scope == Scope::Subtree
+                    && runs.starts_with(&g.path)
+                    && hidden.iter().any(|h| g.path.starts_with(h) && g.path != *h)
+            });
+            !below_hidden || carried
+        })
+        .filter(|runs| fs.kind(runs).is_some())
+        .and_then(|runs| fs.canonicalize(runs).ok());
     let grants = grants.into_vec();
     let mut protections = masks;
+    protections.extend(runs_mask.map(|path| Protection {
+        path,
+        kind: ProtectionKind::Deny,
+        origin: Origin::Baseline,
+        exists: true,
+        placeholder: None,
+        reason: None,
+    }));
     // The project's repository, and one at the top of any other writable directory grant.
     let repositories = std::iter::once(project.clone()).chain(
         grants
@@ -568,6 +634,8 @@ fn local_ports(request: &RunRequest) -> Result<Vec<LocalPort>, ResolveError> {
 struct Ctx<'a> {
     home: Option<&'a Path>,
     sensitive: &'a [PathBuf],
+    /// Sandy's own places, and what each is (for messages).
+    own: &'a [(PathBuf, &'static str)],
     fs: &'a dyn PathInspector,
 }
 
@@ -596,8 +664,42 @@ impl Ctx<'_> {
                 return refuse("it contains the home directory");
             }
         }
+        if self
+            .check_own("the project", Access::ReadWrite, project)
+            .is_err()
+        {
+            return refuse(
+                "it holds, or lies in, a place of Sandy's own (its cache, its state or its \
+                 temporary base: set XDG_CACHE_HOME, XDG_STATE_HOME or TMPDIR elsewhere)",
+            );
+        }
         if self.sensitive_overlap(project).is_some() {
             return refuse("it overlaps a sensitive path");
+        }
+        Ok(())
+    }
+
+    /// Refuses a grant of `path` that reaches a place of Sandy's own: one inside Sandy's
+    /// cache, state directory or directory of runs, and a write grant covering one. A
+    /// read grant covering one is let through: the mount layer masks them, as the
+    /// sensitive set.
+    fn check_own(
+        &self,
+        flag: &'static str,
+        access: Access,
+        path: &Path,
+    ) -> Result<(), ResolveError> {
+        for (own, what) in self.own {
+            let inside = path.starts_with(own);
+            let covering = own.starts_with(path) && access == Access::ReadWrite;
+            if inside || covering {
+                return Err(ResolveError::OwnGrant {
+                    flag,
+                    path: path.to_path_buf(),
+                    own: own.clone(),
+                    what,
+                });
+            }
         }
         Ok(())
     }
@@ -898,6 +1000,7 @@ impl Ctx<'_> {
                     sensitive: sensitive.clone(),
                 });
             }
+            self.check_own(flag, access, candidate)?;
         }
         Ok((canonical, scope))
     }

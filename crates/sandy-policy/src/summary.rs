@@ -2,6 +2,7 @@
 //! write, what it may read beyond the system, what is masked, protected or replaced by a
 //! copy, and the network, in a few lines. The JSON document stays the complete record.
 
+use crate::text::Shown;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -15,8 +16,8 @@ pub fn render(policy: &ResolvedPolicy, home: Option<&Path>) -> String {
     let show = |p: &Path| -> String {
         match home.and_then(|h| p.strip_prefix(h).ok()) {
             Some(rest) if rest.as_os_str().is_empty() => "~".to_owned(),
-            Some(rest) => format!("~/{}", rest.display()),
-            None => p.display().to_string(),
+            Some(rest) => format!("~/{}", Shown(rest)),
+            None => Shown(p).to_string(),
         }
     };
     let list = |items: Vec<String>| -> String {
@@ -46,7 +47,7 @@ pub fn render(policy: &ResolvedPolicy, home: Option<&Path>) -> String {
     let _ = writeln!(
         out,
         "command:    {} (profile '{}'{})",
-        policy.program.display(),
+        Shown(&policy.program),
         policy.profile.name,
         if policy.profile.detected {
             ", detected from the command name"

@@ -113,6 +113,15 @@ impl Ctx<'_> {
             if self.sensitive.iter().any(|s| canonical.starts_with(s)) {
                 return Err(refuse("it lies inside a sensitive path"));
             }
+            if self
+                .check_own("a profile grant", grant.access, &canonical)
+                .is_err()
+            {
+                return Err(refuse(
+                    "it would reach a place of Sandy's own (its cache, its state or its \
+                     temporary base)",
+                ));
+            }
             if grant.access == Access::ReadWrite
                 && self.sensitive.iter().any(|s| s.starts_with(&canonical))
             {
