@@ -3,16 +3,21 @@
 //! launch); after the run, the agent's private copy of its state file is merged back,
 //! keeping only the allowlisted keys ([`sandy_policy::statemerge`]).
 
+use std::ffi::{OsStr, OsString};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use sandy_policy::statemerge::{display, merge_json, merge_toml, KeyPath};
+use sandy_policy::text::Shown;
 use sandy_policy::{Placeholder, ResolvedPolicy, StateFile, StateFormat};
 
 use crate::error::SandyError;
-use crate::views::{read_bounded, read_bounded_nofollow, PreparedViews};
+use crate::hostfs::{open_named_dir, Dir, Kind};
+use crate::views::PreparedViews;
+
+/// The largest state file Sandy merges.
+const MAX_STATE_BYTES: usize = 4 * 1024 * 1024;
 
 /// What [`create_at_launch`] created.
 pub struct Created {
@@ -24,61 +29,72 @@ pub struct Created {
 /// also 0700) and the empty mount point of a relocated state file's copy (0600), and
 /// says so in one stderr line. Something that appeared meanwhile is left as it is. First,
 /// what killed runs left in stand-in state directories is recovered.
+///
+/// Each is made from a handle on its deepest existing ancestor, one name at a time
+/// (`mkdirat`, `O_CREAT | O_EXCL | O_NOFOLLOW`): a link a run put on the way is never
+/// followed below a place it may write.
 pub fn create_at_launch(policy: &ResolvedPolicy) -> Result<Created, SandyError> {
-    recover_stale_stand_ins(policy);
-    let io = |step| move |source| SandyError::Io { step, source };
+    let writable: Vec<&Path> = policy.writable_paths().collect();
+    recover_stale_stand_ins(policy, &writable);
     let mut created: Vec<PathBuf> = Vec::new();
     let mut mount_points = Vec::new();
     for creation in &policy.created_at_launch {
-        if std::fs::symlink_metadata(&creation.path).is_ok() {
+        let fail = |step| {
+            let path = creation.path.clone();
+            move |source| SandyError::File { step, path, source }
+        };
+        let (Some(parent), Some(name)) = (creation.path.parent(), creation.path.file_name()) else {
             continue;
+        };
+        // The missing ancestors, nearest the root first, from the deepest one that exists.
+        let mut missing: Vec<&OsStr> = Vec::new();
+        let mut existing = parent;
+        while !existing_dir(existing) {
+            let (Some(up), Some(n)) = (existing.parent(), existing.file_name()) else {
+                break;
+            };
+            missing.push(n);
+            existing = up;
+        }
+        missing.reverse();
+        let mut dir = open_named_dir(existing, writable.iter().copied())
+            .map_err(fail("cannot create the agent's state directory"))?;
+        for name in missing {
+            let here = dir.path().join(name);
+            dir = match dir.create_dir(name, 0o700) {
+                Ok(new) => {
+                    created.push(here);
+                    new
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => dir
+                    .open_dir(name)
+                    .map_err(fail("cannot create the agent's state directory"))?,
+                Err(e) => return Err(fail("cannot create the agent's state directory")(e)),
+            };
         }
         match creation.kind {
-            Placeholder::Directory => {
-                let mut missing: Vec<&Path> = creation
-                    .path
-                    .ancestors()
-                    .take_while(|a| std::fs::symlink_metadata(a).is_err())
-                    .collect();
-                missing.reverse();
-                for dir in missing {
-                    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-                        Ok(()) => {
-                            // Exactly 0700, whatever the umask.
-                            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-                                .map_err(io("cannot set the mode of an agent state directory"))?;
-                            created.push(dir.to_path_buf());
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                        Err(e) => {
-                            return Err(io("cannot create the agent's state directory")(e));
-                        }
-                    }
-                }
-            }
+            Placeholder::Directory => match dir.create_dir(name, 0o700) {
+                Ok(_) => created.push(creation.path.clone()),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(fail("cannot create the agent's state directory")(e)),
+            },
             Placeholder::EmptyJsonObject | Placeholder::EmptyFile => {
                 let content: &[u8] = if creation.kind == Placeholder::EmptyJsonObject {
                     b"{}\n"
                 } else {
                     b""
                 };
-                let file = std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-                    .open(&creation.path);
-                match file {
+                match dir.create_file(name, 0o600) {
                     Ok(mut f) => {
                         f.write_all(content)
-                            .map_err(io("cannot write the agent's state file"))?;
+                            .map_err(fail("cannot write the agent's state file"))?;
                         if creation.kind == Placeholder::EmptyFile {
                             mount_points.push(creation.path.clone());
                         }
                         created.push(creation.path.clone());
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                    Err(e) => return Err(io("cannot create the agent's state file")(e)),
+                    Err(e) => return Err(fail("cannot create the agent's state file")(e)),
                 }
             }
         }
@@ -88,11 +104,11 @@ pub fn create_at_launch(policy: &ResolvedPolicy) -> Result<Created, SandyError> 
     let names: Vec<String> = created
         .iter()
         .filter(|p| !mount_points.contains(p))
-        .map(|p| p.display().to_string())
+        .map(|p| Shown(p).to_string())
         .collect();
     if !names.is_empty() {
-        eprintln!(
-            "sandy: first launch of the '{}' profile: created {} (empty, yours only)",
+        say!(
+            "first launch of the '{}' profile: created {} (empty, yours only)",
             policy.profile.name,
             names.join(", ")
         );
@@ -100,32 +116,56 @@ pub fn create_at_launch(policy: &ResolvedPolicy) -> Result<Created, SandyError> 
     Ok(Created { mount_points })
 }
 
+/// Whether `path` names an existing directory (links followed: asked only on the way to
+/// a state directory, where the user's own links lead).
+fn existing_dir(path: &Path) -> bool {
+    crate::hostfs::canonicalize(path).is_ok_and(|p| Dir::open(&p).is_ok())
+}
+
 /// Removes the mount points [`create_at_launch`] made, unless something wrote them.
-pub fn remove_mount_points(created: &Created) {
+pub fn remove_mount_points(created: &Created, policy: &ResolvedPolicy) {
+    let writable: Vec<&Path> = policy.writable_paths().collect();
     for path in &created.mount_points {
-        if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0) {
-            let _ = std::fs::remove_file(path);
+        let Ok((dir, name)) = crate::hostfs::locate(path, writable.iter().copied(), false) else {
+            continue;
+        };
+        if dir
+            .entry(&name)
+            .ok()
+            .flatten()
+            .is_some_and(|st| st.kind == Kind::File && st.size == 0)
+        {
+            let _ = dir.remove_file(&name);
         }
     }
 }
 
 /// After the run: merges every state file's private copy back into the host file and
-/// reports what was kept and what was dropped (key names, never values). Problems are
-/// reported, never fatal: the target's own status stands.
-pub fn merge_after_run(policy: &ResolvedPolicy, views: &PreparedViews) {
+/// reports what was kept and what was dropped (key names, never values); then empties
+/// each stand-in state directory into the real one. Problems are reported, never fatal:
+/// the target's own status stands.
+pub fn merge_after_run(policy: &ResolvedPolicy, views: &mut PreparedViews) {
+    let writable: Vec<&Path> = policy.writable_paths().collect();
     for file in &policy.state_files {
-        if let Err(reason) = merge_one(policy, file, views) {
-            eprintln!(
-                "sandy: warning: none of the run's changes to {} were kept: {reason}",
-                file.path.display()
+        if let Err(reason) = merge_one(policy, file, views, &writable) {
+            say!(
+                "warning: none of the run's changes to {} were kept: {reason}",
+                Shown(&file.path)
             );
         }
-        if let Some(mirror) = &file.mirror {
-            move_back(policy, file, mirror);
-        }
-        // A copy under a name of Sandy's own is gone once merged.
-        if !file.bound {
-            let _ = std::fs::remove_file(&file.inside);
+        if let Some(stand_in) = views.take_stand_in(&file.inside) {
+            if stand_in.in_place() {
+                stand_in.move_back(policy);
+            } else {
+                stand_in.abandon();
+            }
+        } else if !file.bound {
+            // A copy under a name of Sandy's own is gone once merged.
+            if let Ok((dir, name)) =
+                crate::hostfs::locate(&file.inside, writable.iter().copied(), false)
+            {
+                let _ = dir.remove_entry(&name);
+            }
         }
     }
 }
@@ -134,30 +174,18 @@ fn merge_one(
     policy: &ResolvedPolicy,
     file: &StateFile,
     views: &PreparedViews,
+    writable: &[&Path],
 ) -> Result<(), String> {
-    let (Some(copy), Some(before)) = (
-        views.private_copy(&file.inside),
+    if views.stand_in(&file.inside).is_some_and(|s| !s.in_place()) {
+        return Err("the run replaced its stand-in directory (nothing is taken from it)".into());
+    }
+    let (Some(after), Some(before)) = (
+        views.read_private_copy(&file.inside, writable),
         views.original(&file.inside),
     ) else {
         return Ok(());
     };
-    // The sandbox could have replaced a stand-in directory with a link.
-    if file.mirror.is_some()
-        && !file
-            .inside
-            .parent()
-            .and_then(|d| std::fs::symlink_metadata(d).ok())
-            .is_some_and(|m| m.is_dir())
-    {
-        return Err("the run replaced its stand-in directory".to_owned());
-    }
-    // The sandbox could have replaced a copy in its own directory with a link.
-    let after = if file.bound {
-        read_bounded(copy)
-    } else {
-        read_bounded_nofollow(copy)
-    }
-    .map_err(|e| format!("cannot read the sandbox's copy: {e}"))?;
+    let after = after.map_err(|e| format!("cannot read the sandbox's copy: {e}"))?;
     if after == before {
         return Ok(());
     }
@@ -167,12 +195,20 @@ fn merge_one(
     let before = text(before, "the state file at launch")?;
     let after = text(&after, "the sandbox's copy")?;
     // The name may be a symlink (a dotfile manager): the file it leads to is rewritten.
-    let target = std::fs::canonicalize(&file.path).unwrap_or_else(|_| file.path.clone());
-    let _lock = Lock::take(&target);
-    let current = match read_bounded(&target) {
-        Ok(bytes) => Some(text(&bytes, "the host's state file")?),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(format!("cannot read the host's state file: {e}")),
+    // Every profile protects its state file read-only, so no run made that link.
+    let (dir, name) = crate::hostfs::locate(&file.path, writable.iter().copied(), true)
+        .map_err(|e| format!("cannot open the host's state file's directory: {e}"))?;
+    let _lock = Lock::take(&dir, &name);
+    let existing = dir
+        .entry(&name)
+        .map_err(|e| format!("cannot look at the host's state file: {e}"))?;
+    let current = match existing {
+        None => None,
+        Some(_) => match dir.read(&name, MAX_STATE_BYTES) {
+            Ok(Some(bytes)) => Some(text(&bytes, "the host's state file")?),
+            Ok(None) => return Err("the host's state file is not a regular file".to_owned()),
+            Err(e) => return Err(format!("cannot read the host's state file: {e}")),
+        },
     };
     let project = policy.working_directory.to_string_lossy();
     let current = current.as_deref();
@@ -198,7 +234,9 @@ fn merge_one(
         }
     };
     if let Some(merged) = &merged {
-        write_atomically(&target, merged.as_bytes())
+        // The host file's mode and owner stay.
+        let (mode, owner) = existing.map_or((0o600, None), |st| (st.mode, Some((st.uid, st.gid))));
+        dir.replace(&name, merged.as_bytes(), mode, owner)
             .map_err(|e| format!("cannot write the merged state: {e}"))?;
     }
     report(&file.path, &applied, &dropped);
@@ -210,75 +248,207 @@ fn report(path: &Path, applied: &[KeyPath], dropped: &[KeyPath]) {
         return;
     }
     let names: Vec<String> = dropped.iter().map(|k| display(k)).collect();
-    eprintln!(
-        "sandy: {}: dropped the run's changes to {} (they could make a later launch run code, \
+    say!(
+        "{}: dropped the run's changes to {} (they could make a later launch run code, \
          or Sandy does not know them); kept {} allowed change(s)",
-        path.display(),
+        Shown(path),
         names.join(", "),
         applied.len()
     );
 }
 
-/// Removes a stand-in state directory (the parent of `inside`) left by a run that was
-/// killed before its merge, without following links in it.
-pub(crate) fn clear_stand_in(inside: &Path) -> std::io::Result<()> {
-    let Some(dir) = inside.parent() else {
-        return Ok(());
-    };
-    match std::fs::symlink_metadata(dir) {
-        Ok(m) if m.is_dir() => std::fs::remove_dir_all(dir),
-        Ok(_) => std::fs::remove_file(dir),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
-    }
+/// A stand-in state directory (Codex's `CODEX_HOME` inside: `~/.codex/.sandy-codex-home-PID`):
+/// a private copy of the state file, and a link to every other entry of the real
+/// directory. It is made, locked and emptied back through handles: the real directory
+/// (`mirror`, opened once) and the stand-in itself. A concurrent run that can write the
+/// real directory may swap the stand-in's name for a link (to `~/.ssh`) at any moment;
+/// what is moved back is what the stand-in handle holds, moved by `renameat` from it
+/// into the real directory's handle, never by a name looked up again.
+#[derive(Debug)]
+pub struct StandIn {
+    mirror: Dir,
+    /// The stand-in's name in the real directory.
+    name: OsString,
+    /// The state file's copy's name in the stand-in.
+    own: OsString,
+    /// The stand-in, locked (exclusive) until it is emptied back: a later launch's
+    /// recovery never touches it meanwhile.
+    dir: Dir,
 }
 
-/// Links every entry of the real state directory `mirror` into the stand-in directory
-/// holding `inside` (by its name, so what the sandbox protects there stays protected),
-/// except the state file itself (the private copy is there) and the stand-in directory.
-pub(crate) fn link_mirror(inside: &Path, mirror: &Path) -> std::io::Result<()> {
-    let (Some(dir), Some(own)) = (inside.parent(), inside.file_name()) else {
-        return Ok(());
-    };
-    let entries = match std::fs::read_dir(mirror) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    let prefix = dir
-        .file_name()
-        .and_then(|n| n.to_str())
-        .map(|n| n.trim_end_matches(|c: char| c.is_ascii_digit()));
-    for entry in entries {
-        let name = entry?.file_name();
-        // Not the copy, nor this or another run's stand-in directory.
-        let stand_in = prefix.is_some_and(|p| name.to_str().is_some_and(|n| n.starts_with(p)));
-        if name == own || stand_in {
-            continue;
+impl StandIn {
+    /// Makes this run's stand-in for `file` in the real directory `mirror`: whatever a
+    /// killed run left under the same name is removed first (unless a live run holds
+    /// it), then a fresh directory (0700) with the copy `content` and the links.
+    pub fn prepare(
+        file: &StateFile,
+        mirror: &Path,
+        writable: &[&Path],
+        content: &[u8],
+    ) -> std::io::Result<StandIn> {
+        let (Some(dir_path), Some(own)) = (file.inside.parent(), file.inside.file_name()) else {
+            return Err(std::io::Error::other("the stand-in has no name"));
+        };
+        if dir_path.parent() != Some(mirror) {
+            return Err(std::io::Error::other(
+                "the stand-in is not directly in the real state directory",
+            ));
         }
-        std::os::unix::fs::symlink(mirror.join(&name), dir.join(&name))?;
+        let Some(name) = dir_path.file_name() else {
+            return Err(std::io::Error::other("the stand-in has no name"));
+        };
+        let mirror = open_named_dir(mirror, writable.iter().copied())?;
+        if let Some(st) = mirror.entry(name)? {
+            if st.kind == Kind::Directory {
+                let old = mirror.open_dir(name)?;
+                if !old.try_lock(true)? {
+                    return Err(std::io::Error::other("a live run uses the same stand-in"));
+                }
+                old.remove_contents(&|| false)?;
+                drop(old);
+            }
+            mirror.remove_entry(name)?;
+        }
+        let dir = mirror.create_dir(name, 0o700)?;
+        if !dir.try_lock(true)? {
+            return Err(std::io::Error::other(
+                "the new stand-in was locked by another",
+            ));
+        }
+        dir.write_new(own, content, 0o600)?;
+        let stand_in = StandIn {
+            mirror,
+            name: name.to_os_string(),
+            own: own.to_os_string(),
+            dir,
+        };
+        stand_in.link_mirror()?;
+        Ok(stand_in)
     }
-    Ok(())
-}
 
-/// After the run: what the agent created or replaced in its stand-in directory (a first
-/// session's `sessions`, `log` and `tmp`, a login's `auth.json`, a file it rewrote by
-/// renaming over the link) moves to the real state directory, as if the agent had written
-/// it there (it may write there anyway). Never the state file (it is merged), nor a name
-/// the profile protects (reported). The stand-in directory is then removed. The sandbox
-/// is gone by now (its PID namespace ended with the run), so nothing changes meanwhile.
-fn move_back(policy: &ResolvedPolicy, file: &StateFile, mirror: &Path) {
-    let (Some(dir), Some(own)) = (file.inside.parent(), file.inside.file_name()) else {
-        return;
-    };
-    move_back_dir(policy, dir, own, mirror);
+    /// The prefix every stand-in of this kind has (its name without the pid).
+    fn prefix(name: &OsStr) -> Option<&str> {
+        let name = name.to_str()?;
+        let prefix = name.trim_end_matches(|c: char| c.is_ascii_digit());
+        (prefix != name).then_some(prefix)
+    }
+
+    /// Whether `entry` of the real directory is a stand-in (this run's or another's).
+    fn is_stand_in(&self, entry: &OsStr) -> bool {
+        Self::prefix(&self.name).is_some_and(|p| entry.to_str().is_some_and(|n| n.starts_with(p)))
+    }
+
+    /// Links every entry of the real directory into the stand-in (by its name, so that
+    /// what the sandbox protects there stays protected), except the state file itself
+    /// (the private copy is there) and the stand-in directories.
+    fn link_mirror(&self) -> std::io::Result<()> {
+        for entry in self.mirror.entries(crate::hostfs::MAX_ENTRIES)? {
+            if entry.name == self.own || self.is_stand_in(&entry.name) {
+                continue;
+            }
+            self.dir
+                .symlink(self.mirror.path().join(&entry.name), &entry.name)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the stand-in's name still leads to this directory (the run may have
+    /// renamed it and put something else, a link, in its place).
+    pub fn in_place(&self) -> bool {
+        match (self.mirror.entry(&self.name), self.dir.stat()) {
+            (Ok(Some(at_name)), Ok(own)) => at_name.same_file(&own),
+            _ => false,
+        }
+    }
+
+    /// A stand-in the run moved away: nothing is taken from it. What it holds is removed
+    /// through the handle (the directory stays, empty, under the name the run gave it),
+    /// and what the run put at its name (a link, most likely) is removed, never followed.
+    pub fn abandon(self) {
+        let _ = self.dir.remove_contents(&|| false);
+        let _ = self.mirror.remove_entry(&self.name);
+    }
+
+    /// What the sandbox left in the state file's copy.
+    pub fn read_copy(&self, max: usize) -> std::io::Result<Option<Vec<u8>>> {
+        self.dir.read(&self.own, max)
+    }
+
+    /// After the run: what the agent created or replaced in the stand-in (a first
+    /// session's `sessions`, `log` and `tmp`, a login's `auth.json`, a file it rewrote by
+    /// renaming over the link) moves to the real state directory, as if the agent had
+    /// written it there (it may write there anyway). Never the state file (it is
+    /// merged), nor a name the profile protects (reported). The stand-in is then removed.
+    pub fn move_back(self, policy: &ResolvedPolicy) {
+        let mirror_path = self.mirror.path().to_path_buf();
+        let protected = |name: &OsStr| {
+            let real = mirror_path.join(name);
+            policy
+                .protections
+                .iter()
+                .any(|p| p.path == real || p.path.starts_with(&real))
+        };
+        let mut not_kept = Vec::new();
+        let mut failed = Vec::new();
+        let entries = self
+            .dir
+            .entries(crate::hostfs::MAX_ENTRIES)
+            .unwrap_or_default();
+        for entry in entries {
+            let name = entry.name.as_os_str();
+            let real = mirror_path.join(name);
+            if name == self.own || self.is_stand_in(name) {
+                continue;
+            }
+            // Still the link Sandy made: the agent wrote through it.
+            if entry.kind == Kind::Symlink && self.dir.read_link(name).is_ok_and(|t| t == real) {
+                continue;
+            }
+            if protected(name) {
+                not_kept.push(Shown(&real).to_string());
+                continue;
+            }
+            if self.dir.rename(name, &self.mirror, name).is_err() {
+                failed.push(Shown(&real).to_string());
+            }
+        }
+        let here = mirror_path.join(&self.name);
+        if !not_kept.is_empty() {
+            say!(
+                "{}: not kept: what the run wrote at {} (protected: it could change a \
+                 later launch)",
+                Shown(&here),
+                not_kept.join(", ")
+            );
+        }
+        if !failed.is_empty() {
+            say!(
+                "warning: could not move {} back from the run's stand-in directory {} \
+                 (left there)",
+                failed.join(", "),
+                Shown(&here)
+            );
+            let _ = self.dir.remove_entry(&self.own);
+            return;
+        }
+        // What is left is Sandy's links and what was not kept: removed through the
+        // handle; the name goes only if it is still this (now empty) directory's.
+        if self.dir.remove_contents(&|| false).is_ok() {
+            if let Ok(Some(st)) = self.mirror.entry(&self.name) {
+                if self.dir.stat().is_ok_and(|own| own.same_file(&st)) {
+                    let _ = self.mirror.remove_dir(&self.name);
+                }
+            }
+        }
+    }
 }
 
 /// Before launch: the stand-in directories of runs that were killed before their merge
-/// (`NAME-PID` beside this run's `NAME-OWNPID`, that process gone) are emptied into the
-/// real state directory the same way, and removed. Their state file's changes are lost
-/// (nothing says what they started from), never applied.
-fn recover_stale_stand_ins(policy: &ResolvedPolicy) {
+/// (`NAME-PID` beside this run's `NAME-OWNPID`, whose lock nobody holds) are emptied into
+/// the real state directory the same way, and removed. Their state file's changes are
+/// lost (nothing says what they started from), never applied. A live run's stand-in is
+/// locked, and left alone.
+fn recover_stale_stand_ins(policy: &ResolvedPolicy, writable: &[&Path]) {
     for file in &policy.state_files {
         let (Some(mirror), Some(dir), Some(own)) = (
             file.mirror.as_deref(),
@@ -287,157 +457,84 @@ fn recover_stale_stand_ins(policy: &ResolvedPolicy) {
         ) else {
             continue;
         };
-        let Some(name) = dir.file_name().and_then(|n| n.to_str()) else {
+        let Some(this) = dir.file_name() else {
             continue;
         };
-        let prefix = name.trim_end_matches(|c: char| c.is_ascii_digit());
-        if prefix == name {
+        let Some(prefix) = StandIn::prefix(this) else {
             continue;
-        }
-        for stale in crate::cache::left_by_gone_processes(mirror, prefix) {
-            if stale == dir {
+        };
+        let Ok(mirror) = open_named_dir(mirror, writable.iter().copied()) else {
+            continue;
+        };
+        let Ok(entries) = mirror.entries(crate::hostfs::MAX_ENTRIES) else {
+            continue;
+        };
+        for entry in entries {
+            let stale = entry.name.to_str().is_some_and(|n| {
+                n.strip_prefix(prefix)
+                    .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+            });
+            if !stale || entry.name == this || entry.kind != Kind::Directory {
                 continue;
             }
-            if std::fs::symlink_metadata(&stale).is_ok_and(|m| m.is_dir()) {
-                let _ = std::fs::remove_file(stale.join(own));
-                move_back_dir(policy, &stale, own, mirror);
-            }
-        }
-    }
-}
-
-fn move_back_dir(policy: &ResolvedPolicy, dir: &Path, own: &std::ffi::OsStr, mirror: &Path) {
-    // The sandbox may have replaced the directory itself with a link: nothing is taken
-    // from a link.
-    if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
-        let _ = std::fs::remove_file(dir);
-        return;
-    }
-    let protected = |name: &std::ffi::OsStr| {
-        let real = mirror.join(name);
-        policy
-            .protections
-            .iter()
-            .any(|p| p.path == real || p.path.starts_with(&real))
-    };
-    let mut not_kept = Vec::new();
-    let mut failed = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let path = entry.path();
-            let real = mirror.join(&name);
-            if name == own || Some(name.as_os_str()) == dir.file_name() {
+            let Ok(stale_dir) = mirror.open_dir(&entry.name) else {
+                continue;
+            };
+            if !stale_dir.try_lock(true).unwrap_or(false) {
                 continue;
             }
-            // Still the link Sandy made: the agent wrote through it.
-            if std::fs::read_link(&path).is_ok_and(|t| t == real) {
+            let _ = stale_dir.remove_entry(own);
+            let Ok(mirror_again) = mirror.try_clone() else {
                 continue;
+            };
+            StandIn {
+                mirror: mirror_again,
+                name: entry.name,
+                own: own.to_os_string(),
+                dir: stale_dir,
             }
-            if protected(&name) {
-                not_kept.push(real.display().to_string());
-                continue;
-            }
-            if std::fs::rename(&path, &real).is_err() {
-                failed.push(real.display().to_string());
-            }
+            .move_back(policy);
         }
     }
-    if !not_kept.is_empty() {
-        eprintln!(
-            "sandy: {}: not kept: what the run wrote at {} (protected: it could change a \
-             later launch)",
-            dir.display(),
-            not_kept.join(", ")
-        );
-    }
-    if !failed.is_empty() {
-        eprintln!(
-            "sandy: warning: could not move {} back from the run's stand-in directory {} \
-             (left there)",
-            failed.join(", "),
-            dir.display()
-        );
-        let _ = std::fs::remove_file(dir.join(own));
-        return;
-    }
-    let _ = std::fs::remove_dir_all(dir);
-}
-
-/// Writes `content` to a temporary file beside `target` with the target's mode and owner,
-/// then renames it over the target.
-fn write_atomically(target: &Path, content: &[u8]) -> std::io::Result<()> {
-    let dir = target
-        .parent()
-        .ok_or_else(|| std::io::Error::other("the state file has no directory"))?;
-    let name = target
-        .file_name()
-        .ok_or_else(|| std::io::Error::other("the state file has no name"))?;
-    let meta = std::fs::metadata(target).ok();
-    let mode = meta.as_ref().map_or(0o600, |m| m.mode() & 0o7777);
-    let temp = dir.join(format!(
-        ".{}.sandy-merge-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-            .open(&temp)?;
-        f.write_all(content)?;
-        if let Some(m) = &meta {
-            if (m.uid(), m.gid())
-                != (
-                    nix::unistd::getuid().as_raw(),
-                    nix::unistd::getgid().as_raw(),
-                )
-            {
-                std::os::unix::fs::fchown(&f, Some(m.uid()), Some(m.gid()))?;
-            }
-        }
-        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        f.sync_all()?;
-        std::fs::rename(&temp, target)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    result
 }
 
 /// The lock directory Claude Code itself takes beside its state file (`NAME.lock`), so a
 /// session outside does not write between Sandy's read and rename. Given up after two
 /// seconds (a stale lock from a crashed session): the merge then goes ahead.
-struct Lock(Option<PathBuf>);
+struct Lock<'a> {
+    dir: &'a Dir,
+    name: Option<OsString>,
+}
 
-impl Lock {
-    fn take(target: &Path) -> Lock {
-        let mut name = target.as_os_str().to_owned();
+impl<'a> Lock<'a> {
+    fn take(dir: &'a Dir, file: &OsStr) -> Lock<'a> {
+        let mut name = file.to_os_string();
         name.push(".lock");
-        let path = PathBuf::from(name);
         let deadline = Instant::now() + Duration::from_secs(2);
         loop {
-            match std::fs::create_dir(&path) {
-                Ok(()) => return Lock(Some(path)),
+            match dir.create_dir(&name, 0o700) {
+                Ok(_) => {
+                    return Lock {
+                        dir,
+                        name: Some(name),
+                    }
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     if Instant::now() >= deadline {
-                        return Lock(None);
+                        return Lock { dir, name: None };
                     }
                     std::thread::sleep(Duration::from_millis(50));
                 }
-                Err(_) => return Lock(None),
+                Err(_) => return Lock { dir, name: None },
             }
         }
     }
 }
 
-impl Drop for Lock {
+impl Drop for Lock<'_> {
     fn drop(&mut self) {
-        if let Some(path) = &self.0 {
-            let _ = std::fs::remove_dir(path);
+        if let Some(name) = &self.name {
+            let _ = self.dir.remove_dir(name);
         }
     }
 }

@@ -463,6 +463,7 @@ pub struct EscapeArgs {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their own fixtures
 mod tests {
     use super::*;
 

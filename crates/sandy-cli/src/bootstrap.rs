@@ -135,7 +135,7 @@ impl Drop for Pending {
         crate::run::kill_and_reap(self.pid);
         // Its mount namespace, with any overlay it mounted ahead, went with it.
         for dir in &self.work_dirs {
-            let _ = crate::cache::remove_tree(dir);
+            crate::cache::remove_work_dir(dir);
         }
     }
 }
@@ -275,7 +275,7 @@ pub fn bootstrap(manifest_fd: i32, relay_fd: Option<i32>, observe: bool) -> Sand
 /// reason and exits with Sandy's status for it, without running anything of the
 /// supervisor's (its cleanup is the supervisor's).
 fn fail(err: &SandyError) -> ! {
-    eprintln!("sandy: {err}");
+    say!("{err}");
     // `_exit`: nothing of the supervisor's (its buffered output, exit handlers) runs
     // twice.
     sandy_linux::sys::process::exit_now(i32::from(crate::error::exit_code(err)))

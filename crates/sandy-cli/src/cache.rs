@@ -22,15 +22,61 @@
 //! resolved ([`prepare_expected`]), so that the bootstrap mounts their overlays while the
 //! supervisor resolves it; the rest once it is resolved ([`prepare_layers`]).
 
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::ffi::{OsStr, OsString};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use sandy_policy::caches::{sandy_cache_dir, CacheKind, ToolCache, OVERLAYS_DIR};
+use sandy_policy::text::Shown;
 use sandy_policy::ManifestOverlay;
 
 use crate::args::CacheArgs;
 use crate::error::SandyError;
+use crate::hostfs::{Dir, Kind};
+
+/// The longest `origin` file Sandy reads back.
+const MAX_ORIGIN: usize = 16 * 1024;
+
+/// A cache's layer directory, opened from Sandy's cache (which no grant reaches; the
+/// user's own links on the way to it are followed): created with `create` (0700, with
+/// Sandy's cache and `overlays` when absent), and held with a shared lock for the run,
+/// so that `sandy cache --clear` leaves it alone meanwhile. A layer `--clear` removed
+/// while this run waited for its lock is made again. `Ok(None)`: it does not exist (and
+/// `create` is false). The bool: whether it was made now.
+fn open_layer(cache: &ToolCache, create: bool) -> std::io::Result<Option<(Dir, bool)>> {
+    let (Some(overlays), Some(name)) = (cache.layer.parent(), cache.layer.file_name()) else {
+        return Err(std::io::Error::other("a cache layer has no name"));
+    };
+    let root = if create {
+        crate::hostfs::open_or_create(overlays, 0o700)?
+    } else {
+        match Dir::open(overlays) {
+            Ok(dir) => dir,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        }
+    };
+    for _ in 0..8 {
+        let (layer, fresh) = match root.open_dir(name) {
+            Ok(layer) => (layer, false),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
+                match root.create_dir(name, 0o700) {
+                    Ok(layer) => (layer, true),
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        // Shared with the other runs; waits for a `--clear` that holds it.
+        layer.lock_shared()?;
+        if layer.is_linked()? {
+            return Ok(Some((layer, fresh)));
+        }
+    }
+    Err(std::io::Error::other("the layer kept being removed"))
+}
 
 /// The work directories of the overlays a launch is expected to have
 /// ([`sandy_policy::caches::expected_overlays`]), made before the policy is resolved so
@@ -41,8 +87,16 @@ use crate::error::SandyError;
 pub fn prepare_expected(caches: &[ToolCache]) -> PreparedLayers {
     let mut prepared = PreparedLayers::default();
     for cache in caches.iter().filter(|c| c.kind == CacheKind::Overlay) {
-        if cache.upper().is_dir() && make_work_dir(cache).is_ok() {
-            prepared.add(cache);
+        let Ok(Some((layer, _))) = open_layer(cache, false) else {
+            continue;
+        };
+        let has_upper = layer
+            .entry("upper")
+            .ok()
+            .flatten()
+            .is_some_and(|st| st.kind == Kind::Directory);
+        if has_upper && make_work_dir(&layer).is_ok() {
+            prepared.add(cache, layer);
         }
     }
     prepared
@@ -56,90 +110,100 @@ pub fn prepare_layers(
     caches: &[ToolCache],
     ahead: &PreparedLayers,
 ) -> Result<PreparedLayers, SandyError> {
-    let io = |step| move |source| SandyError::Io { step, source };
     let mut prepared = PreparedLayers::default();
     for cache in caches.iter().filter(|c| c.kind == CacheKind::Overlay) {
-        if ahead.has(cache) {
-            prepared.add(cache);
+        let fail = |step| {
+            let path = cache.layer.clone();
+            move |source| SandyError::File { step, path, source }
+        };
+        if let Some(layer) = ahead.layer_of(cache) {
+            prepared.add(
+                cache,
+                layer
+                    .try_clone()
+                    .map_err(fail("cannot open the cache layer"))?,
+            );
             continue;
         }
-        let fresh = match std::fs::create_dir(&cache.layer) {
-            Ok(()) => true,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let parent = cache.layer.parent().unwrap_or(&cache.layer);
-                std::fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o700)
-                    .create(parent)
-                    .map_err(io("cannot create Sandy's cache directory"))?;
-                std::fs::create_dir(&cache.layer)
-                    .map_err(io("cannot create a cache layer directory"))?;
-                true
-            }
-            Err(e) => return Err(io("cannot create a cache layer directory")(e)),
-        };
+        let (layer, fresh) = open_layer(cache, true)
+            .map_err(fail("cannot create the cache layer"))?
+            .ok_or_else(|| {
+                fail("cannot create the cache layer")(std::io::ErrorKind::NotFound.into())
+            })?;
         if fresh {
-            std::fs::set_permissions(&cache.layer, std::fs::Permissions::from_mode(0o700))
-                .map_err(io("cannot restrict a cache layer directory"))?;
             let mut origin = cache.path.as_os_str().as_encoded_bytes().to_vec();
             origin.push(b'\n');
-            std::fs::write(cache.layer.join("origin"), origin)
-                .map_err(io("cannot record which cache a layer covers"))?;
-            eprintln!(
-                "sandy: {} is copy-on-write inside; the sandbox's changes are kept in {} \
+            layer
+                .replace("origin", &origin, 0o600, None)
+                .map_err(fail("cannot record which cache this layer covers:"))?;
+            say!(
+                "{} is copy-on-write inside; the sandbox's changes are kept in {} \
                  (sandy cache --clear removes them)",
-                cache.path.display(),
-                cache.layer.display()
+                Shown(&cache.path),
+                Shown(&cache.layer)
             );
         }
-        match std::fs::DirBuilder::new().mode(0o700).create(cache.upper()) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(io("cannot create a cache layer directory")(e)),
-        }
-        make_work_dir(cache).map_err(io("cannot create a cache layer's work directory"))?;
-        prepared.add(cache);
+        layer
+            .ensure_dir("upper", 0o700)
+            .map_err(fail("cannot create the upper directory of the cache layer"))?;
+        make_work_dir(&layer).map_err(fail("cannot create a work directory in the cache layer"))?;
+        prepared.add(cache, layer);
     }
     Ok(prepared)
 }
 
-/// This run's work directory in a cache's layer: `work-PID`, named after the supervisor.
-fn work_dir(cache: &ToolCache) -> PathBuf {
-    cache.layer.join(format!("work-{}", std::process::id()))
+/// This run's work directory's name in a cache's layer: `work-PID`, after the supervisor.
+fn work_name() -> String {
+    format!("work-{}", std::process::id())
 }
 
 /// Creates this run's work directory (0700) in a cache's layer.
-fn make_work_dir(cache: &ToolCache) -> std::io::Result<()> {
-    let work = work_dir(cache);
-    let create = || std::fs::DirBuilder::new().mode(0o700).create(&work);
-    match create() {
+fn make_work_dir(layer: &Dir) -> std::io::Result<()> {
+    let name = work_name();
+    match layer.create_dir(&name, 0o700) {
         // Left by an earlier supervisor that had this pid: never reused.
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            remove_tree(&work).and_then(|()| create())
+            layer.remove_tree(&name, &|| false)?;
+            layer.create_dir(&name, 0o700).map(drop)
         }
-        other => other,
+        other => other.map(drop),
+    }
+}
+
+/// Removes a work directory made for an overlay that is no longer used (a run refused
+/// before its launch), by its path in Sandy's cache.
+pub fn remove_work_dir(work: &Path) {
+    let (Some(layer), Some(name)) = (work.parent(), work.file_name()) else {
+        return;
+    };
+    if let Ok(layer) = Dir::open(layer) {
+        let _ = layer.remove_tree(name, &|| false);
     }
 }
 
 /// This run's overlays, with their per-run work directories (left in place after the
-/// run; later runs remove them: [`PreparedLayers::stale_work_dirs`]).
+/// run; later runs remove them: [`PreparedLayers::stale_work_dirs`]), and the layers'
+/// handles, which hold their shared locks until the run is over.
 #[derive(Debug, Default)]
 pub struct PreparedLayers {
     overlays: Vec<ManifestOverlay>,
-    /// The layer directories of this run's overlays.
-    layers: Vec<PathBuf>,
+    layers: Vec<Dir>,
 }
 
 impl PreparedLayers {
-    fn add(&mut self, cache: &ToolCache) {
-        self.layers.push(cache.layer.clone());
+    fn add(&mut self, cache: &ToolCache, layer: Dir) {
+        self.layers.push(layer);
         self.overlays.push(overlay_of(cache));
     }
 
-    /// Whether `cache`'s overlay, with this run's work directory, is among these.
-    fn has(&self, cache: &ToolCache) -> bool {
-        self.overlays.contains(&overlay_of(cache))
+    /// The handle on `cache`'s layer, if its overlay (with this run's work directory)
+    /// is among these.
+    fn layer_of(&self, cache: &ToolCache) -> Option<&Dir> {
+        let overlay = overlay_of(cache);
+        self.overlays
+            .iter()
+            .position(|o| *o == overlay)
+            .map(|i| &self.layers[i])
     }
 
     /// What the bootstrap mounts.
@@ -160,24 +224,29 @@ impl PreparedLayers {
     /// The work directories, in this run's layers, of runs whose supervisor is gone (this
     /// run's own and those of concurrent runs are not among them): each run leaves its
     /// own behind, and later runs remove them ([`remove_stale_work_dirs`]).
-    pub fn stale_work_dirs(&self) -> Vec<PathBuf> {
-        self.layers
-            .iter()
-            .flat_map(|layer| left_by_gone_processes(layer, "work-"))
-            .collect()
+    pub fn stale_work_dirs(&self) -> Vec<(Dir, OsString)> {
+        let mut stale = Vec::new();
+        for layer in &self.layers {
+            for name in left_by_gone_processes(layer, "work-") {
+                if let Ok(layer) = layer.try_clone() {
+                    stale.push((layer, name));
+                }
+            }
+        }
+        stale
     }
 }
 
 /// The entries of `dir` named `PREFIX` and a process id whose process is gone: what
 /// runs that ended left behind, named after their supervisor.
-pub fn left_by_gone_processes(dir: &Path, prefix: &str) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
+pub fn left_by_gone_processes(dir: &Dir, prefix: &str) -> Vec<OsString> {
+    let Ok(entries) = dir.entries_prefix(crate::hostfs::MAX_ENTRIES) else {
         return Vec::new();
     };
     let mut gone = Vec::new();
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
+    for entry in entries {
+        let Some(pid) = entry
+            .name
             .to_str()
             .and_then(|n| n.strip_prefix(prefix))
             .and_then(|p| p.parse::<i32>().ok())
@@ -190,7 +259,7 @@ pub fn left_by_gone_processes(dir: &Path, prefix: &str) -> Vec<PathBuf> {
         let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
             .map_or_else(|e| e != nix::errno::Errno::ESRCH, |()| true);
         if !alive {
-            gone.push(entry.path());
+            gone.push(entry.name);
         }
     }
     gone
@@ -203,90 +272,122 @@ pub fn left_by_gone_processes(dir: &Path, prefix: &str) -> Vec<PathBuf> {
 /// Removing a directory is what costs here: freeing its block waits for the disk (about
 /// 0.1 to 0.3 ms per directory on the ext4 of BENCHMARKS.md, against 20 µs to make one),
 /// and each work directory holds four.
-pub fn remove_stale_work_dirs(stale: &[PathBuf], stop: &AtomicBool) {
-    for dir in stale {
-        if remove_tree_unless(dir, stop).is_err() && stop.load(Ordering::Relaxed) {
+pub fn remove_stale_work_dirs(stale: &[(Dir, OsString)], stop: &AtomicBool) {
+    for (layer, name) in stale {
+        let stopped = || stop.load(Ordering::Relaxed);
+        if layer.remove_tree(name, &stopped).is_err() && stopped() {
             return;
         }
     }
 }
 
-/// [`remove_tree`], checking `stop` before each removal (`Interrupted` once it is set).
-fn remove_tree_unless(path: &Path, stop: &AtomicBool) -> std::io::Result<()> {
-    if stop.load(Ordering::Relaxed) {
-        return Err(std::io::ErrorKind::Interrupted.into());
-    }
-    let meta = std::fs::symlink_metadata(path)?;
-    if !meta.is_dir() {
-        return std::fs::remove_file(path);
-    }
-    if meta.permissions().mode() & 0o700 != 0o700 {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))?;
-    }
-    for entry in std::fs::read_dir(path)? {
-        remove_tree_unless(&entry?.path(), stop)?;
-    }
-    if stop.load(Ordering::Relaxed) {
-        return Err(std::io::ErrorKind::Interrupted.into());
-    }
-    std::fs::remove_dir(path)
-}
-
-/// `sandy cache [--clear]`.
+/// `sandy cache [--clear]`: lists the layers (their size and the cache each covers) or
+/// removes them. A layer a running sandbox uses (its shared lock is held) is left, and
+/// named.
 pub fn command(args: CacheArgs) -> Result<u8, SandyError> {
     let host = crate::host::gather_without_git()?;
     let Some(home) = host.home.as_deref() else {
         crate::print_line("no home directory: Sandy keeps no cache layers").map_err(out)?;
         return Ok(0);
     };
-    let root = sandy_cache_dir(home, &host).join(OVERLAYS_DIR);
-    let mut layers: Vec<PathBuf> = match std::fs::read_dir(&root) {
-        Ok(entries) => entries.flatten().map(|e| e.path()).collect(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+    let root_path = sandy_cache_dir(home, &host).join(OVERLAYS_DIR);
+    let root = match Dir::open(&root_path) {
+        Ok(root) => Some(root),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(source) => {
-            return Err(SandyError::Io {
-                step: "cannot list Sandy's cache layers",
+            return Err(SandyError::File {
+                step: "cannot open Sandy's cache layers in",
+                path: root_path,
                 source,
             })
         }
     };
-    layers.sort();
-    if layers.is_empty() {
-        crate::print_line(&format!("no cache layers in {}", root.display())).map_err(out)?;
+    let mut names: Vec<OsString> = match &root {
+        Some(root) => root
+            .entries(crate::hostfs::MAX_ENTRIES)
+            .map_err(|source| SandyError::File {
+                step: "cannot list Sandy's cache layers in",
+                path: root_path.clone(),
+                source,
+            })?
+            .into_iter()
+            .filter(|e| e.kind == Kind::Directory)
+            .map(|e| e.name)
+            .collect(),
+        None => Vec::new(),
+    };
+    names.sort();
+    let Some(root) = root.filter(|_| !names.is_empty()) else {
+        crate::print_line(&format!("no cache layers in {}", Shown(&root_path))).map_err(out)?;
         return Ok(0);
-    }
+    };
     let mut total = 0u64;
-    for layer in &layers {
-        let size = du(layer);
-        total += size;
-        let origin = std::fs::read_to_string(layer.join("origin")).unwrap_or_default();
-        let name = layer.file_name().unwrap_or_default().to_string_lossy();
+    let mut in_use = 0usize;
+    for name in &names {
+        let size = root.disk_usage(name, crate::hostfs::MAX_ENTRIES);
+        let Ok(layer) = root.open_dir(name) else {
+            continue;
+        };
+        let origin = layer
+            .read("origin", MAX_ORIGIN)
+            .ok()
+            .flatten()
+            .map(|o| String::from_utf8_lossy(o.trim_ascii_end()).into_owned())
+            .unwrap_or_default();
+        let shown = Shown(Path::new(name));
         let line = if args.clear {
-            remove_tree(layer).map_err(|source| SandyError::Io {
-                step: "cannot remove a cache layer",
+            if !layer.try_lock(true).map_err(|source| SandyError::File {
+                step: "cannot lock the cache layer",
+                path: root_path.join(name),
+                source,
+            })? {
+                in_use += 1;
+                crate::print_line(&format!(
+                    "kept {shown}  {}  (over {origin}): a running sandbox uses it",
+                    human(size)
+                ))
+                .map_err(out)?;
+                continue;
+            }
+            remove_layer(&root, name, &layer).map_err(|source| SandyError::File {
+                step: "cannot remove the cache layer",
+                path: root_path.join(name),
                 source,
             })?;
-            format!(
-                "removed {name}  {}  (over {})",
-                human(size),
-                origin.trim_end()
-            )
+            total += size;
+            format!("removed {shown}  {}  (over {origin})", human(size))
         } else {
-            format!("{name}  {}  (over {})", human(size), origin.trim_end())
+            total += size;
+            format!("{shown}  {}  (over {origin})", human(size))
         };
         crate::print_line(&line).map_err(out)?;
     }
     let summary = if args.clear {
-        format!("cleared {} in {}", human(total), root.display())
+        let kept = if in_use > 0 {
+            format!("; {in_use} in use kept (run it again once they end)")
+        } else {
+            String::new()
+        };
+        format!("cleared {} in {}{kept}", human(total), Shown(&root_path))
     } else {
         format!(
             "{} in {} (sandy cache --clear removes them)",
             human(total),
-            root.display()
+            Shown(&root_path)
         )
     };
     crate::print_line(&summary).map_err(out)?;
     Ok(0)
+}
+
+/// Removes the layer `name` of `root`, whose handle `layer` holds its exclusive lock:
+/// everything in it through that handle, then its name.
+fn remove_layer(root: &Dir, name: &OsStr, layer: &Dir) -> std::io::Result<()> {
+    layer.remove_contents(&|| false)?;
+    match root.remove_dir(name) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
 }
 
 fn out(source: std::io::Error) -> SandyError {
@@ -296,35 +397,13 @@ fn out(source: std::io::Error) -> SandyError {
     }
 }
 
-/// Disk usage of a tree, without following symlinks. Unreadable parts count as zero.
-fn du(path: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(meta) = std::fs::symlink_metadata(path) else {
-        return 0;
-    };
-    let mut size = meta.blocks() * 512;
-    if meta.is_dir() {
-        if let Ok(entries) = std::fs::read_dir(path) {
-            size += entries.flatten().map(|e| du(&e.path())).sum::<u64>();
-        }
-    }
-    size
-}
-
 /// A cache's overlay with this run's work directory.
 fn overlay_of(cache: &ToolCache) -> ManifestOverlay {
     ManifestOverlay {
         lower: cache.path.as_path().into(),
         upper: cache.upper().as_path().into(),
-        work: work_dir(cache).as_path().into(),
+        work: cache.layer.join(work_name()).as_path().into(),
     }
-}
-
-/// Removes a tree. Overlayfs leaves its work directory with mode 000; directories are
-/// made accessible to their owner before they are entered. Symlinks are removed, never
-/// followed.
-pub(crate) fn remove_tree(path: &Path) -> std::io::Result<()> {
-    remove_tree_unless(path, &AtomicBool::new(false))
 }
 
 fn human(bytes: u64) -> String {
@@ -342,8 +421,11 @@ fn human(bytes: u64) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their own fixtures
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::PathBuf;
 
     /// A work directory as overlayfs leaves it after a volatile mount: `work/`, its
     /// `incompat/volatile/dirty` marker, the directories unreadable (mode 000).
@@ -363,13 +445,17 @@ mod tests {
         let layer = tempfile::tempdir().unwrap();
         let a = kernel_work_dir(layer.path(), 1);
         let b = kernel_work_dir(layer.path(), 2);
-        let stopped = AtomicBool::new(true);
-        remove_stale_work_dirs(&[a.clone(), b.clone()], &stopped);
+        let dir = Dir::open(layer.path()).unwrap();
+        let stale = [
+            (dir.try_clone().unwrap(), OsString::from("work-1")),
+            (dir.try_clone().unwrap(), OsString::from("work-2")),
+        ];
+        remove_stale_work_dirs(&stale, &AtomicBool::new(true));
         assert!(
             a.join("work").exists() && b.exists(),
             "removed after the stop"
         );
-        remove_stale_work_dirs(&[a.clone(), b.clone()], &AtomicBool::new(false));
+        remove_stale_work_dirs(&stale, &AtomicBool::new(false));
         assert!(!a.exists() && !b.exists());
     }
 }

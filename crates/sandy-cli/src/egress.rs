@@ -14,6 +14,25 @@ use crate::error::SandyError;
 /// How long the proxy may take after the target's exit to end and log its connections.
 const LOG_GRACE: Duration = Duration::from_secs(2);
 
+/// Opens the log at `path` to append to (see [`Proxy::prepare`]).
+fn open_log<'a>(
+    path: &Path,
+    writable: impl IntoIterator<Item = &'a Path> + Clone,
+) -> std::io::Result<std::fs::File> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a file name",
+        ));
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    crate::hostfs::open_named_dir(dir, writable)?.append_log(name)
+}
+
 /// The egress proxy of one run: prepared before launch, started once its listener
 /// arrives, reported after the run.
 pub struct Proxy {
@@ -23,7 +42,15 @@ pub struct Proxy {
 
 impl Proxy {
     /// Opens the log (appending) before anything starts, so a bad path fails the launch.
-    pub fn prepare(egress: Option<&Egress>, log: Option<&Path>) -> Result<Proxy, SandyError> {
+    /// A run may have put the log's name there (in the project, or any other place in
+    /// `writable`): the log must be a regular file of the user's with no other name, no
+    /// link is followed to it, and a FIFO or a device is refused at once
+    /// ([`crate::hostfs::Dir::append_log`], [`crate::hostfs::open_named_dir`]).
+    pub fn prepare<'a>(
+        egress: Option<&Egress>,
+        log: Option<&Path>,
+        writable: impl IntoIterator<Item = &'a Path> + Clone,
+    ) -> Result<Proxy, SandyError> {
         let Some(egress) = egress else {
             return Ok(Proxy {
                 pending: None,
@@ -32,14 +59,11 @@ impl Proxy {
         };
         let log = log
             .map(|path| {
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path)
-                    .map_err(|source| SandyError::Io {
-                        step: "cannot open the --net-log file",
-                        source,
-                    })
+                open_log(path, writable).map_err(|source| SandyError::File {
+                    step: "cannot use the --net-log file",
+                    path: path.to_path_buf(),
+                    source,
+                })
             })
             .transpose()?;
         Ok(Proxy {
@@ -79,7 +103,7 @@ impl Proxy {
         let Some(handle) = &self.running else { return };
         handle.finish(LOG_GRACE);
         for line in handle.summary() {
-            eprintln!("sandy: {line}");
+            say!("{line}");
         }
     }
 }

@@ -40,6 +40,13 @@ pub enum SandyError {
         step: &'static str,
         source: std::io::Error,
     },
+    /// A step on one file or directory failed: named, with why.
+    #[error("{step} {}: {source}", sandy_policy::text::Shown(path))]
+    File {
+        step: &'static str,
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
     /// A combination of arguments clap cannot express (exit 2).
     #[error("{0}")]
     Usage(&'static str),
@@ -83,6 +90,7 @@ pub fn signal_status(n: i32) -> u8 {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their own fixtures
 mod tests {
     use super::*;
 

@@ -465,6 +465,8 @@ fn within(path: &[u8], dir: &[u8]) -> bool {
 
 /// Whether the parent directories of `a` and `b`, in the caller's view, are on the same
 /// mount (the mount id the kernel shows in `/proc/self/fdinfo`).
+// Opened with O_PATH only (nothing is read, made or waited on), and procfs.
+#[allow(clippy::disallowed_methods)]
 fn same_mount(pid: u32, a: &Path, b: &Path) -> bool {
     let mount = |p: &Path| -> Option<String> {
         use std::os::fd::AsRawFd;
@@ -719,6 +721,7 @@ fn descriptor_target(pid: u32, path: &Path) -> Named {
 
 /// The pid the caller `pid` (as the supervisor sees it) has in the sandbox's own PID
 /// namespace: the last field of `NSpid` in its status.
+#[allow(clippy::disallowed_methods)] // procfs, which no run writes
 fn sandbox_pid(pid: u32) -> Option<String> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("NSpid:"))?;
@@ -780,11 +783,11 @@ pub fn report(
     let home = host.home.as_deref();
     let total: u64 = groups.iter().map(Group::calls).sum();
     let mut lines = vec![format!(
-        "sandy: the sandbox refused {} during the run:",
+        "the sandbox refused {} during the run:",
         plural(total, "write")
     )];
     for group in groups.iter().take(shown) {
-        lines.push(format!("sandy:   {}", describe(group, home)));
+        lines.push(format!("  {}", describe(group, home)));
         if mode == ExplainMode::Full && group.paths.len() > 1 {
             for (path, n) in &group.paths {
                 let times = if *n > 1 {
@@ -792,24 +795,24 @@ pub fn report(
                 } else {
                     String::new()
                 };
-                lines.push(format!("sandy:     {}{times}", tilde(path, home)));
+                lines.push(format!("    {}{times}", tilde(path, home)));
             }
         }
     }
     if shown < groups.len() {
         lines.push(format!(
-            "sandy:   ... and {} more (--explain=full lists every path)",
+            "  ... and {} more (--explain=full lists every path)",
             plural((groups.len() - shown) as u64, "place")
         ));
     }
     if observations.unrecorded > 0 {
         lines.push(format!(
-            "sandy:   ({} on further paths were not examined)",
+            "  ({} on further paths were not examined)",
             plural(observations.unrecorded, "write")
         ));
     }
     for line in lines {
-        eprintln!("{line}");
+        say!("{line}");
     }
 }
 
@@ -1080,6 +1083,7 @@ fn unenforced(rule: &Rule, policy: &ResolvedPolicy) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their own fixtures
 mod tests {
     use super::*;
 

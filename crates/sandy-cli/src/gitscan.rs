@@ -601,11 +601,10 @@ fn describe(
             continue;
         }
         let admin = common.join("worktrees");
-        if let Ok(entries) = std::fs::read_dir(&admin) {
-            for e in entries.flatten() {
-                if e.file_type().is_ok_and(|t| t.is_dir()) {
-                    found.git_dir(e.path(), GitDirKind::Linked);
-                }
+        let linked = crate::hostfs::subdirectories(&admin);
+        if !linked.is_empty() || admin.is_dir() {
+            for name in linked {
+                found.git_dir(admin.join(name), GitDirKind::Linked);
             }
             if let Ok(list) = git.run(
                 &common,
@@ -1040,14 +1039,8 @@ fn module_git_dirs(modules: &Path) -> Vec<PathBuf> {
         if depth > MAX_MODULE_DEPTH {
             continue;
         }
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            if !e.file_type().is_ok_and(|t| t.is_dir()) {
-                continue;
-            }
-            let p = e.path();
+        for name in crate::hostfs::subdirectories(&dir) {
+            let p = dir.join(name);
             let is_git_dir = std::fs::symlink_metadata(p.join("HEAD")).is_ok()
                 && (p.join("objects").is_dir() || p.join("refs").is_dir());
             if is_git_dir {
@@ -1131,7 +1124,8 @@ fn worth_asking(home: Option<&Path>, env: &[(OsString, OsString)], roots: &[Path
         .chain([PathBuf::from("/etc/gitconfig")])
         .any(|file| {
             // The user's own dotfile links are followed.
-            crate::verify::read_regular(&file, 256 * 1024, true)
+            crate::hostfs::locate(&file, std::iter::empty(), true)
+                .and_then(|(dir, name)| dir.read(name, 256 * 1024))
                 .ok()
                 .flatten()
                 .is_some_and(|text| {
@@ -1311,6 +1305,7 @@ fn same_dir(a: &Path, b: &Path) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their own fixtures
 mod tests {
     use super::*;
 

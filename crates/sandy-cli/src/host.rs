@@ -80,6 +80,7 @@ fn is_terminal_device(p: &Path) -> bool {
 
 /// Whether this process runs with `no_new_privs` (inside Sandy, or another sandbox that
 /// sets it).
+#[allow(clippy::disallowed_methods)] // procfs, which no run writes
 pub fn no_new_privs() -> bool {
     std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
         s.lines().any(|l| {

@@ -4,7 +4,6 @@
 //! caller's `PATH`, with the terminal), and the result is verified the way `sandy run
 //! --numbat` would verify it. `sandy run` and `sandy doctor` never install anything.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use crate::args::{IntegrationsArgs, IntegrationsCommand};
@@ -12,12 +11,16 @@ use crate::error::{SandyError, EXIT_NOT_ENFORCEABLE};
 
 /// The launch whose resolution `doctor` and `integrations setup` ask about a provider:
 /// `true` under `agent`'s profile (with `--numbat` when `numbat`); nothing is created.
-pub fn status_request(agent: &str, numbat: bool) -> sandy_policy::RunRequest {
+pub fn status_request(
+    host: &sandy_policy::HostContext,
+    agent: &str,
+    numbat: bool,
+) -> sandy_policy::RunRequest {
     sandy_policy::RunRequest {
         command: vec!["true".into()],
         read: Vec::new(),
         read_write: Vec::new(),
-        private_tmp: PathBuf::from("/tmp/sandy-integrations"),
+        private_tmp: crate::rundir::unmade_private_tmp(host),
         block_net: false,
         allow_local_ports: Vec::new(),
         numbat_collector: None,
@@ -32,7 +35,7 @@ pub fn status_request(agent: &str, numbat: bool) -> sandy_policy::RunRequest {
 /// resolution as a launch with `--numbat`; nothing is run or changed.
 pub fn numbat_status(agent: &str) -> Result<Result<Vec<String>, String>, SandyError> {
     let host = crate::host::gather(&[])?;
-    let request = status_request(agent, true);
+    let request = status_request(&host, agent, true);
     match sandy_policy::resolve(&request, &host, &crate::hostfs::HostFs) {
         Ok(policy) => Ok(Ok(policy
             .hooks

@@ -73,9 +73,7 @@ fn fail(mode: Mode, reason: &str) -> Result<(), SandyError> {
              `sandy integrations setup kontext --agent claude|codex`"
         ))),
         Mode::Optional => {
-            eprintln!(
-                "sandy: optional {KONTEXT} runtime control unavailable; continuing without it: {reason}"
-            );
+            say!("optional {KONTEXT} runtime control unavailable; continuing without it: {reason}");
             Ok(())
         }
     }
@@ -234,7 +232,7 @@ pub fn doctor(binary: &Path, home: &Path) -> Result<KontextReport, String> {
 /// `Ok(Err(reason))` when not.
 pub fn status(agent: &str) -> Result<Result<Option<String>, String>, SandyError> {
     let host = crate::host::gather(&[])?;
-    let request = crate::integrations::status_request(agent, false);
+    let request = crate::integrations::status_request(&host, agent, false);
     let mut policy = sandy_policy::resolve(&request, &host, &crate::hostfs::HostFs)?;
     match attach(&mut policy, &host, Mode::Required) {
         Ok(()) => Ok(Ok(policy.kontext.and_then(|k| k.version))),
@@ -244,6 +242,7 @@ pub fn status(agent: &str) -> Result<Result<Option<String>, String>, SandyError>
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their own fixtures
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;

@@ -4,6 +4,14 @@
 //! bootstrap ([`bootstrap`]), the diagnostics ([`doctor`], [`selftest`]), and the one
 //! place errors become exit codes ([`error`]).
 #![forbid(unsafe_code)]
+// Every line Sandy prints goes through `say` (escaped): no other printing.
+#![cfg_attr(
+    not(test),
+    deny(clippy::print_stdout, clippy::print_stderr, clippy::dbg_macro)
+)]
+
+#[macro_use]
+mod say;
 
 mod agentstate;
 mod args;
@@ -20,6 +28,7 @@ mod integrations;
 mod kontext;
 mod placeholders;
 mod run;
+mod rundir;
 mod selftest;
 mod verify;
 mod views;
@@ -55,19 +64,13 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
-            eprintln!("sandy: {err}");
+            say!("{err}");
             ExitCode::from(error::exit_code(&err))
         }
     }
 }
 
-/// Writes `text` and a newline to standard output, flushed: the one way Sandy prints a
-/// report or document.
-pub(crate) fn print_line(text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{text}").and_then(|()| out.flush())
-}
+pub(crate) use say::{print_document, print_line};
 
 fn dispatch(cli: args::Cli) -> Result<u8, error::SandyError> {
     match cli.command {

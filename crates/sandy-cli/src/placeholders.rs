@@ -20,15 +20,17 @@
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::io::Write;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 use nix::fcntl::{openat, AtFlags, OFlag};
 use nix::sys::stat::{fchmod, fstat, fstatat, mkdirat, Mode, SFlag};
 use nix::unistd::{unlinkat, UnlinkatFlags};
-use sandy_linux::sys::open;
+use sandy_policy::text::Shown;
 use sandy_policy::{Placeholder, ResolvedPolicy};
+
+use crate::hostfs::Dir;
 
 /// Why Sandy refuses to start.
 #[derive(Debug, thiserror::Error)]
@@ -48,10 +50,14 @@ pub enum PlaceholderError {
     Create { path: PathBuf, source: Errno },
 }
 
-/// One placeholder Sandy created, identified by its inode.
+/// One placeholder Sandy created, identified by its inode, with the handle on the
+/// directory it was made in: it is removed through that handle, never by its path again
+/// (a name on the way could lead elsewhere by then).
 #[derive(Debug)]
 struct Created {
     path: PathBuf,
+    parent: Dir,
+    name: OsString,
     kind: Placeholder,
     dev: u64,
     ino: u64,
@@ -76,16 +82,16 @@ fn content(kind: Placeholder) -> &'static [u8] {
 /// existing directory; symbolic links on the way to it are followed (a `.git` that is a
 /// link to the repository's directory is where git looks for `hooks`), and the mount
 /// layer pins each of them for the run. The last component itself is never followed.
-fn open_parent(path: &Path) -> Result<(OwnedFd, OsString), Errno> {
+fn open_parent(path: &Path) -> Result<(Dir, OsString), Errno> {
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(Errno::EINVAL);
     };
-    let fd = open(
-        parent,
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )?;
-    Ok((fd, name.to_os_string()))
+    let dir = Dir::open(parent).map_err(errno)?;
+    Ok((dir, name.to_os_string()))
+}
+
+fn errno(e: std::io::Error) -> Errno {
+    Errno::from_raw(e.raw_os_error().unwrap_or(Errno::EIO as i32))
 }
 
 fn make(path: &Path, kind: Placeholder) -> Result<Created, Errno> {
@@ -127,6 +133,8 @@ fn make(path: &Path, kind: Placeholder) -> Result<Created, Errno> {
     let st = fstat(&fd)?;
     Ok(Created {
         path: path.to_path_buf(),
+        parent,
+        name,
         kind,
         dev: st.st_dev,
         ino: st.st_ino,
@@ -221,7 +229,7 @@ impl Placeholders {
 
 /// Whether the placeholder at `c` is still exactly as created: the same inode, the same
 /// type, and empty (or still `{}`).
-fn unchanged(parent: &OwnedFd, name: &std::ffi::OsStr, c: &Created) -> Result<bool, Errno> {
+fn unchanged(parent: &Dir, name: &std::ffi::OsStr, c: &Created) -> Result<bool, Errno> {
     let st = fstatat(parent, name, AtFlags::AT_SYMLINK_NOFOLLOW)?;
     if st.st_dev != c.dev || st.st_ino != c.ino {
         return Ok(false);
@@ -232,18 +240,8 @@ fn unchanged(parent: &OwnedFd, name: &std::ffi::OsStr, c: &Created) -> Result<bo
             if kind != SFlag::S_IFDIR {
                 return Ok(false);
             }
-            let dir = openat(
-                parent,
-                name,
-                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-                Mode::empty(),
-            )?;
-            let listing = format!("/proc/self/fd/{}", dir.as_raw_fd());
-            let empty = std::fs::read_dir(listing)
-                .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(Errno::EIO as i32)))?
-                .next()
-                .is_none();
-            Ok(empty)
+            let dir = parent.open_dir(name).map_err(errno)?;
+            Ok(dir.entries_prefix(1).map_err(errno)?.is_empty())
         }
         Placeholder::EmptyFile | Placeholder::EmptyJsonObject => {
             let want = content(c.kind);
@@ -265,8 +263,8 @@ fn unchanged(parent: &OwnedFd, name: &std::ffi::OsStr, c: &Created) -> Result<bo
 
 impl Placeholders {
     fn remove_one(c: &Created) {
-        let result = open_parent(&c.path).and_then(|(parent, name)| {
-            if !unchanged(&parent, &name, c)? {
+        let result = (|| {
+            if !unchanged(&c.parent, &c.name, c)? {
                 return Ok(false);
             }
             let flag = if c.kind == Placeholder::Directory {
@@ -274,23 +272,23 @@ impl Placeholders {
             } else {
                 UnlinkatFlags::NoRemoveDir
             };
-            unlinkat(&parent, name.as_os_str(), flag)?;
+            unlinkat(&c.parent, c.name.as_os_str(), flag)?;
             Ok(true)
-        });
+        })();
         match result {
             Ok(true) => {}
-            Ok(false) => eprintln!(
-                "sandy: warning: the placeholder {} was changed during the run (it is read-only \
+            Ok(false) => say!(
+                "warning: the placeholder {} was changed during the run (it is read-only \
                  inside, so from outside the sandbox); left in place, review it",
-                c.path.display()
+                Shown(&c.path)
             ),
-            Err(Errno::ENOENT) => eprintln!(
-                "sandy: warning: the placeholder {} was removed during the run",
-                c.path.display()
+            Err(Errno::ENOENT) => say!(
+                "warning: the placeholder {} was removed during the run",
+                Shown(&c.path)
             ),
-            Err(e) => eprintln!(
-                "sandy: warning: cannot remove the placeholder {}: {}",
-                c.path.display(),
+            Err(e) => say!(
+                "warning: cannot remove the placeholder {}: {}",
+                Shown(&c.path),
                 e.desc()
             ),
         }
@@ -306,6 +304,7 @@ impl Drop for Placeholders {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their own fixtures
 mod tests {
     use super::*;
 

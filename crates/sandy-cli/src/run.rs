@@ -1,10 +1,8 @@
 //! `sandy run`: the supervisor. Resolves the policy, hands the manifest to a fresh
 //! bootstrap on an inherited descriptor, waits, forwards signals, returns the status.
 
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use nix::fcntl::{Flock, FlockArg};
 use nix::sys::signal::{kill, SigSet, SigmaskHow, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
@@ -20,6 +18,7 @@ use crate::args::{DryRunFormat, ExplainMode, RunArgs};
 use crate::error::{signal_status, SandyError};
 use crate::host;
 use crate::hostfs::HostFs;
+use crate::rundir::{RunDir, Stale};
 use crate::verify;
 use crate::views::PreparedViews;
 
@@ -47,18 +46,14 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     };
     let (host, walked) = host::gather_walked(&args.read_write)?;
     let explain = args.explain;
-    let tmp_base = host
-        .var("TMPDIR")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute() && p.is_dir())
-        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    let tmp_base = crate::rundir::tmp_base(&host);
 
     let mut request = RunRequest {
         command: args.command,
         read: args.read,
         read_write: args.read_write,
         // Replaced by the real directory below; a dry run creates nothing.
-        private_tmp: tmp_base.join("sandy-XXXXXX"),
+        private_tmp: crate::rundir::unmade_private_tmp(&host),
         block_net: args.block_net,
         allow_local_ports: args.allow_local_port,
         numbat_collector: args.numbat_collector,
@@ -87,7 +82,8 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         crate::cache::prepare_expected(&sandy_policy::caches::expected_overlays(&host, &fs));
     pending.overlays_ahead(&expected.manifest_overlays());
 
-    let private_tmp = PrivateTmp::create(&tmp_base)?;
+    let runs = crate::rundir::make_runs_dir(&tmp_base)?;
+    let private_tmp = RunDir::create(&runs)?;
     request.private_tmp = private_tmp.path.clone();
     let mut policy = resolve(&request, &host, &fs)?;
     drop(fs);
@@ -131,7 +127,9 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     }
 
     // Copies the sandbox sees in place of host files (filtered or private).
-    let mut views = PreparedViews::prepare(&policy.views, &policy.state_files, &tmp_base)?;
+    let writable: Vec<&std::path::Path> = policy.writable_paths().collect();
+    let mut views = PreparedViews::prepare(&policy.views, &policy.state_files, &runs, &writable)?;
+    drop(writable);
     let mut launch = LaunchManifest::from_policy(&policy, host.supervisor_pid, restore);
     launch.views = views.manifest_views();
     launch.overlays = layers.manifest_overlays();
@@ -155,7 +153,11 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let encoded = manifest.encode()?;
 
     let ports: Vec<u16> = policy.local_ports.iter().map(|p| p.port).collect();
-    let mut proxy = crate::egress::Proxy::prepare(policy.egress.as_ref(), args.net_log.as_deref())?;
+    let mut proxy = crate::egress::Proxy::prepare(
+        policy.egress.as_ref(),
+        args.net_log.as_deref(),
+        policy.writable_paths(),
+    )?;
     // The refusal observer (`--explain`): explains after the run, never decides.
     let observe = explain != ExplainMode::Off;
     // The thread that serves the notifier (the observer, the socket broker), finished
@@ -164,7 +166,12 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let mut serving = None;
     let certain = crate::explain::Certain::from_policy(&policy);
     let mut sweeper = None;
-    let own_views = views.dir().map(Path::to_path_buf);
+
+    let own_run_dirs: Vec<std::ffi::OsString> = [Some(&private_tmp), views.dir()]
+        .into_iter()
+        .flatten()
+        .map(|d| d.name().to_os_string())
+        .collect();
     let status = spawn_and_wait(
         Launch {
             manifest: &manifest,
@@ -185,12 +192,8 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
                 // What runs that ended left behind (per-run directories of supervisors that
                 // died, the cache overlays' work directories), looked for while the bootstrap
                 // builds the sandbox and removed by a thread of its own until the run is over.
-                let own: Vec<&Path> = [Some(private_tmp.path.as_path()), own_views.as_deref()]
-                    .into_iter()
-                    .flatten()
-                    .collect();
                 sweeper = Sweeper::start(Leftovers {
-                    run_dirs: stale_run_dir_candidates(&tmp_base, &own),
+                    run_dirs: Stale::find(&runs, &own_run_dirs),
                     work_dirs: layers.stale_work_dirs(),
                 });
             },
@@ -203,9 +206,9 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // Protected paths are verified before the state merge, which may legitimately write
     // one of them (Codex's config.toml, with the trust decision only).
     verify::after(snapshot);
-    agentstate::merge_after_run(&policy, &views);
+    agentstate::merge_after_run(&policy, &mut views);
     drop(views);
-    agentstate::remove_mount_points(&created);
+    agentstate::remove_mount_points(&created, &policy);
     let observed = serving.map(crate::explain::Observer::finish);
     if let (true, Some(seen)) = (observe, &observed) {
         crate::explain::report(explain, seen, &policy, &request, &host);
@@ -223,23 +226,18 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
 }
 
 /// What earlier runs left behind, by name: per-run directories of other runs (stale
-/// unless their lock is held: [`remove_if_stale`]) and the work directories of cache
-/// overlays whose supervisor is gone.
+/// unless their lock is held: [`Stale`]) and the work directories of cache overlays
+/// whose supervisor is gone.
 struct Leftovers {
-    run_dirs: Vec<PathBuf>,
-    work_dirs: Vec<PathBuf>,
+    run_dirs: Stale,
+    work_dirs: Vec<(crate::hostfs::Dir, std::ffi::OsString)>,
 }
 
 impl Leftovers {
     /// Removes them in turn until `stop` is set (checked between run directories and
     /// before each entry of a work directory); the rest is left to a later run.
     fn remove(&self, stop: &AtomicBool) {
-        for dir in &self.run_dirs {
-            if stop.load(Ordering::Relaxed) {
-                return;
-            }
-            remove_if_stale(dir);
-        }
+        self.run_dirs.remove(&|| stop.load(Ordering::Relaxed));
         crate::cache::remove_stale_work_dirs(&self.work_dirs, stop);
     }
 }
@@ -325,7 +323,7 @@ fn dry_run(
 /// Prints the dry-run document. A reader that stops early (`| head`) is not an error:
 /// the rest of the document is simply not wanted.
 fn print_document(json: &str) -> Result<u8, SandyError> {
-    match crate::print_line(json) {
+    match crate::print_document(json) {
         Ok(()) => Ok(0),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
         Err(source) => Err(SandyError::Io {
@@ -338,13 +336,13 @@ fn print_document(json: &str) -> Result<u8, SandyError> {
 /// One stderr line for a detected profile, and the profile's notices.
 fn announce(policy: &sandy_policy::ResolvedPolicy) {
     if policy.profile.detected {
-        eprintln!(
-            "sandy: using profile '{}' (override with --profile)",
+        say!(
+            "using profile '{}' (override with --profile)",
             policy.profile.name
         );
     }
     for notice in &policy.notices {
-        eprintln!("sandy: {notice}");
+        say!("{notice}");
     }
 }
 
@@ -611,188 +609,11 @@ fn reap_children() {
 /// Lets the local-port relay deliver what the sandbox already sent.
 fn finish_uploads(ports: &[u16]) {
     if !ports.is_empty() && !sandy_net::relay::finish_uploads(UPLOAD_GRACE) {
-        eprintln!(
-            "sandy: data the sandbox sent through a local-port relay was still being \
+        say!(
+            "data the sandbox sent through a local-port relay was still being \
              delivered after {} s; the rest is dropped",
             UPLOAD_GRACE.as_secs()
         );
-    }
-}
-
-/// The private per-run temporary directory (mode 0700), removed when dropped even if the
-/// target left unwritable directories behind.
-///
-/// The supervisor holds an exclusive `flock` on the directory for the whole run. A
-/// supervisor killed with SIGKILL cannot remove it, but its lock goes with it: the next
-/// run removes every per-run directory of the same owner whose lock nobody holds
-/// ([`remove_if_stale`]).
-pub(crate) struct PrivateTmp {
-    pub(crate) path: PathBuf,
-    /// The open directory that carries the lock (close-on-exec: no child holds it).
-    _lock: Flock<std::fs::File>,
-}
-
-/// Prefix of every per-run directory Sandy creates under the temporary base:
-/// `sandy-XXXXXX`, or `sandy-KIND-XXXXXX` for other kinds (`sandy-views-XXXXXX`).
-const RUN_DIR_PREFIX: &str = "sandy-";
-/// Length of the random suffix of a per-run directory's name.
-const RUN_DIR_RANDOM: usize = 6;
-
-impl PrivateTmp {
-    /// The run's private /tmp: `sandy-XXXXXX` under `base`.
-    fn create(base: &Path) -> Result<Self, SandyError> {
-        Self::create_kind(base, None)
-    }
-
-    /// A locked per-run directory `sandy-XXXXXX` (or `sandy-KIND-XXXXXX`) under `base`,
-    /// mode 0700, removed when dropped and, if the supervisor dies, by the next run.
-    /// `kind` is lowercase ASCII letters.
-    pub(crate) fn create_kind(base: &Path, kind: Option<&str>) -> Result<Self, SandyError> {
-        use std::os::unix::fs::{MetadataExt, PermissionsExt};
-        let prefix = match kind {
-            Some(k) => format!("{RUN_DIR_PREFIX}{k}-"),
-            None => RUN_DIR_PREFIX.to_owned(),
-        };
-        let io = |source| SandyError::Io {
-            step: "cannot create the private temporary directory",
-            source,
-        };
-        // A concurrent sweep by another run may take the lock of a directory just
-        // created (before this run locked it) and remove it: then try another name.
-        for _ in 0..8 {
-            let dir = tempfile::Builder::new()
-                .prefix(&prefix)
-                .rand_bytes(RUN_DIR_RANDOM)
-                .permissions(std::fs::Permissions::from_mode(0o700))
-                .tempdir_in(base)
-                .map_err(io)?;
-            let path = dir.keep();
-            let dir = open_dir_nofollow(&path).map_err(io)?;
-            let lock = match Flock::lock(dir, FlockArg::LockExclusiveNonblock) {
-                Ok(lock) => lock,
-                Err((_, nix::errno::Errno::EWOULDBLOCK)) => continue,
-                Err((_, e)) => return Err(io(e.into())),
-            };
-            if lock.metadata().map_err(io)?.nlink() == 0 {
-                continue;
-            }
-            return Ok(PrivateTmp { path, _lock: lock });
-        }
-        Err(io(std::io::Error::other(
-            "every new directory was removed at once by another run",
-        )))
-    }
-}
-
-/// `open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)`.
-fn open_dir_nofollow(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_DIRECTORY | nix::libc::O_NOFOLLOW)
-        .open(path)
-}
-
-/// Whether `name` has the shape of a per-run directory: `sandy-` + 6 alphanumerics, or
-/// `sandy-KIND-` + 6 alphanumerics with KIND lowercase letters.
-fn is_run_dir_name(name: &str) -> bool {
-    let Some(rest) = name.strip_prefix(RUN_DIR_PREFIX) else {
-        return false;
-    };
-    let (kind, random) = match rest.rsplit_once('-') {
-        Some((kind, random)) => (Some(kind), random),
-        None => (None, rest),
-    };
-    // Only the kinds a run creates: other directories of Sandy's with the same shape
-    // (`sandy-selftest-XXXXXX`, a self-test world in use) are never swept.
-    random.len() == RUN_DIR_RANDOM
-        && random.bytes().all(|b| b.is_ascii_alphanumeric())
-        && kind.is_none_or(|k| RUN_DIR_KINDS.contains(&k))
-}
-
-/// The kinds of per-run directory besides the private `/tmp` (`sandy-KIND-XXXXXX`).
-const RUN_DIR_KINDS: &[&str] = &["views"];
-
-/// Removes the per-run directories under `base` that a run whose supervisor died left
-/// behind ([`stale_run_dir_candidates`], [`remove_if_stale`]), as a run does.
-#[cfg(test)]
-fn sweep_stale_run_dirs(base: &Path) {
-    for dir in stale_run_dir_candidates(base, &[]) {
-        remove_if_stale(&dir);
-    }
-}
-
-/// The entries of `base` whose name has the per-run shape, but for `own` (this run's).
-fn stale_run_dir_candidates(base: &Path, own: &[&Path]) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(base) else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter(|entry| entry.file_name().to_str().is_some_and(is_run_dir_name))
-        .map(|entry| entry.path())
-        .filter(|path| !own.contains(&path.as_path()))
-        .collect()
-}
-
-/// Removes a per-run directory that a run whose supervisor died left behind, only when
-/// everything proves it stale: its name has the per-run shape (the caller's filter), it
-/// is a real directory (not a symlink) owned by this user with mode 0700, and this
-/// process can take its lock, which a live supervisor would hold. The lock is held while
-/// it is removed, so a run that created it meanwhile cannot lock it.
-fn remove_if_stale(path: &Path) {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let Ok(dir) = open_dir_nofollow(path) else {
-        return;
-    };
-    let Ok(meta) = dir.metadata() else {
-        return;
-    };
-    let uid = nix::unistd::geteuid().as_raw();
-    if meta.uid() != uid || meta.permissions().mode() & 0o7777 != 0o700 {
-        return;
-    }
-    let Ok(lock) = Flock::lock(dir, FlockArg::LockExclusiveNonblock) else {
-        return;
-    };
-    // Still the directory that was checked (not replaced since by another of the same
-    // name)?
-    let same = std::fs::symlink_metadata(path)
-        .is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino());
-    if same {
-        remove_tree(path);
-    }
-    drop(lock);
-}
-
-/// Removes a directory tree, making directories the run left unwritable writable first.
-fn remove_tree(path: &Path) {
-    if std::fs::remove_dir_all(path).is_err() {
-        make_writable(path);
-        if let Err(e) = std::fs::remove_dir_all(path) {
-            eprintln!(
-                "sandy: cannot remove the private temporary directory {}: {e}",
-                path.display()
-            );
-        }
-    }
-}
-
-impl Drop for PrivateTmp {
-    fn drop(&mut self) {
-        remove_tree(&self.path);
-    }
-}
-
-fn make_writable(dir: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for entry in entries.flatten() {
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                make_writable(&entry.path());
-            }
-        }
     }
 }
 
@@ -800,123 +621,9 @@ fn make_writable(dir: &Path) {
 /// Sandy's init (a name nothing inside can change: only the init itself could) and
 /// `no_new_privs` is set. Neither can be undone from inside, unlike an environment
 /// variable.
+#[allow(clippy::disallowed_methods)] // procfs, which no run writes
 fn inside_sandy() -> bool {
     let init = std::fs::read_to_string("/proc/1/comm")
         .is_ok_and(|c| c.trim_end() == sandy_linux::INIT_NAME);
     init && host::no_new_privs()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn run_dir_names_are_recognised_strictly() {
-        for ok in ["sandy-a1B2c3", "sandy-views-Zz09aa"] {
-            assert!(is_run_dir_name(ok), "{ok}");
-        }
-        for not in [
-            "sandy-",
-            "sandy-abc",
-            "sandy-abcdefg",
-            "sandy-ab.def",
-            "sandy--abcdef",
-            "sandy-Views-abcdef",
-            "sandy-vi3ws-abcdef",
-            "sandybox-abcdef",
-            "other-abcdef",
-            "sandy-build",
-            "sandy-x-000000",
-            "sandy-selftest-a1b2c3",
-        ] {
-            assert!(!is_run_dir_name(not), "{not}");
-        }
-    }
-
-    #[test]
-    fn a_locked_run_dir_is_kept_and_an_unlocked_one_is_swept() {
-        let base = tempfile::tempdir().unwrap();
-        let live = PrivateTmp::create(base.path()).unwrap();
-        let kind = PrivateTmp::create_kind(base.path(), Some("views")).unwrap();
-        let kind_path = kind.path.clone();
-        std::fs::write(live.path.join("data"), "x").unwrap();
-        // A supervisor that died: its directory stays, unlocked.
-        let stale = base.path().join("sandy-Dead01");
-        std::fs::create_dir(&stale).unwrap();
-        std::fs::create_dir(stale.join("sub")).unwrap();
-        std::fs::write(stale.join("sub/secret"), "s").unwrap();
-        std::fs::set_permissions(stale.join("sub"), std::fs::Permissions::from_mode(0o500))
-            .unwrap();
-        std::fs::set_permissions(&stale, std::fs::Permissions::from_mode(0o700)).unwrap();
-        // Not provably Sandy's: another shape, or another mode.
-        let other = base.path().join("sandy-build");
-        std::fs::create_dir(&other).unwrap();
-        let open_mode = base.path().join("sandy-Open01");
-        std::fs::create_dir(&open_mode).unwrap();
-        std::fs::set_permissions(&open_mode, std::fs::Permissions::from_mode(0o755)).unwrap();
-        // A stale view directory whose supervisor died.
-        std::mem::forget(kind);
-
-        sweep_stale_run_dirs(base.path());
-        assert!(
-            live.path.join("data").exists(),
-            "a live run's directory was swept"
-        );
-        assert!(!stale.exists(), "the stale directory stayed");
-        assert!(other.exists() && open_mode.exists());
-        // The forgotten view directory still had its lock (the descriptor leaked with
-        // it), so it stays too.
-        assert!(kind_path.exists());
-        let path = live.path.clone();
-        drop(live);
-        assert!(!path.exists());
-    }
-
-    #[test]
-    fn leftovers_are_looked_for_without_this_runs_own_and_nothing_found_starts_no_thread() {
-        let base = tempfile::tempdir().unwrap();
-        let own = PrivateTmp::create(base.path()).unwrap();
-        let views = PrivateTmp::create_kind(base.path(), Some("views")).unwrap();
-        std::fs::create_dir(base.path().join("sandy-build")).unwrap();
-        std::fs::create_dir(base.path().join("unrelated")).unwrap();
-        let mine = [own.path.as_path(), views.path.as_path()];
-        assert!(stale_run_dir_candidates(base.path(), &mine).is_empty());
-        assert!(Sweeper::start(Leftovers {
-            run_dirs: stale_run_dir_candidates(base.path(), &mine),
-            work_dirs: Vec::new(),
-        })
-        .is_none());
-        // Another run's directory is a candidate (kept while its lock is held).
-        let other = PrivateTmp::create(base.path()).unwrap();
-        assert_eq!(
-            stale_run_dir_candidates(base.path(), &mine),
-            vec![other.path.clone()]
-        );
-        let sweeper = Sweeper::start(Leftovers {
-            run_dirs: stale_run_dir_candidates(base.path(), &mine),
-            work_dirs: Vec::new(),
-        })
-        .expect("a thread for a candidate");
-        sweeper.finish();
-        assert!(other.path.exists(), "a locked directory was removed");
-        // One whose supervisor died: unlocked.
-        let dead = base.path().join("sandy-Dead02");
-        std::fs::create_dir(&dead).unwrap();
-        std::fs::set_permissions(&dead, std::fs::Permissions::from_mode(0o700)).unwrap();
-        let mut found = stale_run_dir_candidates(base.path(), &mine);
-        found.sort();
-        let mut expected = vec![other.path.clone(), dead.clone()];
-        expected.sort();
-        assert_eq!(found, expected);
-        Leftovers {
-            run_dirs: found,
-            work_dirs: Vec::new(),
-        }
-        .remove(&AtomicBool::new(false));
-        assert!(!dead.exists(), "the stale directory stayed");
-        assert!(other.path.exists(), "a locked directory was removed");
-        assert!(own.path.exists() && views.path.exists());
-    }
-
-    use std::os::unix::fs::PermissionsExt;
 }

@@ -13,15 +13,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
-use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+use sandy_policy::caches::sandy_state_dir;
+use sandy_policy::text::Shown;
 use sandy_policy::{GitDirKind, HostContext, ProtectionKind, ResolvedPolicy};
 
 use crate::gitscan::{self, DotGitKind};
+use crate::hostfs::{Dir, Kind, Way};
 use crate::walk;
 
 /// Files up to this size are compared byte for byte and copied; larger ones by their
@@ -37,44 +39,12 @@ const DIR_MAX_DEPTH: usize = 8;
 /// How many directories the post-run walk for new repositories visits.
 const WALK_MAX: usize = gitscan::MAX_WALK_DIRS;
 
-/// Reads a regular file of at most `max` bytes without following a final symlink and
-/// without blocking: `Ok(None)` when `path` is not a regular file (a FIFO, a device, a
-/// symlink) or is larger than `max`.
+/// Reads a regular file of at most `max` bytes for a report (what a git directory holds
+/// of an operation in progress, a pointer file): never blocking on a FIFO, never a link
+/// at the name itself; `Ok(None)` when it is not a regular file or is larger.
 pub fn read_bounded(path: &Path, max: usize) -> std::io::Result<Option<Vec<u8>>> {
-    match read_regular(path, max, false) {
-        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => Ok(None),
-        other => other,
-    }
-}
-
-/// Reads a regular file of at most `max` bytes without blocking on a FIFO or becoming
-/// the controlling terminal; `follow` decides whether a symlink at the name itself is
-/// followed (the user's own dotfile links) or refused (`ELOOP`). `Ok(None)` when the
-/// file is not a regular file or is larger than `max`. The one bounded read Sandy uses
-/// for files it copies or compares.
-pub fn read_regular(path: &Path, max: usize, follow: bool) -> std::io::Result<Option<Vec<u8>>> {
-    use nix::fcntl::OFlag;
-    let nofollow = if follow {
-        OFlag::empty()
-    } else {
-        OFlag::O_NOFOLLOW
-    };
-    let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK | OFlag::O_NOCTTY;
-    let file = std::fs::File::from(
-        sandy_linux::sys::open(path, flags | nofollow, nix::sys::stat::Mode::empty())
-            .map_err(std::io::Error::from)?,
-    );
-    let meta = file.metadata()?;
-    if !meta.is_file() || meta.len() > u64::try_from(max).unwrap_or(u64::MAX) {
-        return Ok(None);
-    }
-    let mut buf = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    let limit = u64::try_from(max).unwrap_or(u64::MAX) + 1;
-    file.take(limit).read_to_end(&mut buf)?;
-    if buf.len() > max {
-        return Ok(None);
-    }
-    Ok(Some(buf))
+    let (dir, name) = crate::hostfs::locate(path, std::iter::empty(), false)?;
+    dir.read(name, max)
 }
 
 /// The state of one path.
@@ -94,53 +64,40 @@ enum State {
         mode: u32,
     },
     Other(&'static str),
+    /// Its name no longer leads where it did at launch (a link on the way, made or
+    /// changed since): not looked at through it.
+    Moved(String),
 }
 
 impl State {
-    fn of(path: &Path) -> State {
-        let mut budget = COPY_MAX;
-        State::within(path, &mut budget)
-    }
-
-    /// The state of `path`, its content kept only while `budget` (bytes) lasts.
-    fn within(path: &Path, budget: &mut usize) -> State {
-        let Ok(meta) = std::fs::symlink_metadata(path) else {
+    /// The state of the entry `name` of `dir`, its content kept only while `budget`
+    /// (bytes) lasts.
+    fn in_dir(dir: &Dir, name: &OsStr, budget: &mut usize) -> State {
+        let Ok(Some(st)) = dir.entry(name) else {
             return State::Absent;
         };
-        let ft = meta.file_type();
-        if ft.is_symlink() {
-            return State::Symlink(std::fs::read_link(path).unwrap_or_default());
-        }
-        if ft.is_dir() {
-            return State::Directory {
-                mode: meta.mode() & 0o7777,
-            };
-        }
-        if !ft.is_file() {
-            use std::os::unix::fs::FileTypeExt;
-            return State::Other(if ft.is_fifo() {
-                "a FIFO"
-            } else if ft.is_socket() {
-                "a socket"
-            } else {
-                "a device"
-            });
-        }
-        let max = COPY_MAX.min(*budget);
-        let content = if meta.len() <= max as u64 {
-            read_bounded(path, max).ok().flatten()
-        } else {
-            None
-        };
-        if let Some(c) = &content {
-            *budget = budget.saturating_sub(c.len());
-        }
-        State::File {
-            content,
-            size: meta.len(),
-            mtime: (meta.mtime(), meta.mtime_nsec()),
-            ino: meta.ino(),
-            mode: meta.mode() & 0o7777,
+        match st.kind {
+            Kind::Symlink => State::Symlink(dir.read_link(name).unwrap_or_default()),
+            Kind::Directory => State::Directory { mode: st.mode },
+            Kind::File => {
+                let max = COPY_MAX.min(*budget);
+                let content = if st.size <= max as u64 {
+                    dir.read(name, max).ok().flatten()
+                } else {
+                    None
+                };
+                if let Some(c) = &content {
+                    *budget = budget.saturating_sub(c.len());
+                }
+                State::File {
+                    content,
+                    size: st.size,
+                    mtime: st.mtime,
+                    ino: st.ino,
+                    mode: st.mode,
+                }
+            }
+            other => State::Other(other.describe()),
         }
     }
 
@@ -148,9 +105,10 @@ impl State {
         match self {
             State::Absent => "absent".into(),
             State::File { .. } => "a file".into(),
-            State::Symlink(t) => format!("a symlink to {}", t.display()),
+            State::Symlink(t) => format!("a symlink to {}", Shown(t)),
             State::Directory { .. } => "a directory".into(),
             State::Other(what) => (*what).into(),
+            State::Moved(why) => format!("reached another way: {why}"),
         }
     }
 
@@ -183,6 +141,152 @@ impl State {
     }
 }
 
+/// What a directory's name leads to, for [`Looker`].
+#[derive(Clone)]
+enum Place {
+    Dir(Rc<Dir>),
+    Absent,
+    Moved(String),
+}
+
+/// Looks at the paths verification records, each from the place its directory's name
+/// led to at launch ([`Way`]), never through a link a run could have put on the way:
+/// before the run it records each directory's way; after it, a directory whose way
+/// changed is not looked into ([`State::Moved`]), and one that is new since launch is
+/// reached from the nearest one recorded, with no link followed.
+struct Looker<'a> {
+    /// The ways recorded at launch (`None` while recording them).
+    launch: Option<&'a BTreeMap<PathBuf, Way>>,
+    ways: BTreeMap<PathBuf, Way>,
+    places: BTreeMap<PathBuf, Place>,
+}
+
+impl<'a> Looker<'a> {
+    fn recording() -> Looker<'static> {
+        Looker {
+            launch: None,
+            ways: BTreeMap::new(),
+            places: BTreeMap::new(),
+        }
+    }
+
+    fn after(launch: &'a BTreeMap<PathBuf, Way>) -> Looker<'a> {
+        Looker {
+            launch: Some(launch),
+            ways: BTreeMap::new(),
+            places: BTreeMap::new(),
+        }
+    }
+
+    fn opened(way: &Way) -> Place {
+        match way.open() {
+            Ok(dir) => Place::Dir(Rc::new(dir)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Place::Absent,
+            Err(_) => Place::Moved(format!(
+                "a symbolic link or a file is now on the way to {}",
+                Shown(&way.at)
+            )),
+        }
+    }
+
+    /// What the directory `dir` (its name) leads to.
+    fn place(&mut self, dir: &Path) -> Place {
+        if let Some(place) = self.places.get(dir) {
+            return place.clone();
+        }
+        let place = match self.launch {
+            None => {
+                let way = Way::of(dir);
+                let place = Looker::opened(&way);
+                self.ways.insert(dir.to_path_buf(), way);
+                place
+            }
+            Some(launch) => match launch.get(dir) {
+                Some(was) => {
+                    let now = Way::of(dir);
+                    if now == *was {
+                        Looker::opened(was)
+                    } else {
+                        Place::Moved(was.change(&now))
+                    }
+                }
+                None => match (dir.parent(), dir.file_name()) {
+                    (Some(parent), Some(name)) => match self.place(parent) {
+                        Place::Dir(d) => match d.open_dir(name) {
+                            Ok(sub) => Place::Dir(Rc::new(sub)),
+                            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Place::Absent,
+                            Err(_) => Place::Moved(format!(
+                                "{} is not a directory now (a symbolic link or a file)",
+                                Shown(dir)
+                            )),
+                        },
+                        other => other,
+                    },
+                    _ => Looker::opened(&Way::of(dir)),
+                },
+            },
+        };
+        self.places.insert(dir.to_path_buf(), place.clone());
+        place
+    }
+
+    fn state(&mut self, path: &Path, budget: &mut usize) -> State {
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return State::Other("the root");
+        };
+        match self.place(parent) {
+            Place::Dir(dir) => State::in_dir(&dir, name, budget),
+            Place::Absent => State::Absent,
+            Place::Moved(why) => State::Moved(why),
+        }
+    }
+
+    fn state_of(&mut self, path: &Path) -> State {
+        let mut budget = COPY_MAX;
+        self.state(path, &mut budget)
+    }
+
+    /// Every entry under the directory `dir`, bounded, through handles (a link is listed,
+    /// never entered).
+    fn entries(&mut self, dir: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        let Place::Dir(top) = self.place(dir) else {
+            return out;
+        };
+        fn walk(d: &Dir, name: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+            let Ok(entries) = d.entries_prefix(DIR_MAX_ENTRIES) else {
+                return;
+            };
+            for e in entries {
+                if out.len() >= DIR_MAX_ENTRIES {
+                    return;
+                }
+                let path = name.join(&e.name);
+                out.push(path.clone());
+                if depth < DIR_MAX_DEPTH && e.kind == Kind::Directory {
+                    if let Ok(sub) = d.open_dir(&e.name) {
+                        walk(&sub, &path, depth + 1, out);
+                    }
+                }
+            }
+        }
+        walk(&top, dir, 0, &mut out);
+        out
+    }
+
+    /// Where `path` was at launch: its directory's place then, and its name (for a
+    /// path below a directory new since launch, the nearest recorded one's place and
+    /// the rest of the name).
+    fn location(&self, path: &Path) -> Option<PathBuf> {
+        let launch = self.launch?;
+        let (parent, name) = (path.parent()?, path.file_name()?);
+        match launch.get(parent) {
+            Some(way) => Some(way.at.join(name)),
+            None => Some(self.location(parent)?.join(name)),
+        }
+    }
+}
+
 /// What was recorded before launch.
 pub struct Snapshot {
     paths: BTreeMap<PathBuf, State>,
@@ -198,8 +302,11 @@ pub struct Snapshot {
     /// What each git directory holds of an operation in progress (a rebase, a
     /// cherry-pick, a revert), whose state `--continue` carries out.
     in_progress: BTreeMap<PathBuf, Vec<u8>>,
+    /// The way each recorded path's directory led at launch ([`Looker`]).
+    ways: BTreeMap<PathBuf, Way>,
     env: Vec<(OsString, OsString)>,
-    cache: Option<PathBuf>,
+    /// Where the pre-run copies of this run go (`sandy restore`).
+    state: Option<PathBuf>,
     sigint_ignored: bool,
 }
 
@@ -209,14 +316,15 @@ pub struct Snapshot {
 pub fn before(policy: &ResolvedPolicy, host: &HostContext, walked: Vec<walk::Record>) -> Snapshot {
     let mut paths = BTreeMap::new();
     let mut budget = COPY_BUDGET;
+    let mut looker = Looker::recording();
     let mut add = |p: &Path| {
         if !paths.contains_key(p) {
-            let state = State::within(p, &mut budget);
+            let state = looker.state(p, &mut budget);
             let is_dir = matches!(state, State::Directory { .. });
             paths.insert(p.to_path_buf(), state);
             if is_dir {
-                for child in dir_entries(p) {
-                    let s = State::within(&child, &mut budget);
+                for child in looker.entries(p) {
+                    let s = looker.state(&child, &mut budget);
                     paths.entry(child).or_insert(s);
                 }
             }
@@ -232,7 +340,12 @@ pub fn before(policy: &ResolvedPolicy, host: &HostContext, walked: Vec<walk::Rec
     // another name it has: a hard link in the project (a dotfiles repository whose
     // `gitconfig` is also `~/.gitconfig`) writes it all the same. Such files are
     // compared too.
-    let linked = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.nlink() > 1);
+    let linked = |p: &Path| {
+        crate::hostfs::locate(p, std::iter::empty(), true)
+            .ok()
+            .and_then(|(dir, name)| dir.entry(name).ok().flatten())
+            .is_some_and(|st| st.kind == Kind::File && st.nlink > 1)
+    };
     for f in host.git.config_files.iter() {
         if writable(f) || linked(f) {
             add(f);
@@ -247,13 +360,18 @@ pub fn before(policy: &ResolvedPolicy, host: &HostContext, walked: Vec<walk::Rec
             add(file);
         }
     }
+    // The scanned trees' own ways, from which anything new in them is reached after the
+    // run.
+    for root in &host.git.scanned {
+        let _ = looker.place(root);
+    }
     // The scan already walked the trees: every `.git` it found is a working tree's.
     let dotgits = host
         .git
         .work_trees
         .iter()
         .map(|t| t.join(".git"))
-        .filter(|d| std::fs::symlink_metadata(d).is_ok())
+        .filter(|d| !matches!(looker.state_of(d), State::Absent))
         .collect();
     let commons: BTreeSet<PathBuf> = host
         .git
@@ -270,7 +388,7 @@ pub fn before(policy: &ResolvedPolicy, host: &HostContext, walked: Vec<walk::Rec
     let in_progress = git_dirs
         .iter()
         .filter(|d| writable(d))
-        .map(|d| (d.clone(), in_progress_state(d)))
+        .map(|d| (d.clone(), in_progress_state(&mut looker, d)))
         .collect();
     Snapshot {
         paths,
@@ -280,49 +398,24 @@ pub fn before(policy: &ResolvedPolicy, host: &HostContext, walked: Vec<walk::Rec
         git_dirs,
         walked,
         in_progress,
+        ways: looker.ways,
         env: host.env.clone(),
-        cache: cache_dir(&host.env, host.home.as_deref()),
+        state: host
+            .home
+            .as_deref()
+            .map(|home| sandy_state_dir(home, host).join(RESTORE_DIR)),
         sigint_ignored: sigint_ignored(),
     }
 }
 
 /// The linked-worktree and submodule git directories of a common git directory.
 fn admin_dirs(common: &Path) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = std::fs::read_dir(common.join("worktrees"))
-        .map(|d| {
-            d.flatten()
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .map(|e| e.path())
-                .collect()
-        })
-        .unwrap_or_default();
+    let worktrees = common.join("worktrees");
+    let mut out: Vec<PathBuf> = crate::hostfs::subdirectories(&worktrees)
+        .into_iter()
+        .map(|name| worktrees.join(name))
+        .collect();
     out.extend(gitscan::module_dirs(common));
-    out
-}
-
-/// Every entry under `dir`, bounded, not following symlinks (`dir` itself included: a
-/// link there lists nothing).
-fn dir_entries(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
-        return out;
-    }
-    let mut stack = vec![(dir.to_path_buf(), 0usize)];
-    while let Some((d, depth)) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            if out.len() >= DIR_MAX_ENTRIES {
-                return out;
-            }
-            let p = e.path();
-            if depth < DIR_MAX_DEPTH && e.file_type().is_ok_and(|t| t.is_dir()) {
-                stack.push((p.clone(), depth + 1));
-            }
-            out.push(p);
-        }
-    }
     out
 }
 
@@ -337,18 +430,6 @@ fn sigint_ignored() -> bool {
         }
         Err(_) => false,
     }
-}
-
-/// Sandy's per-user cache: `$XDG_CACHE_HOME/sandy`, or `~/.cache/sandy`.
-pub fn cache_dir(env: &[(OsString, OsString)], home: Option<&Path>) -> Option<PathBuf> {
-    let xdg = env
-        .iter()
-        .rev()
-        .find(|(k, _)| k == "XDG_CACHE_HOME")
-        .map(|(_, v)| PathBuf::from(v))
-        .filter(|p| p.is_absolute());
-    xdg.or_else(|| home.map(|h| h.join(".cache")))
-        .map(|c| c.join("sandy"))
 }
 
 /// One reported change.
@@ -370,12 +451,13 @@ pub fn after(snapshot: Snapshot) {
     }
     let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&unblock), None);
 
+    let mut looker = Looker::after(&snapshot.ways);
     let mut changes = Vec::new();
     let mut reported: BTreeSet<PathBuf> = BTreeSet::new();
     let mut seen = BTreeSet::new();
     for (path, was) in &snapshot.paths {
         seen.insert(path.clone());
-        let now = State::of(path);
+        let now = looker.state_of(path);
         if was.differs(&now) {
             changes.push(Change {
                 path: path.clone(),
@@ -396,12 +478,12 @@ pub fn after(snapshot: Snapshot) {
         .map(|(p, _)| p.clone())
         .collect();
     for dir in dirs {
-        if matches!(State::of(&dir), State::Directory { .. }) {
-            for child in dir_entries(&dir) {
+        if matches!(looker.state_of(&dir), State::Directory { .. }) {
+            for child in looker.entries(&dir) {
                 if !seen.contains(&child) {
                     seen.insert(child.clone());
                     changes.push(Change {
-                        now: State::of(&child),
+                        now: looker.state_of(&child),
                         path: child,
                         was: State::Absent,
                     });
@@ -410,20 +492,20 @@ pub fn after(snapshot: Snapshot) {
         }
     }
     let run_id = run_id();
-    let saved = save_copies(&snapshot, &changes, &run_id);
+    let saved = save_copies(&snapshot, &looker, &changes, &run_id);
     for c in &changes {
         reported.insert(c.path.clone());
         if c.was == State::Absent {
-            eprintln!(
-                "sandy: warning: {} did not exist at launch and was created inside the \
+            say!(
+                "warning: {} did not exist at launch and was created inside the \
                  sandbox ({}); review it before anything outside the sandbox uses it{}",
                 c.path.display(),
                 c.now.describe(),
                 restore_hint(&saved, &c.path, &run_id)
             );
         } else {
-            eprintln!(
-                "sandy: warning: {} was changed during the run (was {}, now {}); review it \
+            say!(
+                "warning: {} was changed during the run (was {}, now {}); review it \
                  before anything outside the sandbox uses it{}",
                 c.path.display(),
                 c.was.describe(),
@@ -432,8 +514,8 @@ pub fn after(snapshot: Snapshot) {
             );
         }
     }
-    report_new_repositories(&snapshot, &mut reported);
-    report_operations_in_progress(&snapshot);
+    report_new_repositories(&snapshot, &mut looker, &mut reported);
+    report_operations_in_progress(&snapshot, &mut looker);
 }
 
 /// Where git keeps an operation in progress, in a git directory (per worktree):
@@ -444,10 +526,10 @@ const IN_PROGRESS: [&str; 3] = ["rebase-merge", "rebase-apply", "sequencer"];
 
 /// The state of every operation in progress in `git_dir`: each entry's name and, for a
 /// small regular file, its content (empty when none is in progress).
-fn in_progress_state(git_dir: &Path) -> Vec<u8> {
+fn in_progress_state(looker: &mut Looker<'_>, git_dir: &Path) -> Vec<u8> {
     let mut state = Vec::new();
     for name in IN_PROGRESS {
-        let mut entries = dir_entries(&git_dir.join(name));
+        let mut entries = looker.entries(&git_dir.join(name));
         if entries.is_empty() && !git_dir.join(name).exists() {
             continue;
         }
@@ -468,16 +550,16 @@ fn in_progress_state(git_dir: &Path) -> Vec<u8> {
 
 /// An operation in progress that the run started or changed: named, with what in it
 /// runs a command on `--continue`.
-fn report_operations_in_progress(snapshot: &Snapshot) {
+fn report_operations_in_progress(snapshot: &Snapshot, looker: &mut Looker<'_>) {
     for (git_dir, was) in &snapshot.in_progress {
-        report_in_progress(git_dir, was);
+        report_in_progress(looker, git_dir, was);
     }
 }
 
 /// Names the operation in progress in `git_dir` when its state is not `was` (empty: none
 /// was in progress, or the git directory is new).
-fn report_in_progress(git_dir: &Path, was: &[u8]) {
-    let now = in_progress_state(git_dir);
+fn report_in_progress(looker: &mut Looker<'_>, git_dir: &Path, was: &[u8]) {
+    let now = in_progress_state(looker, git_dir);
     if now.is_empty() || now == was {
         return;
     }
@@ -515,8 +597,8 @@ fn report_in_progress(git_dir: &Path, was: &[u8]) {
     } else {
         format!(" (it runs: {})", runs.join("; "))
     };
-    eprintln!(
-        "sandy: warning: {} holds {what} in progress that was started or changed inside \
+    say!(
+        "warning: {} holds {what} in progress that was started or changed inside \
          the sandbox; `--continue` outside would carry out what it holds{detail}: review \
          it, or end it with `{abort}`",
         git_dir.display()
@@ -538,75 +620,141 @@ fn run_id() -> String {
     format!("{}-{}", now.as_secs(), std::process::id())
 }
 
-/// Writes the pre-run state of every changed path under the cache
-/// (`restore/<run>/index.json` and one file per saved content). Returns the paths whose
-/// pre-run state was saved.
-fn save_copies(snapshot: &Snapshot, changes: &[Change], run_id: &str) -> BTreeSet<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
+/// The records of one run's pre-run copies (`restore/<run>/record.json`, beside one file
+/// per saved content), in Sandy's state directory, which no grant reaches.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Record {
+    version: u32,
+    entries: Vec<RecordEntry>,
+}
+
+/// The version of [`Record`] this build writes and reads.
+const RECORD_VERSION: u32 = 2;
+/// The name of a run's record in its directory.
+const RECORD_FILE: &str = "record.json";
+/// The largest record Sandy reads back.
+const MAX_RECORD: usize = 16 * 1024 * 1024;
+/// The name of Sandy's directory of pre-run copies in its state directory.
+const RESTORE_DIR: &str = "restore";
+
+/// One saved path.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecordEntry {
+    /// The name Sandy reported (hex: any bytes survive JSON).
+    path: String,
+    /// Where that name led at launch (its directory's canonical place then, and the
+    /// name): the exact path `sandy restore` writes, reached with no link on it.
+    at: String,
+    was: Was,
+}
+
+/// What a saved path was before the run.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+enum Was {
+    Absent,
+    Directory {
+        mode: u32,
+    },
+    Symlink {
+        target: String,
+    },
+    File {
+        copy: String,
+        mode: u32,
+        sha256: String,
+    },
+}
+
+impl Was {
+    fn describe(&self) -> &'static str {
+        match self {
+            Was::Absent => "absent",
+            Was::Directory { .. } => "directory",
+            Was::Symlink { .. } => "symlink",
+            Was::File { .. } => "file",
+        }
+    }
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex(&sha2::Sha256::digest(bytes))
+}
+
+/// Writes the pre-run state of every changed path to Sandy's state directory
+/// (`restore/<run>/`: the record and one file per saved content, through handles).
+/// Returns the paths whose pre-run state was saved.
+fn save_copies(
+    snapshot: &Snapshot,
+    looker: &Looker<'_>,
+    changes: &[Change],
+    run_id: &str,
+) -> BTreeSet<PathBuf> {
     let mut saved = BTreeSet::new();
-    let Some(cache) = snapshot.cache.as_ref().filter(|_| !changes.is_empty()) else {
+    let Some(base) = snapshot.state.as_ref().filter(|_| !changes.is_empty()) else {
         return saved;
     };
-    let dir = cache.join("restore").join(run_id);
-    if let Err(e) = std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)
-    {
-        eprintln!(
-            "sandy: warning: cannot keep the pre-run copies in {}: {e}",
-            dir.display()
-        );
-        return saved;
-    }
-    let mut index = Vec::new();
+    let dir = crate::hostfs::open_or_create(base, 0o700).and_then(|b| b.create_dir(run_id, 0o700));
+    let dir = match dir {
+        Ok(dir) => dir,
+        Err(e) => {
+            say!(
+                "warning: cannot keep the pre-run copies in {}: {e}",
+                Shown(base)
+            );
+            return saved;
+        }
+    };
+    let mut entries = Vec::new();
     for (n, c) in changes.iter().enumerate() {
-        let mut entry = serde_json::Map::new();
-        entry.insert(
-            "path".into(),
-            serde_json::Value::String(hex(c.path.as_os_str().as_bytes())),
-        );
-        match &c.was {
-            State::Absent => {
-                entry.insert("was".into(), "absent".into());
-            }
-            State::Directory { mode } => {
-                entry.insert("was".into(), "directory".into());
-                entry.insert("mode".into(), (*mode).into());
-            }
-            State::Symlink(t) => {
-                entry.insert("was".into(), "symlink".into());
-                entry.insert(
-                    "target".into(),
-                    serde_json::Value::String(hex(t.as_os_str().as_bytes())),
-                );
-            }
+        let Some(at) = looker.location(&c.path) else {
+            continue;
+        };
+        let was = match &c.was {
+            State::Absent => Was::Absent,
+            State::Directory { mode } => Was::Directory { mode: *mode },
+            State::Symlink(t) => Was::Symlink {
+                target: hex(t.as_os_str().as_bytes()),
+            },
             State::File {
                 content: Some(bytes),
                 mode,
                 ..
             } => {
-                let name = format!("{n}.copy");
-                if std::fs::write(dir.join(&name), bytes).is_err() {
+                let copy = format!("{n}.copy");
+                if dir.write_new(&copy, bytes, 0o600).is_err() {
                     continue;
                 }
-                entry.insert("was".into(), "file".into());
-                entry.insert("copy".into(), name.into());
-                entry.insert("mode".into(), (*mode).into());
+                Was::File {
+                    copy,
+                    mode: *mode,
+                    sha256: sha256(bytes),
+                }
             }
-            State::File { content: None, .. } | State::Other(_) => {
-                // Too large to copy, or not a file Sandy can put back.
-                continue;
-            }
-        }
-        index.push(serde_json::Value::Object(entry));
+            // Too large to copy, or not something Sandy can put back.
+            State::File { content: None, .. } | State::Other(_) | State::Moved(_) => continue,
+        };
+        entries.push(RecordEntry {
+            path: hex(c.path.as_os_str().as_bytes()),
+            at: hex(at.as_os_str().as_bytes()),
+            was,
+        });
         saved.insert(c.path.clone());
     }
-    let doc = serde_json::json!({ "version": 1, "entries": index });
-    if let Err(e) = std::fs::write(dir.join("index.json"), doc.to_string()) {
-        eprintln!(
-            "sandy: warning: cannot keep the pre-run copies in {}: {e}",
-            dir.display()
+    let record = Record {
+        version: RECORD_VERSION,
+        entries,
+    };
+    let written = serde_json::to_vec(&record)
+        .map_err(std::io::Error::other)
+        .and_then(|bytes| dir.write_new(RECORD_FILE, &bytes, 0o600));
+    if let Err(e) = written {
+        say!(
+            "warning: cannot keep the pre-run copies in {}: {e}",
+            Shown(&base.join(run_id))
         );
         saved.clear();
     }
@@ -631,7 +779,11 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 /// New `.git` entries, linked worktrees and submodule git directories, and directories
 /// git now takes as git directories themselves: each is named, with every code-running
 /// setting of its configuration and every hook it holds.
-fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>) {
+fn report_new_repositories(
+    snapshot: &Snapshot,
+    looker: &mut Looker<'_>,
+    reported: &mut BTreeSet<PathBuf>,
+) {
     // Made only when needed: finding git looks along PATH.
     let git = std::cell::OnceCell::new();
     let git = || git.get_or_init(|| gitscan::Git::new(&snapshot.env));
@@ -647,8 +799,8 @@ fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>
             }),
         };
         let Ok(again) = again else {
-            eprintln!(
-                "sandy: warning: {} is too large to check for git repositories created \
+            say!(
+                "warning: {} is too large to check for git repositories created \
                  inside the sandbox; review any before running git there",
                 root.display()
             );
@@ -656,8 +808,8 @@ fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>
         };
         let before = record.map(walk::Record::unlisted).unwrap_or_default();
         for dir in again.unlisted.iter().filter(|d| !before.contains(d)) {
-            eprintln!(
-                "sandy: warning: {} can be passed through but not listed (its permissions \
+            say!(
+                "warning: {} can be passed through but not listed (its permissions \
                  were changed inside the sandbox): git repositories the run made below it \
                  cannot be checked; review it before running git there",
                 dir.display()
@@ -674,8 +826,8 @@ fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>
                 .filter(|m| std::fs::symlink_metadata(dir.join(OsStr::from_bytes(m))).is_ok())
                 .map(|m| String::from_utf8_lossy(m).into_owned())
                 .collect();
-            eprintln!(
-                "sandy: warning: {} holds an agent's launch configuration made inside the \
+            say!(
+                "warning: {} holds an agent's launch configuration made inside the \
                  sandbox ({}), which an agent started there would load: review it before \
                  starting one there",
                 dir.display(),
@@ -684,8 +836,8 @@ fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>
         }
         let before = record.map(walk::Record::unsearchable).unwrap_or_default();
         for dir in again.unsearchable.iter().filter(|d| !before.contains(d)) {
-            eprintln!(
-                "sandy: warning: {} cannot be looked into (its permissions were changed \
+            say!(
+                "warning: {} cannot be looked into (its permissions were changed \
                  inside the sandbox): git repositories the run made below it cannot be \
                  checked; review it before giving it back its permissions or running git \
                  there",
@@ -701,8 +853,8 @@ fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>
                     continue;
                 };
                 if reported.insert(d.top.clone()) {
-                    eprintln!(
-                        "sandy: warning: {} was made a git repository inside the sandbox \
+                    say!(
+                        "warning: {} was made a git repository inside the sandbox \
                          (git run in it or below it takes the directory itself as its git \
                          directory, as a bare repository); review it before running git there",
                         d.top.display()
@@ -719,8 +871,8 @@ fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>
                 continue;
             }
             if reported.insert(dotgit.clone()) {
-                eprintln!(
-                    "sandy: warning: {} did not exist at launch and was created inside the \
+                say!(
+                    "warning: {} did not exist at launch and was created inside the \
                      sandbox; review it before running git there",
                     dotgit.display()
                 );
@@ -748,7 +900,7 @@ fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>
     new_git_dirs.sort();
     new_git_dirs.dedup();
     for dir in new_git_dirs {
-        report_in_progress(&dir, &[]);
+        report_in_progress(looker, &dir, &[]);
         if dir.parent().and_then(Path::file_name) == Some(OsStr::new("worktrees")) {
             // A linked worktree added during the run: its pointer must lead back here.
             let common = dir.parent().and_then(Path::parent);
@@ -764,19 +916,19 @@ fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>
                 _ => false,
             };
             if !same {
-                eprintln!(
-                    "sandy: warning: {} was created inside the sandbox and points git at \
+                say!(
+                    "warning: {} was created inside the sandbox and points git at \
                      another repository (commondir); review it before running git there",
                     dir.display()
                 );
             }
-            report_settings(git(), &dir.join("config.worktree"));
+            report_settings(looker, git(), &dir.join("config.worktree"));
             continue;
         }
         for file in ["config", "config.worktree"] {
-            report_settings(git(), &dir.join(file));
+            report_settings(looker, git(), &dir.join(file));
         }
-        report_hooks(&dir.join("hooks"));
+        report_hooks(looker, &dir.join("hooks"));
     }
     // Where git runs a new repository's hooks from, when not its own `hooks/` (a relative
     // `core.hooksPath` of the user's configuration names a directory of each working
@@ -789,7 +941,7 @@ fn report_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>
             hooks.ends_with("hooks") && hooks.parent().is_some_and(|g| is_git_dir_of(&top, g));
         let inside = snapshot.roots.iter().any(|r| hooks.starts_with(r));
         if !own && inside {
-            report_hooks(&hooks);
+            report_hooks(looker, &hooks);
         }
     }
 }
@@ -807,20 +959,20 @@ fn is_git_dir_of(top: &Path, git_dir: &Path) -> bool {
 
 /// Names every hook in `hooks` (a directory made or changed inside), or the link `hooks`
 /// is, without following it.
-fn report_hooks(hooks: &Path) {
-    if let State::Symlink(target) = State::of(hooks) {
-        eprintln!(
-            "sandy: warning: {} is a symbolic link to {}, made inside the sandbox; git \
+fn report_hooks(looker: &mut Looker<'_>, hooks: &Path) {
+    if let State::Symlink(target) = looker.state_of(hooks) {
+        say!(
+            "warning: {} is a symbolic link to {}, made inside the sandbox; git \
              outside would run the hooks it finds there: review it first",
             hooks.display(),
             target.display()
         );
     }
-    for hook in dir_entries(hooks) {
+    for hook in looker.entries(hooks) {
         let sample = hook.extension() == Some(OsStr::new("sample"));
-        if !sample && !matches!(State::of(&hook), State::Directory { .. }) {
-            eprintln!(
-                "sandy: warning: {} is a git hook created inside the sandbox; git \
+        if !sample && !matches!(looker.state_of(&hook), State::Directory { .. }) {
+            say!(
+                "warning: {} is a git hook created inside the sandbox; git \
                  outside would run it: review it first",
                 hook.display()
             );
@@ -830,14 +982,14 @@ fn report_hooks(hooks: &Path) {
 
 /// Names every code-running setting of one configuration file (read by git, includes
 /// not followed).
-fn report_settings(git: &gitscan::Git, file: &Path) {
-    if !matches!(State::of(file), State::File { .. }) {
+fn report_settings(looker: &mut Looker<'_>, git: &gitscan::Git, file: &Path) {
+    if !matches!(looker.state_of(file), State::File { .. }) {
         return;
     }
     for (key, value) in git.config_entries(file) {
         if gitscan::runs_code(&key, &value) {
-            eprintln!(
-                "sandy: warning: {} sets {key} = {}, which makes git run a command; it was \
+            say!(
+                "warning: {} sets {key} = {}, which makes git run a command; it was \
                  created inside the sandbox: review it before running git there",
                 file.display(),
                 String::from_utf8_lossy(&value)
@@ -847,154 +999,199 @@ fn report_settings(git: &gitscan::Git, file: &Path) {
 }
 
 /// `sandy restore`: without a run, lists the runs whose pre-run copies are kept; with one,
-/// puts every saved path of that run back.
+/// puts every saved path of that run back, each at the exact place its name led to at
+/// launch, reached with no link on the way, and only from a copy whose digest matches.
 pub fn restore(run: Option<&str>) -> Result<u8, crate::error::SandyError> {
-    let io = |step| move |source| crate::error::SandyError::Io { step, source };
-    let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let Some(cache) = cache_dir(&env, home.as_deref()) else {
-        return Err(crate::error::SandyError::Io {
-            step: "cannot find Sandy's cache (set HOME or XDG_CACHE_HOME)",
+    use crate::error::SandyError;
+    let host = crate::host::gather_without_git()?;
+    let Some(home) = host.home.as_deref() else {
+        return Err(SandyError::Io {
+            step: "cannot find Sandy's state directory (set HOME or XDG_STATE_HOME)",
             source: std::io::ErrorKind::NotFound.into(),
         });
     };
-    let base = cache.join("restore");
-    let Some(run) = run else {
-        let mut runs: Vec<PathBuf> = std::fs::read_dir(&base)
-            .map(|d| d.flatten().map(|e| e.path()).collect())
-            .unwrap_or_default();
-        runs.sort();
-        if runs.is_empty() {
-            let _ = crate::print_line("no saved pre-run copies");
+    let base_path = sandy_state_dir(home, &host).join(RESTORE_DIR);
+    let base = match Dir::open(&base_path) {
+        Ok(base) => Some(base),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(source) => {
+            return Err(SandyError::File {
+                step: "cannot open the pre-run copies in",
+                path: base_path,
+                source,
+            })
         }
-        for dir in runs {
-            let id = dir
-                .file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned();
-            for (path, was) in read_index(&dir).unwrap_or_default() {
+    };
+    let Some(run) = run else {
+        let mut runs: Vec<OsString> = base
+            .as_ref()
+            .and_then(|b| b.entries(crate::hostfs::MAX_ENTRIES).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|e| e.kind == Kind::Directory)
+            .map(|e| e.name)
+            .collect();
+        runs.sort();
+        let mut any = false;
+        for id in runs {
+            let Some(record) = base.as_ref().and_then(|b| read_record(b, &id).ok()) else {
+                continue;
+            };
+            for entry in record.entries {
+                let Some(path) = unhex(&entry.path) else {
+                    continue;
+                };
+                any = true;
                 let _ = crate::print_line(&format!(
-                    "{id}\t{}\t(was {was})",
-                    Path::new(OsStr::from_bytes(&path)).display()
+                    "{}\t{}\t(was {})",
+                    Shown(Path::new(&id)),
+                    Shown(Path::new(OsStr::from_bytes(&path))),
+                    entry.was.describe()
                 ));
             }
         }
+        if !any {
+            let _ = crate::print_line("no saved pre-run copies");
+        }
         return Ok(0);
     };
-    if run.contains('/') || run.starts_with('.') {
-        return Err(crate::error::SandyError::Io {
-            step: "not a run name (see `sandy restore`)",
-            source: std::io::ErrorKind::InvalidInput.into(),
-        });
-    }
-    let dir = base.join(run);
-    let text =
-        std::fs::read(dir.join("index.json")).map_err(io("cannot read the run's saved copies"))?;
-    let doc: serde_json::Value =
-        serde_json::from_slice(&text).map_err(|e| crate::error::SandyError::Io {
-            step: "cannot read the run's saved copies",
-            source: e.into(),
-        })?;
-    let entries = doc["entries"].as_array().cloned().unwrap_or_default();
+    let not_a_run = |source| SandyError::File {
+        step: "cannot read the saved copies of the run",
+        path: PathBuf::from(run),
+        source,
+    };
+    let base = base.ok_or_else(|| not_a_run(std::io::ErrorKind::NotFound.into()))?;
+    let record = read_record(&base, OsStr::new(run)).map_err(not_a_run)?;
+    let copies = base.open_dir(run).map_err(not_a_run)?;
     let mut failed = 0u8;
-    for e in entries {
-        let Some(path) = e["path"].as_str().and_then(unhex) else {
+    for entry in &record.entries {
+        let (Some(path), Some(at)) = (unhex(&entry.path), unhex(&entry.at)) else {
+            failed = 1;
+            say!(
+                "a saved entry of run {} is damaged; skipped",
+                Shown(Path::new(run))
+            );
             continue;
         };
         let path = PathBuf::from(OsStr::from_bytes(&path));
-        let result = put_back(&dir, &path, &e);
-        match result {
+        let at = PathBuf::from(OsStr::from_bytes(&at));
+        match put_back(&copies, &at, &entry.was) {
             Ok(what) => {
-                let _ = crate::print_line(&format!("restored {} ({what})", path.display()));
+                let shown = if at == path {
+                    Shown(&path).to_string()
+                } else {
+                    format!("{} (at {})", Shown(&path), Shown(&at))
+                };
+                let _ = crate::print_line(&format!("restored {shown} ({what})"));
             }
             Err(err) => {
                 failed = 1;
-                eprintln!("sandy: cannot restore {}: {err}", path.display());
+                say!("cannot restore {}: {err}", Shown(&path));
             }
         }
     }
     Ok(failed)
 }
 
-fn read_index(dir: &Path) -> Option<Vec<(Vec<u8>, String)>> {
-    let text = std::fs::read(dir.join("index.json")).ok()?;
-    let doc: serde_json::Value = serde_json::from_slice(&text).ok()?;
-    Some(
-        doc["entries"]
-            .as_array()?
-            .iter()
-            .filter_map(|e| Some((unhex(e["path"].as_str()?)?, e["was"].as_str()?.to_owned())))
-            .collect(),
-    )
-}
-
-/// Removes what is at `path` now, if it is not a directory holding anything.
-fn clear(path: &Path) -> std::io::Result<()> {
-    match std::fs::symlink_metadata(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
-        Ok(m) if m.is_dir() => std::fs::remove_dir(path),
-        Ok(_) => std::fs::remove_file(path),
+/// The record of run `id` in the directory of pre-run copies.
+fn read_record(base: &Dir, id: &OsStr) -> std::io::Result<Record> {
+    let dir = base.open_dir(id)?;
+    let bytes = dir
+        .read(RECORD_FILE, MAX_RECORD)?
+        .ok_or_else(|| std::io::Error::other("its record is not a regular file, or too large"))?;
+    let record: Record = serde_json::from_slice(&bytes)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    if record.version != RECORD_VERSION {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "its record has version {}, not {RECORD_VERSION}",
+                record.version
+            ),
+        ));
     }
+    Ok(record)
 }
 
-fn put_back(dir: &Path, path: &Path, e: &serde_json::Value) -> std::io::Result<&'static str> {
-    use std::os::unix::fs::PermissionsExt;
-    let mode = e["mode"].as_u64().and_then(|m| u32::try_from(m).ok());
-    match e["was"].as_str() {
-        Some("absent") => {
-            // A directory the run created may hold more than Sandy recorded: it is moved
-            // aside, never deleted.
-            if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
-                let mut aside = path.as_os_str().to_os_string();
+/// Puts one saved path back at `at`: its directory opened with no link on the way, the
+/// entry changed through that handle.
+fn put_back(copies: &Dir, at: &Path, was: &Was) -> std::io::Result<&'static str> {
+    let (Some(parent), Some(name)) = (at.parent(), at.file_name()) else {
+        return Err(std::io::Error::other("not a path Sandy saved"));
+    };
+    let dir = match Dir::open_exact(parent) {
+        // Gone with its directory (one moved aside before it): nothing to remove.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && matches!(was, Was::Absent) => {
+            return Ok("gone: it did not exist before the run");
+        }
+        other => other,
+    };
+    let dir = dir.map_err(|e| {
+        let moved = [nix::libc::ELOOP, nix::libc::ENOTDIR].contains(&e.raw_os_error().unwrap_or(0));
+        if moved {
+            std::io::Error::other(format!(
+                "a symbolic link or a file is on the way to {} now (made during the run?); \
+                 remove it, then run `sandy restore` again",
+                Shown(parent)
+            ))
+        } else {
+            e
+        }
+    })?;
+    let now = dir.entry(name)?;
+    let is_dir = now.is_some_and(|st| st.kind == Kind::Directory);
+    match was {
+        Was::Absent => {
+            if is_dir {
+                // A directory the run created may hold more than Sandy recorded: it is
+                // moved aside, never deleted.
+                let mut aside = name.to_os_string();
                 aside.push(".sandy-removed");
-                std::fs::rename(path, &aside)?;
+                dir.rename_noreplace(name, &dir, &aside)?;
                 return Ok("moved aside to *.sandy-removed: it did not exist before the run");
             }
-            clear(path)?;
+            dir.remove_entry(name)?;
             Ok("removed: it did not exist before the run")
         }
-        Some("directory") => {
-            if !std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
-                clear(path)?;
-                std::fs::create_dir(path)?;
-            }
-            if let Some(mode) = mode {
-                std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+        Was::Directory { mode } => {
+            if !is_dir {
+                dir.remove_entry(name)?;
+                dir.create_dir(name, *mode)?;
+            } else {
+                dir.set_dir_mode(name, *mode)?;
             }
             Ok("directory")
         }
-        Some("symlink") => {
-            let target = e["target"]
-                .as_str()
-                .and_then(unhex)
-                .ok_or(std::io::ErrorKind::InvalidData)?;
-            clear(path)?;
-            std::os::unix::fs::symlink(OsStr::from_bytes(&target), path)?;
+        Was::Symlink { target } => {
+            let target = unhex(target).ok_or(std::io::ErrorKind::InvalidData)?;
+            dir.remove_entry(name)?;
+            dir.symlink(Path::new(OsStr::from_bytes(&target)), name)?;
             Ok("symlink")
         }
-        Some("file") => {
-            let name = e["copy"].as_str().ok_or(std::io::ErrorKind::InvalidData)?;
-            let bytes = std::fs::read(dir.join(name))?;
-            let parent = path.parent().ok_or(std::io::ErrorKind::InvalidInput)?;
-            let mut tmp = tempfile::NamedTempFile::new_in(parent)?;
-            std::io::Write::write_all(&mut tmp, &bytes)?;
-            if let Some(mode) = mode {
-                tmp.as_file()
-                    .set_permissions(std::fs::Permissions::from_mode(mode))?;
+        Was::File {
+            copy,
+            mode,
+            sha256: digest,
+        } => {
+            let bytes = copies.read(copy, COPY_MAX)?.ok_or_else(|| {
+                std::io::Error::other("the saved copy is not a regular file, or too large")
+            })?;
+            if sha256(&bytes) != *digest {
+                return Err(std::io::Error::other(
+                    "the saved copy does not match its digest; not used",
+                ));
             }
-            if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
-                std::fs::remove_dir(path)?;
+            if is_dir {
+                dir.remove_dir(name)?;
             }
-            tmp.persist(path).map_err(|e| e.error)?;
+            dir.replace(name, &bytes, *mode, None)?;
             Ok("file")
         }
-        _ => Err(std::io::ErrorKind::InvalidData.into()),
     }
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their own fixtures
 mod tests {
     use super::*;
 
@@ -1012,7 +1209,63 @@ mod tests {
         assert_eq!(read_bounded(&big, 10).unwrap(), None);
         std::fs::write(&big, b"ok").unwrap();
         assert_eq!(read_bounded(&big, 10).unwrap(), Some(b"ok".to_vec()));
-        assert!(matches!(State::of(&fifo), State::Other("a FIFO")));
+        assert!(matches!(
+            Looker::recording().state_of(&fifo),
+            State::Other("a FIFO")
+        ));
+    }
+
+    /// A path whose directory's name leads elsewhere after the run (a link a run made on
+    /// the way) is reported as such, never looked at through the link; one whose way is
+    /// unchanged is looked at where it was.
+    #[test]
+    fn a_link_put_on_the_way_is_never_followed() {
+        let t = tempfile::tempdir().unwrap();
+        let project = t.path().join("project");
+        let home = t.path().join("home");
+        std::fs::create_dir_all(home.join(".claude")).unwrap();
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::write(home.join(".claude/settings.json"), "{}").unwrap();
+        let planted = project.join(".claude/settings.json");
+        let mut looker = Looker::recording();
+        assert_eq!(looker.state_of(&planted), State::Absent);
+        let ways = looker.ways;
+        std::os::unix::fs::symlink(home.join(".claude"), project.join(".claude")).unwrap();
+        let mut after = Looker::after(&ways);
+        let now = after.state_of(&planted);
+        assert!(
+            matches!(&now, State::Moved(why) if why.contains("symbolic link")),
+            "{now:?}"
+        );
+        // Where the name led at launch: the project, never the home.
+        assert_eq!(after.location(&planted), Some(planted.clone()));
+        // And restoring "absent" there refuses, leaving the home's file.
+        let copies = Dir::open(t.path()).unwrap();
+        assert!(put_back(&copies, &planted, &Was::Absent).is_err());
+        assert!(home.join(".claude/settings.json").exists());
+    }
+
+    #[test]
+    fn a_saved_copy_that_does_not_match_its_digest_is_not_used() {
+        let t = tempfile::tempdir().unwrap();
+        let copies = Dir::open(t.path()).unwrap();
+        copies.write_new("0.copy", b"planted", 0o600).unwrap();
+        let target = t.path().join("target");
+        std::fs::write(&target, "now").unwrap();
+        let was = Was::File {
+            copy: "0.copy".into(),
+            mode: 0o600,
+            sha256: sha256(b"original"),
+        };
+        assert!(put_back(&copies, &target, &was).is_err());
+        assert_eq!(std::fs::read(&target).unwrap(), b"now");
+        let was = Was::File {
+            copy: "0.copy".into(),
+            mode: 0o644,
+            sha256: sha256(b"planted"),
+        };
+        put_back(&copies, &target, &was).unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"planted");
     }
 
     #[test]

@@ -8,7 +8,6 @@
 //! there is removed as soon as the target has started (the sandbox's bind mount holds it
 //! from then on), a private copy after the run, once it is merged back.
 
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use sandy_policy::filter::filter_view;
@@ -17,9 +16,9 @@ use sandy_policy::{
     MAX_INLINE_VIEW_BYTES,
 };
 
+use crate::agentstate::StandIn;
 use crate::error::SandyError;
-use crate::run::PrivateTmp;
-use crate::verify::read_regular;
+use crate::rundir::RunDir;
 
 /// The largest host file Sandy copies into a view.
 const MAX_VIEW_BYTES: usize = 4 * 1024 * 1024;
@@ -27,29 +26,35 @@ const MAX_VIEW_BYTES: usize = 4 * 1024 * 1024;
 /// The prepared copies of one run. Dropping it removes them.
 pub struct PreparedViews {
     /// The per-run directory holding the copies; removed when dropped.
-    dir: Option<PrivateTmp>,
+    dir: Option<RunDir>,
     entries: Vec<(FileView, PathBuf)>,
     /// Filtered copies small enough to travel in the manifest: the bootstrap writes them
     /// into the sandbox's private `/run`, and no file of theirs is ever on the host.
     inline: Vec<(FileView, Vec<u8>)>,
     /// The host content each private copy started from (the base of a state merge).
     originals: Vec<(PathBuf, Vec<u8>)>,
+    /// The stand-in state directories of this run (by the name the agent reads its
+    /// state file at), locked until they are emptied back after the run.
+    stand_ins: Vec<(PathBuf, StandIn)>,
 }
 
 impl PreparedViews {
     /// The per-run directory holding the copies, if this run has one.
-    pub fn dir(&self) -> Option<&std::path::Path> {
-        self.dir.as_ref().map(|d| d.path.as_path())
+    pub fn dir(&self) -> Option<&RunDir> {
+        self.dir.as_ref()
     }
 
     /// Copies (and filters) every view's host file into a fresh per-run directory under
     /// `base`. Nothing is created when there are no views. The copy of an agent state
     /// file comes from the host file even when the agent reads it under another name
-    /// inside, and starts as `{}` when the host file does not exist yet.
+    /// inside, and starts as `{}` when the host file does not exist yet. `writable` is
+    /// where this run may write: a name there is reached without following any link
+    /// ([`crate::hostfs`]).
     pub fn prepare(
         views: &[FileView],
         state_files: &[StateFile],
         base: &Path,
+        writable: &[&Path],
     ) -> Result<Self, SandyError> {
         let io = |step| move |source| SandyError::Io { step, source };
         let mut unbound = PreparedViews {
@@ -57,23 +62,32 @@ impl PreparedViews {
             entries: Vec::new(),
             inline: Vec::new(),
             originals: Vec::new(),
+            stand_ins: Vec::new(),
         };
         // State files the agent reads under a name of Sandy's own: a plain copy there.
         for file in state_files.iter().filter(|f| !f.bound) {
-            let content = read_state(&file.path, file.format)
+            let content = read_state(&file.path, file.format, writable)
                 .map_err(io("cannot read an agent's state file"))?;
             if let Some(mirror) = &file.mirror {
-                // A fresh stand-in directory (whatever a killed run left is replaced).
-                crate::agentstate::clear_stand_in(&file.inside)
-                    .map_err(io("cannot clear an agent's stand-in state directory"))?;
-                write_private_copy(&file.inside, &content)
-                    .map_err(io("cannot write the private copy of an agent's state file"))?;
-                crate::agentstate::link_mirror(&file.inside, mirror).map_err(io(
-                    "cannot link an agent's state into its stand-in directory",
-                ))?;
+                // A fresh, locked stand-in directory (whatever a killed run left is
+                // recovered first, by `agentstate::create_at_launch`).
+                let stand_in =
+                    StandIn::prepare(file, mirror, writable, &content).map_err(|source| {
+                        SandyError::File {
+                            step: "cannot prepare the stand-in state directory in",
+                            path: mirror.clone(),
+                            source,
+                        }
+                    })?;
+                unbound.stand_ins.push((file.inside.clone(), stand_in));
             } else {
-                write_private_copy(&file.inside, &content)
-                    .map_err(io("cannot write the private copy of an agent's state file"))?;
+                write_private_copy(&file.inside, &content, writable).map_err(|source| {
+                    SandyError::File {
+                        step: "cannot write the private copy of an agent's state file",
+                        path: file.inside.clone(),
+                        source,
+                    }
+                })?;
             }
             unbound.originals.push((file.inside.clone(), content));
         }
@@ -85,10 +99,13 @@ impl PreparedViews {
         for (i, view) in views.iter().enumerate() {
             let state = state_files.iter().find(|f| f.inside == view.name());
             let content = match state {
-                Some(f) => read_state(&f.path, f.format)
+                Some(f) => read_state(&f.path, f.format, writable)
                     .map_err(io("cannot read an agent's state file"))?,
-                None => read_bounded(&view.target)
-                    .map_err(io("cannot read a file the sandbox sees as a copy"))?,
+                None => read_named(&view.target, writable).map_err(|source| SandyError::File {
+                    step: "cannot read a file the sandbox sees as a copy,",
+                    path: view.target.clone(),
+                    source,
+                })?,
             };
             let (content, mode) = match view.kind {
                 // The rule follows the name the tool reads (`~/.npmrc`), not the file
@@ -118,18 +135,16 @@ impl PreparedViews {
             // that is a file: removed with this value, or by the next run if this
             // supervisor is killed.
             let dir = match &prepared.dir {
-                Some(dir) => &dir.path,
-                None => {
-                    &prepared
-                        .dir
-                        .insert(PrivateTmp::create_kind(base, Some("views"))?)
-                        .path
-                }
+                Some(dir) => dir,
+                None => prepared
+                    .dir
+                    .insert(RunDir::create_kind(base, Some("views"))?),
             };
-            let source = dir.join(format!("{i}"));
-            write_new(&source, &content, mode)
+            let name = i.to_string();
+            dir.dir()
+                .write_new(&name, &content, mode)
                 .map_err(io("cannot write a file the sandbox sees as a copy"))?;
-            prepared.entries.push((view.clone(), source));
+            prepared.entries.push((view.clone(), dir.path.join(name)));
         }
         Ok(prepared)
     }
@@ -139,9 +154,11 @@ impl PreparedViews {
     /// reading them through its mounts, which hold them. The per-run directory goes too
     /// when it holds no private copy, which is merged back after the run.
     pub fn release_bound(&mut self) {
-        for (view, source) in &self.entries {
-            if view.kind == ViewKind::Filtered {
-                let _ = std::fs::remove_file(source);
+        if let Some(dir) = &self.dir {
+            for (view, source) in &self.entries {
+                if let (ViewKind::Filtered, Some(name)) = (view.kind, source.file_name()) {
+                    let _ = dir.dir().remove_file(name);
+                }
             }
         }
         if self
@@ -170,19 +187,54 @@ impl PreparedViews {
         files.chain(inline).collect()
     }
 
-    /// The private copy the sandbox wrote in place of `target`, after the run (for a
-    /// state file under a name of Sandy's own, that name itself).
-    pub fn private_copy<'a>(&'a self, target: &'a Path) -> Option<&'a Path> {
-        self.entries
+    /// What the sandbox left in the private copy of `target` after the run (for a
+    /// state file under a name of Sandy's own, at that name, reached without following a
+    /// link); `None` when `target` has none.
+    pub fn read_private_copy(
+        &self,
+        target: &Path,
+        writable: &[&Path],
+    ) -> Option<std::io::Result<Vec<u8>>> {
+        let regular = |read: std::io::Result<Option<Vec<u8>>>| {
+            read.and_then(|bytes| {
+                bytes.ok_or_else(|| {
+                    std::io::Error::other("not a regular file, or larger than 4 MiB")
+                })
+            })
+        };
+        if let Some((_, source)) = self
+            .entries
             .iter()
             .find(|(v, _)| v.kind == ViewKind::PrivateCopy && v.name() == target)
-            .map(|(_, source)| source.as_path())
-            .or_else(|| {
-                self.originals
-                    .iter()
-                    .any(|(t, _)| t == target)
-                    .then_some(target)
-            })
+        {
+            let dir = self.dir.as_ref()?;
+            let name = source.file_name()?;
+            return Some(regular(dir.dir().read(name, MAX_VIEW_BYTES)));
+        }
+        if let Some((_, stand_in)) = self.stand_ins.iter().find(|(t, _)| t == target) {
+            return Some(regular(stand_in.read_copy(MAX_VIEW_BYTES)));
+        }
+        self.originals.iter().any(|(t, _)| t == target).then(|| {
+            regular(
+                crate::hostfs::locate(target, writable.iter().copied(), false)
+                    .and_then(|(dir, name)| dir.read(name, MAX_VIEW_BYTES)),
+            )
+        })
+    }
+
+    /// The stand-in state directory of the agent's state file read at `target`.
+    pub fn stand_in(&self, target: &Path) -> Option<&StandIn> {
+        self.stand_ins
+            .iter()
+            .find(|(t, _)| t == target)
+            .map(|(_, s)| s)
+    }
+
+    /// The stand-in state directory of the agent's state file read at `target`, taken
+    /// out (to be emptied back into the real one after the run).
+    pub fn take_stand_in(&mut self, target: &Path) -> Option<StandIn> {
+        let i = self.stand_ins.iter().position(|(t, _)| t == target)?;
+        Some(self.stand_ins.remove(i).1)
     }
 
     /// The host content the private copy of `target` started from.
@@ -212,30 +264,32 @@ fn wire_len(content: &[u8]) -> Option<usize> {
     )
 }
 
-/// Reads a regular file (following the user's own symlinks), without blocking on a FIFO
-/// and refusing anything larger than [`MAX_VIEW_BYTES`].
-pub(crate) fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
-    read_view_source(path, true)
-}
-
-/// [`read_bounded`] without following a symlink at the name itself.
-pub(crate) fn read_bounded_nofollow(path: &Path) -> std::io::Result<Vec<u8>> {
-    read_view_source(path, false)
-}
-
-fn read_view_source(path: &Path, follow: bool) -> std::io::Result<Vec<u8>> {
-    read_regular(path, MAX_VIEW_BYTES, follow)?
+/// Reads a file the user keeps by its name (a start-up file, an agent's state file): a
+/// regular file of at most [`MAX_VIEW_BYTES`], never blocking on a FIFO; a link at the
+/// name is followed only outside every place a run may write (a dotfile manager's link
+/// in the home), and no link below such a place ([`crate::hostfs::locate`]).
+pub(crate) fn read_named(path: &Path, writable: &[&Path]) -> std::io::Result<Vec<u8>> {
+    let outside = !writable.iter().any(|w| path.starts_with(w));
+    let (dir, name) = crate::hostfs::locate(path, writable.iter().copied(), outside)?;
+    dir.read(name, MAX_VIEW_BYTES)?
         .ok_or_else(|| std::io::Error::other("not a regular file, or larger than 4 MiB"))
 }
 
 /// An agent's state file at launch: its content, or an empty document (`{}` for JSON,
-/// nothing for TOML) when it does not exist yet.
-fn read_state(path: &Path, format: StateFormat) -> std::io::Result<Vec<u8>> {
+/// nothing for TOML) when it does not exist yet. A link at its name is followed (a
+/// dotfile manager's): every profile protects its state file read-only, so no run can
+/// have made that link.
+fn read_state(path: &Path, format: StateFormat, writable: &[&Path]) -> std::io::Result<Vec<u8>> {
     let empty = || match format {
         StateFormat::Json => b"{}\n".to_vec(),
         StateFormat::Toml => Vec::new(),
     };
-    match read_bounded(path) {
+    let read =
+        crate::hostfs::locate(path, writable.iter().copied(), true).and_then(|(dir, name)| {
+            dir.read(name, MAX_VIEW_BYTES)?
+                .ok_or_else(|| std::io::Error::other("not a regular file, or larger than 4 MiB"))
+        });
+    match read {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(empty()),
         // The empty mount point Sandy created for a state file bound in place (absent on
         // the host): the agent starts from an empty document, not from invalid JSON.
@@ -245,36 +299,16 @@ fn read_state(path: &Path, format: StateFormat) -> std::io::Result<Vec<u8>> {
 }
 
 /// Writes the copy of a state file at a name of Sandy's own inside a writable state
-/// directory (whatever a previous run left there is replaced; missing parents are
-/// created, mode 0700).
-fn write_private_copy(path: &Path, content: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    if let Some(dir) = path.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
-    }
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
-    write_new(path, content, 0o600)
-}
-
-fn write_new(path: &Path, content: &[u8], mode: u32) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .open(path)?;
-    // Not synced: a copy for one run, read through the page cache and removed after it.
-    file.write_all(content)
+/// directory (whatever a previous run left at that name is removed first; the directory
+/// must exist).
+fn write_private_copy(path: &Path, content: &[u8], writable: &[&Path]) -> std::io::Result<()> {
+    let (dir, name) = crate::hostfs::locate(path, writable.iter().copied(), false)?;
+    dir.remove_entry(&name)?;
+    dir.write_new(&name, content, 0o600)
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their own fixtures
 mod tests {
     use super::*;
 

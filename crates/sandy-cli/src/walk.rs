@@ -647,6 +647,7 @@ fn now_ns() -> i64 {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their own fixtures
 mod tests {
     use super::*;
     use std::fs;

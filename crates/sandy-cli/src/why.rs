@@ -2,7 +2,8 @@
 //! explains one decision. The narrowest flag that would change a refusal is found the same
 //! way: the launch is resolved again with that flag, and the question asked again.
 
-use std::path::{Path, PathBuf};
+use sandy_policy::text::Shown;
+use std::path::Path;
 
 use sandy_policy::why::{decide, Decision, Question, Rule};
 use sandy_policy::{resolve, ResolvedPolicy, RunRequest};
@@ -58,7 +59,7 @@ pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
         command,
         read: args.read.clone(),
         read_write: args.read_write.clone(),
-        private_tmp: PathBuf::from("/tmp/sandy-why"),
+        private_tmp: crate::rundir::unmade_private_tmp(&host),
         block_net: args.block_net,
         allow_local_ports: Vec::new(),
         numbat_collector: None,
@@ -119,7 +120,7 @@ fn answer(
         let doc = Document {
             why_schema_version: WHY_SCHEMA_VERSION,
             question,
-            path: path.display().to_string(),
+            path: Shown(path).to_string(),
             profile: &policy.profile.name,
             decision: &decision,
             flag,
@@ -155,7 +156,7 @@ fn question(args: &WhyArgs) -> Question {
 
 /// Prints an answer; a reader that stops early (`| head`) is not an error.
 fn print_answer(text: &str) -> Result<(), SandyError> {
-    match crate::print_line(text) {
+    match crate::print_document(text) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Err(source) => Err(SandyError::Io {
@@ -193,7 +194,7 @@ fn narrowest_flag(
             "--read-write"
         }
     };
-    let flag = format!("{flag} {}", existing.display());
+    let flag = format!("{flag} {}", Shown(&existing));
     // The host facts (git's view of repositories) are gathered again for the wider
     // launch, exactly as `sandy run` with that flag would.
     let wider = host::gather(&with.read_write).map_err(|e| format!("{flag} is refused: {e}"))?;
@@ -241,17 +242,17 @@ fn render(
     let verdict = if d.allowed { "allowed" } else { "refused" };
     let mut out = format!(
         "{verb} {}: {verdict} (profile '{}')",
-        path.display(),
+        Shown(path),
         policy.profile.name
     );
     if d.resolved != path {
-        out.push_str(&format!("\n  resolves to {}", d.resolved.display()));
+        out.push_str(&format!("\n  resolves to {}", Shown(&d.resolved)));
     }
     let rule = match &d.rule {
-        Rule::Mask { path, .. } => format!("masked: {} is a sensitive path", path.display()),
+        Rule::Mask { path, .. } => format!("masked: {} is a sensitive path", Shown(path)),
         Rule::Private { directory } => format!(
             "{} is the sandbox's own private directory inside (the host's is never reached)",
-            directory.display()
+            Shown(directory)
         ),
         Rule::View { target, view } => format!(
             "the sandbox sees a {} of {}",
@@ -259,10 +260,10 @@ fn render(
                 sandy_policy::ViewKind::Filtered => "credential-filtered, read-only copy",
                 sandy_policy::ViewKind::PrivateCopy => "private copy",
             },
-            target.display()
+            Shown(target)
         ),
         Rule::Protection { path, origin } => {
-            format!("protected read-only: {} ({origin:?})", path.display()).to_lowercase()
+            format!("protected read-only: {} ({origin:?})", Shown(path)).to_lowercase()
         }
         Rule::Grant {
             path,
@@ -271,7 +272,7 @@ fn render(
             origin,
         } => format!(
             "granted {access:?} on {} ({scope:?}, origin {origin:?})",
-            path.display()
+            Shown(path)
         )
         .to_lowercase(),
         Rule::NoGrant => "nothing grants it (Landlock refuses)".to_owned(),
@@ -344,6 +345,9 @@ mod inside {
 
     /// The sandbox's own policy, when this process runs inside one: the document exists
     /// and `no_new_privs` is set (Sandy sets it for everything inside).
+    // Inside the sandbox: the document in the sandbox's private `/run`, which the
+    // bootstrap wrote read-only for the run.
+    #[allow(clippy::disallowed_methods)]
     pub fn own_policy() -> Option<Document> {
         if !crate::host::no_new_privs() {
             return None;
@@ -429,7 +433,7 @@ mod inside {
             } else {
                 "--read-write"
             };
-            format!("{name} {}", existing.display())
+            format!("{name} {}", sandy_policy::text::Shown(&existing))
         });
         super::answer(args, question, &path, &policy, decision, flag, true)
     }

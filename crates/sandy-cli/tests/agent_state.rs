@@ -9,6 +9,7 @@
 //! Most tests play the agent with a script under `--profile NAME`, so they need no agent
 //! CLI; the ones that run the real CLIs need `scripts/install-agents.sh` (otherwise a
 //! reported skip, a failure in CI).
+#![allow(clippy::disallowed_methods)] // the tests set up and judge worlds of their own
 
 mod common;
 

@@ -10,6 +10,7 @@
 //!
 //! Needs tmux and the agent CLIs (`scripts/install-agents.sh`); without them, a reported
 //! skip (a failure in CI).
+#![allow(clippy::disallowed_methods)] // the tests set up and judge worlds of their own
 
 mod common;
 

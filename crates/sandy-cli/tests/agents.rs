@@ -12,6 +12,7 @@
 //! reported skip (a failure in CI). The model API is `helpers/fake_model_api.py`, run on
 //! the host as the test user on a free 127.0.0.1 port, scripted one tool call per turn; it
 //! records every tool result the agent sends back.
+#![allow(clippy::disallowed_methods)] // the tests set up and judge worlds of their own
 
 mod common;
 

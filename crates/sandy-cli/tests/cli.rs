@@ -1,5 +1,7 @@
 //! The command line through the real binary: exit codes, byte-exact arguments and streams,
 //! refusals, the hidden bootstrap's manifest checks, usage errors, and the dry run.
+#![allow(clippy::disallowed_methods)]
+// the tests set up and judge worlds of their own
 // Test helpers outside `#[test]` functions fail loudly too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -6,6 +6,7 @@
 //! bare run. As root and as the unprivileged user; the unprivileged user's caches are the
 //! test world's, populated by running the bare command as that user first.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::disallowed_methods)] // the tests set up and judge worlds of their own
 
 mod common;
 

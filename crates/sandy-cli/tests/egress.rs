@@ -9,6 +9,7 @@
 //! metadata service), names come from a hosts file bind-mounted over `/etc/hosts` in that
 //! mount namespace, and the servers are `helpers/egress_server.py`. Sandy runs inside that
 //! namespace, as root and as the unprivileged user; nothing listens on an outside address.
+#![allow(clippy::disallowed_methods)] // the tests set up and judge worlds of their own
 
 mod common;
 

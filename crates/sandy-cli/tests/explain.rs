@@ -3,6 +3,7 @@
 //! (the refused write really did not land; the flag the report names really allows it),
 //! and the observer never changes what the target sees or its exit status.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::disallowed_methods)] // the tests set up and judge worlds of their own
 
 mod common;
 

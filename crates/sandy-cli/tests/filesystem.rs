@@ -1,6 +1,8 @@
 //! Filesystem confinement through the real binary, judged from the host side: what the
 //! target may do in the project, the private TMPDIR and its toolchains, and what it cannot
 //! do to the home directory, secrets, other projects and explicitly granted paths.
+#![allow(clippy::disallowed_methods)]
+// the tests set up and judge worlds of their own
 // Test helpers outside `#[test]` functions fail loudly too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -299,7 +301,7 @@ fn mktemp_uses_a_private_tmpdir_that_is_removed_after_the_run() {
 
         // During the run, judged from the host: the file the target made in /tmp is in
         // the one per-run directory Sandy made in the caller's TMPDIR, private to the user.
-        let during: Vec<PathBuf> = std::fs::read_dir(&w.tmp)
+        let during: Vec<PathBuf> = std::fs::read_dir(w.runs())
             .unwrap()
             .map(|e| e.unwrap().path())
             .collect();
@@ -368,6 +370,7 @@ fn mktemp_uses_a_private_tmpdir_that_is_removed_after_the_run() {
         );
 
         assert!(!private.exists(), "{private:?} outlived the run");
+        w.tidy_tmp();
         let left: Vec<_> = std::fs::read_dir(&w.tmp).unwrap().flatten().collect();
         assert!(left.is_empty(), "left in the caller's TMPDIR: {left:?}");
         assert_eq!(home_snapshot(w), home_before, "HOME changed");
@@ -479,6 +482,7 @@ fn home_cannot_be_written() {
         assert!(!w.home.join(".bash_profile").exists());
         assert!(!w.home.join("new-file").exists());
         assert_eq!(home_snapshot(w), home_before, "HOME changed");
+        w.tidy_tmp();
         assert_eq!(
             snapshot(&w.tmp, None),
             tmp_before,

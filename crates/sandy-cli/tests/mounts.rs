@@ -6,6 +6,7 @@
 //! are out of sight), a project under `/tmp` is carried through, metadata outside the
 //! writable grants cannot change, and none of it can be unmounted.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::disallowed_methods)] // the tests set up and judge worlds of their own
 
 mod common;
 
@@ -844,6 +845,7 @@ fn host_tmp_files_and_sockets_are_out_of_sight() {
         assert!(!xdg.join("mine").exists());
         assert_eq!(bytes(&tmp_file), CANARY.as_bytes());
         assert_eq!(bytes(&lone.0), CANARY.as_bytes());
+        w.tidy_tmp();
         assert!(std::fs::read_dir(&w.tmp).unwrap().next().is_none());
 
         // Control: outside Sandy the same client reaches every listener, so the log would
@@ -1030,6 +1032,7 @@ fn a_project_under_tmp_is_carried_through() {
             git_ok(w, &project, &["log", "--format=%s"]),
             "from /tmp\nfirst\n"
         );
+        w.tidy_tmp();
         assert!(std::fs::read_dir(&w.tmp).unwrap().next().is_none());
     });
 }

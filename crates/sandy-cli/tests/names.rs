@@ -7,6 +7,7 @@
 //! taken on the host: link targets, file contents, and whether a planted hook ran on a
 //! `git commit` outside.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::disallowed_methods)] // the tests set up and judge worlds of their own
 
 mod common;
 

@@ -10,6 +10,7 @@
 //! Host listeners are `helpers/net_host.py`, run outside Sandy as the test user; the
 //! probes are `helpers/net_probe.py`, copied into the project so the sandboxed user can
 //! read them, and run outside Sandy too as controls.
+#![allow(clippy::disallowed_methods)] // the tests set up and judge worlds of their own
 
 mod common;
 

@@ -7,6 +7,7 @@
 //! The hooks are stand-ins shaped like a monitoring hook: an executable on `PATH` (by a
 //! symlink into a tool directory, as installers lay it out), a Python script run by an
 //! interpreter, and a project hook under `.claude/hooks`; each appends one record line.
+#![allow(clippy::disallowed_methods)] // the tests set up and judge worlds of their own
 
 mod common;
 

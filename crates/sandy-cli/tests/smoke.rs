@@ -2,6 +2,7 @@
 //! outside it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::disallowed_methods)] // the tests set up and judge worlds of their own
 
 mod common;
 

@@ -6,6 +6,7 @@
 //! judgement is made from the host side of the master.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::disallowed_methods)] // the tests set up and judge worlds of their own
 
 mod common;
 

@@ -9,6 +9,7 @@
 //! `/proc/sys/user/max_user_namespaces` reads 0 there, so Sandy sees what it would see on
 //! a host with the setting at 0.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::disallowed_methods)] // the tests set up and judge worlds of their own
 
 mod common;
 

@@ -2,8 +2,11 @@
 //! inside without their credential assignments, never writable, and the host files never
 //! change. Judged from the host as well as inside.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::disallowed_methods)] // the tests set up and judge worlds of their own
 
 mod common;
+
+use std::os::unix::fs::PermissionsExt;
 
 use common::*;
 
@@ -69,6 +72,7 @@ fn shell_startup_files_are_read_only_and_filtered() {
             );
         }
         // Nothing is left behind next to the private /tmp.
+        w.tidy_tmp();
         let left: Vec<_> = std::fs::read_dir(&w.tmp)
             .unwrap()
             .flatten()
@@ -331,8 +335,9 @@ fn a_filtered_copy_is_held_by_the_sandbox_not_left_on_the_host() {
             let collector = Collector::start(&mut child);
             // The target waits on its input, started: by now no copy is on the host.
             let views_dirs = || -> Vec<std::ffi::OsString> {
-                std::fs::read_dir(&w.tmp)
-                    .unwrap()
+                std::fs::read_dir(w.runs())
+                    .into_iter()
+                    .flatten()
                     .flatten()
                     .map(|e| e.file_name())
                     .filter(|n| n.to_string_lossy().starts_with("sandy-views-"))
@@ -383,6 +388,7 @@ fn a_start_up_file_that_is_not_utf8_is_filtered_and_kept_byte_for_byte() {
             b"alias ll='ls -l'\n# caf\xe9 au lait\ntrue # sandy: credential line removed\n";
         assert_eq!(o.stdout, expected.to_vec(), "{}", stdout(&o));
         assert_eq!(std::fs::read(w.home.join(".bashrc")).unwrap(), original);
+        w.tidy_tmp();
         let left: Vec<_> = std::fs::read_dir(&w.tmp).unwrap().flatten().collect();
         assert!(left.is_empty(), "left in TMPDIR: {left:?}");
     });
@@ -405,7 +411,17 @@ fn a_small_filtered_copy_is_never_a_file_on_the_host() {
         w.write("home/.profile", "PATH=\"$HOME/bin:$PATH\"\n");
         let watch =
             inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK).unwrap();
-        inotify::add_watch(&watch, &w.tmp, inotify::WatchFlags::CREATE).unwrap();
+        // Sandy's directory of runs, made ahead for the watch: each per-run directory is
+        // made under a first name (`.sandy-new-*`) and renamed into place.
+        std::fs::create_dir(w.runs()).unwrap();
+        std::fs::set_permissions(w.runs(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        w.chown_all();
+        inotify::add_watch(
+            &watch,
+            w.runs(),
+            inotify::WatchFlags::CREATE | inotify::WatchFlags::MOVED_TO,
+        )
+        .unwrap();
         let o = w.sh(&[], "cat ~/.bashrc ~/.profile; echo ok");
         assert_code(&o, 0, "a run with two filtered copies");
         assert!(!stdout(&o).contains(SECRET), "the secret leaked");
@@ -415,7 +431,10 @@ fn a_small_filtered_copy_is_never_a_file_on_the_host() {
         let mut made = Vec::new();
         while let Ok(event) = reader.next() {
             if let Some(name) = event.file_name() {
-                made.push(name.to_string_lossy().into_owned());
+                let name = name.to_string_lossy().into_owned();
+                if !name.starts_with(".sandy-new-") {
+                    made.push(name);
+                }
             }
         }
         assert!(

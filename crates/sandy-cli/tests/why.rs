@@ -2,6 +2,7 @@
 //! answer (allowed or refused) is compared with the outcome of the same access attempted
 //! inside `sandy run` with the same grants, judged from the host where a write could land.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::disallowed_methods)] // the tests set up and judge worlds of their own
 
 mod common;
 

@@ -131,6 +131,7 @@ impl PathInspector for HostFs {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make their own fixtures
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;

@@ -2,6 +2,7 @@
 //! home and project, as the current user and (when the tests run as root) also as an
 //! unprivileged user, judged from the host side.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::disallowed_methods)] // the tests set up and judge worlds of their own
 
 use std::ffi::OsStr;
 use std::io::Read;
@@ -293,6 +294,18 @@ impl World {
         std::fs::write(&path, contents).unwrap();
         self.chown_all();
         path
+    }
+
+    /// Sandy's directory of runs in the world's TMPDIR (`sandy-UID`), where each run's
+    /// private `/tmp` and copies directory are made.
+    pub fn runs(&self) -> PathBuf {
+        self.tmp.join(format!("sandy-{}", self.user.uid))
+    }
+
+    /// Removes the directory of runs when it is empty (Sandy keeps it between runs), so
+    /// that a check of TMPDIR sees only what a run left.
+    pub fn tidy_tmp(&self) {
+        let _ = std::fs::remove_dir(self.runs());
     }
 
     /// The environment a test target sees before Sandy changes it.

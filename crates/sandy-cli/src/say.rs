@@ -1,0 +1,51 @@
+//! Sandy's output: the one place a line reaches the user's terminal (design promise 6).
+//!
+//! Much of what Sandy reports names something a sandboxed run chose: a file it created,
+//! a host it asked for, a key it wrote, a program it ran. Every line goes through here and
+//! is escaped whole ([`sandy_policy::text::escape`]), so that no byte of a run's choosing
+//! reaches the terminal as a control: a newline in a file name cannot start a forged
+//! `sandy:` line, an escape sequence cannot erase a real warning or set the clipboard.
+//! The crate denies `eprintln!`, `println!` and their kin everywhere else.
+
+use std::io::Write;
+
+use sandy_policy::text::{escape, escape_lines};
+
+/// `sandy: ` and the formatted line, escaped, on standard error.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::say::stderr(::std::format_args!($($arg)*))
+    };
+}
+
+/// Writes `sandy: LINE` to standard error in one write, every control in it escaped
+/// (use [`say!`]).
+#[allow(clippy::disallowed_methods)] // the one writer of standard error
+pub fn stderr(line: std::fmt::Arguments<'_>) {
+    let text = line.to_string();
+    let mut out = String::with_capacity(text.len() + 8);
+    out.push_str("sandy: ");
+    out.push_str(&escape(&text));
+    out.push('\n');
+    let _ = std::io::stderr().lock().write_all(out.as_bytes());
+}
+
+/// Writes `text` and a newline to standard output, flushed, every control in it escaped:
+/// one line of a report.
+pub fn print_line(text: &str) -> std::io::Result<()> {
+    write_out(&escape(text))
+}
+
+/// Writes a document of several lines that Sandy made (a report, the dry run's text
+/// form): its line breaks stay, every other control is escaped.
+pub fn print_document(text: &str) -> std::io::Result<()> {
+    write_out(&escape_lines(text))
+}
+
+#[allow(clippy::disallowed_methods)] // the one writer of standard output
+fn write_out(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.write_all(b"\n")?;
+    out.flush()
+}
