@@ -154,11 +154,7 @@ pub fn merge_after_run(policy: &ResolvedPolicy, views: &mut PreparedViews) {
             );
         }
         if let Some(stand_in) = views.take_stand_in(&file.inside) {
-            if stand_in.in_place() {
-                stand_in.move_back(policy);
-            } else {
-                stand_in.abandon();
-            }
+            stand_in.move_back(policy);
         } else if !file.bound {
             // A copy under a name of Sandy's own is gone once merged.
             if let Ok((dir, name)) =
@@ -177,7 +173,12 @@ fn merge_one(
     writable: &[&Path],
 ) -> Result<(), String> {
     if views.stand_in(&file.inside).is_some_and(|s| !s.in_place()) {
-        return Err("the run replaced its stand-in directory (nothing is taken from it)".into());
+        say!(
+            "{}: the run moved its stand-in state directory away (something else is at its \
+             name now); what it held is taken from the directory itself, nothing from what \
+             is at its name",
+            Shown(file.inside.parent().unwrap_or(&file.inside))
+        );
     }
     let (Some(after), Some(before)) = (
         views.read_private_copy(&file.inside, writable),
@@ -298,6 +299,34 @@ impl StandIn {
             return Err(std::io::Error::other("the stand-in has no name"));
         };
         let mirror = open_named_dir(mirror, writable.iter().copied())?;
+        // A concurrent run that can write the real directory may swap names there at any
+        // moment (a denial, never a way out: every step below is on a handle); each step
+        // is tried again a few times before the launch gives up.
+        let mut last = std::io::Error::other("no attempt");
+        for _ in 0..32 {
+            match Self::fresh(&mirror, name) {
+                Ok(dir) => {
+                    dir.write_new(own, content, 0o600)?;
+                    let stand_in = StandIn {
+                        mirror,
+                        name: name.to_os_string(),
+                        own: own.to_os_string(),
+                        dir,
+                    };
+                    stand_in.link_mirror()?;
+                    return Ok(stand_in);
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// Clears `name` in the real directory (what a killed run, or anyone, left there,
+    /// unless a live run holds it), then makes a new, locked, empty directory under a
+    /// first name no recovery takes (`.sandy-new-stand-in-XXXXXX`) and gives it `name`
+    /// (`RENAME_NOREPLACE`): another launch's recovery never meets it unlocked.
+    fn fresh(mirror: &Dir, name: &OsStr) -> std::io::Result<Dir> {
         if let Some(st) = mirror.entry(name)? {
             if st.kind == Kind::Directory {
                 let old = mirror.open_dir(name)?;
@@ -309,21 +338,24 @@ impl StandIn {
             }
             mirror.remove_entry(name)?;
         }
-        let dir = mirror.create_dir(name, 0o700)?;
-        if !dir.try_lock(true)? {
-            return Err(std::io::Error::other(
-                "the new stand-in was locked by another",
-            ));
+        let first = OsString::from(format!(
+            ".sandy-new-stand-in-{}",
+            crate::rundir::random_suffix()
+        ));
+        let dir = mirror.create_dir(&first, 0o700)?;
+        let placed = dir.try_lock(true).and_then(|locked| {
+            if !locked {
+                return Err(std::io::Error::other(
+                    "the new stand-in was locked by another",
+                ));
+            }
+            mirror.rename_noreplace(&first, mirror, name)
+        });
+        if let Err(e) = placed {
+            let _ = mirror.remove_dir(&first);
+            return Err(e);
         }
-        dir.write_new(own, content, 0o600)?;
-        let stand_in = StandIn {
-            mirror,
-            name: name.to_os_string(),
-            own: own.to_os_string(),
-            dir,
-        };
-        stand_in.link_mirror()?;
-        Ok(stand_in)
+        Ok(dir)
     }
 
     /// The prefix every stand-in of this kind has (its name without the pid).
@@ -359,14 +391,6 @@ impl StandIn {
             (Ok(Some(at_name)), Ok(own)) => at_name.same_file(&own),
             _ => false,
         }
-    }
-
-    /// A stand-in the run moved away: nothing is taken from it. What it holds is removed
-    /// through the handle (the directory stays, empty, under the name the run gave it),
-    /// and what the run put at its name (a link, most likely) is removed, never followed.
-    pub fn abandon(self) {
-        let _ = self.dir.remove_contents(&|| false);
-        let _ = self.mirror.remove_entry(&self.name);
     }
 
     /// What the sandbox left in the state file's copy.
@@ -432,11 +456,27 @@ impl StandIn {
             return;
         }
         // What is left is Sandy's links and what was not kept: removed through the
-        // handle; the name goes only if it is still this (now empty) directory's.
+        // handle. Then the directory itself, under whatever name it has now (the run, or
+        // a concurrent one, may have renamed it), found by its inode; and, when the run
+        // put a link at its name, that link (never followed).
         if self.dir.remove_contents(&|| false).is_ok() {
+            let own = self.dir.stat().ok();
+            let entries = self
+                .mirror
+                .entries(crate::hostfs::MAX_ENTRIES)
+                .unwrap_or_default();
+            for entry in entries.iter().filter(|e| e.kind == Kind::Directory) {
+                let here = self.mirror.entry(&entry.name).ok().flatten();
+                if let (Some(own), Some(here)) = (own, here) {
+                    if own.same_file(&here) {
+                        let _ = self.mirror.remove_dir(&entry.name);
+                        break;
+                    }
+                }
+            }
             if let Ok(Some(st)) = self.mirror.entry(&self.name) {
-                if self.dir.stat().is_ok_and(|own| own.same_file(&st)) {
-                    let _ = self.mirror.remove_dir(&self.name);
+                if st.kind == Kind::Symlink {
+                    let _ = self.mirror.remove_file(&self.name);
                 }
             }
         }

@@ -174,7 +174,7 @@ fn fresh(base: &Dir, prefix: &str) -> io::Result<(OsString, Dir)> {
 
 /// Six random letters and digits (from the kernel's random pool, through the standard
 /// library's hasher keys; a name only has to be unguessable enough not to collide).
-fn random_suffix() -> String {
+pub fn random_suffix() -> String {
     use std::hash::{BuildHasher, Hasher};
     const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();

@@ -794,7 +794,8 @@ fn codex_concurrent_runs_keep_their_own_stand_in_and_a_killed_runs_state_is_reco
 
 /// The sandbox replaces its stand-in `CODEX_HOME` with a link to a host directory it
 /// cannot see (holding a config.toml that trusts the folder and a file): after the run
-/// nothing is taken from there, nothing there is removed, and the host config.toml keeps
+/// nothing is taken from there (what the stand-in itself held is, from the directory
+/// wherever the run moved it), nothing there is removed, and the host config.toml keeps
 /// its bytes.
 #[test]
 fn codex_a_stand_in_replaced_by_a_link_yields_nothing() {
@@ -831,10 +832,12 @@ fn codex_a_stand_in_replaced_by_a_link_yields_nothing() {
         );
         assert!(outside.join("config.toml").exists());
         assert!(
-            stderr(&o).contains("replaced its stand-in"),
+            stderr(&o).contains("moved its stand-in state directory away"),
             "{}",
             stderr(&o)
         );
+        // Nothing of the run's is left: not the directory it moved, not its link.
+        assert_no_stand_in(&w.home.join(".codex"));
     });
 }
 

@@ -298,24 +298,27 @@ fn the_codex_stand_in_move_back_never_follows_a_swapped_link() {
             "prefix",
             &[&codex, ".sandy-codex-home-", "", "trap", &ssh],
         );
-        for i in 0..12 {
-            let o = run(
-                w,
-                &[
-                    "--profile",
-                    "codex",
-                    "--",
-                    "/bin/sh",
-                    "-c",
-                    &format!("echo {i} > \"$CODEX_HOME/made-{i}\"; sleep 0.05"),
-                ],
-            );
-            assert_code(
-                &o,
-                0,
-                &format!("a codex run beside the adversary: {:?}", o.status),
-            );
-            no_raw_controls(&stderr(&o));
+        // Codex runs, six at a time: each makes, locks and empties back its own stand-in
+        // while the others recover stale ones and the adversary swaps.
+        for batch in 0..4 {
+            let runs: Vec<_> = (0..6)
+                .map(|j| {
+                    let i = batch * 6 + j;
+                    let script = format!("echo {i} > \"$CODEX_HOME/made-{i}\"; sleep 0.05");
+                    let mut cmd =
+                        w.sandy(["run", "--profile", "codex", "--", "/bin/sh", "-c", &script]);
+                    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+                    (i, Reaped(cmd.spawn().unwrap()))
+                })
+                .collect();
+            for (i, mut child) in runs {
+                let status = wait_timeout(&mut child.0, 120, "a codex run");
+                let mut err = String::new();
+                use std::io::Read;
+                let _ = child.0.stderr.take().unwrap().read_to_string(&mut err);
+                assert_eq!(status.code(), Some(0), "run {i}: {err}");
+                no_raw_controls(&err);
+            }
         }
         // A killed run's stand-in, recovered at the next launch while the swaps go on.
         let stale = w.home.join(".codex/.sandy-codex-home-999999999");
@@ -325,6 +328,10 @@ fn the_codex_stand_in_move_back_never_follows_a_swapped_link() {
         let o = run(w, &["--profile", "codex", "--", "true"]);
         assert_code(&o, 0, "a launch that recovers a stand-in");
         let (_, _) = adversary.stop();
+        // A stand-in the adversary swapped away at the moment its run removed it stays,
+        // empty and unlocked, until the next launch recovers it.
+        let o = run(w, &["--profile", "codex", "--", "true"]);
+        assert_code(&o, 0, "a launch after the adversary");
         assert_eq!(tree(&w.home.join(".ssh")), ssh_before, "~/.ssh changed");
         for name in ["id_ed25519", "known_hosts"] {
             assert!(
@@ -336,6 +343,30 @@ fn the_codex_stand_in_move_back_never_follows_a_swapped_link() {
             std::fs::read_to_string(w.home.join(".codex/config.toml")).unwrap(),
             "model = \"o3\"\n"
         );
+        // What the runs wrote reached the real directory as written (a write the
+        // adversary diverted by swapping a run's `CODEX_HOME` away under it at that moment
+        // is lost: it went to `~/.ssh`, which is masked inside), and nothing of a
+        // stand-in stayed.
+        let mut landed = 0;
+        for i in 0..24 {
+            if let Ok(text) = std::fs::read_to_string(w.home.join(format!(".codex/made-{i}"))) {
+                assert_eq!(text, format!("{i}\n"));
+                landed += 1;
+            }
+        }
+        assert!(landed > 0, "no run's write reached ~/.codex");
+        assert!(w.home.join(".codex/left-by-a-killed-run").exists());
+        let stand_ins: Vec<_> = std::fs::read_dir(w.home.join(".codex"))
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(".sandy-codex-home")
+            })
+            .map(|e| e.file_name())
+            .collect();
+        assert!(stand_ins.is_empty(), "{stand_ins:?}");
     });
 }
 
@@ -547,6 +578,52 @@ fn restore_never_follows_a_link_the_run_made() {
             "{\"theme\": \"dark\"}\n"
         );
         assert_eq!(std::fs::read_to_string(&gemini).unwrap(), "{}\n");
+    });
+}
+
+/// A run creates `.claude/settings.json` in the project (named after the run, with a
+/// restore that removes it); then, while a concurrent sandboxed run swaps `.claude` with
+/// a link to `~/.claude` in a tight loop, `sandy restore` runs again and again: it
+/// removes the project's file or refuses, and never touches the home's.
+#[test]
+fn restore_raced_by_link_swaps_never_reaches_outside() {
+    for_each_user(|w| {
+        let settings = w.write("home/.claude/settings.json", "{\"theme\": \"dark\"}\n");
+        let o = run(
+            w,
+            &[
+                "--",
+                "/bin/sh",
+                "-c",
+                "mkdir -p .claude && echo '{}' > .claude/settings.json",
+            ],
+        );
+        assert_code(&o, 0, "plant a project setting");
+        let err = stderr(&o);
+        let id = err
+            .lines()
+            .find_map(|l| {
+                l.rsplit_once("sandy restore ")
+                    .map(|(_, r)| r.trim().to_owned())
+            })
+            .unwrap_or_else(|| panic!("no restore hint:\n{err}"));
+        std::os::unix::fs::symlink(w.home.join(".claude"), w.project.join("trap")).unwrap();
+        w.chown_all();
+        let project = w.project.display().to_string();
+        let adversary = Adversary::start(w, &[], "pair", &[&project, ".claude", "trap"]);
+        for _ in 0..20 {
+            let o = run_timeout(w.sandy(["restore", &id]), 30);
+            assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+            no_raw_controls(&stderr(&o));
+            assert_eq!(
+                std::fs::read_to_string(&settings).unwrap(),
+                "{\"theme\": \"dark\"}\n",
+                "the home's setting changed"
+            );
+        }
+        let (out, _) = adversary.stop();
+        assert!(out.contains("exchanges"), "{out}");
+        assert!(w.home.join(".claude/settings.json").exists());
     });
 }
 

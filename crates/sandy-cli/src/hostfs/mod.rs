@@ -574,12 +574,22 @@ impl Dir {
         Ok(std::fs::File::from(fd))
     }
 
-    /// Creates the directory `name` with exactly `mode` and opens it.
+    /// Creates the directory `name` with exactly `mode` and opens it. What is opened is
+    /// checked to be an empty directory of this user's: one swapped in between the two
+    /// steps (by a run that can write here) is refused.
     pub fn create_dir(&self, name: impl AsRef<OsStr>, mode: u32) -> io::Result<Dir> {
         let name = component(name.as_ref())?;
         rustix::fs::mkdirat(&self.fd, name, Mode::from_bits_truncate(mode))?;
         let dir = self.open_dir(name)?;
-        rustix::fs::fchmod(&dir.fd, Mode::from_bits_truncate(mode))?;
+        let st = dir.stat()?;
+        if st.uid != rustix::process::geteuid().as_raw() || !dir.entries_prefix(1)?.is_empty() {
+            return Err(io::Error::other(
+                "the new directory was replaced while it was made",
+            ));
+        }
+        if st.mode != mode & 0o7777 {
+            rustix::fs::fchmod(&dir.fd, Mode::from_bits_truncate(mode))?;
+        }
         Ok(dir)
     }
 
