@@ -119,6 +119,10 @@ const BROAD_HOME_DIRS: &[&str] = &[".local", ".local/share", ".local/lib", ".con
 /// How many entries of one `PATH` directory are examined for symlinks into packages.
 const MAX_PATH_DIR_ENTRIES: usize = 4096;
 
+/// Why Sandy's own directories are masked (the dry run, `sandy why`).
+const OWN_MASK_REASON: &str =
+    "Sandy's own cache, state or per-run directories: no sandboxed run may reach them";
+
 /// Resolves a run request against the host into the complete policy.
 ///
 /// Grants are collected in order (baseline, project, command, `PATH` toolchains, flags);
@@ -189,14 +193,19 @@ pub fn resolve(
     let masks: Vec<Protection> = canonical_sensitive
         .iter()
         .chain(system_secrets.iter())
-        .chain(own_masks.iter())
-        .map(|p| Protection {
+        .map(|p| (p, None))
+        .chain(
+            own_masks
+                .iter()
+                .map(|p| (p, Some(OWN_MASK_REASON.to_owned()))),
+        )
+        .map(|(p, reason)| Protection {
             path: p.clone(),
             kind: ProtectionKind::Deny,
             origin: Origin::Baseline,
             exists: true,
             placeholder: None,
-            reason: None,
+            reason,
         })
         .collect();
     sensitive.extend(canonical_sensitive);
@@ -451,7 +460,7 @@ pub fn resolve(
         origin: Origin::Baseline,
         exists: true,
         placeholder: None,
-        reason: None,
+        reason: Some(OWN_MASK_REASON.to_owned()),
     }));
     // The project's repository, and one at the top of any other writable directory grant.
     let repositories = std::iter::once(project.clone()).chain(

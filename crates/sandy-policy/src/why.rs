@@ -115,9 +115,9 @@ pub fn decide(
                 path: mask.path.clone(),
                 origin: mask.origin,
             },
-            Some(
+            Some(mask.reason.as_deref().unwrap_or(
                 "a sensitive path (credentials, keys, tokens): Sandy masks it whatever the grants",
-            ),
+            )),
         );
     }
     if let Some(directory) = private_directory(policy, &resolved) {
