@@ -249,7 +249,17 @@ fn render(
         out.push_str(&format!("\n  resolves to {}", Shown(&d.resolved)));
     }
     let rule = match &d.rule {
-        Rule::Mask { path, .. } => format!("masked: {} is a sensitive path", Shown(path)),
+        Rule::Mask { path, .. } => {
+            let own = policy.protections.iter().any(|p| {
+                &p.path == path && p.reason.as_deref() == Some(sandy_policy::OWN_MASK_REASON)
+            });
+            let what = if own {
+                "one of Sandy's own directories"
+            } else {
+                "a sensitive path"
+            };
+            format!("masked: {} is {what}", Shown(path))
+        }
         Rule::Private { directory } => format!(
             "{} is the sandbox's own private directory inside (the host's is never reached)",
             Shown(directory)

@@ -71,7 +71,8 @@ pub use profile::{
     ProfileEndpoint, ProfileError, ProfileNetwork, StateFormat, GENERIC, PROFILE_SCHEMA_VERSION,
 };
 pub use resolve::{
-    is_normal, normalize, resolve, RunRequest, POLICY_DOCUMENT_DIR, POLICY_DOCUMENT_PATH,
-    PRIVATE_SHM, PRIVATE_TMP, PRIVATE_VAR_TMP, REMOVED_ENV_EXACT, REMOVED_ENV_PREFIXES,
+    is_normal, normalize, resolve, RunRequest, OWN_MASK_REASON, POLICY_DOCUMENT_DIR,
+    POLICY_DOCUMENT_PATH, PRIVATE_SHM, PRIVATE_TMP, PRIVATE_VAR_TMP, REMOVED_ENV_EXACT,
+    REMOVED_ENV_PREFIXES,
 };
 pub use sensitive::{sensitive_paths, SENSITIVE_HOME_PATHS};

@@ -120,7 +120,7 @@ const BROAD_HOME_DIRS: &[&str] = &[".local", ".local/share", ".local/lib", ".con
 const MAX_PATH_DIR_ENTRIES: usize = 4096;
 
 /// Why Sandy's own directories are masked (the dry run, `sandy why`).
-const OWN_MASK_REASON: &str =
+pub const OWN_MASK_REASON: &str =
     "Sandy's own cache, state or per-run directories: no sandboxed run may reach them";
 
 /// Resolves a run request against the host into the complete policy.
