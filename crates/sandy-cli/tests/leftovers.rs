@@ -666,6 +666,13 @@ fn sandys_own_records_are_never_the_runs() {
         );
         assert_ne!(o.status.code(), Some(0), "Sandy's cache was readable");
         assert!(!stdout(&o).contains("mine"));
+        let cache_sandy = w.home.join(".cache/sandy").display().to_string();
+        let o = run_timeout(w.sandy(["why", "--read", &cache, &cache_sandy]), 30);
+        assert!(
+            stdout(&o).contains("one of Sandy's own directories"),
+            "{}",
+            stdout(&o)
+        );
         // A run changes a protected file; its saved copy is then altered on disk: the
         // restore refuses it and leaves the file as it is.
         let o = w.host("git").args(["init", "-q"]).output().unwrap();
