@@ -195,6 +195,11 @@ pub struct RunArgs {
         value_parser = clap::builder::PossibleValuesParser::new(sandy_policy::builtin_names())
     )]
     pub profile: Option<String>,
+    /// Keep the variable NAME in the command's environment although its name or value
+    /// looks like a credential (repeatable). Without it, such variables are removed
+    /// (the agent profile's own model key passes).
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pub pass_env: Vec<String>,
     /// Print the fully resolved launch and run nothing.
     #[arg(long)]
     pub dry_run: bool,

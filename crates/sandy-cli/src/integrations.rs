@@ -26,6 +26,7 @@ pub fn status_request(
         numbat_collector: None,
         numbat,
         profile: Some(agent.to_owned()),
+        pass_env: Vec::new(),
         egress: sandy_policy::EgressRequest::default(),
     }
 }

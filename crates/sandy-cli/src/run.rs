@@ -64,6 +64,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
             agent: args.net == Some(crate::args::NetMode::Agent),
         },
         profile: args.profile,
+        pass_env: args.pass_env,
     };
 
     let kontext = if args.kontext {
@@ -308,9 +309,10 @@ fn dry_run(
     let doc = DryRunDocument::new(&policy, plan.landlock_abi);
     drop(plan);
     if format == DryRunFormat::Text {
-        return print_document(&sandy_policy::summary::render(
+        return print_document(&sandy_policy::summary::render_with(
             &policy,
             host.home.as_deref(),
+            &crate::views::dropped_counts(&policy),
         ));
     }
     let json = serde_json::to_string_pretty(&doc).map_err(|e| SandyError::Io {
@@ -343,6 +345,21 @@ fn announce(policy: &sandy_policy::ResolvedPolicy) {
     }
     for notice in &policy.notices {
         say!("{notice}");
+    }
+    if !policy.withheld_env.is_empty() {
+        let names: Vec<&str> = policy
+            .withheld_env
+            .iter()
+            .map(|w| w.name.as_str())
+            .collect();
+        let count = names.len();
+        say!(
+            "kept {count} variable{} that look{} like credentials out of the command's \
+             environment: {} (--pass-env NAME passes one on purpose)",
+            if count == 1 { "" } else { "s" },
+            if count == 1 { "s" } else { "" },
+            names.join(", ")
+        );
     }
 }
 

@@ -264,6 +264,26 @@ fn wire_len(content: &[u8]) -> Option<usize> {
     )
 }
 
+/// How many lines the credential filter drops from each filtered copy of `policy` (for
+/// the dry run's text form): each file read and filtered as a launch would, nothing
+/// written.
+pub fn dropped_counts(policy: &sandy_policy::ResolvedPolicy) -> Vec<(PathBuf, usize)> {
+    let writable: Vec<&Path> = policy.writable_paths().collect();
+    policy
+        .views
+        .iter()
+        .filter(|v| v.kind == ViewKind::Filtered)
+        .filter_map(|v| {
+            let text = read_named(&v.target, &writable).ok()?;
+            let filtered = filter_view(v.rule, v.name(), &text);
+            Some((
+                v.target.clone(),
+                sandy_policy::filter::dropped_lines(&text, &filtered),
+            ))
+        })
+        .collect()
+}
+
 /// Reads a file the user keeps by its name (a start-up file, an agent's state file): a
 /// regular file of at most [`MAX_VIEW_BYTES`], never blocking on a FIFO; a link at the
 /// name is followed only outside every place a run may write (a dotfile manager's link

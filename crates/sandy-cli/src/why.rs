@@ -65,6 +65,7 @@ pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
         numbat_collector: None,
         numbat: false,
         profile: args.profile.clone(),
+        pass_env: Vec::new(),
         egress: sandy_policy::EgressRequest {
             allow: args.allow_domain.clone(),
             deny: args.deny_domain.clone(),
@@ -373,6 +374,7 @@ mod inside {
             working_directory: doc.working_directory.clone(),
             environment: Vec::new(),
             removed_env: Vec::new(),
+            withheld_env: Vec::new(),
             set_env: Vec::new(),
             grants: doc
                 .file_grants

@@ -390,11 +390,11 @@ fn codex_remembers_trust_in_a_terminal_and_drops_a_planted_notify() {
         w.chown_all();
         let api = api(w, CODEX_ANSWER);
         let provider = format!(
-            "model_providers.fake={{name=\"fake\", base_url=\"http://127.0.0.1:{}/v1\", wire_api=\"responses\", env_key=\"SANDY_FAKE_KEY\"}}",
+            "model_providers.fake={{name=\"fake\", base_url=\"http://127.0.0.1:{}/v1\", wire_api=\"responses\", env_key=\"OPENAI_API_KEY\"}}",
             api.port
         );
         let args = format!("codex -c 'model_provider=\"fake\"' -c '{provider}' -m gpt-5");
-        let script = launcher(w, &bin, &args, &[("SANDY_FAKE_KEY", "dummy".to_owned())]);
+        let script = launcher(w, &bin, &args, &[("OPENAI_API_KEY", "dummy".to_owned())]);
         let config = w.home.join(".codex/config.toml");
         let project = w.project.display().to_string();
 

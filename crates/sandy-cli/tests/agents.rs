@@ -743,7 +743,7 @@ fn codex_works_offline_and_its_attacks_fail() {
         steps: &codex_steps,
         command: &|api| {
             let provider = format!(
-                "model_providers.fake={{name=\"fake\", base_url=\"{}/v1\", wire_api=\"responses\", env_key=\"SANDY_FAKE_KEY\"}}",
+                "model_providers.fake={{name=\"fake\", base_url=\"{}/v1\", wire_api=\"responses\", env_key=\"OPENAI_API_KEY\"}}",
                 api.url()
             );
             let args = [
@@ -758,7 +758,7 @@ fn codex_works_offline_and_its_attacks_fail() {
                 "gpt-5",
                 "do the task",
             ];
-            let env = vec![("SANDY_FAKE_KEY", "dummy".to_owned())];
+            let env = vec![("OPENAI_API_KEY", "dummy".to_owned())];
             (args.iter().map(|a| (*a).to_owned()).collect(), env)
         },
         check_output: &|o, context| {

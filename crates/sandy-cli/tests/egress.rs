@@ -684,8 +684,8 @@ fn codex_reaches_its_api_by_name_through_the_proxy_and_nothing_else() {
         base_var: "OPENAI_BASE_URL",
         base_path: "/v1",
         files: &[(".codex/config.toml", "model = \"gpt-5\"\n")],
-        env: &[("SANDY_FAKE_KEY", "dummy")],
-        inner: r#"codex exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -c 'model_provider="fake"' -c "model_providers.fake={name=\"fake\", base_url=\"$OPENAI_BASE_URL\", wire_api=\"responses\", env_key=\"SANDY_FAKE_KEY\"}" -m gpt-5 'say hello'"#,
+        env: &[("OPENAI_API_KEY", "dummy")],
+        inner: r#"codex exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -c 'model_provider="fake"' -c "model_providers.fake={name=\"fake\", base_url=\"$OPENAI_BASE_URL\", wire_api=\"responses\", env_key=\"OPENAI_API_KEY\"}" -m gpt-5 'say hello'"#,
         final_text: "Codex said hello through the proxy",
         api_path: "/v1/responses",
     });

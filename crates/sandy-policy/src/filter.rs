@@ -62,6 +62,20 @@ pub enum CommentStyle {
     Shell,
 }
 
+/// How many lines the filter replaced in `filtered`, the filtered copy of `original`
+/// (its markers that the original did not already hold).
+pub fn dropped_lines(original: &[u8], filtered: &[u8]) -> usize {
+    let marks = |text: &[u8]| {
+        text.windows(MARK.len())
+            .filter(|w| *w == MARK.as_bytes())
+            .count()
+    };
+    marks(filtered).saturating_sub(marks(original))
+}
+
+/// What every line the filter replaces says.
+const MARK: &str = "sandy: credential line removed";
+
 /// The filtered copy of a view's file holding `text`: git's rule for a file git reads as
 /// configuration, whatever it is called; otherwise the rule `name` (the name the tool
 /// opens) picks ([`filter_file`]).
@@ -135,7 +149,7 @@ pub fn filter_credentials(text: &[u8], style: CommentStyle) -> Vec<u8> {
 }
 
 /// The lines after a dropped one that still belong to its value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Continuation {
     /// A TOML multi-line string (`token = """`), up to the line closing it.
     Delimiter(&'static [u8]),
@@ -145,6 +159,9 @@ enum Continuation {
     /// A shell line ending in `\`, or a quote left open: up to the line that ends
     /// neither.
     Shell(Option<u8>),
+    /// A here-document a dropped shell line opens (`read -r DB_PASSWORD <<EOF`): its body
+    /// up to the line holding only its delimiter (after tabs, for `<<-`).
+    Heredoc { delimiter: Vec<u8>, tabs: bool },
 }
 
 impl Continuation {
@@ -158,6 +175,9 @@ impl Continuation {
             }
         }
         if style == CommentStyle::Shell {
+            if let Some((delimiter, tabs)) = heredoc(line) {
+                return Some(Continuation::Heredoc { delimiter, tabs });
+            }
             let open = open_quote(line);
             return (open.is_some() || trimmed.ends_with(b"\\"))
                 .then_some(Continuation::Shell(open));
@@ -179,6 +199,18 @@ impl Continuation {
     #[allow(clippy::option_option)]
     fn takes(self, line: &[u8]) -> Option<Option<Continuation>> {
         match self {
+            Continuation::Heredoc {
+                ref delimiter,
+                tabs,
+            } => {
+                let body = if tabs {
+                    let start = line.iter().take_while(|&&b| b == b'\t').count();
+                    &line[start..]
+                } else {
+                    line
+                };
+                Some((body != delimiter.as_slice()).then_some(self))
+            }
             Continuation::Delimiter(delim) => Some((!contains(line, delim)).then_some(self)),
             Continuation::Indented(key) => {
                 (line.trim_ascii().is_empty() || indent(line) > key).then_some(Some(self))
@@ -189,6 +221,39 @@ impl Continuation {
             }
         }
     }
+}
+
+/// The delimiter of the first here-document a shell line opens (`<<EOF`, `<<-'EOF'`,
+/// `<< "END"`; not a here-string `<<<`), and whether it is `<<-` (leading tabs of the
+/// body and of the closing line are ignored).
+fn heredoc(line: &[u8]) -> Option<(Vec<u8>, bool)> {
+    let mut at = 0;
+    while let Some(found) = find(&line[at..], b"<<") {
+        let start = at + found + 2;
+        at = start;
+        if line.get(start) == Some(&b'<') || (start >= 3 && line[start - 3] == b'<') {
+            at = start + 1;
+            continue;
+        }
+        let mut rest = &line[start..];
+        let tabs = rest.first() == Some(&b'-');
+        if tabs {
+            rest = &rest[1..];
+        }
+        let rest = rest.trim_ascii_start();
+        let word: Vec<u8> = rest
+            .iter()
+            .copied()
+            .take_while(|&b| {
+                !b.is_ascii_whitespace() && !matches!(b, b';' | b'&' | b'|' | b')' | b'<' | b'>')
+            })
+            .filter(|&b| b != b'\'' && b != b'"' && b != b'\\')
+            .collect();
+        if !word.is_empty() {
+            return Some((word, tabs));
+        }
+    }
+    None
 }
 
 fn indent(line: &[u8]) -> usize {
@@ -236,6 +301,27 @@ fn open_quote(line: &[u8]) -> Option<u8> {
 /// `declare`, ..., an alias's or a function's body, a fish `set` with any flags, a key in
 /// an inline table), or sends an `Authorization` header.
 fn drops_line(line: &[u8]) -> bool {
+    if carries_a_value(line) {
+        return true;
+    }
+    let trimmed = line.trim_ascii_start();
+    if let Some(comment) = trimmed
+        .strip_prefix(b"#")
+        .or_else(|| trimmed.strip_prefix(b";"))
+    {
+        // A commented-out assignment is still the secret (`# export DB_PASSWORD=...`).
+        let comment = comment.trim_ascii_start();
+        let comment = comment.strip_prefix(b"#").unwrap_or(comment);
+        return !comment.is_empty() && !comment.starts_with(b"#") && assigns(comment);
+    }
+    assigns(line)
+}
+
+/// Whether the line carries a credential by its value, whatever names it: a well-known
+/// token (gitleaks' formats, [`crate::secrets::find`], and the prefixes here), a password
+/// in a URL or DSN, a webhook's URL, or base64 that decodes to any of these or to an
+/// assignment of one (`eval "$(echo ZXhwb3J0IC4uLg== | base64 -d)"`).
+fn carries_a_value(line: &[u8]) -> bool {
     if has_known_token(line) || has_credential_userinfo(line) {
         return true;
     }
@@ -243,16 +329,126 @@ fn drops_line(line: &[u8]) -> bool {
     if SECRET_URLS.iter().any(|u| contains(&lower, u.as_bytes())) {
         return true;
     }
-    let trimmed = line.trim_ascii_start();
-    if trimmed.starts_with(b"#") || trimmed.starts_with(b";") {
-        return false;
+    if crate::secrets::find(&String::from_utf8_lossy(line)).is_some() {
+        return true;
     }
+    base64_runs(line).iter().any(|decoded| {
+        decoded
+            .split(|&b| b == b'\n')
+            .any(|l| has_known_token(l) || has_credential_userinfo(l) || assigns(l))
+    })
+}
+
+/// Whether the line assigns or sends a credential by a name: `NAME=value` anywhere,
+/// `export`, fish `set`, `read`/`printf -v` into such a name, a key of an inline table, a
+/// header (`Authorization:`, `X-Api-Key:`), or a command's option (`--password=...`,
+/// `--token VALUE`, `mysql -pPASS`, `sshpass -p PASS`).
+fn assigns(line: &[u8]) -> bool {
     assigns_credential(line)
         || has_credential_key(line)
         || has_credential_assignment(line)
         || sets_credential(line)
         || reads_into_credential(line)
         || has_auth_header(line)
+        || passes_credential_option(line)
+}
+
+/// The shortest base64 run worth decoding.
+const MIN_BASE64: usize = 16;
+
+/// What every run of base64 in the line (at least [`MIN_BASE64`] characters, standard or
+/// URL alphabet, padded or not) decodes to, when that is text.
+fn base64_runs(line: &[u8]) -> Vec<Vec<u8>> {
+    let b64 = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_' | b'=');
+    line.split(|&b| !b64(b))
+        .filter(|run| run.len() >= MIN_BASE64)
+        .filter_map(|run| decode_base64(run.trim_ascii_end()))
+        .filter(|decoded| {
+            decoded
+                .iter()
+                .all(|&b| b == b'\n' || b == b'\t' || (0x20..0x7f).contains(&b))
+        })
+        .collect()
+}
+
+/// Standard or URL-safe base64, with or without padding; `None` for anything else.
+fn decode_base64(text: &[u8]) -> Option<Vec<u8>> {
+    let value = |b: u8| -> Option<u32> {
+        Some(match b {
+            b'A'..=b'Z' => u32::from(b - b'A'),
+            b'a'..=b'z' => u32::from(b - b'a') + 26,
+            b'0'..=b'9' => u32::from(b - b'0') + 52,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
+            _ => return None,
+        })
+    };
+    let body: Vec<u8> = text.iter().copied().filter(|&b| b != b'=').collect();
+    if body.len() % 4 == 1 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(body.len() * 3 / 4);
+    for chunk in body.chunks(4) {
+        let mut acc = 0u32;
+        for (i, &b) in chunk.iter().enumerate() {
+            acc |= value(b)? << (18 - 6 * i);
+        }
+        let bytes = acc.to_be_bytes();
+        out.extend_from_slice(&bytes[1..chunk.len()]);
+    }
+    Some(out)
+}
+
+/// Whether a command of the line passes a credential as an option: `--NAME=VALUE` or
+/// `--NAME VALUE` with a name that looks like a credential (`--password`, `--api-key`,
+/// `--token`), MySQL's `-pPASSWORD` (mysql, mysqldump, mysqladmin, mariadb and the
+/// like), or `sshpass -p PASSWORD`.
+fn passes_credential_option(line: &[u8]) -> bool {
+    commands(line).iter().any(|words| {
+        // An alias's (or an assignment's) quoted body is a command line of its own.
+        let nested = words.iter().any(|w| {
+            w.iter().position(|&b| b == b'=').is_some_and(|eq| {
+                let body = &w[eq + 1..];
+                body.iter().any(u8::is_ascii_whitespace) && passes_credential_option(body)
+            })
+        });
+        if nested {
+            return true;
+        }
+        let program = words
+            .iter()
+            .find(|w| !w.contains(&b'='))
+            .map(|w| w.rsplit(|&b| b == b'/').next().unwrap_or(w).to_vec())
+            .unwrap_or_default();
+        let mysql = program.starts_with(b"mysql") || program.starts_with(b"mariadb");
+        words.iter().enumerate().any(|(i, word)| {
+            if let Some(option) = word.strip_prefix(b"--") {
+                let (name, value) = match option.iter().position(|&b| b == b'=') {
+                    Some(eq) => (&option[..eq], Some(&option[eq + 1..])),
+                    None => (option, words.get(i + 1).map(Vec::as_slice)),
+                };
+                // `--password-file PATH`, `--token-command CMD`: where the secret is, not it.
+                let elsewhere = [
+                    &b"-file"[..],
+                    b"-path",
+                    b"-dir",
+                    b"-cmd",
+                    b"-command",
+                    b"-env",
+                    b"-stdin",
+                ]
+                .iter()
+                .any(|end| name.ends_with(end));
+                return !elsewhere
+                    && looks_like_credential(name)
+                    && value.is_some_and(|v| !v.is_empty() && !v.starts_with(b"-"));
+            }
+            if mysql && word.len() > 2 && word.starts_with(b"-p") {
+                return true;
+            }
+            program == b"sshpass" && word == b"-p" && words.get(i + 1).is_some()
+        })
+    })
 }
 
 /// Whether a command of the line stores a value into a name that looks like a
@@ -278,7 +474,21 @@ fn reads_into_credential(line: &[u8]) -> bool {
 /// `http.extraHeader`).
 fn has_auth_header(line: &[u8]) -> bool {
     let lower = line.to_ascii_lowercase();
-    contains(&lower, b"authorization:")
+    // A header named like a credential (`X-Api-Key:`, `Private-Token:`, `X-Auth-Token:`).
+    let header_byte = |b: u8| b.is_ascii_alphanumeric() || b == b'-';
+    let named = lower.windows(2).enumerate().any(|(at, w)| {
+        if w != b": " {
+            return false;
+        }
+        let start = lower[..at]
+            .iter()
+            .rposition(|&b| !header_byte(b))
+            .map_or(0, |p| p + 1);
+        let name = &lower[start..at];
+        name.contains(&b'-') && looks_like_credential(name)
+    });
+    named
+        || contains(&lower, b"authorization:")
         || find(&lower, b"bearer ").is_some_and(|at| {
             lower[at + 7..]
                 .first()
@@ -607,7 +817,7 @@ fn has_credential_key(line: &[u8]) -> bool {
 /// `signingInMemoryKey`, `gpr.key`, `sonar.login`; not `KEYMAP`, `KEYTIMEOUT`,
 /// `SSH_KEY_PATH` or `SIGNING_KEY_FILE`, which name a file), or `WEBHOOK` anywhere in it
 /// (`SLACK_WEBHOOK_URL`).
-fn looks_like_credential(name: &[u8]) -> bool {
+pub(crate) fn looks_like_credential(name: &[u8]) -> bool {
     if has_credential_word(name) {
         return true;
     }
@@ -1092,6 +1302,7 @@ mod tests {
     }
 
     #[test]
+    /// A commented-out assignment goes too: the secret is in the file all the same.
     fn drops_credential_assignments_and_keeps_the_rest() {
         let rc = "alias ll='ls -l'\nexport OPENAI_API_KEY=sk-123\nexport PATH=$HOME/bin:$PATH\n\
                   GITHUB_TOKEN=ghp_x\nexport AWS_SECRET_ACCESS_KEY=abc\nset -gx ANTHROPIC_API_KEY k\n\
@@ -1101,7 +1312,7 @@ mod tests {
             "alias ll='ls -l'\n# sandy: credential line removed\nexport PATH=$HOME/bin:$PATH\n\
              # sandy: credential line removed\n# sandy: credential line removed\n\
              # sandy: credential line removed\n# sandy: credential line removed\n\
-             # export MY_TOKEN=commented\nexport EDITOR=vim\n"
+             # sandy: credential line removed\nexport EDITOR=vim\n"
         );
     }
 
@@ -1226,6 +1437,65 @@ mod tests {
     }
 
     const GONE: &str = "true # sandy: credential line removed";
+
+    /// The forms a review found the filter missing (issue 35), each with the lines that
+    /// must stay beside it.
+    #[test]
+    fn heredocs_headers_options_base64_and_comments_lose_their_secrets() {
+        // The body of a here-document read into a credential, up to its delimiter.
+        let text = "read -r DB_PASSWORD <<EOF\nhunter2-secret\nEOF\nalias ll='ls -l'\n";
+        assert_eq!(
+            shell(text),
+            format!("{GONE}\n{GONE}\n{GONE}\nalias ll='ls -l'\n")
+        );
+        let text = "cat <<-'END' > /dev/null\n\tplain\nEND\nread PW <<-\"END\"\n\tsecret\n\tEND\necho ok\n";
+        assert_eq!(
+            shell(text),
+            format!("cat <<-'END' > /dev/null\n\tplain\nEND\n{GONE}\n{GONE}\n{GONE}\necho ok\n")
+        );
+        // A header named like a credential, in an alias.
+        let text = "alias api='curl -H \"X-Api-Key: 0c1d2e3f4a5b\" https://api.example.com'\nalias gs='git status'\n";
+        assert_eq!(shell(text), format!("{GONE}\nalias gs='git status'\n"));
+        // A password passed as an option.
+        for line in [
+            "alias db='mysql -uroot -phunter2 app'",
+            "mysqldump -pS3cret app > dump.sql",
+            "sshpass -p hunter2 ssh host",
+            "alias deploy='tool --api-key=abc123 push'",
+            "tool --password hunter2",
+        ] {
+            assert_eq!(shell(line), GONE, "{line}");
+        }
+        for line in [
+            "alias p='ping -p 80 host'",
+            "tool --password-file ~/.pw",
+            "tool --token",
+        ] {
+            assert_eq!(shell(line), line, "{line}");
+        }
+        // Base64 that decodes to a credential's assignment.
+        let encoded = "ZXhwb3J0IEdJVEhVQl9UT0tFTj1zM2NyM3Q="; // export GITHUB_TOKEN=s3cr3t
+        let line = format!("eval \"$(echo {encoded} | base64 -d)\"");
+        assert_eq!(shell(&line), GONE);
+        // Secrets in comments: a commented-out assignment, a token in prose.
+        for line in [
+            "# export DB_PASSWORD=hunter2",
+            "#OPENAI_API_KEY=abc123",
+            "# old token: ghp_7aB9cD1eF3gH5iJ7kL9mN1oP3qR5sT7uV9wX",
+        ] {
+            assert_eq!(shell(line), GONE, "{line}");
+        }
+        for line in [
+            "# set your password with `passwd`",
+            "## Aliases",
+            "#!/bin/bash",
+        ] {
+            assert_eq!(shell(line), line, "{line}");
+        }
+        // Token formats of gitleaks' rule set, assigned to any name.
+        let stripe = "export BILLING=sk_live_51Hq9zK2eZvKYlo2C8f3kQz9xYb7W";
+        assert_eq!(shell(stripe), GONE);
+    }
 
     /// Every assignment of every command of a line is judged, not only the first.
     #[test]

@@ -38,6 +38,7 @@ mod policy;
 mod profile;
 mod protect;
 mod resolve;
+pub mod secrets;
 mod sensitive;
 pub mod statemerge;
 pub mod summary;
@@ -64,7 +65,7 @@ pub use osbytes::OsBytes;
 pub use policy::{
     Access, FileView, FilterRule, Grant, LaunchCreation, LocalPort, Network, Origin, Placeholder,
     PortOrigin, ProfileInfo, Protection, ProtectionKind, ResolvedPolicy, RuntimeHook, Scope,
-    StateFile, ViewKind,
+    StateFile, ViewKind, WithheldVar,
 };
 pub use profile::{
     builtin_names, builtin_profiles, parse as parse_profile, select as select_profile, Profile,

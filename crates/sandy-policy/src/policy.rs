@@ -222,6 +222,14 @@ pub struct ProfileInfo {
     pub detected: bool,
 }
 
+/// A variable kept out of the command's environment because it looks like a credential.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct WithheldVar {
+    pub name: String,
+    /// "its name", or the gitleaks rule its value matches.
+    pub why: String,
+}
+
 /// The complete, resolved decision for one run. Nothing is decided after this.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolvedPolicy {
@@ -235,6 +243,9 @@ pub struct ResolvedPolicy {
     pub environment: Vec<(OsString, OsString)>,
     /// Names of variables removed from the caller's environment (never values).
     pub removed_env: Vec<String>,
+    /// The variables among them removed because they look like credentials, and why
+    /// (never their values).
+    pub withheld_env: Vec<WithheldVar>,
     /// Names of variables Sandy set or replaced.
     pub set_env: Vec<String>,
     /// Filesystem grants, deduplicated, in resolution order.

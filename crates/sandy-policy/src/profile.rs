@@ -211,6 +211,24 @@ pub struct ProfileEnvironment {
     pub set: BTreeMap<String, String>,
     #[serde(default)]
     pub unset: Vec<String>,
+    /// The agent's own credentials (its model API key, its login token), which pass
+    /// into its environment although they look like credentials.
+    #[serde(default)]
+    pub pass: Vec<String>,
+    /// Variables the agent's own configuration names as its credentials (a model
+    /// provider's `env_key`), which pass too.
+    #[serde(default)]
+    pub pass_named: Vec<ProfilePassNamed>,
+}
+
+/// Where the agent's configuration names the variables that hold its credentials.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfilePassNamed {
+    /// The settings file (JSON, or TOML by its extension); `{ROOT}` expanded.
+    pub file: String,
+    /// Key paths of variable names, dot-separated; `*` is any key or array element.
+    pub keys: Vec<String>,
 }
 
 /// A message printed at launch unless one of the arguments is present, or the first

@@ -38,6 +38,8 @@ pub struct RunRequest {
     pub egress: crate::egress::EgressRequest,
     /// `--profile NAME`; detected from the command name when absent.
     pub profile: Option<String>,
+    /// `--pass-env NAME`: variables that look like credentials, kept on purpose.
+    pub pass_env: Vec<String>,
 }
 
 /// Environment variables removed from the target's environment: agent and bus sockets
@@ -384,7 +386,20 @@ pub fn resolve(
 
     let program = visible_program(program, runtime_dir.as_deref(), &grants, fs)?;
 
-    let (mut environment, mut removed_env, mut set_env) = environment(host, Path::new(PRIVATE_TMP));
+    let passed: Vec<&str> = profile
+        .environment
+        .pass
+        .iter()
+        .chain(&applied.pass_env)
+        .chain(&request.pass_env)
+        .map(String::as_str)
+        .collect();
+    let Environment {
+        vars: mut environment,
+        removed: mut removed_env,
+        set: mut set_env,
+        withheld: withheld_env,
+    } = environment(host, Path::new(PRIVATE_TMP), &passed);
     for name in &profile.environment.unset {
         let before = environment.len();
         environment.retain(|(k, _)| k != name.as_str());
@@ -584,6 +599,7 @@ pub fn resolve(
         working_directory: project,
         environment,
         removed_env,
+        withheld_env,
         set_env,
         grants,
         protections,
@@ -1177,21 +1193,40 @@ fn visible_program(
 /// Set to `1` in every target's environment.
 const SANDY_VAR: &str = "SANDY";
 
-/// The target's environment: the caller's, minus escape hatches, with a private TMPDIR and
-/// `SANDY=1`.
-fn environment(
-    host: &HostContext,
-    private_tmp: &Path,
-) -> (Vec<(OsString, OsString)>, Vec<String>, Vec<String>) {
+/// Why a variable of the caller's looks like a credential: its name
+/// ([`crate::secrets::is_credential_name`]), or its value, which matches a known token
+/// format ([`crate::secrets::find`], looked at as `NAME=value`).
+fn credential(name: &str, value: &OsStr) -> Option<String> {
+    if crate::secrets::is_credential_name(name) {
+        return Some("its name".to_owned());
+    }
+    crate::secrets::find_assigned(name, &value.to_string_lossy())
+        .map(|rule| format!("its value (gitleaks rule {rule})"))
+}
+
+/// The target's environment: the caller's, minus escape hatches and what looks like a
+/// credential (but for `pass`), with a private TMPDIR and `SANDY=1`.
+fn environment(host: &HostContext, private_tmp: &Path, pass: &[&str]) -> Environment {
     let mut env = Vec::with_capacity(host.env.len() + 1);
     let mut removed = Vec::new();
     let mut set = Vec::new();
+    let mut withheld = Vec::new();
     for (key, value) in &host.env {
         let name = key.to_string_lossy();
         let drop = REMOVED_ENV_EXACT.iter().any(|r| name == *r)
             || REMOVED_ENV_PREFIXES.iter().any(|p| name.starts_with(p));
+        let special = name == SANDY_VAR || TMP_VARS.iter().any(|t| name == *t);
+        let secret = (!drop && !special && !pass.contains(&name.as_ref()))
+            .then(|| credential(&name, value))
+            .flatten();
         if drop {
             removed.push(name.into_owned());
+        } else if let Some(why) = secret {
+            removed.push(name.to_string());
+            withheld.push(crate::policy::WithheldVar {
+                name: name.into_owned(),
+                why,
+            });
         } else if name == SANDY_VAR {
             // Set below, whatever the caller's value.
         } else if TMP_VARS.iter().any(|t| name == *t) {
@@ -1216,7 +1251,23 @@ fn environment(
     removed.dedup();
     set.sort();
     set.dedup();
-    (env, removed, set)
+    withheld.sort();
+    withheld.dedup();
+    Environment {
+        vars: env,
+        removed,
+        set,
+        withheld,
+    }
+}
+
+/// The target's environment as [`environment`] makes it, and what it says of it (names,
+/// never values).
+struct Environment {
+    vars: Vec<(OsString, OsString)>,
+    removed: Vec<String>,
+    set: Vec<String>,
+    withheld: Vec<crate::policy::WithheldVar>,
 }
 
 /// Grants in resolution order, skipping any already covered.

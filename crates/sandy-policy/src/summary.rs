@@ -13,6 +13,16 @@ const LIST_MAX: usize = 8;
 
 /// The summary, one topic a line (continuation lines indented).
 pub fn render(policy: &ResolvedPolicy, home: Option<&Path>) -> String {
+    render_with(policy, home, &[])
+}
+
+/// [`render`], with how many lines the credential filter drops from each filtered copy
+/// (by the copy's name), which only the supervisor can count (it reads the files).
+pub fn render_with(
+    policy: &ResolvedPolicy,
+    home: Option<&Path>,
+    dropped: &[(std::path::PathBuf, usize)],
+) -> String {
     let show = |p: &Path| -> String {
         match home.and_then(|h| p.strip_prefix(h).ok()) {
             Some(rest) if rest.as_os_str().is_empty() => "~".to_owned(),
@@ -149,13 +159,37 @@ pub fn render(policy: &ResolvedPolicy, home: Option<&Path>) -> String {
             .iter()
             .map(|v| {
                 let kind = match v.kind {
-                    ViewKind::Filtered => "filtered copy",
-                    ViewKind::PrivateCopy => "private copy",
+                    ViewKind::Filtered => {
+                        match dropped
+                            .iter()
+                            .find(|(t, _)| t == &v.target)
+                            .map(|(_, n)| *n)
+                        {
+                            Some(0) => "filtered copy, nothing dropped".to_owned(),
+                            Some(1) => "filtered copy, 1 line dropped".to_owned(),
+                            Some(n) => format!("filtered copy, {n} lines dropped"),
+                            None => "filtered copy".to_owned(),
+                        }
+                    }
+                    ViewKind::PrivateCopy => "private copy".to_owned(),
                 };
                 format!("{} [{kind}]", show(&v.target))
             })
             .collect();
         let _ = writeln!(out, "copies:     {}", list(views));
+    }
+
+    if !policy.withheld_env.is_empty() {
+        let withheld: Vec<String> = policy
+            .withheld_env
+            .iter()
+            .map(|w| format!("{} [{}]", crate::text::escape(&w.name), w.why))
+            .collect();
+        let _ = writeln!(
+            out,
+            "withheld:   {} (look like credentials; --pass-env NAME passes one)",
+            list(withheld)
+        );
     }
 
     let network = match policy.network {

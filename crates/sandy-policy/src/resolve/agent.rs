@@ -30,6 +30,8 @@ pub(super) struct AppliedProfile {
     pub(super) views: Vec<FileView>,
     /// Variables set inside (a relocated state file's directory).
     pub(super) environment: Vec<(String, String)>,
+    /// Variables the agent's configuration names as its credentials (they pass).
+    pub(super) pass_env: Vec<String>,
     /// Registered hooks, resolved (runtime controls).
     pub(super) hooks: Vec<RuntimeHook>,
 }
@@ -611,6 +613,20 @@ impl Ctx<'_> {
             })
             .collect();
         notices.extend(hook_notices);
+        // The variables the agent's own configuration names for its credentials: only
+        // plain variable names are taken.
+        let pass_env: Vec<String> = profile
+            .environment
+            .pass_named
+            .iter()
+            .filter_map(|named| Some((expand(&named.file)?, &named.keys)))
+            .flat_map(|(file, keys)| self.command_strings(&file, keys))
+            .filter(|name| {
+                !name.is_empty()
+                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                    && !name.as_bytes()[0].is_ascii_digit()
+            })
+            .collect();
         Ok(AppliedProfile {
             hooks,
             protections,
@@ -619,6 +635,7 @@ impl Ctx<'_> {
             state_files,
             views,
             environment,
+            pass_env,
         })
     }
 

@@ -160,6 +160,7 @@ fn request(cmd: &[&str]) -> RunRequest {
         numbat: false,
         egress: Default::default(),
         profile: None,
+        pass_env: vec![],
     }
 }
 
@@ -206,6 +207,7 @@ fn plain_run_resolves_to_the_default_policy() {
             ("SANDY".into(), "1".into()),
         ],
         removed_env: vec!["LD_PRELOAD".into(), "SSH_AUTH_SOCK".into()],
+        withheld_env: vec![],
         set_env: vec!["SANDY".into(), "TMPDIR".into()],
         grants: vec![
             g("/usr", Access::ReadExec, Scope::Subtree, Origin::Baseline),
