@@ -58,25 +58,52 @@ fn raw(text: &str) -> String {
     format!("r{hashes}\"{text}\"{hashes}")
 }
 
-fn raw_list(values: Option<&toml::Value>) -> String {
-    let items: Vec<String> = values
+/// The strings of the rule table, in one text: every rule field is a span of it, so that
+/// the table holds numbers only. (A table of `&str` needs a relocation per string, which
+/// a static binary applies at every start: some thousands of writes to pages that would
+/// otherwise not be touched.)
+#[derive(Default)]
+struct Blob {
+    text: String,
+    /// Spans of lists (keywords, allow lists): each list is a range of this.
+    spans: Vec<(usize, usize)>,
+}
+
+impl Blob {
+    fn span(&mut self, s: &str) -> (usize, usize) {
+        let start = self.text.len();
+        self.text.push_str(s);
+        (start, self.text.len())
+    }
+
+    /// A list of strings as a range of `spans`.
+    fn list<'a>(&mut self, items: impl IntoIterator<Item = &'a str>) -> (usize, usize) {
+        let items: Vec<(usize, usize)> = items.into_iter().map(|i| self.span(i)).collect();
+        let start = self.spans.len();
+        self.spans.extend(items);
+        (start, self.spans.len())
+    }
+}
+
+fn strings(value: Option<&toml::Value>) -> Vec<&str> {
+    value
         .and_then(toml::Value::as_array)
-        .map(|a| a.iter().filter_map(toml::Value::as_str).map(raw).collect())
-        .unwrap_or_default();
-    format!("&[{}]", items.join(", "))
+        .map(|a| a.iter().filter_map(toml::Value::as_str).collect())
+        .unwrap_or_default()
 }
 
 /// gitleaks' rule set (`rules/gitleaks.toml`, vendored as data) as a Rust table
 /// (`secret_rules.rs`): each rule's id, pattern, keywords, entropy and allow lists, and the
-/// global allow list. Rules that name only a file path are left out (Sandy looks at
-/// values, not files).
+/// global allow list, all as spans of one text ([`Blob`]). Rules that name only a file
+/// path are left out (Sandy looks at values, not files).
 fn secret_rules(out: &std::path::Path) -> Result<(), Box<dyn Error>> {
     let source = "rules/gitleaks.toml";
     println!("cargo:rerun-if-changed={source}");
     let text = std::fs::read_to_string(source)?;
     let doc: toml::Value =
         toml::from_str(&text).map_err(|e| format!("{source} does not parse: {e}"))?;
-    let mut rules = String::from("pub(crate) static RULES: &[SecretRule] = &[\n");
+    let mut blob = Blob::default();
+    let mut rules = String::from("pub(crate) static RULES: &[RawRule] = &[\n");
     for rule in doc
         .get("rules")
         .and_then(toml::Value::as_array)
@@ -89,9 +116,9 @@ fn secret_rules(out: &std::path::Path) -> Result<(), Box<dyn Error>> {
             continue;
         };
         let entropy = match rule.get("entropy") {
-            Some(toml::Value::Float(f)) => format!("Some({f:?})"),
-            Some(toml::Value::Integer(i)) => format!("Some({i}.0)"),
-            _ => "None".to_owned(),
+            Some(toml::Value::Float(f)) => *f,
+            Some(toml::Value::Integer(i)) => *i as f64,
+            _ => 0.0,
         };
         let group = rule
             .get("secretGroup")
@@ -110,38 +137,36 @@ fn secret_rules(out: &std::path::Path) -> Result<(), Box<dyn Error>> {
             if allow.get("paths").is_some() {
                 continue;
             }
-            let target = allow.get("regexTarget").and_then(toml::Value::as_str);
-            let regexes = raw_list(allow.get("regexes"));
-            let regexes = regexes.trim_start_matches("&[").trim_end_matches(']');
-            if !regexes.is_empty() {
-                match target {
-                    Some("match" | "line") => allow_match.push(regexes.to_owned()),
-                    _ => allow_secret.push(regexes.to_owned()),
-                }
+            let regexes = strings(allow.get("regexes"));
+            match allow.get("regexTarget").and_then(toml::Value::as_str) {
+                Some("match" | "line") => allow_match.extend(regexes),
+                _ => allow_secret.extend(regexes),
             }
-            let words = raw_list(allow.get("stopwords"));
-            let words = words.trim_start_matches("&[").trim_end_matches(']');
-            if !words.is_empty() {
-                stopwords.push(words.to_owned());
-            }
+            stopwords.extend(strings(allow.get("stopwords")));
         }
+        let id = blob.span(id);
+        let regex = blob.span(regex);
+        let keywords = blob.list(strings(rule.get("keywords")));
+        let allow_secret = blob.list(allow_secret);
+        let allow_match = blob.list(allow_match);
+        let stopwords = blob.list(stopwords);
         rules.push_str(&format!(
-            "    SecretRule {{ id: {}, regex: {}, keywords: {}, entropy: {entropy}, group: {group}, \
-             allow_secret: &[{}], allow_match: &[{}], stopwords: &[{}] }},\n",
-            raw(id),
-            raw(regex),
-            raw_list(rule.get("keywords")),
-            allow_secret.join(", "),
-            allow_match.join(", "),
-            stopwords.join(", "),
+            "    RawRule {{ id: {id:?}, regex: {regex:?}, keywords: {keywords:?}, \
+             entropy: {entropy:?}, group: {group}, allow_secret: {allow_secret:?}, \
+             allow_match: {allow_match:?}, stopwords: {stopwords:?} }},\n",
         ));
     }
     rules.push_str("];\n");
     let global = doc.get("allowlist");
+    let allow_secret = blob.list(strings(global.and_then(|g| g.get("regexes"))));
+    let allow_words = blob.list(strings(global.and_then(|g| g.get("stopwords"))));
     rules.push_str(&format!(
-        "pub(crate) static ALLOW_SECRET: &[&str] = {};\npub(crate) static ALLOW_WORDS: &[&str] = {};\n",
-        raw_list(global.and_then(|g| g.get("regexes"))),
-        raw_list(global.and_then(|g| g.get("stopwords"))),
+        "pub(crate) static ALLOW_SECRET: (usize, usize) = {allow_secret:?};\n\
+         pub(crate) static ALLOW_WORDS: (usize, usize) = {allow_words:?};\n\
+         pub(crate) static SPANS: &[(usize, usize)] = &{:?};\n\
+         pub(crate) static BLOB: &str = {};\n",
+        blob.spans,
+        raw(&blob.text),
     ));
     std::fs::write(out.join("secret_rules.rs"), rules)?;
     Ok(())

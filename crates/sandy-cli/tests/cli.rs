@@ -1038,6 +1038,7 @@ const SECRET_ENV: &[(&str, &str)] = &[
     ("SUDO_ASKPASS", "/secret-canary-xyz/sudo-askpass"),
     ("GPG_AGENT_INFO", "/secret-canary-xyz/S.gpg-agent:0:1"),
     ("MY_TOKEN", "canary-xyz-token"),
+    ("MY_SETTING", "canary-xyz-setting"),
     ("GIT_ASKPASS", "/secret-canary-xyz/askpass"),
     ("SSH_ASKPASS", "/secret-canary-xyz/ssh-askpass"),
     (
@@ -1059,6 +1060,8 @@ const REMOVED_NAMES: &[&str] = &[
     "DBUS_SESSION_BUS_ADDRESS",
     "LD_LIBRARY_PATH",
     "LD_PRELOAD",
+    // A credential by its name (issue 35).
+    "MY_TOKEN",
 ];
 
 #[test]
@@ -1072,7 +1075,7 @@ fn dry_run_names_removed_variables_but_never_shows_values() {
         for name in REMOVED_NAMES {
             assert!(removed.contains(&json!(name)), "{name} not in {removed:?}");
         }
-        assert!(!removed.contains(&json!("MY_TOKEN")), "{removed:?}");
+        assert!(!removed.contains(&json!("MY_SETTING")), "{removed:?}");
     });
 }
 
@@ -1094,7 +1097,7 @@ fn the_target_does_not_see_removed_variables() {
         }
         // The positive neighbours: ordinary variables pass through unchanged.
         assert!(
-            out.lines().any(|l| l == "MY_TOKEN=canary-xyz-token"),
+            out.lines().any(|l| l == "MY_SETTING=canary-xyz-setting"),
             "{out}"
         );
         let home = format!("HOME={}", w.home.display());

@@ -225,7 +225,10 @@ fn the_text_dry_run_summarises_the_policy() {
         );
         assert!(out.contains("~/docs [read] (flag)"), "{out}");
         assert!(out.contains("masked:     ~/.ssh"), "{out}");
-        assert!(out.contains("~/.bashrc [filtered copy]"), "{out}");
+        assert!(
+            out.contains("~/.bashrc [filtered copy, 1 line dropped]"),
+            "{out}"
+        );
         assert!(!out.contains("A_TOKEN"), "{out}");
         let o = w
             .sandy(["run", "--format", "text", "--", "true"])

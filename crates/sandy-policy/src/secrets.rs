@@ -13,23 +13,45 @@
 
 use std::sync::OnceLock;
 
-use regex::bytes::{Regex, RegexBuilder};
+use regex_lite::{Regex, RegexBuilder};
 
-/// One gitleaks rule, as the build writes it.
-pub(crate) struct SecretRule {
-    pub(crate) id: &'static str,
-    regex: &'static str,
-    keywords: &'static [&'static str],
-    entropy: Option<f64>,
+/// One gitleaks rule, as the build writes it: every text a span of [`BLOB`], every list a
+/// range of [`SPANS`] (numbers only: no relocation for the loader to apply at start).
+pub(crate) struct RawRule {
+    id: (usize, usize),
+    regex: (usize, usize),
+    keywords: (usize, usize),
+    /// The entropy the secret must exceed (0: none asked).
+    entropy: f64,
     /// The capture group that holds the secret (0: the first group there is, else the
     /// whole match, as gitleaks does).
     group: usize,
-    allow_secret: &'static [&'static str],
-    allow_match: &'static [&'static str],
-    stopwords: &'static [&'static str],
+    allow_secret: (usize, usize),
+    allow_match: (usize, usize),
+    stopwords: (usize, usize),
 }
 
 include!(concat!(env!("OUT_DIR"), "/secret_rules.rs"));
+
+/// The text of a span of [`BLOB`].
+fn text((start, end): (usize, usize)) -> &'static str {
+    BLOB.get(start..end).unwrap_or_default()
+}
+
+/// The texts of a range of [`SPANS`].
+fn list((start, end): (usize, usize)) -> impl Iterator<Item = &'static str> + Clone {
+    SPANS
+        .get(start..end)
+        .unwrap_or_default()
+        .iter()
+        .map(|&s| text(s))
+}
+
+impl RawRule {
+    fn id(&self) -> &'static str {
+        text(self.id)
+    }
+}
 
 /// Whether a name looks like a credential's (`GITHUB_TOKEN`, `AWS_SECRET_ACCESS_KEY`,
 /// `DB_PASSWORD`, `npmAuthToken`, `SLACK_WEBHOOK_URL`, ...): the same judgement the
@@ -75,7 +97,10 @@ fn find_in(text: &str, filter: &str) -> Option<&'static str> {
     let mut candidates: Vec<usize> = RULES
         .iter()
         .enumerate()
-        .filter(|(_, r)| r.keywords.is_empty() || r.keywords.iter().any(|k| lower.contains(k)))
+        .filter(|(_, r)| {
+            let mut keywords = list(r.keywords);
+            keywords.clone().next().is_none() || keywords.any(|k| lower.contains(k))
+        })
         .map(|(i, _)| i)
         .collect();
     candidates.sort_unstable();
@@ -83,7 +108,7 @@ fn find_in(text: &str, filter: &str) -> Option<&'static str> {
     candidates
         .into_iter()
         .find(|&i| matches(i, text))
-        .map(|i| RULES[i].id)
+        .map(|i| RULES[i].id())
 }
 
 /// The shortest run of token characters that makes a text worth the rules' look: every
@@ -118,23 +143,25 @@ fn could_hold_a_token(text: &[u8]) -> bool {
 fn compiled(i: usize) -> Option<&'static Regex> {
     static COMPILED: OnceLock<Vec<OnceLock<Option<Regex>>>> = OnceLock::new();
     let all = COMPILED.get_or_init(|| RULES.iter().map(|_| OnceLock::new()).collect());
-    all.get(i)?.get_or_init(|| ascii(RULES[i].regex)).as_ref()
+    all.get(i)?
+        .get_or_init(|| ascii(text(RULES[i].regex)))
+        .as_ref()
 }
 
 /// `pattern` compiled as gitleaks' (Go's RE2) reads it: `\w`, `\d`, `\s` and `\b` of
-/// ASCII, over bytes.
+/// ASCII (regex-lite's only classes).
 fn ascii(pattern: &str) -> Option<Regex> {
-    RegexBuilder::new(pattern)
-        .unicode(false)
-        .size_limit(64 << 20)
-        .build()
-        .ok()
+    RegexBuilder::new(pattern).size_limit(64 << 20).build().ok()
 }
 
 /// A list of patterns compiled once, each (one that does not compile never matches).
-fn any_match(cache: &'static OnceLock<Vec<Regex>>, patterns: &[&str], text: &[u8]) -> bool {
+fn any_match(
+    cache: &'static OnceLock<Vec<Regex>>,
+    patterns: impl Iterator<Item = &'static str>,
+    text: &str,
+) -> bool {
     cache
-        .get_or_init(|| patterns.iter().filter_map(|p| ascii(p)).collect())
+        .get_or_init(|| patterns.filter_map(ascii).collect())
         .iter()
         .any(|re| re.is_match(text))
 }
@@ -148,41 +175,39 @@ fn matches(i: usize, text: &str) -> bool {
         return false;
     };
     static GLOBAL: OnceLock<Vec<Regex>> = OnceLock::new();
-    re.captures_iter(text.as_bytes()).any(|caps| {
-        let whole = caps.get(0).map_or(&b""[..], |m| m.as_bytes());
+    re.captures_iter(text).any(|caps| {
+        let whole = caps.get(0).map_or("", |m| m.as_str());
         let secret = if rule.group > 0 {
-            caps.get(rule.group).map(|m| m.as_bytes())
+            caps.get(rule.group).map(|m| m.as_str())
         } else {
-            caps.iter().skip(1).flatten().next().map(|m| m.as_bytes())
+            caps.iter().skip(1).flatten().next().map(|m| m.as_str())
         }
         .unwrap_or(whole);
-        if rule.entropy.is_some_and(|min| entropy(secret) <= min) {
+        if rule.entropy > 0.0 && entropy(secret) <= rule.entropy {
             return false;
         }
         let lower = secret.to_ascii_lowercase();
-        let stopped = rule.stopwords.iter().chain(ALLOW_WORDS).any(|w| {
+        let stopped = list(rule.stopwords).chain(list(ALLOW_WORDS)).any(|w| {
             let w = w.to_ascii_lowercase();
-            lower.windows(w.len().max(1)).any(|at| at == w.as_bytes())
+            lower.contains(&w)
         });
-        if stopped || any_match(&GLOBAL, ALLOW_SECRET, secret) {
+        if stopped || any_match(&GLOBAL, list(ALLOW_SECRET), secret) {
             return false;
         }
-        let own = |patterns: &[&str], text: &[u8]| {
-            patterns
-                .iter()
-                .any(|p| ascii(p).is_some_and(|re| re.is_match(text)))
+        let own = |patterns: (usize, usize), text: &str| {
+            list(patterns).any(|p| ascii(p).is_some_and(|re| re.is_match(text)))
         };
         !own(rule.allow_secret, secret) && !own(rule.allow_match, whole)
     })
 }
 
 /// Shannon entropy of `text`, in bits per character (gitleaks' measure).
-fn entropy(text: &[u8]) -> f64 {
+fn entropy(text: &str) -> f64 {
     if text.is_empty() {
         return 0.0;
     }
     let mut counts = [0u32; 256];
-    for &b in text {
+    for b in text.bytes() {
         counts[usize::from(b)] += 1;
     }
     let len = text.len() as f64;
@@ -204,7 +229,7 @@ mod tests {
     fn every_rule_compiles() {
         let broken: Vec<&str> = (0..RULES.len())
             .filter(|&i| compiled(i).is_none())
-            .map(|i| RULES[i].id)
+            .map(|i| RULES[i].id())
             .collect();
         assert!(broken.is_empty(), "rules that do not compile: {broken:?}");
         assert!(RULES.len() > 200, "{}", RULES.len());
@@ -266,9 +291,9 @@ mod tests {
 
     #[test]
     fn entropy_is_shannons() {
-        assert_eq!(entropy(b""), 0.0);
-        assert_eq!(entropy(b"aaaa"), 0.0);
-        assert!((entropy(b"ab") - 1.0).abs() < 1e-9);
+        assert_eq!(entropy(""), 0.0);
+        assert_eq!(entropy("aaaa"), 0.0);
+        assert!((entropy("ab") - 1.0).abs() < 1e-9);
     }
 }
 
@@ -282,8 +307,8 @@ mod timing {
         let mut times: Vec<(u128, &str)> = (0..RULES.len())
             .map(|i| {
                 let start = std::time::Instant::now();
-                let _ = ascii(RULES[i].regex);
-                (start.elapsed().as_micros(), RULES[i].id)
+                let _ = ascii(text(RULES[i].regex));
+                (start.elapsed().as_micros(), RULES[i].id())
             })
             .collect();
         times.sort();
@@ -306,8 +331,8 @@ mod timing {
                 let lower = line.to_ascii_lowercase();
                 let rules: Vec<&str> = RULES
                     .iter()
-                    .filter(|r| r.keywords.iter().any(|w| lower.contains(w)))
-                    .map(|r| r.id)
+                    .filter(|r| list(r.keywords).any(|w| lower.contains(w)))
+                    .map(RawRule::id)
                     .collect();
                 eprintln!("candidate {k}: {rules:?}");
             }
