@@ -304,6 +304,9 @@ pub struct Snapshot {
     in_progress: BTreeMap<PathBuf, Vec<u8>>,
     /// The way each recorded path's directory led at launch ([`Looker`]).
     ways: BTreeMap<PathBuf, Way>,
+    /// The files a tool runs or loads on the user's next action, among `paths`
+    /// ([`sandy_policy::later`]).
+    later: BTreeMap<PathBuf, sandy_policy::later::LaterFile>,
     env: Vec<(OsString, OsString)>,
     /// Where the pre-run copies of this run go (`sandy restore`).
     state: Option<PathBuf>,
@@ -360,6 +363,22 @@ pub fn before(policy: &ResolvedPolicy, host: &HostContext, walked: Vec<walk::Rec
             add(file);
         }
     }
+    // The files a tool runs or loads on the user's next action, at the top of every
+    // scanned tree and working tree (present or not: one the run creates is named too).
+    let mut later = BTreeMap::new();
+    let tops: BTreeSet<&PathBuf> = host
+        .git
+        .scanned
+        .iter()
+        .chain(&host.git.work_trees)
+        .collect();
+    for top in tops {
+        for file in sandy_policy::later::LATER_FILES {
+            let path = top.join(file.name);
+            add(&path);
+            later.insert(path, *file);
+        }
+    }
     // The scanned trees' own ways, from which anything new in them is reached after the
     // run.
     for root in &host.git.scanned {
@@ -399,6 +418,7 @@ pub fn before(policy: &ResolvedPolicy, host: &HostContext, walked: Vec<walk::Rec
         walked,
         in_progress,
         ways: looker.ways,
+        later,
         env: host.env.clone(),
         state: host
             .home
@@ -495,6 +515,29 @@ pub fn after(snapshot: Snapshot) {
     let saved = save_copies(&snapshot, &looker, &changes, &run_id);
     for c in &changes {
         reported.insert(c.path.clone());
+        if let Some(file) = snapshot.later.get(&c.path) {
+            let names_a_path = match &c.now {
+                State::File {
+                    content: Some(text),
+                    ..
+                } => text.contains(&b'/'),
+                _ => true,
+            };
+            if !file.only_a_path || names_a_path {
+                say!(
+                    "warning: {} was {} inside the sandbox: {}; review it before that{}",
+                    Shown(&c.path),
+                    if c.was == State::Absent {
+                        "created"
+                    } else {
+                        "changed"
+                    },
+                    file.reason,
+                    restore_hint(&saved, &c.path, &run_id)
+                );
+            }
+            continue;
+        }
         if c.was == State::Absent {
             say!(
                 "warning: {} did not exist at launch and was created inside the \

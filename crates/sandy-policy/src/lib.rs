@@ -32,6 +32,7 @@ mod hooks;
 mod host;
 mod inspect;
 mod kontext;
+pub mod later;
 mod manifest;
 mod osbytes;
 mod policy;

@@ -130,6 +130,120 @@ pub fn git_protections(
             inside_git_dir.then_some(Placeholder::Directory),
         );
     }
+    // What the hooks run by a fixed path in the working tree (husky's hook bodies, a
+    // script a hook names): a hook runs it as surely as it runs itself.
+    for hooks in &facts.hook_dirs {
+        for body in hook_bodies(hooks, &facts.work_trees, fs) {
+            protect(body, None);
+        }
+    }
+    out
+}
+
+/// The names of the hooks git runs (githooks(5)).
+pub const GIT_HOOK_NAMES: &[&str] = &[
+    "applypatch-msg",
+    "pre-applypatch",
+    "post-applypatch",
+    "pre-commit",
+    "pre-merge-commit",
+    "prepare-commit-msg",
+    "commit-msg",
+    "post-commit",
+    "pre-rebase",
+    "post-checkout",
+    "post-merge",
+    "pre-push",
+    "pre-receive",
+    "update",
+    "proc-receive",
+    "post-receive",
+    "post-update",
+    "reference-transaction",
+    "push-to-checkout",
+    "pre-auto-gc",
+    "post-rewrite",
+    "sendemail-validate",
+    "fsmonitor-watchman",
+    "p4-changelist",
+    "p4-prepare-changelist",
+    "p4-post-changelist",
+    "p4-pre-submit",
+    "post-index-change",
+];
+
+/// How many hook files, and how much of each, are read for the paths they run.
+const HOOK_FILES_MAX: usize = 64;
+const HOOK_READ_MAX: usize = 64 * 1024;
+
+/// The files the hooks in `hooks` run by a fixed path in their working tree (the longest
+/// of `tops` that holds the hooks directory):
+///
+/// - husky (9 and later: `core.hooksPath = .husky/_`, whose wrappers run `.husky/NAME`
+///   through `.husky/_/h`; 5 to 8: `.husky/_/husky.sh`): `.husky/NAME` for every hook
+///   name, present or not (a body the run creates is reported after it);
+/// - any other hook script: every word of it that names, relative to the working tree
+///   (`scripts/check.sh`, `./tools/lint`, `"$(git rev-parse --show-toplevel)/x"`,
+///   `"$ROOT/x"`), an existing file there, outside `node_modules` (a package tree npm
+///   rewrites; its programs are not a hook's own).
+fn hook_bodies(hooks: &Path, tops: &[PathBuf], fs: &dyn PathInspector) -> Vec<PathBuf> {
+    let Some(top) = tops
+        .iter()
+        .filter(|t| hooks.starts_with(t))
+        .max_by_key(|t| t.as_os_str().len())
+    else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let husky = hooks.file_name().is_some_and(|n| n == "_")
+        && ["h", "husky.sh"].iter().any(|f| {
+            matches!(
+                fs.kind(&hooks.join(f)),
+                Some(crate::inspect::FileKind::File { .. })
+            )
+        });
+    if let (true, Some(dir)) = (husky, hooks.parent()) {
+        out.extend(GIT_HOOK_NAMES.iter().map(|name| dir.join(name)));
+    }
+    for script in fs.files_in(hooks, HOOK_FILES_MAX) {
+        let Some(text) = fs.read_head(&script, HOOK_READ_MAX) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&text);
+        let words = text.split(|c: char| {
+            c.is_whitespace() || matches!(c, '"' | '\'' | ';' | '|' | '&' | '(' | '<' | '>' | '`')
+        });
+        for word in words {
+            // After a command substitution or a variable: the rest is relative to the
+            // working tree (`$(git rev-parse --show-toplevel)/x`, `$ROOT/x`, `${D}/x`).
+            let rel = match word.rfind(")/").or_else(|| word.rfind("}/")) {
+                Some(at) => &word[at + 2..],
+                None => match word.strip_prefix('$') {
+                    Some(var) => var.split_once('/').map_or("", |(_, rest)| rest),
+                    None => word,
+                },
+            };
+            let rel = rel.trim_start_matches("./").trim_end_matches([',', ')']);
+            let plain = !rel.is_empty()
+                && rel.contains('/')
+                && !rel.starts_with('/')
+                && !rel.starts_with('-')
+                && !rel.contains("://")
+                && !rel.contains('$')
+                && Path::new(rel)
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::Normal(n) if n != "node_modules"));
+            if !plain {
+                continue;
+            }
+            let path = top.join(rel);
+            if matches!(fs.kind(&path), Some(crate::inspect::FileKind::File { .. })) {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
     out
 }
 
