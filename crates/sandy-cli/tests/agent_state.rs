@@ -601,16 +601,7 @@ fn assert_codex_merged(o: &Output, config: &Path, codex_home: &Path, project: &s
 
 #[track_caller]
 fn assert_no_stand_in(codex_home: &Path) {
-    let left: Vec<_> = std::fs::read_dir(codex_home)
-        .unwrap()
-        .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .starts_with(".sandy-codex-home")
-        })
-        .map(|e| e.file_name())
-        .collect();
+    let left = stand_ins_in(codex_home);
     assert!(left.is_empty(), "{left:?}");
 }
 

@@ -356,16 +356,7 @@ fn the_codex_stand_in_move_back_never_follows_a_swapped_link() {
         }
         assert!(landed > 0, "no run's write reached ~/.codex");
         assert!(w.home.join(".codex/left-by-a-killed-run").exists());
-        let stand_ins: Vec<_> = std::fs::read_dir(w.home.join(".codex"))
-            .unwrap()
-            .flatten()
-            .filter(|e| {
-                e.file_name()
-                    .to_string_lossy()
-                    .starts_with(".sandy-codex-home")
-            })
-            .map(|e| e.file_name())
-            .collect();
+        let stand_ins = stand_ins_in(&w.home.join(".codex"));
         assert!(stand_ins.is_empty(), "{stand_ins:?}");
     });
 }

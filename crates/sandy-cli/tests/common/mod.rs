@@ -681,6 +681,16 @@ pub fn start_announcing(cmd: Command, what: &str) -> (Reaped, serde_json::Value)
     (child, info)
 }
 
+/// The Codex stand-in directories (`.sandy-codex-home-*`) left in `codex_home`.
+pub fn stand_ins_in(codex_home: &Path) -> Vec<std::ffi::OsString> {
+    std::fs::read_dir(codex_home)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with(".sandy-codex-home"))
+        .collect()
+}
+
 /// Where `scripts/install-agents.sh` puts the real agent CLIs' commands.
 pub const AGENTS_BIN: &str = "/opt/sandy-test-agents/node_modules/.bin";
 
