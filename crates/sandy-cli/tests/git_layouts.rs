@@ -1203,13 +1203,7 @@ fn a_hard_link_to_the_global_config_or_a_startup_file_is_compared_after_the_run(
             let want = format!("{} was changed during the run", w.home.join(home).display());
             assert!(err.contains(&want), "{want} not said:\n{err}");
         }
-        let run = err
-            .lines()
-            .find_map(|l| {
-                l.rsplit_once("sandy restore ")
-                    .map(|(_, r)| r.trim().to_owned())
-            })
-            .unwrap_or_else(|| panic!("no restore hint:\n{err}"));
+        let run = restore_run(&err);
         let restored = run_timeout(w.sandy(["restore", &run]), 30);
         assert_code(&restored, 0, "sandy restore RUN");
         for ((_, home), text) in pairs.iter().zip(texts) {
@@ -1800,13 +1794,7 @@ fn an_absent_hooks_path_directory_created_inside_is_named_and_restore_moves_it_a
             );
             assert!(err.contains(&want), "{want} not reported:\n{err}");
         }
-        let run = err
-            .lines()
-            .find_map(|l| {
-                l.rsplit_once("sandy restore ")
-                    .map(|(_, r)| r.trim().to_owned())
-            })
-            .unwrap_or_else(|| panic!("no restore hint:\n{err}"));
+        let run = restore_run(&err);
         let restored = run_timeout(w.sandy(["restore", &run]), 30);
         assert_code(&restored, 0, "sandy restore RUN");
         assert!(!hooks.exists(), "{}", stdout(&restored));

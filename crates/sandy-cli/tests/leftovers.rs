@@ -557,10 +557,7 @@ fn restore_never_follows_a_link_the_run_made() {
         assert_code(&o, 0, "plant the links");
         let err = stderr(&o);
         assert!(err.contains("symbolic link"), "the link is named:\n{err}");
-        if let Some(id) = err.lines().find_map(|l| {
-            l.rsplit_once("sandy restore ")
-                .map(|(_, r)| r.trim().to_owned())
-        }) {
+        if let Some(id) = restore_hint(&err) {
             let o = run_timeout(w.sandy(["restore", &id]), 30);
             assert!(o.status.code().is_some(), "restore ended");
         }
@@ -591,13 +588,7 @@ fn restore_raced_by_link_swaps_never_reaches_outside() {
         );
         assert_code(&o, 0, "plant a project setting");
         let err = stderr(&o);
-        let id = err
-            .lines()
-            .find_map(|l| {
-                l.rsplit_once("sandy restore ")
-                    .map(|(_, r)| r.trim().to_owned())
-            })
-            .unwrap_or_else(|| panic!("no restore hint:\n{err}"));
+        let id = restore_run(&err);
         std::os::unix::fs::symlink(w.home.join(".claude"), w.project.join("trap")).unwrap();
         w.chown_all();
         let project = w.project.display().to_string();
@@ -682,13 +673,7 @@ fn sandys_own_records_are_never_the_runs() {
         use std::io::Read;
         let _ = child.0.stderr.take().unwrap().read_to_string(&mut err);
         assert_eq!(status.code(), Some(0), "{err}");
-        let id = err
-            .lines()
-            .find_map(|l| {
-                l.rsplit_once("sandy restore ")
-                    .map(|(_, r)| r.trim().to_owned())
-            })
-            .unwrap_or_else(|| panic!("no restore hint:\n{err}"));
+        let id = restore_run(&err);
         let record = w.home.join(".local/state/sandy/restore").join(&id);
         let copy = std::fs::read_dir(&record)
             .unwrap()

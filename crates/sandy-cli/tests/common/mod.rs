@@ -681,6 +681,20 @@ pub fn start_announcing(cmd: Command, what: &str) -> (Reaped, serde_json::Value)
     (child, info)
 }
 
+/// The run Sandy's stderr names for `sandy restore RUN`, if it does.
+pub fn restore_hint(err: &str) -> Option<String> {
+    err.lines().find_map(|l| {
+        l.rsplit_once("sandy restore ")
+            .map(|(_, r)| r.trim().to_owned())
+    })
+}
+
+/// The run Sandy's stderr names for `sandy restore RUN`; fails the test when it names none.
+#[track_caller]
+pub fn restore_run(err: &str) -> String {
+    restore_hint(err).unwrap_or_else(|| panic!("no restore hint:\n{err}"))
+}
+
 /// The Codex stand-in directories (`.sandy-codex-home-*`) left in `codex_home`.
 pub fn stand_ins_in(codex_home: &Path) -> Vec<std::ffi::OsString> {
     std::fs::read_dir(codex_home)
