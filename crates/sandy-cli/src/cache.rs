@@ -1,11 +1,17 @@
 //! The layers of the copy-on-write tool caches (design §3.7): created by the supervisor
 //! before a run, kept between runs, listed and cleared by `sandy cache`.
 //!
-//! They live in `$XDG_CACHE_HOME/sandy/overlays` (`~/.cache/sandy/overlays`), one
+//! They live in `$XDG_CACHE_HOME/sandy/overlays` (`~/.cache/sandy/overlays`): one
+//! directory per project (`NAME-HASH`, with a `project` file naming it), and in it one
 //! directory per cache, named after the tool and a hash of the host path it covers:
 //! `upper` (the sandbox's changes), `origin` (the covered path, for the listing) and one
-//! `work-PID` directory per run. Only the user's own sandboxed runs use them; the host's
-//! tools never read them.
+//! `work-PID` directory per run. Only the user's own sandboxed runs in that project use
+//! them; the host's tools never read them.
+//!
+//! The names through which a cache home configures or runs programs
+//! ([`ToolCache::kept_out`]) never stay in a layer: before a layer is mounted and after
+//! the run, whatever is at such a name in its `upper` is removed (through handles), and
+//! named.
 //!
 //! The overlays are mounted `volatile` (no sync of the upper layer's filesystem when the
 //! sandbox's mount namespace goes away, which would otherwise cost every run a `syncfs`
@@ -26,7 +32,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use sandy_policy::caches::{sandy_cache_dir, CacheKind, ToolCache, OVERLAYS_DIR};
+use sandy_policy::caches::{sandy_cache_dir, CacheKind, ToolCache, OVERLAYS_DIR, PROJECT_FILE};
 use sandy_policy::text::Shown;
 use sandy_policy::ManifestOverlay;
 
@@ -44,13 +50,13 @@ const MAX_ORIGIN: usize = 16 * 1024;
 /// while this run waited for its lock is made again. `Ok(None)`: it does not exist (and
 /// `create` is false). The bool: whether it was made now.
 fn open_layer(cache: &ToolCache, create: bool) -> std::io::Result<Option<(Dir, bool)>> {
-    let (Some(overlays), Some(name)) = (cache.layer.parent(), cache.layer.file_name()) else {
+    let (Some(project), Some(name)) = (cache.layer.parent(), cache.layer.file_name()) else {
         return Err(std::io::Error::other("a cache layer has no name"));
     };
     let root = if create {
-        crate::hostfs::open_or_create(overlays, 0o700)?
+        crate::hostfs::open_or_create(project, 0o700)?
     } else {
-        match Dir::open(overlays) {
+        match Dir::open(project) {
             Ok(dir) => dir,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
@@ -109,6 +115,7 @@ pub fn prepare_expected(caches: &[ToolCache]) -> PreparedLayers {
 pub fn prepare_layers(
     caches: &[ToolCache],
     ahead: &PreparedLayers,
+    project: &Path,
 ) -> Result<PreparedLayers, SandyError> {
     let mut prepared = PreparedLayers::default();
     for cache in caches.iter().filter(|c| c.kind == CacheKind::Overlay) {
@@ -117,6 +124,9 @@ pub fn prepare_layers(
             move |source| SandyError::File { step, path, source }
         };
         if let Some(layer) = ahead.layer_of(cache) {
+            for name in ahead.removed_from(cache) {
+                say_kept_out(cache, name, "an earlier run");
+            }
             prepared.add(
                 cache,
                 layer
@@ -131,6 +141,8 @@ pub fn prepare_layers(
                 fail("cannot create the cache layer")(std::io::ErrorKind::NotFound.into())
             })?;
         if fresh {
+            name_the_project(cache, project)
+                .map_err(fail("cannot record which project this layer is for:"))?;
             let mut origin = cache.path.as_os_str().as_encoded_bytes().to_vec();
             origin.push(b'\n');
             layer
@@ -147,9 +159,61 @@ pub fn prepare_layers(
             .ensure_dir("upper", 0o700)
             .map_err(fail("cannot create the upper directory of the cache layer"))?;
         make_work_dir(&layer).map_err(fail("cannot create a work directory in the cache layer"))?;
+        let at = prepared.overlays.len();
         prepared.add(cache, layer);
+        for name in prepared.removed[at].clone() {
+            say_kept_out(cache, &name, "an earlier run");
+        }
     }
     Ok(prepared)
+}
+
+/// Writes the `project` file beside a project's layers (once): the project's path, for
+/// `sandy cache`.
+fn name_the_project(cache: &ToolCache, project: &Path) -> std::io::Result<()> {
+    let Some(dir) = cache.layer.parent() else {
+        return Ok(());
+    };
+    let dir = Dir::open(dir)?;
+    if dir.entry(PROJECT_FILE)?.is_some() {
+        return Ok(());
+    }
+    let mut line = project.as_os_str().as_encoded_bytes().to_vec();
+    line.push(b'\n');
+    dir.replace(PROJECT_FILE, &line, 0o600, None)
+}
+
+/// Removes, from a layer's `upper`, whatever is at a name of [`ToolCache::kept_out`]:
+/// a configuration file or a program a run put in the cache home. Returns the names
+/// removed. Nothing is followed; a directory goes whole.
+fn keep_out(layer: &Dir, cache: &ToolCache) -> Vec<String> {
+    let Ok(upper) = layer.open_dir("upper") else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for name in &cache.kept_out {
+        let Ok(Some(st)) = upper.entry(name) else {
+            continue;
+        };
+        let gone = if st.kind == Kind::Directory {
+            upper.remove_tree(name, &|| false)
+        } else {
+            upper.remove_file(name)
+        };
+        if gone.is_ok() {
+            removed.push(name.clone());
+        }
+    }
+    removed
+}
+
+fn say_kept_out(cache: &ToolCache, name: &str, who: &str) {
+    say!(
+        "removed {} from this project's {} cache layer: {who} created it there, and a cache \
+         home's configuration and programs never outlive a run (later builds would run them)",
+        Shown(&cache.path.join(name)),
+        cache.tool
+    );
 }
 
 /// This run's work directory's name in a cache's layer: `work-PID`, after the supervisor.
@@ -188,12 +252,37 @@ pub fn remove_work_dir(work: &Path) {
 pub struct PreparedLayers {
     overlays: Vec<ManifestOverlay>,
     layers: Vec<Dir>,
+    caches: Vec<ToolCache>,
+    /// Per layer: the kept-out names removed before it was mounted.
+    removed: Vec<Vec<String>>,
 }
 
 impl PreparedLayers {
+    /// Adds a layer, once its kept-out names are removed from it (before any mount).
     fn add(&mut self, cache: &ToolCache, layer: Dir) {
+        self.removed.push(keep_out(&layer, cache));
         self.layers.push(layer);
         self.overlays.push(overlay_of(cache));
+        self.caches.push(cache.clone());
+    }
+
+    /// The kept-out names removed from `cache`'s layer before it was mounted.
+    fn removed_from(&self, cache: &ToolCache) -> &[String] {
+        let overlay = overlay_of(cache);
+        self.overlays
+            .iter()
+            .position(|o| *o == overlay)
+            .map_or(&[][..], |i| &self.removed[i])
+    }
+
+    /// After the run: removes what the run put at a kept-out name of each layer, and
+    /// says so.
+    pub fn keep_out_after_run(&self) {
+        for (layer, cache) in self.layers.iter().zip(&self.caches) {
+            for name in keep_out(layer, cache) {
+                say_kept_out(cache, &name, "the run");
+            }
+        }
     }
 
     /// The handle on `cache`'s layer, if its overlay (with this run's work directory)
@@ -281,9 +370,10 @@ pub fn remove_stale_work_dirs(stale: &[(Dir, OsString)], stop: &AtomicBool) {
     }
 }
 
-/// `sandy cache [--clear]`: lists the layers (their size and the cache each covers) or
-/// removes them. A layer a running sandbox uses (its shared lock is held) is left, and
-/// named.
+/// `sandy cache [--clear]`: lists the layers, per project (their size and the cache
+/// each covers), or removes them. A layer a running sandbox uses (its shared lock is
+/// held) is left, and named. Layers of Sandy releases before per-project layers (directly
+/// in `overlays`, shared by every project) are listed as such and removed too.
 pub fn command(args: CacheArgs) -> Result<u8, SandyError> {
     let host = crate::host::gather_without_git()?;
     let Some(home) = host.home.as_deref() else {
@@ -302,82 +392,158 @@ pub fn command(args: CacheArgs) -> Result<u8, SandyError> {
             })
         }
     };
-    let mut names: Vec<OsString> = match &root {
-        Some(root) => root
-            .entries(crate::hostfs::MAX_ENTRIES)
-            .map_err(|source| SandyError::File {
-                step: "cannot list Sandy's cache layers in",
-                path: root_path.clone(),
-                source,
-            })?
-            .into_iter()
-            .filter(|e| e.kind == Kind::Directory)
-            .map(|e| e.name)
-            .collect(),
+    let names = match &root {
+        Some(root) => directories(root).map_err(|source| SandyError::File {
+            step: "cannot list Sandy's cache layers in",
+            path: root_path.clone(),
+            source,
+        })?,
         None => Vec::new(),
     };
-    names.sort();
     let Some(root) = root.filter(|_| !names.is_empty()) else {
         crate::print_line(&format!("no cache layers in {}", Shown(&root_path))).map_err(out)?;
         return Ok(0);
     };
-    let mut total = 0u64;
-    let mut in_use = 0usize;
+    let mut tally = Tally::default();
     for name in &names {
-        let size = root.disk_usage(name, crate::hostfs::MAX_ENTRIES);
-        let Ok(layer) = root.open_dir(name) else {
+        let Ok(dir) = root.open_dir(name) else {
             continue;
         };
-        let origin = layer
-            .read("origin", MAX_ORIGIN)
+        let dir_path = root_path.join(name);
+        if dir.entry("origin").ok().flatten().is_some() {
+            // A layer from before per-project layers.
+            crate::print_line(&format!(
+                "shared by every project (from an earlier Sandy, no longer used): {}",
+                Shown(Path::new(name))
+            ))
+            .map_err(out)?;
+            one_layer(&root, name, dir, &dir_path, args.clear, &mut tally)?;
+            continue;
+        }
+        let project = dir
+            .read(PROJECT_FILE, MAX_ORIGIN)
             .ok()
             .flatten()
             .map(|o| String::from_utf8_lossy(o.trim_ascii_end()).into_owned())
-            .unwrap_or_default();
-        let shown = Shown(Path::new(name));
-        let line = if args.clear {
-            if !layer.try_lock(true).map_err(|source| SandyError::File {
-                step: "cannot lock the cache layer",
-                path: root_path.join(name),
-                source,
-            })? {
-                in_use += 1;
-                crate::print_line(&format!(
-                    "kept {shown}  {}  (over {origin}): a running sandbox uses it",
-                    human(size)
-                ))
-                .map_err(out)?;
+            .unwrap_or_else(|| "(unknown)".to_owned());
+        crate::print_line(&format!(
+            "project {}  ({})",
+            Shown(Path::new(&project)),
+            Shown(Path::new(name))
+        ))
+        .map_err(out)?;
+        let layers = directories(&dir).map_err(|source| SandyError::File {
+            step: "cannot list Sandy's cache layers in",
+            path: dir_path.clone(),
+            source,
+        })?;
+        let before = tally.in_use;
+        for layer_name in &layers {
+            let Ok(layer) = dir.open_dir(layer_name) else {
                 continue;
-            }
-            remove_layer(&root, name, &layer).map_err(|source| SandyError::File {
-                step: "cannot remove the cache layer",
-                path: root_path.join(name),
-                source,
-            })?;
-            total += size;
-            format!("removed {shown}  {}  (over {origin})", human(size))
-        } else {
-            total += size;
-            format!("{shown}  {}  (over {origin})", human(size))
-        };
-        crate::print_line(&line).map_err(out)?;
+            };
+            one_layer(
+                &dir,
+                layer_name,
+                layer,
+                &dir_path.join(layer_name),
+                args.clear,
+                &mut tally,
+            )?;
+        }
+        // A project none of whose layers is left: its directory goes too.
+        if args.clear && tally.in_use == before {
+            let _ = dir.remove_entry(PROJECT_FILE);
+            let _ = root.remove_dir(name);
+        }
     }
     let summary = if args.clear {
-        let kept = if in_use > 0 {
-            format!("; {in_use} in use kept (run it again once they end)")
+        let kept = if tally.in_use > 0 {
+            format!(
+                "; {} in use kept (run it again once they end)",
+                tally.in_use
+            )
         } else {
             String::new()
         };
-        format!("cleared {} in {}{kept}", human(total), Shown(&root_path))
+        format!(
+            "cleared {} in {}{kept}",
+            human(tally.total),
+            Shown(&root_path)
+        )
     } else {
         format!(
             "{} in {} (sandy cache --clear removes them)",
-            human(total),
+            human(tally.total),
             Shown(&root_path)
         )
     };
     crate::print_line(&summary).map_err(out)?;
     Ok(0)
+}
+
+#[derive(Default)]
+struct Tally {
+    total: u64,
+    in_use: usize,
+}
+
+/// The directories in `dir`, sorted by name.
+fn directories(dir: &Dir) -> std::io::Result<Vec<OsString>> {
+    let mut names: Vec<OsString> = dir
+        .entries(crate::hostfs::MAX_ENTRIES)?
+        .into_iter()
+        .filter(|e| e.kind == Kind::Directory)
+        .map(|e| e.name)
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// Lists one layer (`name` in `parent`, opened as `layer`), or removes it with `clear`
+/// unless a running sandbox holds it.
+fn one_layer(
+    parent: &Dir,
+    name: &OsStr,
+    layer: Dir,
+    path: &Path,
+    clear: bool,
+    tally: &mut Tally,
+) -> Result<(), SandyError> {
+    let size = parent.disk_usage(name, crate::hostfs::MAX_ENTRIES);
+    let origin = layer
+        .read("origin", MAX_ORIGIN)
+        .ok()
+        .flatten()
+        .map(|o| String::from_utf8_lossy(o.trim_ascii_end()).into_owned())
+        .unwrap_or_default();
+    let origin = Shown(Path::new(&origin));
+    let shown = Shown(Path::new(name));
+    let line = if clear {
+        if !layer.try_lock(true).map_err(|source| SandyError::File {
+            step: "cannot lock the cache layer",
+            path: path.to_path_buf(),
+            source,
+        })? {
+            tally.in_use += 1;
+            return crate::print_line(&format!(
+                "  kept {shown}  {}  (over {origin}): a running sandbox uses it",
+                human(size)
+            ))
+            .map_err(out);
+        }
+        remove_layer(parent, name, &layer).map_err(|source| SandyError::File {
+            step: "cannot remove the cache layer",
+            path: path.to_path_buf(),
+            source,
+        })?;
+        tally.total += size;
+        format!("  removed {shown}  {}  (over {origin})", human(size))
+    } else {
+        tally.total += size;
+        format!("  {shown}  {}  (over {origin})", human(size))
+    };
+    crate::print_line(&line).map_err(out)
 }
 
 /// Removes the layer `name` of `root`, whose handle `layer` holds its exclusive lock:

@@ -99,7 +99,8 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let placeholders = crate::placeholders::create(&mut policy)?;
     // Copy-on-write layers of the tool caches (kept in Sandy's own cache); those not
     // expected are mounted by the bootstrap while the rest of the launch is prepared.
-    let layers = crate::cache::prepare_layers(&policy.caches, &expected)?;
+    let layers =
+        crate::cache::prepare_layers(&policy.caches, &expected, &policy.working_directory)?;
     pending.overlays_ahead(&layers.beyond(&expected));
 
     // Block the signals we wait for or forward before anything is spawned, so none is
@@ -203,6 +204,8 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         },
     );
     proxy.report();
+    // What the run put where a cache home keeps its configuration and programs.
+    layers.keep_out_after_run();
     drop(placeholders);
     // Protected paths are verified before the state merge, which may legitimately write
     // one of them (Codex's config.toml, with the trust decision only).

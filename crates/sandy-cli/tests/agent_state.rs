@@ -103,9 +103,11 @@ fn a_first_launch_creates_the_state_directories_and_nothing_else() {
         for (profile, expected) in cases {
             let before = listing(&w.home, &w.project);
             assert!(before.is_empty(), "{before:?}");
-            // The agent itself writes nothing here: what is left is what Sandy made.
+            // The agent itself writes nothing here: what is left is what Sandy made
+            // (besides Sandy's own cache, which holds OpenCode's cache layer).
             let o = run(w, &["--profile", profile, "--", "/bin/true"], &[]);
             assert_code(&o, 0, profile);
+            let _ = std::fs::remove_dir_all(w.home.join(".cache/sandy"));
             let after = listing(&w.home, &w.project);
             assert_eq!(after, expected.to_vec(), "{profile}: {}", stderr(&o));
             for dir in expected {
@@ -124,6 +126,7 @@ fn a_first_launch_creates_the_state_directories_and_nothing_else() {
             let again = run(w, &["--profile", profile, "--", "/bin/true"], &[]);
             assert_code(&again, 0, profile);
             assert!(first_launch_lines(&again).is_empty(), "{}", stderr(&again));
+            let _ = std::fs::remove_dir_all(w.home.join(".cache/sandy"));
             assert_eq!(listing(&w.home, &w.project), expected.to_vec());
             for dir in expected.iter().rev() {
                 std::fs::remove_dir(w.home.join(dir)).unwrap();
@@ -1510,5 +1513,67 @@ fn every_script_a_project_hook_names_is_protected_in_any_run() {
             "{}",
             stderr(&o)
         );
+    });
+}
+
+/// OpenCode's cache (where it downloads `rg` and language servers, and installs its npm
+/// plugins, all of which its next launch runs) is copy-on-write, with a layer per project:
+/// from its first launch, a run's downloads stay in Sandy's layer for this project, the
+/// host directory never changes, another project's run never sees them, and a program
+/// put in its `bin` does not even stay in the layer. Judged from the host.
+#[test]
+fn opencode_downloads_are_copy_on_write_and_each_projects_own() {
+    for_each_user(|w| {
+        let cache = w.home.join(".cache/opencode");
+        let plant = "mkdir -p ~/.cache/opencode/bin ~/.cache/opencode/node_modules/p && \
+                     printf '#!/bin/sh\\ntouch /tmp/x\\n' > ~/.cache/opencode/bin/rg && \
+                     echo 'module.exports = 1' > ~/.cache/opencode/node_modules/p/index.js";
+        // The first launch: the cache is created (empty) on the host, and overlaid.
+        let o = run(
+            w,
+            &["--profile", "opencode", "--", "/bin/sh", "-c", plant],
+            &[],
+        );
+        assert_code(&o, 0, "the planting run");
+        assert!(cache.is_dir());
+        assert_eq!(listing(&cache, &w.project), Vec::<String>::new());
+        let err = stderr(&o);
+        assert!(
+            err.contains(&format!("removed {}", cache.join("bin").display())),
+            "{err}"
+        );
+        // This project's next run keeps the download, not the program.
+        let o = run(
+            w,
+            &[
+                "--profile",
+                "opencode",
+                "--",
+                "/bin/sh",
+                "-c",
+                "cat ~/.cache/opencode/node_modules/p/index.js; ls ~/.cache/opencode",
+            ],
+            &[],
+        );
+        assert_code(&o, 0, "the next run");
+        assert_eq!(stdout(&o), "module.exports = 1\nnode_modules\n");
+        // Another project's run sees the host's (empty) cache.
+        let other = w.home.join("other");
+        std::fs::create_dir_all(&other).unwrap();
+        w.chown_all();
+        let mut cmd = w.sandy([
+            "run",
+            "--profile",
+            "opencode",
+            "--",
+            "/bin/sh",
+            "-c",
+            "ls -A ~/.cache/opencode; echo end",
+        ]);
+        cmd.current_dir(&other);
+        let o = run_timeout(cmd, 120);
+        assert_code(&o, 0, "another project's run");
+        assert_eq!(stdout(&o), "end\n");
+        assert_eq!(listing(&cache, &w.project), Vec::<String>::new());
     });
 }

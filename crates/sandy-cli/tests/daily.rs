@@ -497,7 +497,9 @@ printf 'fn main() { if let Ok(p) = std::env::var("PLANT_MARKER") { std::fs::writ
 if grep -q '^build = ' "$src/Cargo.toml"; then sed -i 's/^build = .*/build = "build.rs"/' "$src/Cargo.toml"
 else sed -i 's/^\[package\]/[package]\nbuild = "build.rs"/' "$src/Cargo.toml"; fi
 echo planted"#;
-        let o = inside(w, &w.project, &env, plant);
+        // From the crate's own directory: the project the later builds run in (a run
+        // started elsewhere, even in the directory above, has layers of its own).
+        let o = inside(w, &w.project.join("app"), &env, plant);
         assert_code(&o, 0, "planting a build script inside");
         let inside_marker = w.project.join("app/marker-inside");
         let o = inside(
@@ -514,6 +516,25 @@ echo planted"#;
             inside_marker.exists(),
             "the plant had no effect inside, so the test proves nothing"
         );
+        // Another project's sandboxed build of the same crate never runs it: its layer is
+        // its own, and it sees the host's pristine copy.
+        let other = w.home.join("other");
+        let other_marker = other.join("app/marker-other");
+        let o = inside(
+            w,
+            &other,
+            &[
+                env[0].clone(),
+                ("PLANT_MARKER", other_marker.display().to_string()),
+            ],
+            &format!("{build} && ls ~/.cargo/registry/src/*/cfg-if-1.*"),
+        );
+        assert_code(&o, 0, "another project's sandboxed build");
+        assert!(
+            !other_marker.exists(),
+            "the build script planted in one project ran in another"
+        );
+        assert!(!stdout(&o).contains("build.rs"), "{}", stdout(&o));
         // ... but the host cache is byte-identical and a bare build never runs it.
         assert_eq!(
             (
@@ -538,6 +559,138 @@ echo planted"#;
             !bare_marker.exists(),
             "the planted build script ran outside"
         );
+    });
+}
+
+/// Each project has its own cache layers: what one project's run changes in a cache is
+/// kept for that project's later runs (the warm-cache benefit) and never seen by a run
+/// in another project. `sandy cache` lists the layers per project. Judged from the host
+/// and from the second project's run.
+#[test]
+fn cache_layers_are_each_projects_own() {
+    for_each_user(|w| {
+        w.write("home/.npm/_cacache/index", "host\n");
+        let npm_cache = w.home.join(".npm");
+        let before = tree_hash(&npm_cache);
+        let a = w.project.clone();
+        let b = w.home.join("b");
+        let o = inside(
+            w,
+            &a,
+            &[],
+            "echo planted > ~/.npm/_cacache/planted && echo changed > ~/.npm/_cacache/index",
+        );
+        assert_code(&o, 0, "project a plants");
+        let o = inside(
+            w,
+            &a,
+            &[],
+            "cat ~/.npm/_cacache/planted ~/.npm/_cacache/index",
+        );
+        assert_code(&o, 0, "project a's later run");
+        assert_eq!(
+            stdout(&o),
+            "planted\nchanged\n",
+            "project a keeps its layer"
+        );
+        let o = inside(
+            w,
+            &b,
+            &[],
+            "cat ~/.npm/_cacache/index; ls ~/.npm/_cacache; echo mine > ~/.npm/_cacache/b",
+        );
+        assert_code(&o, 0, "project b's run");
+        assert_eq!(
+            stdout(&o),
+            "host\nindex\n",
+            "project b saw project a's layer"
+        );
+        assert_eq!(tree_hash(&npm_cache), before, "the host cache changed");
+        // Two projects, one layer each, listed per project.
+        let o = w.sandy(["cache"]).output().unwrap();
+        assert_code(&o, 0, "sandy cache");
+        let out = stdout(&o);
+        for project in [&a, &b] {
+            assert!(
+                out.contains(&format!("project {}  (", project.display())),
+                "{out}"
+            );
+        }
+        assert_eq!(out.matches("(over ").count(), 2, "{out}");
+        let o = w.sandy(["cache", "--clear"]).output().unwrap();
+        assert_code(&o, 0, "sandy cache --clear");
+        let overlays = w.home.join(".cache/sandy/overlays");
+        assert_eq!(std::fs::read_dir(&overlays).unwrap().count(), 0);
+    });
+}
+
+/// The names through which a cache home configures or runs programs never outlive the
+/// run that created them: a run writes `~/.cargo/config.toml` (absent on the host) with
+/// a `rustc-wrapper`, and `~/.cargo/bin/cargo-x`. Its own build runs the wrapper (the
+/// plant took effect, so the test proves something); after the run both are removed from
+/// the layer and named, and no later build, in this project or another, runs it.
+#[test]
+fn cache_configuration_a_run_creates_never_reaches_a_later_build() {
+    for_each_user(|w| {
+        let Some(path) = rust_toolchain(w) else {
+            skip(&format!(
+                "no Rust toolchain {} can run (it lives in another user's home)",
+                w.user.label
+            ));
+            return;
+        };
+        w.write("home/.cargo/registry/.keep", "");
+        let cargo_home = w.home.join(".cargo");
+        let before = tree_hash(&cargo_home);
+        let marker = |dir: &Path| dir.join("wrapped");
+        let env = |dir: &Path| {
+            [
+                ("PATH", path.clone()),
+                ("PLANT_MARKER", marker(dir).display().to_string()),
+            ]
+        };
+        let build = "(test -d app || cargo new -q --vcs none app) && cd app && \
+                     cargo clean -q && cargo build -q --offline";
+        let plant = format!(
+            "printf '#!/bin/sh\\ntouch \"$PLANT_MARKER\"\\nexec \"$@\"\\n' > ~/.cargo/wrap.sh && \
+             chmod +x ~/.cargo/wrap.sh && \
+             printf '[build]\\nrustc-wrapper = \"%s/.cargo/wrap.sh\"\\n' \"$HOME\" > ~/.cargo/config.toml && \
+             mkdir -p ~/.cargo/bin && cp ~/.cargo/wrap.sh ~/.cargo/bin/cargo-x && {build}"
+        );
+        let a = w.project.clone();
+        let o = inside(w, &a, &env(&a), &plant);
+        assert_code(&o, 0, "the planting run");
+        assert!(
+            marker(&a).exists(),
+            "the wrapper did not run in its own run, so the test proves nothing\n{}",
+            stderr(&o)
+        );
+        let err = stderr(&o);
+        for name in ["config.toml", "bin"] {
+            let named = format!("removed {}", cargo_home.join(name).display());
+            assert!(err.contains(&named), "{name} not named:\n{err}");
+        }
+        assert_eq!(
+            tree_hash(&cargo_home),
+            before,
+            "the host's CARGO_HOME changed"
+        );
+        std::fs::remove_file(marker(&a)).unwrap();
+        let b = w.home.join("b");
+        for dir in [&a, &b] {
+            let o = inside(
+                w,
+                dir,
+                &env(dir),
+                &format!("test ! -e ~/.cargo/config.toml && test ! -e ~/.cargo/bin && {build}"),
+            );
+            assert_code(&o, 0, &format!("a later build in {}", dir.display()));
+            assert!(
+                !marker(dir).exists(),
+                "the planted wrapper ran in {}",
+                dir.display()
+            );
+        }
     });
 }
 

@@ -4,8 +4,21 @@
 //! runs, so the sandbox must never change the host's copy, yet installs must work with
 //! the tools' default settings. Each known cache that exists on the host becomes an
 //! overlay inside: the host directory is the read-only lower layer, and the upper and
-//! work layers live in Sandy's own per-user cache (`$XDG_CACHE_HOME/sandy/overlays`),
-//! kept between sandboxed runs. A cache that does not exist on the host is not created in
+//! work layers live in Sandy's own per-user cache, kept between sandboxed runs **of the
+//! same project** (`$XDG_CACHE_HOME/sandy/overlays/PROJECT-HASH/TOOL-HASH`): a change a
+//! run makes to a cache (a crate's source edited, a `build.rs` added) is never seen by a
+//! run in another project, which would build it with that project's write access.
+//!
+//! The names through which a cache home configures or runs programs (`bin`, `config`,
+//! `config.toml`, `env`, `.env`, cargo's credentials) are read-only when the host has
+//! them, and never kept in a layer when it does not: whatever a run creates at such a
+//! name is removed from the layer after the run, and named ([`ToolCache::kept_out`]).
+//!
+//! A profile can declare a cache of the agent's own (OpenCode's `~/.cache/opencode`,
+//! where it downloads `rg` and language servers that its next launch runs): it is an
+//! overlay the same way, created empty at a first launch.
+//!
+//! A cache that does not exist on the host is not created in
 //! the home: when the tool is on `PATH`, its own environment variable is pointed at a
 //! directory in the run's private `/tmp` instead (discarded with it).
 //!
@@ -27,6 +40,11 @@ use crate::resolve::{PRIVATE_SHM, PRIVATE_TMP, PRIVATE_VAR_TMP};
 
 /// Where Sandy keeps the layers, below its per-user cache directory.
 pub const OVERLAYS_DIR: &str = "overlays";
+/// The file in a project's directory of layers that names the project (for `sandy cache`).
+pub const PROJECT_FILE: &str = "project";
+/// The names in every cache directory through which a tool configures itself or runs
+/// programs (see [`ToolCache::kept_out`]); a [`Spec`] adds its own.
+pub const LAUNCH_NAMES: &[&str] = &["bin", "config", "config.toml", "env", ".env"];
 /// Where redirected caches go, below the private per-run `/tmp`.
 pub const REDIRECT_DIR: &str = ".sandy-caches";
 
@@ -56,6 +74,11 @@ pub struct ToolCache {
     pub layer: PathBuf,
     /// The environment variable Sandy set (redirected caches only).
     pub variable: Option<String>,
+    /// Names in the cache directory through which the tool configures itself or runs
+    /// programs: protected read-only when the host has them; when it does not, whatever
+    /// a run creates there is removed from the layer after the run (overlays only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept_out: Vec<String>,
 }
 
 impl ToolCache {
@@ -89,8 +112,9 @@ struct Spec {
     /// The tool's commands: an absent cache is redirected only when one of them is on
     /// `PATH`, so that runs without the tool carry no variable for it.
     commands: &'static [&'static str],
-    /// Paths inside the cache directory kept read-only in the overlay (cargo's installed
-    /// binaries and configuration live in `CARGO_HOME` beside its caches).
+    /// Names inside the cache directory, besides [`LAUNCH_NAMES`], kept read-only in the
+    /// overlay and never kept in a layer (cargo's credentials live in `CARGO_HOME` beside
+    /// its caches).
     read_only: &'static [&'static str],
 }
 
@@ -134,7 +158,7 @@ const SPECS: &[Spec] = &[
         locate: |p| Some(p.var("CARGO_HOME").unwrap_or_else(|| p.home.join(".cargo"))),
         redirect: Redirect::Set("CARGO_HOME"),
         commands: &["cargo"],
-        read_only: &["bin", "config", "config.toml", "env"],
+        read_only: &["credentials", "credentials.toml"],
     },
     Spec {
         tool: "npm",
@@ -285,11 +309,40 @@ pub fn expected_overlays(host: &HostContext, fs: &dyn PathInspector) -> Vec<Tool
     let Some(home) = host.home.as_deref() else {
         return Vec::new();
     };
-    plan_caches(home, host, fs, &[], &hidden_dirs(host), &[])
+    let Ok(project) = fs.canonicalize(&host.cwd) else {
+        return Vec::new();
+    };
+    plan_caches(home, host, fs, &project, &[], &hidden_dirs(host), &[], &[])
         .caches
         .into_iter()
         .filter(|c| c.kind == CacheKind::Overlay)
         .collect()
+}
+
+/// A cache an agent profile declares as its own (OpenCode's downloads): an overlay like
+/// the tools' caches. `created`: absent now, made empty before launch (its first start).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfileCache {
+    pub tool: String,
+    pub path: PathBuf,
+    pub created: bool,
+}
+
+/// The directory holding one project's layers: `OVERLAYS/NAME-HASH`, after the project
+/// directory's name (letters, digits, `.`, `_`, `-` only, at most 32) and a hash of its
+/// canonical path.
+pub fn project_layers(overlays: &Path, project: &Path) -> PathBuf {
+    let name: String = project
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        .take(32)
+        .collect();
+    let name = name.trim_start_matches('.');
+    let name = if name.is_empty() { "project" } else { name };
+    overlays.join(format!("{name}-{:016x}", fnv1a(project.as_os_str())))
 }
 
 /// What the caches add to a run.
@@ -304,17 +357,22 @@ pub(crate) struct CachePlan {
 
 /// Finds the known caches and decides how each is seen. `writable` are the grants already
 /// writable (the project, `--read-write`): a cache inside one is the user's to write and
-/// is left alone, as is one under a directory the sandbox replaces (`hidden`).
+/// is left alone, as is one under a directory the sandbox replaces (`hidden`). Layers are
+/// `project`'s own. `profile` are the caches the agent's profile declares.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn plan_caches(
     home: &Path,
     host: &HostContext,
     fs: &dyn PathInspector,
+    project: &Path,
     writable: &[PathBuf],
     hidden: &[&Path],
     path_dirs: &[PathBuf],
+    profile: &[ProfileCache],
 ) -> CachePlan {
     let paths = Paths { home, host };
-    let root = sandy_cache_dir(home, host).join(OVERLAYS_DIR);
+    let overlays = sandy_cache_dir(home, host).join(OVERLAYS_DIR);
+    let root = project_layers(&overlays, project);
     let mut plan = CachePlan::default();
     let mut on_path: std::collections::HashMap<&str, bool> = std::collections::HashMap::new();
     // Layers under a directory the sandbox replaces (an XDG_CACHE_HOME in /tmp) would be
@@ -322,25 +380,40 @@ pub(crate) fn plan_caches(
     if !usable_in_mount_options(&root) || hidden.iter().any(|h| root.starts_with(h)) {
         return plan;
     }
-    for spec in SPECS {
-        let Some(name) = (spec.locate)(&paths).map(|p| normalize(&p)) else {
+    let tools = SPECS
+        .iter()
+        .map(|spec| {
+            let name = (spec.locate)(&paths).map(|p| normalize(&p));
+            (spec.tool, name, Some(spec), false)
+        })
+        .chain(
+            profile
+                .iter()
+                .map(|c| (c.tool.as_str(), Some(c.path.clone()), None, c.created)),
+        );
+    for (tool, name, spec, created) in tools {
+        let Some(name) = name else {
             continue;
         };
         // One stat first: most caches are absent, and resolving a path costs a system
         // call per component.
-        let existing = (fs.kind(&name) == Some(FileKind::Directory))
-            .then(|| fs.canonicalize(&name).ok())
-            .flatten()
-            .filter(|c| fs.kind(c) == Some(FileKind::Directory));
+        let existing = if created {
+            Some(name.clone())
+        } else {
+            (fs.kind(&name) == Some(FileKind::Directory))
+                .then(|| fs.canonicalize(&name).ok())
+                .flatten()
+                .filter(|c| fs.kind(c) == Some(FileKind::Directory))
+        };
         let place = existing.clone().unwrap_or_else(|| name.clone());
-        let overlaps_sandy = place.starts_with(&root) || root.starts_with(&place);
+        let overlaps_sandy = place.starts_with(&overlays) || overlays.starts_with(&place);
         let left_alone = writable.iter().any(|w| place.starts_with(w))
             || hidden.iter().any(|h| place.starts_with(h))
             || overlaps_sandy;
         if left_alone || plan.caches.iter().any(|c| c.path == place) {
             continue;
         }
-        let layer = root.join(format!("{}-{:016x}", spec.tool, fnv1a(place.as_os_str())));
+        let layer = root.join(format!("{tool}-{:016x}", fnv1a(place.as_os_str())));
         match existing {
             Some(dir) if usable_in_mount_options(&dir) => {
                 plan.grants.push(Grant {
@@ -349,9 +422,15 @@ pub(crate) fn plan_caches(
                     scope: Scope::Subtree,
                     origin: Origin::Baseline,
                 });
-                for rel in spec.read_only {
+                let own = spec.map_or(&[][..], |s| s.read_only);
+                let kept_out: Vec<String> = LAUNCH_NAMES
+                    .iter()
+                    .chain(own)
+                    .map(|n| (*n).to_owned())
+                    .collect();
+                for rel in &kept_out {
                     let inner = dir.join(rel);
-                    if fs.kind(&inner).is_some() {
+                    if !created && fs.kind(&inner).is_some() {
                         plan.protections.push(Protection {
                             path: inner,
                             kind: ProtectionKind::ReadOnly,
@@ -359,33 +438,39 @@ pub(crate) fn plan_caches(
                             exists: true,
                             placeholder: None,
                             reason: Some(format!(
-                                "{}'s installed programs and settings beside its cache, \
-                                 which your shell and builds run outside the sandbox",
-                                spec.tool
+                                "{tool}'s installed programs and settings beside its cache, \
+                                 which your shell and builds run outside the sandbox"
                             )),
                         });
                     }
                 }
                 plan.caches.push(ToolCache {
-                    tool: spec.tool.to_owned(),
+                    tool: tool.to_owned(),
                     path: dir,
                     kind: CacheKind::Overlay,
                     layer,
                     variable: None,
+                    kept_out,
                 });
             }
             Some(_) => {}
-            // Nothing to redirect, or no command of the tool on PATH (each name looked up
-            // once: several tools share a command).
-            None if matches!(spec.redirect, Redirect::None)
-                || !spec.commands.iter().any(|c| {
-                    *on_path.entry(*c).or_insert_with(|| {
-                        path_dirs
-                            .iter()
-                            .any(|d| matches!(fs.kind(&d.join(c)), Some(FileKind::File { .. })))
-                    })
-                }) => {}
             None => {
+                let Some(spec) = spec else {
+                    continue;
+                };
+                // Nothing to redirect, or no command of the tool on PATH (each name
+                // looked up once: several tools share a command).
+                if matches!(spec.redirect, Redirect::None)
+                    || !spec.commands.iter().any(|c| {
+                        *on_path.entry(*c).or_insert_with(|| {
+                            path_dirs
+                                .iter()
+                                .any(|d| matches!(fs.kind(&d.join(c)), Some(FileKind::File { .. })))
+                        })
+                    })
+                {
+                    continue;
+                }
                 // Nothing is created in the home, not even in Sandy's cache: the run gets
                 // a directory in its private /tmp, gone afterwards.
                 let layer = Path::new(PRIVATE_TMP).join(REDIRECT_DIR).join(spec.tool);
@@ -408,6 +493,7 @@ pub(crate) fn plan_caches(
                     kind: CacheKind::Redirected,
                     layer,
                     variable: Some(variable.to_owned()),
+                    kept_out: Vec::new(),
                 };
                 plan.environment.push((variable.into(), value));
                 plan.caches.push(cache);
@@ -505,9 +591,11 @@ mod tests {
             Path::new("/h"),
             &h,
             &fs,
+            Path::new("/h/p"),
             &["/h/p".into()],
             &[],
             &["/usr/bin".into()],
+            &[],
         );
         let by_tool = |t: &str| plan.caches.iter().find(|c| c.tool == t).cloned();
         let cargo = by_tool("cargo").unwrap();
@@ -537,7 +625,16 @@ mod tests {
         );
         assert!(by_tool("yarn-berry").is_none());
         // No tool on PATH: nothing is redirected, no variable is set.
-        let plan = plan_caches(Path::new("/h"), &h, &fs, &[], &[], &[]);
+        let plan = plan_caches(
+            Path::new("/h"),
+            &h,
+            &fs,
+            Path::new("/h/p"),
+            &[],
+            &[],
+            &[],
+            &[],
+        );
         assert!(plan.environment.is_empty());
         assert!(plan.caches.iter().all(|c| c.kind == CacheKind::Overlay));
         assert!(plan
@@ -556,6 +653,7 @@ mod tests {
             ("/h/.cargo".into(), "/h/.cargo".into()),
             ("/h/.npm".into(), "/data/npm".into()),
             ("/run/user/1000/pip".into(), "/run/user/1000/pip".into()),
+            ("/h/p".into(), "/h/p".into()),
         ]));
         let h = host(&[
             ("PIP_CACHE_DIR", "/run/user/1000/pip"),
@@ -566,9 +664,11 @@ mod tests {
             Path::new("/h"),
             &h,
             &fs,
+            Path::new("/h/p"),
             &[],
             &hidden_dirs(&h),
             &["/usr/bin".into()],
+            &[],
         );
         let overlays: Vec<_> = plan
             .caches
@@ -582,7 +682,16 @@ mod tests {
         assert_eq!(tools, ["cargo", "npm"]);
         // A writable grant takes one out of the policy's overlays, not out of the
         // expected ones: the policy decides which are used.
-        let granted = plan_caches(Path::new("/h"), &h, &fs, &["/h/.cargo".into()], &[], &[]);
+        let granted = plan_caches(
+            Path::new("/h"),
+            &h,
+            &fs,
+            Path::new("/h/p"),
+            &["/h/.cargo".into()],
+            &[],
+            &[],
+            &[],
+        );
         assert!(granted.caches.iter().all(|c| c.tool != "cargo"));
         // No home: nothing expected.
         let mut homeless = h;
@@ -594,7 +703,16 @@ mod tests {
     fn tool_variables_and_xdg_move_the_caches_and_sandy_layers() {
         let fs = Fake(BTreeMap::from([("/c/pip".into(), "/c/pip".into())]));
         let h = host(&[("XDG_CACHE_HOME", "/c"), ("GOPATH", "/g1:/g2")]);
-        let plan = plan_caches(Path::new("/h"), &h, &fs, &[], &[], &["/usr/bin".into()]);
+        let plan = plan_caches(
+            Path::new("/h"),
+            &h,
+            &fs,
+            Path::new("/h/p"),
+            &[],
+            &[],
+            &["/usr/bin".into()],
+            &[],
+        );
         let pip = plan.caches.iter().find(|c| c.tool == "pip").unwrap();
         assert_eq!(pip.kind, CacheKind::Overlay);
         assert!(pip.layer.starts_with("/c/sandy/overlays"));
@@ -603,20 +721,123 @@ mod tests {
         // A cache that would contain Sandy's own layers is never overlaid.
         let h = host(&[("XDG_CACHE_HOME", "/c"), ("PIP_CACHE_DIR", "/c")]);
         let fs = Fake(BTreeMap::from([("/c".into(), "/c".into())]));
-        let plan = plan_caches(Path::new("/h"), &h, &fs, &[], &[], &["/usr/bin".into()]);
+        let plan = plan_caches(
+            Path::new("/h"),
+            &h,
+            &fs,
+            Path::new("/h/p"),
+            &[],
+            &[],
+            &["/usr/bin".into()],
+            &[],
+        );
         assert!(plan.caches.iter().all(|c| c.tool != "pip"));
         // Sandy's cache under a private directory: nothing.
         let h = host(&[("XDG_CACHE_HOME", "/tmp/c")]);
         let fs = Fake(BTreeMap::from([("/h/.npm".into(), "/h/.npm".into())]));
-        let plan = plan_caches(Path::new("/h"), &h, &fs, &[], &[Path::new("/tmp")], &[]);
+        let plan = plan_caches(
+            Path::new("/h"),
+            &h,
+            &fs,
+            Path::new("/h/p"),
+            &[],
+            &[Path::new("/tmp")],
+            &[],
+            &[],
+        );
         assert!(plan.caches.is_empty());
+    }
+
+    #[test]
+    fn each_project_has_its_own_layers_and_launch_names_are_kept_out() {
+        let fs = Fake(BTreeMap::from([
+            ("/h/.cargo".into(), "/h/.cargo".into()),
+            (
+                "/h/.cargo/config.toml".into(),
+                "/h/.cargo/config.toml".into(),
+            ),
+        ]));
+        let h = host(&[]);
+        let plan_in = |project: &str, profile: &[ProfileCache]| {
+            plan_caches(
+                Path::new("/h"),
+                &h,
+                &fs,
+                Path::new(project),
+                &[],
+                &[],
+                &[],
+                profile,
+            )
+        };
+        let a = plan_in("/h/work/a", &[]);
+        let b = plan_in("/h/work/b", &[]);
+        let cargo_a = a.caches.iter().find(|c| c.tool == "cargo").unwrap();
+        let cargo_b = b.caches.iter().find(|c| c.tool == "cargo").unwrap();
+        assert_eq!(cargo_a.path, cargo_b.path);
+        assert_ne!(cargo_a.layer, cargo_b.layer);
+        assert_eq!(
+            cargo_a.layer.parent().unwrap(),
+            project_layers(
+                Path::new("/h/.cache/sandy/overlays"),
+                Path::new("/h/work/a")
+            )
+        );
+        let dir = cargo_a.layer.parent().unwrap().file_name().unwrap();
+        assert!(dir.to_string_lossy().starts_with("a-"), "{dir:?}");
+        // Every launch name is kept out of the layer, whether or not the host has it;
+        // the one the host has is read-only too.
+        for name in [
+            "bin",
+            "config",
+            "config.toml",
+            "env",
+            ".env",
+            "credentials.toml",
+        ] {
+            assert!(cargo_a.kept_out.iter().any(|n| n == name), "{name}");
+        }
+        let protected: Vec<_> = a.protections.iter().map(|p| p.path.clone()).collect();
+        assert_eq!(protected, [PathBuf::from("/h/.cargo/config.toml")]);
+        // A project name that is no file name, or one with odd characters.
+        let odd = project_layers(Path::new("/o"), Path::new("/h/.x y,z"));
+        assert!(odd.to_string_lossy().starts_with("/o/xyz-"), "{odd:?}");
+        assert!(usable_in_mount_options(&odd));
+        let root = project_layers(Path::new("/o"), Path::new("/"));
+        assert!(
+            root.to_string_lossy().starts_with("/o/project-"),
+            "{root:?}"
+        );
+        // A profile's own cache, absent at launch (created then): an overlay all the same.
+        let opencode = ProfileCache {
+            tool: "opencode".into(),
+            path: "/h/.cache/opencode".into(),
+            created: true,
+        };
+        let plan = plan_in("/h/work/a", &[opencode]);
+        let own = plan.caches.iter().find(|c| c.tool == "opencode").unwrap();
+        assert_eq!(own.kind, CacheKind::Overlay);
+        assert!(own.kept_out.iter().any(|n| n == "bin"));
+        assert!(plan
+            .grants
+            .iter()
+            .any(|g| g.path == Path::new("/h/.cache/opencode") && g.access == Access::ReadWrite));
     }
 
     #[test]
     fn paths_overlayfs_cannot_parse_are_skipped() {
         let fs = Fake(BTreeMap::from([("/h/.n,pm".into(), "/h/.n,pm".into())]));
         let h = host(&[("npm_config_cache", "/h/.n,pm")]);
-        let plan = plan_caches(Path::new("/h"), &h, &fs, &[], &[], &["/usr/bin".into()]);
+        let plan = plan_caches(
+            Path::new("/h"),
+            &h,
+            &fs,
+            Path::new("/h/p"),
+            &[],
+            &[],
+            &["/usr/bin".into()],
+            &[],
+        );
         assert!(plan.caches.iter().all(|c| c.tool != "npm"));
     }
 }

@@ -65,6 +65,12 @@ pub struct ProfileGrant {
     /// promise 5). Only `read_write` directory grants may say so.
     #[serde(default)]
     pub create: bool,
+    /// A cache of the agent's own whose contents its next launch runs (downloaded
+    /// programs, language servers, plugin packages): copy-on-write inside, with a layer of
+    /// its own per project, like the tools' caches (design §3.7). Only `read_write`
+    /// directory grants may say so.
+    #[serde(default)]
+    pub cache: bool,
     /// Why the agent needs it (documentation, shown nowhere at run time).
     pub why: String,
 }
@@ -354,6 +360,14 @@ fn validate(name: &str, profile: Profile) -> Result<Profile, ProfileError> {
     }
     if profile.name != name {
         return Err(invalid(format!("it is named '{}'", profile.name)));
+    }
+    for grant in profile.grants.iter().filter(|g| g.cache) {
+        if grant.access != Access::ReadWrite {
+            return Err(invalid(format!(
+                "grant {} is a cache the agent could not write",
+                grant.path
+            )));
+        }
     }
     for grant in profile.grants.iter().filter(|g| g.create) {
         if grant.access != Access::ReadWrite {

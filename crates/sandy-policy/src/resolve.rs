@@ -587,6 +587,8 @@ pub fn resolve(
         ctx.home,
         host,
         fs,
+        &project,
+        &applied.caches,
         &mut grants,
         &mut protections,
         &mut environment,

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{Ctx, GrantSet};
+use crate::caches::ProfileCache;
 use crate::error::ResolveError;
 use crate::hooks::{
     is_numbat, kontext_binary, numbat_opencode_plugin, parse_numbat, plain_words, plugin_spec,
@@ -34,6 +35,8 @@ pub(super) struct AppliedProfile {
     pub(super) pass_env: Vec<String>,
     /// Registered hooks, resolved (runtime controls).
     pub(super) hooks: Vec<RuntimeHook>,
+    /// The agent's own caches (copy-on-write, per project).
+    pub(super) caches: Vec<ProfileCache>,
 }
 
 impl Ctx<'_> {
@@ -71,6 +74,7 @@ impl Ctx<'_> {
         };
         let mut missing = Vec::new();
         let mut created = Vec::new();
+        let mut caches = Vec::new();
         for grant in &profile.grants {
             let Some(path) = expand(&grant.path) else {
                 continue;
@@ -136,6 +140,13 @@ impl Ctx<'_> {
                 } else {
                     Scope::Exact
                 };
+            if grant.cache && scope == Scope::Subtree && grant.access == Access::ReadWrite {
+                caches.push(ProfileCache {
+                    tool: profile.name.clone(),
+                    path: canonical.clone(),
+                    created: will_be_directory,
+                });
+            }
             grants.push(canonical, grant.access, scope, Origin::Profile);
         }
         // Names, not targets: the mount layer pins the name and protects what it points to.
@@ -636,6 +647,7 @@ impl Ctx<'_> {
             views,
             environment,
             pass_env,
+            caches,
         })
     }
 

@@ -6,7 +6,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::caches::{hidden_dirs, plan_caches, ToolCache};
+use crate::caches::{hidden_dirs, plan_caches, ProfileCache, ToolCache};
 use crate::chain::{chain, Chain, ChainError};
 
 use crate::host::HostContext;
@@ -438,6 +438,8 @@ pub(super) fn add_caches(
     home: Option<&Path>,
     host: &HostContext,
     fs: &dyn PathInspector,
+    project: &Path,
+    profile: &[ProfileCache],
     grants: &mut Vec<Grant>,
     protections: &mut Vec<Protection>,
     environment: &mut Vec<(OsString, OsString)>,
@@ -456,7 +458,16 @@ pub(super) fn add_caches(
         .map(|g| g.path.clone())
         .collect();
     let path_dirs = host.var("PATH").map(super::search_path).unwrap_or_default();
-    let plan = plan_caches(home, host, fs, &writable, &hidden_dirs(host), &path_dirs);
+    let plan = plan_caches(
+        home,
+        host,
+        fs,
+        project,
+        &writable,
+        &hidden_dirs(host),
+        &path_dirs,
+        profile,
+    );
     grants.extend(plan.grants);
     protections.extend(plan.protections);
     for (name, value) in plan.environment {
