@@ -8,6 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use sandy_policy::statedirs::{walk, Decision, StateLister};
 use sandy_policy::statemerge::{display, merge_json, merge_toml, KeyPath};
 use sandy_policy::text::Shown;
 use sandy_policy::{Placeholder, ResolvedPolicy, StateFile, StateFormat};
@@ -407,10 +408,21 @@ impl StandIn {
         let mirror_path = self.mirror.path().to_path_buf();
         let protected = |name: &OsStr| {
             let real = mirror_path.join(name);
-            policy
-                .protections
+            // A name the state directory's rules do not let the agent write (default-deny).
+            let denied = policy
+                .agent_state
                 .iter()
-                .any(|p| p.path == real || p.path.starts_with(&real))
+                .find(|d| d.root == mirror_path)
+                .is_some_and(|d| match d.decide(&[name]) {
+                    Decision::Covered(rule) => !rule.class.writes(),
+                    Decision::Unclassified => true,
+                    Decision::Mixed => false,
+                });
+            denied
+                || policy
+                    .protections
+                    .iter()
+                    .any(|p| p.path == real || p.path.starts_with(&real))
         };
         let mut not_kept = Vec::new();
         let mut failed = Vec::new();
@@ -575,6 +587,121 @@ impl Drop for Lock<'_> {
     fn drop(&mut self) {
         if let Some(name) = &self.name {
             let _ = self.dir.remove_dir(name);
+        }
+    }
+}
+
+/// A state directory seen after the run through handles: nothing followed below its root
+/// (a run may have put links there).
+struct HandleLister<'a>(&'a Dir);
+
+impl HandleLister<'_> {
+    fn at(&self, rel: &Path) -> Option<Dir> {
+        if rel.as_os_str().is_empty() {
+            self.0.try_clone().ok()
+        } else {
+            self.0.open_dir(rel).ok()
+        }
+    }
+}
+
+impl StateLister for HandleLister<'_> {
+    fn list(&self, rel: &Path, max: usize) -> Option<Vec<(OsString, bool)>> {
+        let dir = self.at(rel)?;
+        let entries = dir.entries(max).ok()?;
+        Some(
+            entries
+                .into_iter()
+                .map(|e| (e.name, e.kind == Kind::Directory))
+                .collect(),
+        )
+    }
+
+    fn lookup(&self, rel: &Path, name: &OsStr) -> Option<bool> {
+        let st = self.at(rel)?.entry(name).ok()??;
+        Some(st.kind == Kind::Directory)
+    }
+}
+
+/// After the run (default-deny agent state, [`sandy_policy::statedirs`]): every name in
+/// an agent's state directory that its rules keep read-only and that did not exist at
+/// launch was created by the run. It is moved out, into `moved` (Sandy's state, which no
+/// grant reaches), and named; where it cannot be moved (another filesystem) it is
+/// removed, and named. Through handles: nothing the run put there is followed.
+pub fn sweep_state_dirs(policy: &ResolvedPolicy, moved: Option<&Path>) {
+    let writable: Vec<&Path> = policy.writable_paths().collect();
+    let mut dest: Option<Dir> = None;
+    for state in &policy.agent_state {
+        let Ok(root) = crate::hostfs::open_named_dir(&state.root, writable.iter().copied()) else {
+            continue;
+        };
+        // A state file the merge wrote (Codex's first `config.toml`) is Sandy's doing.
+        let merged = |rel: &Path| {
+            let path = state.root.join(rel);
+            policy.state_files.iter().any(|f| f.path == path)
+        };
+        let created: Vec<_> = walk(state, &HandleLister(&root))
+            .into_iter()
+            .filter(|f| !state.read_only_at_launch.contains(&f.rel) && !merged(&f.rel))
+            .collect();
+        for found in created {
+            let (Some(parent), Some(name)) = (found.rel.parent(), found.rel.file_name()) else {
+                continue;
+            };
+            let Some(dir) = HandleLister(&root).at(parent) else {
+                continue;
+            };
+            let shown = state.root.join(&found.rel);
+            if dest.is_none() {
+                dest = moved.and_then(|m| crate::hostfs::open_or_create(m, 0o700).ok());
+            }
+            let flat: String = found
+                .rel
+                .to_string_lossy()
+                .chars()
+                .map(|c| if c == '/' { '%' } else { c })
+                .collect();
+            let moved_to = dest.as_ref().and_then(|d| {
+                dir.rename_noreplace(name, d, &flat)
+                    .ok()
+                    .map(|()| d.path().join(&flat))
+            });
+            match moved_to {
+                Some(to) => say!(
+                    "moved {} out of {}'s state to {}: the run created it, and it is not \
+                     among what {} writes in ordinary use (its next launch could read it)",
+                    Shown(&shown),
+                    state.profile,
+                    Shown(&to),
+                    state.profile
+                ),
+                None => {
+                    let removed = match dir.entry(name) {
+                        Ok(Some(st)) if st.kind == Kind::Directory => {
+                            dir.remove_tree(name, &|| false)
+                        }
+                        Ok(Some(_)) => dir.remove_file(name),
+                        _ => Ok(()),
+                    };
+                    if removed.is_ok() {
+                        say!(
+                            "removed {}: the run created it in {}'s state, and it is not \
+                             among what {} writes in ordinary use (its next launch could \
+                             read it)",
+                            Shown(&shown),
+                            state.profile,
+                            state.profile
+                        );
+                    } else {
+                        say!(
+                            "warning: {} was created by the run in {}'s state and could \
+                             not be moved out; remove it before the next launch",
+                            Shown(&shown),
+                            state.profile
+                        );
+                    }
+                }
+            }
         }
     }
 }

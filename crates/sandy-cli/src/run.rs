@@ -213,6 +213,13 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     agentstate::merge_after_run(&policy, &mut views);
     drop(views);
     agentstate::remove_mount_points(&created, &policy);
+    // What the run created in the agent's state that its rules keep read-only.
+    let moved = host.home.as_deref().map(|home| {
+        sandy_policy::caches::sandy_state_dir(home, &host)
+            .join("moved")
+            .join(crate::rundir::random_suffix())
+    });
+    agentstate::sweep_state_dirs(&policy, moved.as_deref());
     let observed = serving.map(crate::explain::Observer::finish);
     if let (true, Some(seen)) = (observe, &observed) {
         crate::explain::report(explain, seen, &policy, &request, &host);

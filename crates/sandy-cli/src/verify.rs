@@ -307,6 +307,9 @@ pub struct Snapshot {
     /// The files a tool runs or loads on the user's next action, among `paths`
     /// ([`sandy_policy::later`]).
     later: BTreeMap<PathBuf, sandy_policy::later::LaterFile>,
+    /// Files and directories the agent may write that its next launch reads (memory, the
+    /// login), with the reason: every change in them is named.
+    watched: BTreeMap<PathBuf, String>,
     env: Vec<(OsString, OsString)>,
     /// Where the pre-run copies of this run go (`sandy restore`).
     state: Option<PathBuf>,
@@ -379,6 +382,12 @@ pub fn before(policy: &ResolvedPolicy, host: &HostContext, walked: Vec<walk::Rec
             later.insert(path, *file);
         }
     }
+    // The agent's memory and login: writable, every change named.
+    let mut watched = BTreeMap::new();
+    for (path, reason) in &policy.watched {
+        add(path);
+        watched.insert(path.clone(), reason.clone());
+    }
     // The scanned trees' own ways, from which anything new in them is reached after the
     // run.
     for root in &host.git.scanned {
@@ -419,6 +428,7 @@ pub fn before(policy: &ResolvedPolicy, host: &HostContext, walked: Vec<walk::Rec
         in_progress,
         ways: looker.ways,
         later,
+        watched,
         env: host.env.clone(),
         state: host
             .home
@@ -515,6 +525,19 @@ pub fn after(snapshot: Snapshot) {
     let saved = save_copies(&snapshot, &looker, &changes, &run_id);
     for c in &changes {
         reported.insert(c.path.clone());
+        if let Some((_, reason)) = snapshot.watched.iter().find(|(w, _)| c.path.starts_with(w)) {
+            say!(
+                "note: {} was {} inside the sandbox: {reason}; review it{}",
+                Shown(&c.path),
+                match (&c.was, &c.now) {
+                    (State::Absent, _) => "created",
+                    (_, State::Absent) => "removed",
+                    _ => "changed",
+                },
+                restore_hint(&saved, &c.path, &run_id)
+            );
+            continue;
+        }
         if let Some(file) = snapshot.later.get(&c.path) {
             let names_a_path = match &c.now {
                 State::File {

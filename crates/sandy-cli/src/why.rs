@@ -423,6 +423,8 @@ mod inside {
             hooks: Vec::new(),
             kontext: None,
             agent_home_files: Vec::new(),
+            agent_state: Vec::new(),
+            watched: Vec::new(),
         };
         let question = super::question(args);
         let cwd = std::env::current_dir().unwrap_or_else(|_| doc.working_directory.clone());

@@ -191,13 +191,14 @@ fn a_first_launch_honours_the_environment_overrides() {
                 "--",
                 "/bin/sh",
                 "-c",
-                "echo s > \"$XDG_DATA_HOME/opencode/session\"",
+                "mkdir \"$XDG_DATA_HOME/opencode/storage\" && \
+                 echo s > \"$XDG_DATA_HOME/opencode/storage/session\"",
             ],
             &env,
         );
         assert_code(&o, 0, "opencode writes its data");
         assert_eq!(
-            std::fs::read_to_string(xdg.join("data/opencode/session")).unwrap(),
+            std::fs::read_to_string(xdg.join("data/opencode/storage/session")).unwrap(),
             "s\n"
         );
     });
@@ -213,7 +214,8 @@ fn the_agents_working_state_persists_from_the_first_launch() {
         ("codex", ".codex/tmp/arg0/apply_patch"),
         ("gemini", ".gemini/tmp/project/checkpoint-1.json"),
         ("opencode", ".local/share/opencode/storage/session.json"),
-        ("opencode", ".cache/opencode/models.json"),
+        // OpenCode's cache persists in the project's copy-on-write layer, not on the host
+        // (opencode_downloads_are_copy_on_write_and_each_projects_own).
     ];
     for_each_user(|w| {
         for (profile, rel) in cases {
@@ -740,7 +742,7 @@ fn codex_concurrent_runs_keep_their_own_stand_in_and_a_killed_runs_state_is_reco
             "-c",
             &format!(
                 "touch {go}.started; while [ ! -e {go} ]; do sleep 0.05; done; \
-                 cat \"$CODEX_HOME/config.toml\" >/dev/null && echo mine > \"$CODEX_HOME/history-first\"",
+                 cat \"$CODEX_HOME/config.toml\" >/dev/null && echo mine > \"$CODEX_HOME/state_first\"",
                 go = go.display()
             ),
         ]);
@@ -765,7 +767,7 @@ fn codex_concurrent_runs_keep_their_own_stand_in_and_a_killed_runs_state_is_reco
                 "--",
                 "/bin/sh",
                 "-c",
-                "echo second > \"$CODEX_HOME/history-second\"",
+                "echo second > \"$CODEX_HOME/state_second\"",
             ],
             &[],
         );
@@ -774,7 +776,7 @@ fn codex_concurrent_runs_keep_their_own_stand_in_and_a_killed_runs_state_is_reco
         let status = wait_timeout(&mut child, 60, "the first run");
         let o = collector.finish(status);
         assert_code(&o, 0, "the first run");
-        for (name, text) in [("history-first", "mine\n"), ("history-second", "second\n")] {
+        for (name, text) in [("state_first", "mine\n"), ("state_second", "second\n")] {
             assert_eq!(
                 std::fs::read_to_string(w.home.join(".codex").join(name)).unwrap(),
                 text,
@@ -1007,7 +1009,9 @@ fn scripts_the_claude_settings_name_are_protected() {
         );
         let status = w.write("home/.claude/statusline.sh", original);
         let hook = w.write("home/project/tools/stop.sh", original);
-        let other = w.write("home/.claude/other.sh", original);
+        // A script no setting names, where the run may write (the project); one in
+        // ~/.claude is read-only anyway (default-deny agent state).
+        let other = w.write("home/project/tools/other.sh", original);
         for (path, protected) in [(&status, true), (&hook, true), (&other, false)] {
             let o = run(
                 w,
@@ -1575,5 +1579,111 @@ fn opencode_downloads_are_copy_on_write_and_each_projects_own() {
         assert_code(&o, 0, "another project's run");
         assert_eq!(stdout(&o), "end\n");
         assert_eq!(listing(&cache, &w.project), Vec::<String>::new());
+    });
+}
+
+/// Agent state is default-deny (issue 35): inside each profile's state directories only
+/// what the real agent writes in ordinary use is writable. A name Sandy does not know is
+/// read-only when it exists, and moved out (and named) when a run creates it; the
+/// memory of the run's own folder stays writable and every change is named with its
+/// restore; another folder's memory is read-only. Judged from the host.
+#[test]
+fn agent_state_is_default_deny() {
+    for_each_user(|w| {
+        let key = std::fs::canonicalize(&w.project)
+            .unwrap()
+            .display()
+            .to_string()
+            .replace(|c: char| !c.is_ascii_alphanumeric(), "-");
+        w.write("home/.claude/rules/house.md", "be nice\n");
+        w.write("home/.claude/unknown-name", "original\n");
+        w.write(
+            "home/.claude/projects/-elsewhere/memory/MEMORY.md",
+            "theirs\n",
+        );
+        w.write(
+            format!("home/.claude/projects/{key}/memory/MEMORY.md"),
+            "mine\n",
+        );
+        w.write("home/.codex/sessions/.keep", "");
+        w.write("home/.gemini/tmp/.keep", "");
+        let script = format!(
+            "echo evil >> ~/.claude/rules/house.md; echo rules=$?; \
+             echo evil > ~/.claude/unknown-name; echo unknown=$?; \
+             echo evil > ~/.claude/projects/-elsewhere/memory/MEMORY.md; echo elsewhere=$?; \
+             echo more >> ~/.claude/projects/{key}/memory/MEMORY.md; echo memory=$?; \
+             echo line >> ~/.claude/history.jsonl; echo history=$?; \
+             mkdir -p ~/.claude/workflows && echo evil > ~/.claude/workflows/w.md; echo new=$?"
+        );
+        let o = run(
+            w,
+            &["--profile", "claude", "--", "/bin/sh", "-c", &script],
+            &[],
+        );
+        assert_code(&o, 0, "the claude run");
+        let out = stdout(&o);
+        let err = stderr(&o);
+        for key in ["rules", "unknown", "elsewhere"] {
+            assert_failed(&out, key);
+        }
+        for key in ["memory", "history", "new"] {
+            assert_field(&out, key, "0");
+        }
+        let claude = w.home.join(".claude");
+        let read = |p: &str| std::fs::read_to_string(claude.join(p)).unwrap();
+        assert_eq!(read("rules/house.md"), "be nice\n");
+        assert_eq!(read("unknown-name"), "original\n");
+        assert_eq!(read("projects/-elsewhere/memory/MEMORY.md"), "theirs\n");
+        assert_eq!(read("history.jsonl"), "line\n");
+        assert!(!claude.join("workflows").exists(), "{err}");
+        assert!(
+            err.contains(&format!("moved {}", claude.join("workflows").display())),
+            "{err}"
+        );
+        let memory = claude.join(format!("projects/{key}/memory/MEMORY.md"));
+        assert_eq!(std::fs::read_to_string(&memory).unwrap(), "mine\nmore\n");
+        assert!(
+            err.contains(&format!("{} was changed", memory.display()))
+                && err.contains("sandy restore"),
+            "{err}"
+        );
+        // `sandy restore` undoes the memory change.
+        let o = w.sandy(["restore", &restore_run(&err)]).output().unwrap();
+        assert_code(&o, 0, "sandy restore");
+        assert_eq!(std::fs::read_to_string(&memory).unwrap(), "mine\n");
+
+        // Codex: a `.env` it would load at its next start is never kept.
+        let o = run(
+            w,
+            &[
+                "--profile",
+                "codex",
+                "--",
+                "/bin/sh",
+                "-c",
+                "echo 'BASH_ENV=/tmp/x' > \"$CODEX_HOME/.env\"; echo s > \"$CODEX_HOME/sessions/s\"",
+            ],
+            &[],
+        );
+        assert_code(&o, 0, "the codex run");
+        assert!(!w.home.join(".codex/.env").exists(), "{}", stderr(&o));
+        assert!(w.home.join(".codex/sessions/s").exists(), "{}", stderr(&o));
+        // Gemini: skills and agents it would load are moved out.
+        let o = run(
+            w,
+            &[
+                "--profile",
+                "gemini",
+                "--",
+                "/bin/sh",
+                "-c",
+                "mkdir -p ~/.gemini/skills/x ~/.gemini/agents && echo a > ~/.gemini/agents/a.md && echo t > ~/.gemini/tmp/t",
+            ],
+            &[],
+        );
+        assert_code(&o, 0, "the gemini run");
+        let gemini = w.home.join(".gemini");
+        assert!(!gemini.join("skills").exists() && !gemini.join("agents").exists());
+        assert!(gemini.join("tmp/t").exists());
     });
 }

@@ -827,6 +827,7 @@ fn dry_run_prints_the_documented_document() {
                 "created_at_launch",
                 "state_files",
                 "caches",
+                "agent_state",
                 "environment",
                 "runtime_controls",
                 "enforcement",

@@ -149,9 +149,21 @@ pub struct DryRunDocument {
     pub state_files: Vec<DryRunStateFile>,
     /// Tool caches the sandbox sees copy-on-write; the host copy never changes.
     pub caches: Vec<DryRunCache>,
+    /// The agent's state directories, default-deny: which names the sandbox may write
+    /// (`writable`, `watched` memory, the `login`) and which it reads (`read_only`);
+    /// a name no rule covers is read-only too.
+    pub agent_state: Vec<DryRunStateDir>,
     pub environment: DryRunEnvironment,
     pub runtime_controls: Vec<RuntimeControl>,
     pub enforcement: Enforcement,
+}
+
+/// One agent state directory and its rules ([`crate::statedirs`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DryRunStateDir {
+    pub profile: String,
+    pub root: String,
+    pub rules: Vec<crate::statedirs::StateRule>,
 }
 
 /// Kontext (enabled when the supervisor verified an installation), Numbat (its hooks are
@@ -286,6 +298,15 @@ impl DryRunDocument {
                     kind: c.kind,
                     layer: lossy(c.layer.as_os_str()),
                     variable: c.variable.clone(),
+                })
+                .collect(),
+            agent_state: policy
+                .agent_state
+                .iter()
+                .map(|d| DryRunStateDir {
+                    profile: d.profile.clone(),
+                    root: lossy(d.root.as_os_str()),
+                    rules: d.rules.clone(),
                 })
                 .collect(),
             environment: DryRunEnvironment {

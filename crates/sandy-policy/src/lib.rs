@@ -41,6 +41,7 @@ mod protect;
 mod resolve;
 pub mod secrets;
 mod sensitive;
+pub mod statedirs;
 pub mod statemerge;
 pub mod summary;
 pub mod text;

@@ -285,6 +285,11 @@ pub struct ResolvedPolicy {
     /// may have (a hard link in the project), so the supervisor compares those that have
     /// one after the run.
     pub agent_home_files: Vec<PathBuf>,
+    /// The agent's state directories and their rules (default-deny, [`crate::statedirs`]).
+    pub agent_state: Vec<crate::statedirs::AgentStateDir>,
+    /// Files the agent writes that its next launch reads (memory, the login): every
+    /// change is named after the run, with the reason.
+    pub watched: Vec<(PathBuf, String)>,
 }
 
 impl ResolvedPolicy {

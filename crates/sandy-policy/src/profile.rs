@@ -125,6 +125,29 @@ pub struct ProfilePluginPackages {
     pub why: String,
 }
 
+/// A state directory of the agent's, default-deny ([`crate::statedirs`]): names below
+/// `root` (`{root}` of `[roots]`) by class; everything no list covers is read-only. In
+/// the lists, `{project_key}` is the run's folder as Claude Code names it in
+/// `~/.claude/projects`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileStateDir {
+    pub root: String,
+    /// What the agent writes in ordinary use.
+    #[serde(default)]
+    pub writable: Vec<String>,
+    /// Memory: written by the agent, read into its next prompt; every change named.
+    #[serde(default)]
+    pub watched: Vec<String>,
+    /// The login: refreshed by the agent; every change named.
+    #[serde(default)]
+    pub login: Vec<String>,
+    /// What the agent reads at launch (configuration, instructions, code): read-only.
+    #[serde(default)]
+    pub read_only: Vec<String>,
+    pub why: String,
+}
+
 /// A directory whose JavaScript/TypeScript files the agent loads as plugins: each one is
 /// listed as a runtime control, and Numbat's generated plugin is recognised.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -297,6 +320,9 @@ pub struct Profile {
     pub state_files: Vec<ProfileStateFile>,
     #[serde(default)]
     pub named_commands: Vec<ProfileNamedCommands>,
+    /// The agent's state directories, default-deny ([`crate::statedirs`]).
+    #[serde(default)]
+    pub state_dirs: Vec<ProfileStateDir>,
     /// Directories of plugins the agent loads (runtime controls).
     #[serde(default)]
     pub plugin_directories: Vec<ProfilePluginDirectory>,

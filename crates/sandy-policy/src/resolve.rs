@@ -626,6 +626,8 @@ pub fn resolve(
         hooks: applied.hooks,
         kontext: None,
         agent_home_files,
+        agent_state: applied.agent_state,
+        watched: applied.watched,
     })
 }
 

@@ -18,6 +18,9 @@ use crate::policy::{
     Scope, StateFile, ViewKind,
 };
 use crate::profile::Profile;
+use crate::statedirs::{
+    claude_project_key, walk, AgentStateDir, StateClass, StateLister, StateRule,
+};
 
 /// What a profile contributes besides grants.
 pub(super) struct AppliedProfile {
@@ -37,6 +40,46 @@ pub(super) struct AppliedProfile {
     pub(super) hooks: Vec<RuntimeHook>,
     /// The agent's own caches (copy-on-write, per project).
     pub(super) caches: Vec<ProfileCache>,
+    /// Its state directories, default-deny.
+    pub(super) agent_state: Vec<AgentStateDir>,
+    /// Memory and login files: every change named after the run.
+    pub(super) watched: Vec<(PathBuf, String)>,
+}
+
+/// The policy's view of a state directory, for [`crate::statedirs::walk`] at launch.
+struct InspectedState<'a> {
+    root: &'a Path,
+    fs: &'a dyn crate::inspect::PathInspector,
+}
+
+impl StateLister for InspectedState<'_> {
+    fn list(&self, rel: &Path, max: usize) -> Option<Vec<(std::ffi::OsString, bool)>> {
+        let dir = self.root.join(rel);
+        if self.fs.kind(&dir) != Some(FileKind::Directory) {
+            return None;
+        }
+        let name = |p: &PathBuf| p.file_name().map(std::ffi::OsStr::to_os_string);
+        let mut out: Vec<(std::ffi::OsString, bool)> = self
+            .fs
+            .subdirs(&dir, max)
+            .iter()
+            .filter_map(|p| name(p).map(|n| (n, true)))
+            .collect();
+        out.extend(
+            self.fs
+                .files_in(&dir, max)
+                .iter()
+                .filter_map(|p| name(p).map(|n| (n, false))),
+        );
+        Some(out)
+    }
+
+    fn lookup(&self, rel: &Path, name: &std::ffi::OsStr) -> Option<bool> {
+        match self.fs.entry(&self.root.join(rel).join(name))? {
+            Entry::Link(_) => Some(false),
+            Entry::Object(kind) => Some(kind == FileKind::Directory),
+        }
+    }
 }
 
 impl Ctx<'_> {
@@ -638,7 +681,105 @@ impl Ctx<'_> {
                     && !name.as_bytes()[0].is_ascii_digit()
             })
             .collect();
+        // The state directories, default-deny: every existing name no rule lets the agent
+        // write is read-only; the rules go to the dry run and the post-run sweep.
+        let mut agent_state = Vec::new();
+        let mut watched = Vec::new();
+        let key = claude_project_key(project);
+        for state in &profile.state_dirs {
+            let Some(root) = expand(&state.root) else {
+                continue;
+            };
+            let classes = [
+                (&state.writable, StateClass::Writable),
+                (&state.watched, StateClass::Watched),
+                (&state.login, StateClass::Login),
+                (&state.read_only, StateClass::ReadOnly),
+            ];
+            let rules: Vec<StateRule> = classes
+                .iter()
+                .flat_map(|(paths, class)| {
+                    paths.iter().map(|p| StateRule {
+                        path: p.replace("{project_key}", &key),
+                        class: *class,
+                        why: match class {
+                            StateClass::Writable => {
+                                format!("{} profile: {}", profile.name, state.why)
+                            }
+                            StateClass::Watched => format!(
+                                "{} profile: memory {} reads into its next prompt (every \
+                                 change is named after the run)",
+                                profile.name, profile.summary
+                            ),
+                            StateClass::Login => format!(
+                                "{} profile: the login (a refresh is kept; every change is \
+                                 named after the run)",
+                                profile.name
+                            ),
+                            StateClass::ReadOnly => format!(
+                                "{} profile: {} reads it at launch (configuration, \
+                                 instructions or code), so it is read-only",
+                                profile.name, profile.summary
+                            ),
+                        },
+                    })
+                })
+                .collect();
+            let mut dir = AgentStateDir {
+                profile: profile.name.clone(),
+                root: root.clone(),
+                rules,
+                read_only_at_launch: Vec::new(),
+            };
+            for rule in dir.rules.iter().filter(|r| {
+                matches!(r.class, StateClass::Watched | StateClass::Login) && !r.path.contains('*')
+            }) {
+                let reason = match rule.class {
+                    StateClass::Login => format!(
+                        "{}'s login: the next launch outside signs in with it",
+                        profile.summary
+                    ),
+                    _ => format!(
+                        "{} reads it into the next session's prompt",
+                        profile.summary
+                    ),
+                };
+                watched.push((root.join(&rule.path), reason));
+            }
+            let found = walk(
+                &dir,
+                &InspectedState {
+                    root: &root,
+                    fs: self.fs,
+                },
+            );
+            for f in found {
+                let path = root.join(&f.rel);
+                // A dangling link cannot carry a mount; the run cannot create its target
+                // through it unless that lies in a writable tree (where it is named).
+                if self.fs.kind(&path).is_some() && !protections.iter().any(|p| p.path == path) {
+                    protections.push(Protection {
+                        path,
+                        kind: crate::policy::ProtectionKind::ReadOnly,
+                        origin: Origin::Profile,
+                        exists: true,
+                        placeholder: None,
+                        reason: Some(f.why.unwrap_or_else(|| {
+                            format!(
+                                "{} profile: not among what {} writes in ordinary use, so \
+                                 read-only (its next launch may read it)",
+                                profile.name, profile.summary
+                            )
+                        })),
+                    });
+                }
+                dir.read_only_at_launch.push(f.rel);
+            }
+            agent_state.push(dir);
+        }
         Ok(AppliedProfile {
+            agent_state,
+            watched,
             hooks,
             protections,
             notices,

@@ -283,6 +283,8 @@ fn plain_run_resolves_to_the_default_policy() {
         hooks: vec![],
         kontext: None,
         agent_home_files: vec![],
+        agent_state: vec![],
+        watched: vec![],
     };
     assert_eq!(policy, expected);
 }

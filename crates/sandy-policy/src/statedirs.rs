@@ -1,0 +1,373 @@
+//! Default-deny agent state (design §4.2, promise 6).
+//!
+//! An agent's state directory (`~/.claude`, `~/.codex`, ...) mixes what the agent writes
+//! in ordinary use (sessions, history, logs, caches) with what its next launch reads as
+//! configuration or instructions (settings, hooks, skills, rules, `.env`, downloaded
+//! programs). A list of the dangerous names is always short, so the profile lists the
+//! other side: the names the real agent was seen writing ([`StateClass::Writable`]),
+//! its memory files whose every change is named after the run ([`StateClass::Watched`]),
+//! its login ([`StateClass::Login`]), and the names it reads ([`StateClass::ReadOnly`]).
+//! Everything no rule covers is *unclassified*, and read-only like configuration:
+//!
+//! - at launch, every existing name below a state directory that is read-only (by a rule
+//!   or because no rule covers it) is protected read-only ([`walk`]);
+//! - after the run the same walk runs again: a read-only name that did not exist at
+//!   launch (the run created it) is moved out of the state directory and named.
+//!
+//! Rules are paths relative to the state directory, `/`-separated; a component `*`
+//! matches any one name, and one ending in `*` any name with that beginning. A rule
+//! covers its path and everything below it; the rule with the most components wins, and
+//! among those the one with fewer wildcards.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+/// What a rule says of the names it covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StateClass {
+    /// Written by the agent in ordinary use: writable inside.
+    Writable,
+    /// Written by the agent and read into its next prompt (memory): writable, and every
+    /// change named after the run, with `sandy restore` able to undo it.
+    Watched,
+    /// The agent's login: writable (a token refresh), every change named after the run.
+    Login,
+    /// Read by the agent (configuration, instructions, code): read-only inside.
+    ReadOnly,
+}
+
+impl StateClass {
+    /// Whether the sandbox may write what the rule covers.
+    pub fn writes(self) -> bool {
+        !matches!(self, StateClass::ReadOnly)
+    }
+}
+
+/// One rule of a state directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StateRule {
+    /// Relative to the state directory, `/`-separated.
+    pub path: String,
+    pub class: StateClass,
+    pub why: String,
+}
+
+/// One agent state directory and its rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentStateDir {
+    pub profile: String,
+    pub root: PathBuf,
+    pub rules: Vec<StateRule>,
+    /// The read-only names found at launch (relative), protected then: a read-only name
+    /// found after the run that is not among them was created by the run.
+    pub read_only_at_launch: Vec<PathBuf>,
+}
+
+/// What the rules say of one path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision<'a> {
+    /// The rule that covers it.
+    Covered(&'a StateRule),
+    /// No rule covers it, and none below it: read-only.
+    Unclassified,
+    /// Names below it are treated differently from it: look inside.
+    Mixed,
+}
+
+/// The most a walk looks at: names per directory, directories deep.
+pub const WALK_MAX_ENTRIES: usize = 4096;
+const WALK_MAX_DEPTH: usize = 6;
+
+fn component_matches(pattern: &str, name: &OsStr) -> bool {
+    let name = name.as_encoded_bytes();
+    if pattern == "*" {
+        return true;
+    }
+    match pattern.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix.as_bytes()),
+        None => name == pattern.as_bytes(),
+    }
+}
+
+fn components(path: &str) -> Vec<&str> {
+    path.split('/').filter(|c| !c.is_empty()).collect()
+}
+
+fn wildcards(path: &[&str]) -> usize {
+    path.iter().filter(|c| c.ends_with('*')).count()
+}
+
+impl AgentStateDir {
+    /// What the rules say of `rel` (components relative to the root; not the root).
+    pub fn decide(&self, rel: &[&OsStr]) -> Decision<'_> {
+        let n = rel.len();
+        let mut covering: Option<(&StateRule, usize, usize)> = None;
+        for rule in &self.rules {
+            let comps = components(&rule.path);
+            if comps.len() > n || !comps.iter().zip(rel).all(|(p, c)| component_matches(p, c)) {
+                continue;
+            }
+            let rank = (comps.len(), wildcards(&comps));
+            let better = match covering {
+                None => true,
+                Some((_, len, wild)) => rank.0 > len || (rank.0 == len && rank.1 < wild),
+            };
+            if better {
+                covering = Some((rule, rank.0, rank.1));
+            }
+        }
+        let writes = covering.is_some_and(|(r, _, _)| r.class.writes());
+        let mixed = self.rules.iter().any(|rule| {
+            let comps = components(&rule.path);
+            comps.len() > n
+                && comps.iter().zip(rel).all(|(p, c)| component_matches(p, c))
+                && rule.class.writes() != writes
+        });
+        match covering {
+            _ if mixed => Decision::Mixed,
+            Some((rule, _, _)) => Decision::Covered(rule),
+            None => Decision::Unclassified,
+        }
+    }
+
+    /// The next components of the rules below `rel` (for a directory whose own names are
+    /// writable: only those names need a look).
+    fn names_below(&self, rel: &[&OsStr]) -> Vec<String> {
+        let n = rel.len();
+        let mut out: Vec<String> = self
+            .rules
+            .iter()
+            .map(|r| components(&r.path))
+            .filter(|c| c.len() > n && c.iter().zip(rel).all(|(p, c)| component_matches(p, c)))
+            .map(|c| c[n].to_owned())
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+/// How a walk sees a state directory: at launch the policy's view of the filesystem,
+/// after the run handles that follow no link.
+pub trait StateLister {
+    /// The names in the directory `rel` (relative to the root) and whether each is a
+    /// directory (not a link to one); `None` when it cannot be read.
+    fn list(&self, rel: &Path, max: usize) -> Option<Vec<(OsString, bool)>>;
+    /// Whether `name` exists in `rel`, and is a directory.
+    fn lookup(&self, rel: &Path, name: &OsStr) -> Option<bool>;
+}
+
+/// One read-only name found by [`walk`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// Relative to the root.
+    pub rel: PathBuf,
+    /// The rule's reason, or `None` when no rule covers it.
+    pub why: Option<String>,
+}
+
+/// Every existing name below the root that is read-only, by a rule or because no rule
+/// covers it: the outermost such name (its contents are covered by it).
+pub fn walk(dir: &AgentStateDir, lister: &dyn StateLister) -> Vec<Found> {
+    let mut out = Vec::new();
+    visit(dir, lister, Path::new(""), 0, &mut out);
+    out
+}
+
+fn visit(
+    dir: &AgentStateDir,
+    lister: &dyn StateLister,
+    rel: &Path,
+    depth: usize,
+    out: &mut Vec<Found>,
+) {
+    let here: Vec<&OsStr> = rel.iter().collect();
+    let writes = match dir.decide(&here) {
+        _ if here.is_empty() => false,
+        Decision::Covered(rule) => rule.class.writes(),
+        _ => {
+            // Mixed: what covers it decides for the names no rule below names.
+            let mut parent_rules = dir.clone();
+            parent_rules
+                .rules
+                .retain(|r| components(&r.path).len() <= here.len());
+            matches!(parent_rules.decide(&here), Decision::Covered(r) if r.class.writes())
+        }
+    };
+    let below = dir.names_below(&here);
+    let names: Vec<(OsString, bool)> = if !writes || below.iter().any(|n| n.ends_with('*')) {
+        lister.list(rel, WALK_MAX_ENTRIES).unwrap_or_default()
+    } else {
+        below
+            .iter()
+            .filter_map(|n| {
+                lister
+                    .lookup(rel, OsStr::new(n))
+                    .map(|d| (OsString::from(n), d))
+            })
+            .collect()
+    };
+    for (name, is_dir) in names {
+        let path = rel.join(&name);
+        let comps: Vec<&OsStr> = path.iter().collect();
+        match dir.decide(&comps) {
+            Decision::Covered(rule) if rule.class.writes() => {}
+            Decision::Covered(rule) => out.push(Found {
+                rel: path,
+                why: Some(rule.why.clone()),
+            }),
+            Decision::Unclassified => out.push(Found {
+                rel: path,
+                why: None,
+            }),
+            Decision::Mixed if is_dir && depth < WALK_MAX_DEPTH => {
+                visit(dir, lister, &path, depth + 1, out);
+            }
+            Decision::Mixed => out.push(Found {
+                rel: path,
+                why: None,
+            }),
+        }
+    }
+}
+
+/// Claude Code's name for a project directory in `~/.claude/projects`: every character
+/// that is not an ASCII letter or digit becomes `-`.
+pub fn claude_project_key(project: &Path) -> String {
+    project
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn rule(path: &str, class: StateClass) -> StateRule {
+        StateRule {
+            path: path.into(),
+            class,
+            why: format!("{path} {class:?}"),
+        }
+    }
+
+    fn dir() -> AgentStateDir {
+        AgentStateDir {
+            profile: "claude".into(),
+            root: "/h/.claude".into(),
+            rules: vec![
+                rule("projects", StateClass::Writable),
+                rule("projects/*/memory", StateClass::ReadOnly),
+                rule("projects/-p/memory", StateClass::Watched),
+                rule("history.jsonl", StateClass::Writable),
+                rule(".claude.json.tmp.*", StateClass::Writable),
+                rule("plugins", StateClass::ReadOnly),
+                rule("plugins/store", StateClass::Writable),
+                rule("settings.json", StateClass::ReadOnly),
+                rule(".credentials.json", StateClass::Login),
+            ],
+            read_only_at_launch: vec![],
+        }
+    }
+
+    struct Tree(BTreeMap<PathBuf, Vec<(&'static str, bool)>>);
+
+    impl StateLister for Tree {
+        fn list(&self, rel: &Path, _: usize) -> Option<Vec<(OsString, bool)>> {
+            self.0
+                .get(rel)
+                .map(|v| v.iter().map(|(n, d)| (OsString::from(n), *d)).collect())
+        }
+        fn lookup(&self, rel: &Path, name: &OsStr) -> Option<bool> {
+            self.0
+                .get(rel)?
+                .iter()
+                .find(|(n, _)| OsStr::new(n) == name)
+                .map(|(_, d)| *d)
+        }
+    }
+
+    fn d(s: &str) -> Vec<&OsStr> {
+        s.split('/').map(OsStr::new).collect()
+    }
+
+    #[test]
+    fn the_most_specific_rule_decides_and_mixed_directories_are_entered() {
+        let dir = dir();
+        let class = |p: &str| match dir.decide(&d(p)) {
+            Decision::Covered(r) => Some(r.class),
+            _ => None,
+        };
+        assert_eq!(class("projects/-q/x.jsonl"), Some(StateClass::Writable));
+        assert_eq!(class("projects/-q/memory"), Some(StateClass::ReadOnly));
+        assert_eq!(
+            class("projects/-p/memory/MEMORY.md"),
+            Some(StateClass::Watched)
+        );
+        assert_eq!(class(".claude.json.tmp.123"), Some(StateClass::Writable));
+        assert_eq!(class("plugins/cache"), Some(StateClass::ReadOnly));
+        assert_eq!(class("plugins/store/x"), Some(StateClass::Writable));
+        assert_eq!(dir.decide(&d("rules")), Decision::Unclassified);
+        assert_eq!(dir.decide(&d("plugins")), Decision::Mixed);
+        assert_eq!(dir.decide(&d("projects")), Decision::Mixed);
+        assert_eq!(dir.decide(&d("projects/-q")), Decision::Mixed);
+    }
+
+    #[test]
+    fn the_walk_finds_every_read_only_name_and_looks_only_where_it_must() {
+        let tree = Tree(BTreeMap::from([
+            (
+                PathBuf::from(""),
+                vec![
+                    ("projects", true),
+                    ("history.jsonl", false),
+                    ("settings.json", false),
+                    ("rules", true),
+                    ("odd", false),
+                    ("plugins", true),
+                    (".credentials.json", false),
+                ],
+            ),
+            (
+                PathBuf::from("projects"),
+                vec![("-p", true), ("-q", true), ("-r", true)],
+            ),
+            (PathBuf::from("projects/-p"), vec![("memory", true)]),
+            (
+                PathBuf::from("projects/-q"),
+                vec![("memory", true), ("s.jsonl", false)],
+            ),
+            (PathBuf::from("projects/-r"), vec![("s.jsonl", false)]),
+            (
+                PathBuf::from("plugins"),
+                vec![("store", true), ("cache", true), ("installed.json", false)],
+            ),
+        ]));
+        let mut found: Vec<String> = walk(&dir(), &tree)
+            .into_iter()
+            .map(|f| f.rel.display().to_string())
+            .collect();
+        found.sort();
+        assert_eq!(
+            found,
+            [
+                "odd",
+                "plugins/cache",
+                "plugins/installed.json",
+                "projects/-q/memory",
+                "rules",
+                "settings.json",
+            ]
+        );
+        assert_eq!(
+            claude_project_key(Path::new("/work/my.app")),
+            "-work-my-app"
+        );
+    }
+}
