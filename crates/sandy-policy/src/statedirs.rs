@@ -104,10 +104,30 @@ impl AgentStateDir {
     /// What the rules say of `rel` (components relative to the root; not the root).
     pub fn decide(&self, rel: &[&OsStr]) -> Decision<'_> {
         let n = rel.len();
+        let covering = self.covering(rel);
+        let writes = covering.is_some_and(|r| r.class.writes());
+        let mixed = self.rules.iter().any(|rule| {
+            let comps = components(&rule.path);
+            comps.len() > n
+                && comps.iter().zip(rel).all(|(p, c)| component_matches(p, c))
+                && rule.class.writes() != writes
+        });
+        match covering {
+            _ if mixed => Decision::Mixed,
+            Some(rule) => Decision::Covered(rule),
+            None => Decision::Unclassified,
+        }
+    }
+
+    /// The rule that covers `rel` itself (its own path or an ancestor's): the one with the
+    /// most components, then the fewest wildcards.
+    fn covering(&self, rel: &[&OsStr]) -> Option<&StateRule> {
         let mut covering: Option<(&StateRule, usize, usize)> = None;
         for rule in &self.rules {
             let comps = components(&rule.path);
-            if comps.len() > n || !comps.iter().zip(rel).all(|(p, c)| component_matches(p, c)) {
+            if comps.len() > rel.len()
+                || !comps.iter().zip(rel).all(|(p, c)| component_matches(p, c))
+            {
                 continue;
             }
             let rank = (comps.len(), wildcards(&comps));
@@ -119,18 +139,7 @@ impl AgentStateDir {
                 covering = Some((rule, rank.0, rank.1));
             }
         }
-        let writes = covering.is_some_and(|(r, _, _)| r.class.writes());
-        let mixed = self.rules.iter().any(|rule| {
-            let comps = components(&rule.path);
-            comps.len() > n
-                && comps.iter().zip(rel).all(|(p, c)| component_matches(p, c))
-                && rule.class.writes() != writes
-        });
-        match covering {
-            _ if mixed => Decision::Mixed,
-            Some((rule, _, _)) => Decision::Covered(rule),
-            None => Decision::Unclassified,
-        }
+        covering.map(|(rule, _, _)| rule)
     }
 
     /// The next components of the rules below `rel` (for a directory whose own names are
@@ -185,18 +194,8 @@ fn visit(
     out: &mut Vec<Found>,
 ) {
     let here: Vec<&OsStr> = rel.iter().collect();
-    let writes = match dir.decide(&here) {
-        _ if here.is_empty() => false,
-        Decision::Covered(rule) => rule.class.writes(),
-        _ => {
-            // Mixed: what covers it decides for the names no rule below names.
-            let mut parent_rules = dir.clone();
-            parent_rules
-                .rules
-                .retain(|r| components(&r.path).len() <= here.len());
-            matches!(parent_rules.decide(&here), Decision::Covered(r) if r.class.writes())
-        }
-    };
+    // What covers this directory decides for the names no rule below it names.
+    let writes = dir.covering(&here).is_some_and(|r| r.class.writes());
     let below = dir.names_below(&here);
     let names: Vec<(OsString, bool)> = if !writes || below.iter().any(|n| n.ends_with('*')) {
         lister.list(rel, WALK_MAX_ENTRIES).unwrap_or_default()
