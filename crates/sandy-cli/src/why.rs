@@ -393,6 +393,7 @@ mod inside {
                 .protections
                 .iter()
                 .map(|p| Protection {
+                    at_launch: false,
                     path: p.path.clone(),
                     kind: p.kind,
                     origin: p.origin,

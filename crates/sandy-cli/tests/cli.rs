@@ -833,7 +833,7 @@ fn dry_run_prints_the_documented_document() {
                 "enforcement",
             ])
         );
-        assert_eq!(doc["dry_run_schema_version"], json!(2));
+        assert_eq!(doc["dry_run_schema_version"], json!(3));
         let command = doc["command"].as_str().unwrap();
         assert!(
             Path::new(command).is_absolute() && command.ends_with("/sh"),

@@ -299,12 +299,15 @@ fn the_codex_stand_in_move_back_never_follows_a_swapped_link() {
             &[&codex, ".sandy-codex-home-", "", "trap", &ssh],
         );
         // Codex runs, six at a time: each makes, locks and empties back its own stand-in
-        // while the others recover stale ones and the adversary swaps.
+        // while the others recover stale ones and the adversary swaps. They write a name
+        // Codex writes (`state_*`): one it does not is never moved back (default-deny).
+        // Every launch starts although the adversary's names in `~/.codex` (its link, and
+        // stand-ins swapped to its name) change between Sandy's look and the mounts.
         for batch in 0..4 {
             let runs: Vec<_> = (0..6)
                 .map(|j| {
                     let i = batch * 6 + j;
-                    let script = format!("echo {i} > \"$CODEX_HOME/made-{i}\"; sleep 0.05");
+                    let script = format!("echo {i} > \"$CODEX_HOME/state_made-{i}\"; sleep 0.05");
                     let mut cmd =
                         w.sandy(["run", "--profile", "codex", "--", "/bin/sh", "-c", &script]);
                     cmd.stdout(Stdio::null()).stderr(Stdio::piped());
@@ -323,7 +326,7 @@ fn the_codex_stand_in_move_back_never_follows_a_swapped_link() {
         // A killed run's stand-in, recovered at the next launch while the swaps go on.
         let stale = w.home.join(".codex/.sandy-codex-home-999999999");
         std::fs::create_dir(&stale).unwrap();
-        std::fs::write(stale.join("left-by-a-killed-run"), "x").unwrap();
+        std::fs::write(stale.join("state_left-by-a-killed-run"), "x").unwrap();
         w.chown_all();
         let o = run(w, &["--profile", "codex", "--", "true"]);
         assert_code(&o, 0, "a launch that recovers a stand-in");
@@ -349,13 +352,14 @@ fn the_codex_stand_in_move_back_never_follows_a_swapped_link() {
         // stand-in stayed.
         let mut landed = 0;
         for i in 0..24 {
-            if let Ok(text) = std::fs::read_to_string(w.home.join(format!(".codex/made-{i}"))) {
+            if let Ok(text) = std::fs::read_to_string(w.home.join(format!(".codex/state_made-{i}")))
+            {
                 assert_eq!(text, format!("{i}\n"));
                 landed += 1;
             }
         }
         assert!(landed > 0, "no run's write reached ~/.codex");
-        assert!(w.home.join(".codex/left-by-a-killed-run").exists());
+        assert!(w.home.join(".codex/state_left-by-a-killed-run").exists());
         let stand_ins = stand_ins_in(&w.home.join(".codex"));
         assert!(stand_ins.is_empty(), "{stand_ins:?}");
     });

@@ -72,6 +72,10 @@ pub struct MountPlan {
     pub pin_roots: Vec<PathBuf>,
     /// Read-only protected names (not resolved through symlinks).
     pub read_only: Vec<PathBuf>,
+    /// Read-only names taken at launch from an agent's state directory: whatever is at
+    /// each when the sandbox is set up is protected; one that is gone, or leads nowhere,
+    /// is skipped ([`sandy_policy::Protection::at_launch`]).
+    pub at_launch: Vec<PathBuf>,
     /// Denied names, whose objects are covered by an empty read-only mount.
     pub masks: Vec<PathBuf>,
     /// Prepared copies bound over host files: (source, target). A writable one is also a
@@ -115,57 +119,105 @@ pub enum ProtectionStep {
     ReadOnly(PathBuf),
     /// A denied object, covered by an empty read-only mount.
     Mask(PathBuf),
+    /// A component on the way to a name taken at launch ([`MountPlan::at_launch`]):
+    /// pinned as whatever it is when applied (a directory bound onto itself, a link pinned
+    /// as a link); skipped when it is gone or neither.
+    AtLaunchPin(PathBuf),
+    /// A name taken at launch, or the object it leads to: whatever is there when applied
+    /// is protected (a link pinned as a link, anything else read-only with everything
+    /// below it); skipped when it is gone.
+    AtLaunch(PathBuf),
+}
+
+impl ProtectionStep {
+    fn path(&self) -> &Path {
+        match self {
+            ProtectionStep::PinDirectory(p)
+            | ProtectionStep::PinSymlink { path: p, .. }
+            | ProtectionStep::ReadOnly(p)
+            | ProtectionStep::Mask(p)
+            | ProtectionStep::AtLaunchPin(p)
+            | ProtectionStep::AtLaunch(p) => p,
+        }
+    }
 }
 
 /// Walks every protected name of the plan (see [`sandy_policy::chain`]) and orders what
 /// must be mounted: every pin first, outermost first, so that a later mount never hides
 /// an earlier one; then the read-only objects, then the masks. Pure: the filesystem is
 /// looked at only through `fs`. A name that cannot be protected (a loop, a dangling link)
-/// is an error: nothing is silently protected less.
+/// is an error: nothing is silently protected less. The exception are names taken at
+/// launch from an agent's state directory ([`MountPlan::at_launch`]), which only a
+/// concurrent run can have changed since: one that leads nowhere now is pinned itself.
 pub fn protection_steps(
     plan: &MountPlan,
     fs: &dyn PathInspector,
 ) -> Result<Vec<ProtectionStep>, ChainError> {
-    let mut pins: Vec<Pin> = Vec::new();
-    let mut read_only: Vec<PathBuf> = Vec::new();
+    let mut pins: Vec<ProtectionStep> = Vec::new();
+    let mut objects: Vec<ProtectionStep> = Vec::new();
     let mut masks: Vec<PathBuf> = Vec::new();
     let named = plan
         .read_only
         .iter()
-        .map(|p| (p, false))
-        .chain(plan.masks.iter().map(|p| (p, true)));
-    for (name, mask) in named {
+        .map(|p| (p, Kind::ReadOnly))
+        .chain(plan.masks.iter().map(|p| (p, Kind::Mask)))
+        .chain(plan.at_launch.iter().map(|p| (p, Kind::AtLaunch)));
+    let add = |step: ProtectionStep, list: &mut Vec<ProtectionStep>| {
+        // A strict step comes first and wins over an at-launch one for the same path.
+        if !list.iter().any(|s| s.path() == step.path()) {
+            list.push(step);
+        }
+    };
+    for (name, kind) in named {
         // A sensitive path under a replaced directory (a home in /tmp) is out of sight
         // already.
         if plan.out_of_sight(name) {
             continue;
         }
-        let walked = chain(name, &plan.pin_roots, &|p| plan.out_of_sight(p), fs)?;
-        for pin in walked.pins {
-            if !pins.contains(&pin) {
-                pins.push(pin);
+        let walked = match chain(name, &plan.pin_roots, &|p| plan.out_of_sight(p), fs) {
+            Ok(walked) => walked,
+            Err(_) if kind == Kind::AtLaunch => {
+                add(ProtectionStep::AtLaunch(name.clone()), &mut objects);
+                continue;
             }
+            Err(e) => return Err(e),
+        };
+        for pin in walked.pins {
+            let step = match (kind, pin) {
+                (Kind::AtLaunch, pin) => ProtectionStep::AtLaunchPin(pin.path().to_path_buf()),
+                (_, Pin::Directory(p)) => ProtectionStep::PinDirectory(p),
+                (_, Pin::Symlink { path, target }) => ProtectionStep::PinSymlink { path, target },
+            };
+            add(step, &mut pins);
         }
         if let Some(object) = walked.object {
-            let list = if mask { &mut masks } else { &mut read_only };
-            if !list.contains(&object) {
-                list.push(object);
+            match kind {
+                Kind::Mask => {
+                    if !masks.contains(&object) {
+                        masks.push(object);
+                    }
+                }
+                Kind::ReadOnly => add(ProtectionStep::ReadOnly(object), &mut objects),
+                Kind::AtLaunch => add(ProtectionStep::AtLaunch(object), &mut objects),
             }
         }
     }
     // Outermost first; a stable sort keeps the walk's order among equals.
     let depth = |p: &Path| p.components().count();
     pins.sort_by_key(|p| depth(p.path()));
-    read_only.sort_by_key(|p| depth(p));
+    objects.sort_by_key(|p| depth(p.path()));
     Ok(pins
         .into_iter()
-        .map(|pin| match pin {
-            Pin::Directory(p) => ProtectionStep::PinDirectory(p),
-            Pin::Symlink { path, target } => ProtectionStep::PinSymlink { path, target },
-        })
-        .chain(read_only.into_iter().map(ProtectionStep::ReadOnly))
+        .chain(objects)
         .chain(masks.into_iter().map(ProtectionStep::Mask))
         .collect())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    ReadOnly,
+    Mask,
+    AtLaunch,
 }
 
 /// Computes the mounts for a manifest. Pure.
@@ -229,11 +281,13 @@ pub fn mount_plan(manifest: &ValidatedManifest) -> MountPlan {
         .map(|g| g.path.as_path())
         .collect();
     let mut read_only = Vec::new();
+    let mut at_launch = Vec::new();
     let mut masks = Vec::new();
     for protection in &m.protections {
         let path = protection.path.as_path().to_path_buf();
         let list = match protection.kind {
             ProtectionKind::Deny => &mut masks,
+            ProtectionKind::ReadOnly if protection.at_launch => &mut at_launch,
             ProtectionKind::ReadOnly => &mut read_only,
         };
         if !list.contains(&path) {
@@ -261,6 +315,7 @@ pub fn mount_plan(manifest: &ValidatedManifest) -> MountPlan {
         writable: writable_all,
         pin_roots: writable.iter().map(|p| p.to_path_buf()).collect(),
         read_only,
+        at_launch,
         masks,
         views,
         policy_document: m.policy_document.clone(),
@@ -785,7 +840,7 @@ fn apply_protection(step: &ProtectionStep) -> Result<(), LinuxError> {
             if Path::new(&now) != target {
                 return Err(changed(path, "now points elsewhere"));
             }
-            sys::mount::pin_symlink(fd.as_fd(), path)
+            sys::mount::pin_symlink(fd.as_fd())
                 .map_err(mount_err("cannot pin the symbolic link", path))
         }
         ProtectionStep::ReadOnly(path) => {
@@ -793,11 +848,32 @@ fn apply_protection(step: &ProtectionStep) -> Result<(), LinuxError> {
             if kind == SFlag::S_IFLNK {
                 return Err(changed(path, "is now a symbolic link"));
             }
-            bind(&fd_path(&fd), &fd_path(&fd))?;
             // Everything below a read-only object is read-only too, pins of other names
             // included.
-            sys::set_mount_read_only(path, true, true)
-                .map_err(mount_err("cannot make read-only", path))
+            sys::mount::bind_read_only(fd.as_fd()).map_err(mount_err("cannot make read-only", path))
+        }
+        ProtectionStep::AtLaunchPin(path) => {
+            let Ok((fd, kind)) = open_nofollow(path) else {
+                return Ok(());
+            };
+            match kind {
+                SFlag::S_IFDIR => bind(&fd_path(&fd), &fd_path(&fd)),
+                SFlag::S_IFLNK => sys::mount::pin_symlink(fd.as_fd())
+                    .map_err(mount_err("cannot pin the symbolic link", path)),
+                _ => Ok(()),
+            }
+        }
+        ProtectionStep::AtLaunch(path) => {
+            let Ok((fd, kind)) = open_nofollow(path) else {
+                return Ok(());
+            };
+            if kind == SFlag::S_IFLNK {
+                sys::mount::pin_symlink(fd.as_fd())
+                    .map_err(mount_err("cannot pin the symbolic link", path))
+            } else {
+                sys::mount::bind_read_only(fd.as_fd())
+                    .map_err(mount_err("cannot make read-only", path))
+            }
         }
         ProtectionStep::Mask(path) => {
             let (fd, kind) = open_nofollow(path)?;
@@ -850,14 +926,22 @@ mod tests {
                 ManifestProtection {
                     path: "/home/u/.ssh".into(),
                     kind: ProtectionKind::Deny,
+                    at_launch: false,
                 },
                 ManifestProtection {
                     path: "/tmp/w/proj/.git/hooks".into(),
                     kind: ProtectionKind::ReadOnly,
+                    at_launch: false,
                 },
                 ManifestProtection {
                     path: "/tmp/w/proj/.git/config".into(),
                     kind: ProtectionKind::ReadOnly,
+                    at_launch: false,
+                },
+                ManifestProtection {
+                    path: "/home/u/.codex/.env".into(),
+                    kind: ProtectionKind::ReadOnly,
+                    at_launch: true,
                 },
             ],
             private_tmp: "/tmp/sandy-1".into(),
@@ -903,6 +987,7 @@ mod tests {
                     "/tmp/w/proj/.git/hooks".into(),
                     "/tmp/w/proj/.git/config".into(),
                 ],
+                at_launch: vec!["/home/u/.codex/.env".into()],
                 masks: vec!["/home/u/.ssh".into()],
                 views: vec![],
                 policy_document: None,
@@ -957,6 +1042,15 @@ mod tests {
                 "/p/.git/config".into(),
                 "/h/.claude/settings.json".into(),
             ],
+            // Taken at launch from the state directory: one also protected strictly, one
+            // that leads through a link, one whose link leads nowhere now, one in a loop.
+            at_launch: vec![
+                "/h/.claude/settings.json".into(),
+                "/h/.claude/rules".into(),
+                "/h/.claude/agents/x".into(),
+                "/h/.claude/gone".into(),
+                "/h/.claude/loop".into(),
+            ],
             masks: vec!["/h/.ssh".into(), "/tmp/home/.ssh".into()],
             views: vec![],
             policy_document: None,
@@ -980,11 +1074,18 @@ mod tests {
             ("/h/.ssh", Some("/h/vault/ssh")),
             ("/h/vault", None),
             ("/h/vault/ssh", None),
+            ("/h/.claude/rules", None),
+            ("/h/.claude/agents", Some("/p/agents")),
+            ("/p/agents", None),
+            ("/p/agents/x", None),
+            ("/h/.claude/gone", Some("/h/nowhere")),
+            ("/h/.claude/loop", Some("/h/.claude/loop")),
         ]);
         assert_eq!(
             protection_steps(&plan, &fs).unwrap(),
             vec![
                 ProtectionStep::PinDirectory("/p/.git".into()),
+                ProtectionStep::AtLaunchPin("/p/agents".into()),
                 ProtectionStep::PinSymlink {
                     path: "/p/.git/hooks".into(),
                     target: "../githooks".into()
@@ -993,12 +1094,18 @@ mod tests {
                     path: "/h/.claude/settings.json".into(),
                     target: "/h/dotfiles/claude/settings.json".into()
                 },
+                ProtectionStep::AtLaunchPin("/h/.claude/agents".into()),
                 ProtectionStep::ReadOnly("/p/githooks".into()),
                 ProtectionStep::ReadOnly("/p/.git/config".into()),
+                ProtectionStep::AtLaunch("/h/.claude/rules".into()),
+                ProtectionStep::AtLaunch("/p/agents/x".into()),
+                ProtectionStep::AtLaunch("/h/.claude/gone".into()),
+                ProtectionStep::AtLaunch("/h/.claude/loop".into()),
                 ProtectionStep::ReadOnly("/h/dotfiles/claude/settings.json".into()),
                 ProtectionStep::Mask("/h/vault/ssh".into()),
             ]
         );
+        // A strictly protected name in a loop stops the launch.
         let looped = Fake(vec![("/p", None), ("/p/.git", Some("/p/.git"))]);
         let err = protection_steps(&plan, &looped).unwrap_err();
         assert!(err.to_string().contains("symbolic links"), "{err}");

@@ -432,6 +432,7 @@ pub(crate) fn plan_caches(
                     let inner = dir.join(rel);
                     if !created && fs.kind(&inner).is_some() {
                         plan.protections.push(Protection {
+                            at_launch: false,
                             path: inner,
                             kind: ProtectionKind::ReadOnly,
                             origin: Origin::Baseline,

@@ -186,6 +186,7 @@ pub fn attach_kontext(
         });
         if writable && !policy.protections.iter().any(|p| p.path == name) {
             policy.protections.push(Protection {
+                at_launch: false,
                 exists: true,
                 path: name,
                 kind: ProtectionKind::ReadOnly,

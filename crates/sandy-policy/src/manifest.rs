@@ -43,6 +43,11 @@ pub struct ManifestGrant {
 pub struct ManifestProtection {
     pub path: OsBytes,
     pub kind: ProtectionKind,
+    /// A name taken at launch from an agent's state directory: whatever is there when
+    /// the sandbox is set up is protected, and a name gone by then is skipped
+    /// ([`crate::Protection::at_launch`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub at_launch: bool,
 }
 
 /// A file the bootstrap binds over `target`: a copy the supervisor prepared at `source`
@@ -157,6 +162,7 @@ impl LaunchManifest {
                 .map(|p| ManifestProtection {
                     path: p.path.as_path().into(),
                     kind: p.kind,
+                    at_launch: p.at_launch,
                 })
                 .collect(),
             private_tmp: policy.private_tmp.as_path().into(),
@@ -430,6 +436,7 @@ mod tests {
             protections: vec![ManifestProtection {
                 path: "/work/p/.git/hooks".into(),
                 kind: ProtectionKind::ReadOnly,
+                at_launch: false,
             }],
             private_tmp: "/tmp/sandy-1".into(),
             runtime_dir: None,

@@ -100,6 +100,14 @@ pub struct Protection {
     /// profile's protection names the profile and the reason the profile gives).
     #[serde(default)]
     pub reason: Option<String>,
+    /// Read-only because the name existed at launch in an agent's state directory and no
+    /// rule lets the agent write it ([`crate::statedirs`]): what is protected is whatever
+    /// is at the name when the sandbox is set up. A concurrent run may create, swap or
+    /// remove such a name (it can write only names that are new in its own run); that
+    /// never stops a launch, and a name gone by then is left unprotected (the sweep after
+    /// the run and the comparison with the launch state name what appears there).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub at_launch: bool,
 }
 
 /// Something the supervisor creates on the host before launch because the agent's profile

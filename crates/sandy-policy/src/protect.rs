@@ -79,6 +79,7 @@ pub fn git_protections(
         }
         let exists = fs.kind(&path).is_some() || fs.read_link(&path).is_some();
         out.push(Protection {
+            at_launch: false,
             path,
             kind: ProtectionKind::ReadOnly,
             origin: Origin::Project,

@@ -202,6 +202,7 @@ pub fn resolve(
                 .map(|p| (p, Some(OWN_MASK_REASON.to_owned()))),
         )
         .map(|(p, reason)| Protection {
+            at_launch: false,
             path: p.clone(),
             kind: ProtectionKind::Deny,
             origin: Origin::Baseline,
@@ -470,6 +471,7 @@ pub fn resolve(
     let grants = grants.into_vec();
     let mut protections = masks;
     protections.extend(runs_mask.map(|path| Protection {
+        at_launch: false,
         path,
         kind: ProtectionKind::Deny,
         origin: Origin::Baseline,
@@ -547,6 +549,7 @@ pub fn resolve(
         });
         if writable && !protections.iter().any(|p| p.path == canonical) {
             protections.push(Protection {
+                at_launch: false,
                 path: canonical.clone(),
                 kind: ProtectionKind::ReadOnly,
                 origin: Origin::Baseline,

@@ -123,15 +123,15 @@ pub(crate) fn raw_syscall_errno(nr: libc::c_long, args: [libc::c_long; 3]) -> i3
 
 /// `struct mount_attr` (linux/mount.h).
 #[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
+pub(super) struct MountAttr {
+    pub(super) attr_set: u64,
+    pub(super) attr_clr: u64,
+    pub(super) propagation: u64,
+    pub(super) userns_fd: u64,
 }
 
-const MOUNT_ATTR_RDONLY: u64 = 0x0000_0001;
-const AT_RECURSIVE: libc::c_uint = 0x8000;
+pub(super) const MOUNT_ATTR_RDONLY: u64 = 0x0000_0001;
+pub(super) const AT_RECURSIVE: libc::c_uint = 0x8000;
 
 /// Sets or clears the read-only attribute of the mount at `path`, and with `recursive` of
 /// every mount below it too (`mount_setattr(2)`).

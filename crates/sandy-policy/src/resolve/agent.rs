@@ -202,6 +202,7 @@ impl Ctx<'_> {
                 // protects what it points to.
                 let exists = self.fs.exists(&path);
                 Some(Protection {
+                    at_launch: false,
                     path,
                     kind: p.kind,
                     origin: Origin::Profile,
@@ -226,6 +227,7 @@ impl Ctx<'_> {
             if !protections.iter().any(|p| p.path == path) {
                 let exists = self.fs.exists(&path);
                 protections.push(Protection {
+                    at_launch: false,
                     path,
                     kind: crate::policy::ProtectionKind::ReadOnly,
                     origin: Origin::Profile,
@@ -755,10 +757,11 @@ impl Ctx<'_> {
             );
             for f in found {
                 let path = root.join(&f.rel);
-                // A dangling link cannot carry a mount; the run cannot create its target
-                // through it unless that lies in a writable tree (where it is named).
-                if self.fs.kind(&path).is_some() && !protections.iter().any(|p| p.path == path) {
+                // Whatever is at the name when the sandbox is set up is protected (a
+                // link, dangling or not, is pinned as a link; see `Protection::at_launch`).
+                if !protections.iter().any(|p| p.path == path) {
                     protections.push(Protection {
+                        at_launch: true,
                         path,
                         kind: crate::policy::ProtectionKind::ReadOnly,
                         origin: Origin::Profile,
@@ -862,6 +865,7 @@ impl Ctx<'_> {
             if named.insert(path.clone()) {
                 let exists = self.fs.exists(&path);
                 out.push(Protection {
+                    at_launch: false,
                     path,
                     kind: crate::policy::ProtectionKind::ReadOnly,
                     origin: Origin::Profile,

@@ -242,6 +242,7 @@ fn plain_run_resolves_to_the_default_policy() {
         ],
         protections: vec![
             Protection {
+                at_launch: false,
                 path: "/home/u/.ssh".into(),
                 kind: ProtectionKind::Deny,
                 origin: Origin::Baseline,
@@ -250,6 +251,7 @@ fn plain_run_resolves_to_the_default_policy() {
                 reason: None,
             },
             Protection {
+                at_launch: false,
                 path: "/home/u/proj/.git".into(),
                 kind: ProtectionKind::ReadOnly,
                 origin: Origin::Project,
@@ -258,6 +260,7 @@ fn plain_run_resolves_to_the_default_policy() {
                 reason: None,
             },
             Protection {
+                at_launch: false,
                 path: "/home/u/proj/.gitmodules".into(),
                 kind: ProtectionKind::ReadOnly,
                 origin: Origin::Project,
@@ -385,6 +388,7 @@ fn explicit_grants_must_exist_and_never_expose_secrets() {
         .grants
         .contains(&g("/home/u", Access::Read, Scope::Subtree, Origin::Flag)));
     assert!(policy.protections.contains(&Protection {
+        at_launch: false,
         path: "/home/u/.ssh".into(),
         kind: ProtectionKind::Deny,
         origin: Origin::Baseline,
@@ -695,6 +699,7 @@ fn a_toolchain_root_holding_credentials_is_granted_with_them_masked() {
         Origin::Path
     )));
     assert!(policy.protections.contains(&Protection {
+        at_launch: false,
         path: "/home/u/.cargo/credentials.toml".into(),
         kind: ProtectionKind::Deny,
         origin: Origin::Baseline,
@@ -1458,6 +1463,7 @@ fn a_startup_file_in_a_writable_tree_is_protected_under_its_name_and_its_file() 
         ]
     );
     let ro = |path: &str, exists: bool| Protection {
+        at_launch: false,
         path: path.into(),
         kind: ProtectionKind::ReadOnly,
         origin: Origin::Baseline,
@@ -1475,6 +1481,7 @@ fn a_startup_file_in_a_writable_tree_is_protected_under_its_name_and_its_file() 
         baseline,
         vec![
             Protection {
+                at_launch: false,
                 kind: ProtectionKind::Deny,
                 ..ro("/home/u/.ssh", true)
             },

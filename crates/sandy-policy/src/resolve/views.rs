@@ -508,6 +508,7 @@ pub(super) fn finish_views(
         .collect();
     let in_root = |p: &Path| roots.iter().any(|r| p.starts_with(r));
     let read_only = |path: PathBuf, exists: bool| Protection {
+        at_launch: false,
         path,
         kind: ProtectionKind::ReadOnly,
         origin: Origin::Baseline,
@@ -639,6 +640,7 @@ mod tests {
 
     fn mask(path: &str) -> Protection {
         Protection {
+            at_launch: false,
             path: path.into(),
             kind: ProtectionKind::Deny,
             origin: Origin::Baseline,
