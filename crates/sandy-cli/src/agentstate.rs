@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use sandy_policy::statedirs::{walk, Decision, StateLister};
+use sandy_policy::statedirs::{walk, Decision, StateClass, StateLister};
 use sandy_policy::statemerge::{display, merge_json, merge_toml, KeyPath};
 use sandy_policy::text::Shown;
 use sandy_policy::{Placeholder, ResolvedPolicy, StateFile, StateFormat};
@@ -19,6 +19,8 @@ use crate::views::PreparedViews;
 
 /// The largest state file Sandy merges.
 const MAX_STATE_BYTES: usize = 4 * 1024 * 1024;
+/// The most of a login file read to compare its account.
+const LOGIN_MAX: usize = 1024 * 1024;
 
 /// What [`create_at_launch`] created.
 pub struct Created {
@@ -424,6 +426,34 @@ impl StandIn {
                     .iter()
                     .any(|p| p.path == real || p.path.starts_with(&real))
         };
+        let state_dir = policy.agent_state.iter().find(|d| d.root == mirror_path);
+        // A login that names another account than the real one at launch (the run
+        // replaced Sandy's link to it): never moved back.
+        let other_account = |name: &OsStr| {
+            let Some(account) =
+                state_dir.and_then(|d| d.accounts.iter().find(|a| OsStr::new(&a.path) == name))
+            else {
+                return false;
+            };
+            let read = |dir: &Dir| dir.read(name, LOGIN_MAX).ok().flatten();
+            let was = read(&self.mirror)
+                .map(|b| sandy_policy::statedirs::account_identity(&b, &account.identity))
+                .unwrap_or_default();
+            let now = read(&self.dir)
+                .map(|b| sandy_policy::statedirs::account_identity(&b, &account.identity))
+                .unwrap_or_default();
+            !was.is_empty() && now != was
+        };
+        // Memory and the login the run replaced: named.
+        let watched = |name: &OsStr| {
+            state_dir.is_some_and(|d| {
+                matches!(
+                    d.decide(&[name]),
+                    Decision::Covered(rule)
+                        if matches!(rule.class, StateClass::Watched | StateClass::Login)
+                )
+            })
+        };
         let mut not_kept = Vec::new();
         let mut failed = Vec::new();
         let entries = self
@@ -444,8 +474,25 @@ impl StandIn {
                 not_kept.push(Shown(&real).to_string());
                 continue;
             }
+            if other_account(name) {
+                say!(
+                    "refused: the run signed {} in to another account; the login from before \
+                     the run stays (a refresh of the same account is kept; sign in to another \
+                     account outside Sandy)",
+                    Shown(&real)
+                );
+                continue;
+            }
+            let replaced = watched(name) && self.mirror.entry(name).ok().flatten().is_some();
             if self.dir.rename(name, &self.mirror, name).is_err() {
                 failed.push(Shown(&real).to_string());
+            } else if replaced {
+                say!(
+                    "note: {} was replaced inside the sandbox ({}'s memory or login, which \
+                     its next launch reads); review it",
+                    Shown(&real),
+                    policy.profile.name
+                );
             }
         }
         let here = mirror_path.join(&self.name);

@@ -310,6 +310,9 @@ pub struct Snapshot {
     /// Files and directories the agent may write that its next launch reads (memory, the
     /// login), with the reason: every change in them is named.
     watched: BTreeMap<PathBuf, String>,
+    /// Login files that name their account, with the keys that do
+    /// ([`sandy_policy::statedirs::Account`]).
+    accounts: BTreeMap<PathBuf, Vec<String>>,
     env: Vec<(OsString, OsString)>,
     /// Where the pre-run copies of this run go (`sandy restore`).
     state: Option<PathBuf>,
@@ -388,6 +391,14 @@ pub fn before(policy: &ResolvedPolicy, host: &HostContext, walked: Vec<walk::Rec
         add(path);
         watched.insert(path.clone(), reason.clone());
     }
+    let mut accounts = BTreeMap::new();
+    for dir in &policy.agent_state {
+        for account in &dir.accounts {
+            let path = dir.root.join(&account.path);
+            add(&path);
+            accounts.insert(path, account.identity.clone());
+        }
+    }
     // The scanned trees' own ways, from which anything new in them is reached after the
     // run.
     for root in &host.git.scanned {
@@ -429,6 +440,7 @@ pub fn before(policy: &ResolvedPolicy, host: &HostContext, walked: Vec<walk::Rec
         ways: looker.ways,
         later,
         watched,
+        accounts,
         env: host.env.clone(),
         state: host
             .home
@@ -525,6 +537,11 @@ pub fn after(snapshot: Snapshot) {
     let saved = save_copies(&snapshot, &looker, &changes, &run_id);
     for c in &changes {
         reported.insert(c.path.clone());
+        if let Some(keys) = snapshot.accounts.get(&c.path) {
+            if account_replaced(&looker, c, keys) {
+                continue;
+            }
+        }
         if let Some((_, reason)) = snapshot.watched.iter().find(|(w, _)| c.path.starts_with(w)) {
             say!(
                 "note: {} was {} inside the sandbox: {reason}; review it{}",
@@ -582,6 +599,57 @@ pub fn after(snapshot: Snapshot) {
     }
     report_new_repositories(&snapshot, &mut looker, &mut reported);
     report_operations_in_progress(&snapshot, &mut looker);
+}
+
+/// A login file that named an account at launch and names another one now (or none):
+/// the run signed in to another account. The launch's file is put back where its name
+/// led at launch, through a handle, and the line says so; `true` when the change was
+/// handled here. A first login, a refresh of the same account, a logout, and a login that
+/// never named its account are left to the ordinary note.
+fn account_replaced(looker: &Looker<'_>, c: &Change, keys: &[String]) -> bool {
+    use sandy_policy::statedirs::account_identity;
+    let State::File {
+        content: Some(before),
+        mode,
+        ..
+    } = &c.was
+    else {
+        return false;
+    };
+    let was = account_identity(before, keys);
+    if was.is_empty() {
+        return false;
+    }
+    let now = match &c.now {
+        State::Absent => return false,
+        State::File {
+            content: Some(after),
+            ..
+        } => account_identity(after, keys),
+        _ => Default::default(),
+    };
+    if now == was {
+        return false;
+    }
+    let put_back = looker
+        .location(&c.path)
+        .and_then(|at| Some((at.parent()?.to_path_buf(), at.file_name()?.to_os_string())))
+        .ok_or_else(|| std::io::Error::other("its place at launch is unknown"))
+        .and_then(|(parent, name)| Dir::open_exact(&parent)?.replace(&name, before, *mode, None));
+    match put_back {
+        Ok(()) => say!(
+            "refused: the run signed {} in to another account; the login from before the \
+             run is back (a refresh of the same account is kept; sign in to another account \
+             outside Sandy)",
+            Shown(&c.path)
+        ),
+        Err(e) => say!(
+            "warning: the run signed {} in to another account, and the login from before the \
+             run could not be put back ({e}); review it before the next launch",
+            Shown(&c.path)
+        ),
+    }
+    true
 }
 
 /// Where git keeps an operation in progress, in a git directory (per worktree):

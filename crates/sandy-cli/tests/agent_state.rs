@@ -1687,3 +1687,145 @@ fn agent_state_is_default_deny() {
         assert!(gemini.join("tmp/t").exists());
     });
 }
+
+/// A login may be refreshed inside, but a run that signs the agent in to another account
+/// has the login from before the run put back, and says so: Codex's ChatGPT account and
+/// its API key (also when the run replaces the link Codex's stand-in directory holds),
+/// Gemini's Google account, OpenCode's provider key. A first login made inside stays
+/// (the ordinary first launch).
+#[test]
+fn a_login_for_another_account_is_put_back_and_a_refresh_is_kept() {
+    for_each_user(|w| {
+        let codex_auth = |account: &str, token: &str| {
+            format!(
+                r#"{{"OPENAI_API_KEY":null,"tokens":{{"account_id":"{account}","access_token":"{token}"}}}}"#
+            )
+        };
+        w.write("home/.codex/auth.json", &codex_auth("acc-1", "old"));
+        w.write(
+            "home/.gemini/google_accounts.json",
+            r#"{"active":"me@example.com","old":[]}"#,
+        );
+        w.write(
+            "home/.local/share/opencode/auth.json",
+            r#"{"anthropic":{"type":"api","key":"k-mine"}}"#,
+        );
+        let auth = w.home.join(".codex/auth.json");
+        // A refresh of the same account is kept, and named.
+        let script = format!(
+            "printf '%s' '{}' > \"$CODEX_HOME/auth.json\"",
+            codex_auth("acc-1", "new")
+        );
+        let o = run(
+            w,
+            &["--profile", "codex", "--", "/bin/sh", "-c", &script],
+            &[],
+        );
+        assert_code(&o, 0, "a refresh");
+        assert_eq!(
+            std::fs::read_to_string(&auth).unwrap(),
+            codex_auth("acc-1", "new")
+        );
+        let err = stderr(&o);
+        assert!(
+            err.contains(&format!("note: {} was changed", auth.display())),
+            "{err}"
+        );
+        // Another ChatGPT account written through the stand-in's link to the real file,
+        // the same in place of that link, then an API key in place of the account: the
+        // login from before the run is what stays.
+        for (replace, other) in [
+            ("", codex_auth("acc-evil", "t")),
+            (
+                "rm \"$CODEX_HOME/auth.json\"; ",
+                codex_auth("acc-evil", "t"),
+            ),
+            ("", r#"{"OPENAI_API_KEY":"sk-evil"}"#.to_owned()),
+        ] {
+            let script = format!("{replace}printf '%s' '{other}' > \"$CODEX_HOME/auth.json\"");
+            let o = run(
+                w,
+                &["--profile", "codex", "--", "/bin/sh", "-c", &script],
+                &[],
+            );
+            assert_code(&o, 0, "another account");
+            assert_eq!(
+                std::fs::read_to_string(&auth).unwrap(),
+                codex_auth("acc-1", "new"),
+                "{}",
+                stderr(&o)
+            );
+            let err = stderr(&o);
+            assert!(
+                err.contains(&format!(
+                    "refused: the run signed {} in to another account",
+                    auth.display()
+                )),
+                "{err}"
+            );
+            assert!(!err.contains("\x1b"), "{err}");
+        }
+        // Gemini's active Google account.
+        let accounts = w.home.join(".gemini/google_accounts.json");
+        let o = run(
+            w,
+            &[
+                "--profile",
+                "gemini",
+                "--",
+                "/bin/sh",
+                "-c",
+                "printf '%s' '{\"active\":\"evil@example.com\",\"old\":[]}' > ~/.gemini/google_accounts.json",
+            ],
+            &[],
+        );
+        assert_code(&o, 0, "the gemini run");
+        assert_eq!(
+            std::fs::read_to_string(&accounts).unwrap(),
+            r#"{"active":"me@example.com","old":[]}"#
+        );
+        assert!(
+            stderr(&o).contains("refused: the run signed"),
+            "{}",
+            stderr(&o)
+        );
+        // OpenCode: a provider's key replaced is put back; a new provider added is kept.
+        let opencode = w.home.join(".local/share/opencode/auth.json");
+        let o = run(
+            w,
+            &[
+                "--profile",
+                "opencode",
+                "--",
+                "/bin/sh",
+                "-c",
+                "printf '%s' '{\"anthropic\":{\"type\":\"api\",\"key\":\"k-evil\"}}' > ~/.local/share/opencode/auth.json",
+            ],
+            &[],
+        );
+        assert_code(&o, 0, "the opencode run");
+        assert_eq!(
+            std::fs::read_to_string(&opencode).unwrap(),
+            r#"{"anthropic":{"type":"api","key":"k-mine"}}"#,
+            "{}",
+            stderr(&o)
+        );
+        // A first login inside (no login at launch) stays, and is named.
+        std::fs::remove_file(&auth).unwrap();
+        let script = format!(
+            "printf '%s' '{}' > \"$CODEX_HOME/auth.json\"",
+            codex_auth("acc-2", "t")
+        );
+        let o = run(
+            w,
+            &["--profile", "codex", "--", "/bin/sh", "-c", &script],
+            &[],
+        );
+        assert_code(&o, 0, "a first login");
+        assert_eq!(
+            std::fs::read_to_string(&auth).unwrap(),
+            codex_auth("acc-2", "t")
+        );
+        assert!(!stderr(&o).contains("refused"), "{}", stderr(&o));
+    });
+}

@@ -187,6 +187,9 @@ fn reference_document() -> Value {
                     { "path": "memories_1.sqlite", "class": "watched", "why": "memory" },
                     { "path": "auth.json", "class": "login", "why": "the login" },
                     { "path": ".env", "class": "read_only", "why": "read at launch" }
+                ],
+                "accounts": [
+                    { "path": "auth.json", "identity": ["tokens.account_id", "OPENAI_API_KEY"] }
                 ]
             }
         ],

@@ -164,6 +164,7 @@ pub struct DryRunStateDir {
     pub profile: String,
     pub root: String,
     pub rules: Vec<crate::statedirs::StateRule>,
+    pub accounts: Vec<crate::statedirs::Account>,
 }
 
 /// Kontext (enabled when the supervisor verified an installation), Numbat (its hooks are
@@ -307,6 +308,7 @@ impl DryRunDocument {
                     profile: d.profile.clone(),
                     root: lossy(d.root.as_os_str()),
                     rules: d.rules.clone(),
+                    accounts: d.accounts.clone(),
                 })
                 .collect(),
             environment: DryRunEnvironment {

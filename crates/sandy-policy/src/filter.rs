@@ -372,7 +372,7 @@ fn base64_runs(line: &[u8]) -> Vec<Vec<u8>> {
 }
 
 /// Standard or URL-safe base64, with or without padding; `None` for anything else.
-fn decode_base64(text: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn decode_base64(text: &[u8]) -> Option<Vec<u8>> {
     let value = |b: u8| -> Option<u32> {
         Some(match b {
             b'A'..=b'Z' => u32::from(b - b'A'),

@@ -145,7 +145,18 @@ pub struct ProfileStateDir {
     /// What the agent reads at launch (configuration, instructions, code): read-only.
     #[serde(default)]
     pub read_only: Vec<String>,
+    /// Login files that name their account: a login for another account is put back.
+    #[serde(default)]
+    pub accounts: Vec<ProfileAccount>,
     pub why: String,
+}
+
+/// A login file of a state directory and the JSON keys that name its account.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileAccount {
+    pub path: String,
+    pub identity: Vec<String>,
 }
 
 /// A directory whose JavaScript/TypeScript files the agent loads as plugins: each one is

@@ -14,6 +14,10 @@
 //! - after the run the same walk runs again: a read-only name that did not exist at
 //!   launch (the run created it) is moved out of the state directory and named.
 //!
+//! A login file may name the account it signs in to ([`Account`]): a run may refresh the
+//! same account's tokens, but a login that names another account than the one at launch
+//! is put back after the run and named ([`account_identity`]).
+//!
 //! Rules are paths relative to the state directory, `/`-separated; a component `*`
 //! matches any one name, and one ending in `*` any name with that beginning. A rule
 //! covers its path and everything below it; the rule with the most components wins, and
@@ -64,6 +68,79 @@ pub struct AgentStateDir {
     /// The read-only names found at launch (relative), protected then: a read-only name
     /// found after the run that is not among them was created by the run.
     pub read_only_at_launch: Vec<PathBuf>,
+    /// The login files that name their account.
+    pub accounts: Vec<Account>,
+}
+
+/// A login file (relative to its state directory, `/`-separated) and the keys in it that
+/// name the account: dotted JSON key paths, a component `*` for any one key, and a
+/// component `NAME#jwt` for the payload of the JSON Web Token at `NAME` (Google's
+/// `id_token`, whose `sub` names the account).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Account {
+    pub path: String,
+    pub identity: Vec<String>,
+}
+
+/// The account a JSON login file names: every `key=value` its identity keys reach (a
+/// string, number or boolean value; `*` in a key path stands for the key found). Empty
+/// when the file is not a JSON object or names no account (a key-less login). Nothing is
+/// verified: the values are only compared with the same file's at launch.
+pub fn account_identity(bytes: &[u8], keys: &[String]) -> std::collections::BTreeSet<String> {
+    fn reach(
+        value: &serde_json::Value,
+        rest: &[&str],
+        at: String,
+        out: &mut std::collections::BTreeSet<String>,
+    ) {
+        let Some((first, rest)) = rest.split_first() else {
+            let scalar = match value {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Number(n) => n.to_string(),
+                serde_json::Value::Bool(b) => b.to_string(),
+                _ => return,
+            };
+            if !scalar.is_empty() {
+                out.insert(format!("{at}={scalar}"));
+            }
+            return;
+        };
+        let Some(object) = value.as_object() else {
+            return;
+        };
+        let join = |key: &str| {
+            if at.is_empty() {
+                key.to_owned()
+            } else {
+                format!("{at}.{key}")
+            }
+        };
+        if *first == "*" {
+            for (key, child) in object {
+                reach(child, rest, join(key), out);
+            }
+        } else if let Some(name) = first.strip_suffix("#jwt") {
+            let payload = object
+                .get(name)
+                .and_then(|v| v.as_str())
+                .and_then(|token| token.split('.').nth(1))
+                .and_then(|part| crate::filter::decode_base64(part.as_bytes()))
+                .and_then(|json| serde_json::from_slice::<serde_json::Value>(&json).ok());
+            if let Some(payload) = payload {
+                reach(&payload, rest, join(first), out);
+            }
+        } else if let Some(child) = object.get(*first) {
+            reach(child, rest, join(first), out);
+        }
+    }
+    let mut out = std::collections::BTreeSet::new();
+    if let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) {
+        for key in keys {
+            let parts: Vec<&str> = key.split('.').collect();
+            reach(&value, &parts, String::new(), &mut out);
+        }
+    }
+    out
 }
 
 /// What the rules say of one path.
@@ -272,6 +349,7 @@ mod tests {
                 rule(".credentials.json", StateClass::Login),
             ],
             read_only_at_launch: vec![],
+            accounts: vec![],
         }
     }
 
@@ -367,6 +445,66 @@ mod tests {
         assert_eq!(
             claude_project_key(Path::new("/work/my.app")),
             "-work-my-app"
+        );
+    }
+
+    #[test]
+    fn an_account_is_what_its_identity_keys_reach() {
+        let keys = vec!["tokens.account_id".to_owned(), "OPENAI_API_KEY".to_owned()];
+        let codex =
+            br#"{"OPENAI_API_KEY":null,"tokens":{"account_id":"acc-1","access_token":"a"}}"#;
+        assert_eq!(
+            account_identity(codex, &keys),
+            ["tokens.account_id=acc-1".to_owned()].into()
+        );
+        // A refresh keeps the account; another account, or a key, is another identity.
+        let refreshed = br#"{"tokens":{"account_id":"acc-1","access_token":"b"}}"#;
+        assert_eq!(
+            account_identity(refreshed, &keys),
+            account_identity(codex, &keys)
+        );
+        let other = br#"{"tokens":{"account_id":"acc-2","access_token":"b"}}"#;
+        assert_ne!(
+            account_identity(other, &keys),
+            account_identity(codex, &keys)
+        );
+        let key = br#"{"OPENAI_API_KEY":"sk-x"}"#;
+        assert_eq!(
+            account_identity(key, &keys),
+            ["OPENAI_API_KEY=sk-x".to_owned()].into()
+        );
+        // `*` for any provider; a file that is not JSON names none.
+        let any = vec!["*.key".to_owned()];
+        let opencode = br#"{"anthropic":{"type":"api","key":"k1"},"zen":{"type":"oauth"}}"#;
+        assert_eq!(
+            account_identity(opencode, &any),
+            ["anthropic.key=k1".to_owned()].into()
+        );
+        assert!(account_identity(b"not json", &any).is_empty());
+        // Google's id_token names the account in its payload (base64url JSON).
+        let jwt = |sub: &str| {
+            let payload: String = format!("{{\"sub\":\"{sub}\",\"iat\":1}}")
+                .bytes()
+                .collect::<Vec<u8>>()
+                .chunks(3)
+                .flat_map(|c| {
+                    const A: &[u8] =
+                        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+                    let n = c.iter().fold(0u32, |acc, &b| acc << 8 | u32::from(b))
+                        << (8 * (3 - c.len()));
+                    (0..=c.len()).map(move |i| A[(n >> (18 - 6 * i) & 63) as usize] as char)
+                })
+                .collect();
+            format!(r#"{{"access_token":"t","id_token":"eyJhbGciOiJSUzI1NiJ9.{payload}.sig"}}"#)
+        };
+        let google = vec!["id_token#jwt.sub".to_owned()];
+        assert_eq!(
+            account_identity(jwt("1234").as_bytes(), &google),
+            ["id_token#jwt.sub=1234".to_owned()].into()
+        );
+        assert_ne!(
+            account_identity(jwt("1234").as_bytes(), &google),
+            account_identity(jwt("5678").as_bytes(), &google)
         );
     }
 }

@@ -732,6 +732,14 @@ impl Ctx<'_> {
                 root: root.clone(),
                 rules,
                 read_only_at_launch: Vec::new(),
+                accounts: state
+                    .accounts
+                    .iter()
+                    .map(|a| crate::statedirs::Account {
+                        path: a.path.clone(),
+                        identity: a.identity.clone(),
+                    })
+                    .collect(),
             };
             for rule in dir.rules.iter().filter(|r| {
                 matches!(r.class, StateClass::Watched | StateClass::Login) && !r.path.contains('*')
