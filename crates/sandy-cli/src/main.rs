@@ -12,6 +12,7 @@
 
 #[macro_use]
 mod say;
+mod tty;
 
 mod agentstate;
 mod args;

@@ -110,6 +110,10 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // Blocking SIGCONT does not keep it from continuing the supervisor; it only makes the
     // continuation visible to the wait loop (job control).
     waited.add(Signal::SIGCONT);
+    // SIGTSTP too: the supervisor stops when the target does, after freezing the run
+    // ([`stop_with_target`]), never on its own (a Ctrl-Z the target ignores, a shell's,
+    // leaves the job running).
+    waited.add(Signal::SIGTSTP);
     for sig in FORWARDED {
         waited.add(sig);
     }
@@ -174,6 +178,8 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         .flatten()
         .map(|d| d.name().to_os_string())
         .collect();
+    // The user's terminal as it is before the run, put back after it (`tty`).
+    let terminal = crate::tty::Terminal::record();
     let status = spawn_and_wait(
         Launch {
             manifest: &manifest,
@@ -203,6 +209,9 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
             started: || views.release_bound(),
         },
     );
+    if let Some(terminal) = &terminal {
+        terminal.restore();
+    }
     proxy.report();
     // What the run put where a cache home keeps its configuration and programs.
     layers.keep_out_after_run();
@@ -563,7 +572,15 @@ fn wait_target(run: &mut Started, waited: &SigSet) -> Result<u8, SandyError> {
         if sig != Signal::SIGCHLD {
             // The target may already be gone; its exit arrives as SIGCHLD. SIGCONT: the
             // shell resumed the job; the target follows even if it left the job's
-            // process group.
+            // process group, and so does the rest of the run if it was frozen. SIGTSTP
+            // from the terminal reached the target already; sent again it does nothing
+            // more (a stop signal pending in a stopped process is dropped when it is
+            // continued).
+            if sig == Signal::SIGCONT {
+                if let Some(init) = run.init {
+                    let _ = kill(init, sandy_linux::THAW);
+                }
+            }
             let _ = kill(target, sig);
             continue;
         }
@@ -578,7 +595,9 @@ fn wait_target(run: &mut Started, waited: &SigSet) -> Result<u8, SandyError> {
                 Ok(WaitStatus::Signaled(p, sig, _)) if p == target => {
                     return Ok(signal_status(sig as i32))
                 }
-                Ok(WaitStatus::Stopped(p, sig)) if p == target => stop_with_target(target, sig),
+                Ok(WaitStatus::Stopped(p, sig)) if p == target => {
+                    stop_with_target(target, run.init, sig)
+                }
                 // The bootstrap or the init, ended early (killed from outside): without
                 // the init, the kernel kills the target with the namespace, and its
                 // status follows.
@@ -596,25 +615,47 @@ fn wait_target(run: &mut Started, waited: &SigSet) -> Result<u8, SandyError> {
     }
 }
 
-/// The target stopped by itself (`kill -TSTP $$`, an editor's Ctrl-Z in raw mode, a read
-/// from the terminal in the background): the supervisor stops with the same signal, so
-/// that the shell that started Sandy gets its prompt back and sees the job stopped. When
-/// the shell continues the supervisor (`fg`, `bg`), the supervisor continues the target.
-/// (After a Ctrl-Z from the terminal, both were stopped already.)
-fn stop_with_target(target: Pid, sig: Signal) {
+/// The target stopped (`kill -TSTP $$`, an editor's Ctrl-Z in raw mode, a read from the
+/// terminal in the background, Ctrl-Z from the terminal): the supervisor stops with it,
+/// so that the shell that started Sandy gets its prompt back and sees the job stopped.
+/// First the whole run is frozen through the sandbox's init: a process of the run in a
+/// session of its own (a daemon) that holds the terminal can then neither read what the
+/// user types at their prompt nor write to it while the job is stopped. When the shell
+/// continues the supervisor (`fg`, `bg`), the run is thawed and the target continued.
+///
+/// Sandy never stays stopped where nothing could continue it: without a controlling
+/// terminal (a run under `setsid`, a CI job) it does not stop at all, and in an orphaned
+/// process group the kernel discards the stop (SIGTSTP, never SIGSTOP, is what the
+/// supervisor raises); the run is then continued at once.
+fn stop_with_target(target: Pid, init: Option<Pid>, sig: Signal) {
     // A pending SIGCONT means the shell resumed the job after this stop was reported
     // (after a Ctrl-Z of the whole job, the supervisor may look before the target is
     // continued): the stop is over, and the wait loop passes SIGCONT on.
     if sandy_linux::sys::process::signal_pending(Signal::SIGCONT) {
         return;
     }
-    let own = match sig {
-        Signal::SIGTSTP | Signal::SIGTTIN | Signal::SIGTTOU => sig,
-        _ => Signal::SIGSTOP,
-    };
-    // A stop signal of the terminal is discarded in an orphaned process group, where no
-    // shell could continue us; then the target is continued at once.
-    let _ = nix::sys::signal::raise(own);
+    if crate::tty::controlling_terminal() {
+        let own = match sig {
+            Signal::SIGTTIN | Signal::SIGTTOU => sig,
+            _ => Signal::SIGTSTP,
+        };
+        if let Some(init) = init {
+            let _ = kill(init, sandy_linux::FREEZE);
+        }
+        // Blocked for the wait loop: raised and unblocked, it stops the supervisor here
+        // (or is discarded, in an orphaned process group), and is blocked again once the
+        // supervisor is continued.
+        let _ = nix::sys::signal::raise(own);
+        if own == Signal::SIGTSTP {
+            let mut one = SigSet::empty();
+            one.add(own);
+            let _ = one.thread_unblock();
+            let _ = one.thread_block();
+        }
+        if let Some(init) = init {
+            let _ = kill(init, sandy_linux::THAW);
+        }
+    }
     let _ = kill(target, Signal::SIGCONT);
 }
 

@@ -311,3 +311,193 @@ fn target_can_open_dev_tty() {
         assert!(out.contains("status=0"), "{out}");
     });
 }
+
+/// Leaves the terminal in a state no shell expects: raw mode without echo, exclusive mode
+/// (a new open of the terminal then fails with EBUSY for everyone but root), and the
+/// N_NULL line discipline (all input discarded, nothing echoed). Each attempt reports
+/// whether it was refused; the run ends without putting anything back.
+const TERMINAL_BREAKER: &str = r#"
+import errno, fcntl, os, struct, termios, tty
+tty.setraw(0)
+for name, req, arg in (("excl", termios.TIOCEXCL, b""), ("setd", termios.TIOCSETD, struct.pack("i", 27))):
+    try:
+        fcntl.ioctl(0, req, arg) if arg else fcntl.ioctl(0, req)
+        os.write(1, f"{name}=done\r\n".encode())
+    except OSError as e:
+        os.write(1, f"{name}={errno.errorcode.get(e.errno, e.errno)}\r\n".encode())
+"#;
+
+/// What the shell sees of its terminal: its settings, its line discipline and exclusive
+/// mode, and whether it can open `/dev/tty` again.
+const TERMINAL_STATE: &str = r#"
+import fcntl, os, struct, termios
+ldisc = struct.unpack("i", fcntl.ioctl(0, termios.TIOCGETD, b"\0" * 4))[0]
+excl = struct.unpack("i", fcntl.ioctl(0, 0x80045440, b"\0" * 4))[0]  # TIOCGEXCL
+try:
+    os.close(os.open("/dev/tty", os.O_RDWR))
+    reopen = "ok"
+except OSError as e:
+    reopen = str(e.errno)
+print(f"state ldisc={ldisc} excl={excl} reopen={reopen} attrs={termios.tcgetattr(0)[:4]}")
+"#;
+
+/// The user's terminal after the run is the terminal before it: a run that sets raw mode,
+/// exclusive mode and another line discipline and ends leaves the shell with its own
+/// settings, N_TTY, no exclusive mode, and `/dev/tty` opening again; what the user types
+/// next reaches the shell.
+#[test]
+fn the_terminal_after_the_run_is_the_terminal_before_it() {
+    for_each_user(|w| {
+        w.write("home/project/breaker.py", TERMINAL_BREAKER);
+        w.write("home/project/state.py", TERMINAL_STATE);
+        let bin = sandy_bin().to_str().unwrap();
+        let o = interactive_bash(
+            w,
+            &[
+                ("PROMPT$ ", format!("{PYTHON} state.py\\n")),
+                ("state ", String::new()),
+                ("PROMPT$ ", format!("{bin} run -- {PYTHON} breaker.py\\n")),
+                // Under N_NULL nothing after this shows.
+                ("excl=", String::new()),
+                ("PROMPT$ ", format!("{PYTHON} state.py\\n")),
+                ("state ", String::new()),
+                ("PROMPT$ ", "echo typed-after-the-run\\n".into()),
+                ("typed-after-the-run\r\n", String::new()),
+                ("PROMPT$ ", "exit\\n".into()),
+            ],
+        );
+        let out = stdout(&o);
+        assert_code(&o, 0, &format!("the shell session: {out}{}", stderr(&o)));
+        assert!(
+            !stderr(&o).contains("markers never seen"),
+            "{out}{}",
+            stderr(&o)
+        );
+        let states: Vec<&str> = out
+            .lines()
+            .filter_map(|l| l.trim_end().strip_prefix("state "))
+            .collect();
+        assert_eq!(states.len(), 2, "{out}");
+        assert_eq!(states[0], states[1], "the terminal changed: {out}");
+        assert!(states[1].starts_with("ldisc=0 excl=0 reopen=ok"), "{out}");
+    });
+}
+
+/// A terminal's replies to queries the run sent just before it ended arrive after the
+/// target's exit: they never reach the user's next prompt as typed input. The stand-in
+/// terminal answers the run's "query" 50 ms later with a command line, which bash would
+/// run, and Sandy's own status query after it (terminals answer in order). On a terminal
+/// that takes no escape sequences (`TERM=dumb`) Sandy sends none.
+#[test]
+fn replies_to_the_runs_last_queries_never_reach_the_next_prompt() {
+    for_each_user(|w| {
+        let bin = sandy_bin().to_str().unwrap();
+        let run = |term: &str| {
+            format!("TERM={term} {bin} run -- /bin/sh -c 'printf \"QUE\"\"RY\\\\n\"'\\n")
+        };
+        let o = interactive_bash(
+            w,
+            &[
+                ("PROMPT$ ", run("xterm-256color")),
+                ("QUERY", "echo IN\"\"JECTED-RAN\\n".into()),
+                ("\x1b[5n", "\\x1b[0n".into()),
+                ("PROMPT$ ", "echo after-the-run\\n".into()),
+                ("after-the-run\r\n", String::new()),
+                ("PROMPT$ ", run("dumb")),
+                ("QUERY", String::new()),
+                ("PROMPT$ ", "exit\\n".into()),
+            ],
+        );
+        let out = stdout(&o);
+        assert_code(&o, 0, &format!("the shell session: {out}{}", stderr(&o)));
+        assert!(
+            !stderr(&o).contains("markers never seen"),
+            "{out}{}",
+            stderr(&o)
+        );
+        assert!(!out.contains("INJECTED-RAN"), "the reply ran: {out}");
+        let dumb = &out[out.rfind("after-the-run\r\n").unwrap()..];
+        assert!(
+            !dumb.contains('\x1b'),
+            "an escape sequence for TERM=dumb: {dumb:?}"
+        );
+    });
+}
+
+/// While the target is stopped and the shell has the terminal back, no process of the
+/// run reads or writes it: daemons of the run in sessions of their own, holding the
+/// terminal, are frozen with the target, so nothing of theirs appears at the user's
+/// prompt and what the user types goes to the shell. `fg` resumes the whole run.
+#[test]
+fn a_stopped_run_cannot_read_what_the_user_types_at_the_prompt() {
+    for_each_user(|w| {
+        w.write(
+            "home/project/stopper.sh",
+            "setsid sh -c 'while IFS= read -r x; do echo \"daemon-got:$x\" >> daemon.log; done' <&0 &\n\
+             setsid sh -c 'while :; do echo daemon-tick; sleep 0.05; done' &\n\
+             sleep 0.5\n\
+             echo STOP\"\"PING\n\
+             kill -STOP $$\n\
+             echo RES\"\"UMED\n",
+        );
+        w.chown_all();
+        let bin = sandy_bin().to_str().unwrap();
+        let o = interactive_bash(
+            w,
+            &[
+                ("PROMPT$ ", format!("{bin} run -- /bin/sh stopper.sh\\n")),
+                ("STOPPING", String::new()),
+                ("Stopped", String::new()),
+                ("PROMPT$ ", "echo typed-by-the-user\\n".into()),
+                ("typed-by-the-user\r\n", String::new()),
+                ("PROMPT$ ", "echo second-line\\n".into()),
+                ("second-line\r\n", String::new()),
+                ("PROMPT$ ", "fg\\n".into()),
+                ("RESUMED", String::new()),
+                ("PROMPT$ ", "exit\\n".into()),
+            ],
+        );
+        let out = stdout(&o);
+        assert_code(&o, 0, &format!("the shell session: {out}{}", stderr(&o)));
+        assert!(
+            !stderr(&o).contains("markers never seen"),
+            "{out}{}",
+            stderr(&o)
+        );
+        // Nothing of the run wrote to the terminal between the stop and `fg`.
+        let stopped = &out[out.find("Stopped").unwrap()..out.rfind("fg\r\n").unwrap()];
+        assert!(
+            !stopped.contains("daemon-tick"),
+            "the stopped run wrote: {stopped}"
+        );
+        let log = std::fs::read_to_string(w.project.join("daemon.log")).unwrap_or_default();
+        assert!(
+            !log.contains("typed-by-the-user") && !log.contains("second-line"),
+            "the run read the user's typing: {log}"
+        );
+    });
+}
+
+/// Without a terminal (a run under `setsid`, as in CI) Sandy never stops itself when
+/// the target does: nothing could continue it. The run goes on and ends with the
+/// target's status.
+#[test]
+fn without_a_terminal_sandy_never_stays_stopped() {
+    for_each_user(|w| {
+        let bin = sandy_bin().to_str().unwrap();
+        let mut cmd = w.host("/usr/bin/setsid");
+        cmd.args([
+            "-w",
+            bin,
+            "run",
+            "--",
+            "/bin/sh",
+            "-c",
+            "kill -STOP $$; echo resumed; exit 4",
+        ])
+        .stdin(std::process::Stdio::null());
+        let o = run_timeout(cmd, 30);
+        assert_code(&o, 4, "a detached run whose target stops itself");
+        assert_eq!(stdout(&o), "resumed\n");
+    });
+}

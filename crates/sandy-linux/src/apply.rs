@@ -396,6 +396,12 @@ fn end_with(target: Pid) -> ! {
 /// by `alive`, a descriptor whose other end only its parent holds, checked once (any
 /// event on it, the other end closed, ends the init). The kernel then kills everything
 /// left in the namespace.
+///
+/// It also freezes and thaws the whole run for the supervisor ([`FREEZE`], [`THAW`]):
+/// `kill(-1, SIGSTOP)` and `kill(-1, SIGCONT)` reach every process of the namespace but
+/// the init itself, whatever its session or process group, in one pass of the kernel.
+/// Only the supervisor's requests count: a signal from outside the namespace carries the
+/// sender's pid as 0 there, one from a process of the run its pid, which is ignored.
 fn run_init(alive: OwnedFd) -> ! {
     if let Ok(name) = CString::new(INIT_NAME) {
         let _ = nix::sys::prctl::set_name(&name);
@@ -411,10 +417,30 @@ fn run_init(alive: OwnedFd) -> ! {
     drop(alive);
     // The terminal or the pipes of the run are the target's; the init never writes.
     sys::process::close_standard_streams();
-    let mut chld = SigSet::empty();
-    chld.add(Signal::SIGCHLD);
+    let mut waited = SigSet::empty();
+    for sig in [Signal::SIGCHLD, FREEZE, THAW] {
+        waited.add(sig);
+    }
+    let _ = waited.thread_block();
+    let signals = nix::sys::signalfd::SignalFd::new(&waited);
     loop {
-        let _ = chld.wait();
+        let request = match &signals {
+            Ok(fd) => match fd.read_signal() {
+                Ok(Some(info)) if info.ssi_pid == 0 => Signal::try_from(info.ssi_signo as i32).ok(),
+                _ => None,
+            },
+            // Without a signal descriptor the init still reaps; freezing is not offered.
+            Err(_) => waited.wait().ok().filter(|s| *s == Signal::SIGCHLD),
+        };
+        match request {
+            Some(FREEZE) => {
+                let _ = nix::sys::signal::kill(Pid::from_raw(-1), Signal::SIGSTOP);
+            }
+            Some(THAW) => {
+                let _ = nix::sys::signal::kill(Pid::from_raw(-1), Signal::SIGCONT);
+            }
+            _ => {}
+        }
         while let Ok(status) = waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
             if status == WaitStatus::StillAlive {
                 break;
@@ -422,6 +448,12 @@ fn run_init(alive: OwnedFd) -> ! {
         }
     }
 }
+
+/// Sent by the supervisor to the sandbox's init: stop every process of the run (the
+/// target stopped, and the shell has the terminal back).
+pub const FREEZE: Signal = Signal::SIGUSR1;
+/// Sent by the supervisor to the sandbox's init: continue every process of the run.
+pub const THAW: Signal = Signal::SIGUSR2;
 
 /// The program the target becomes, and what its process inherited already.
 #[derive(Clone, Copy)]

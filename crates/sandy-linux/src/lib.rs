@@ -35,7 +35,7 @@ pub mod seccomp;
 #[allow(unsafe_code)]
 pub mod sys;
 
-pub use apply::{launch, launch_forked, Ahead, ExecFailure, INIT_NAME};
+pub use apply::{launch, launch_forked, Ahead, ExecFailure, FREEZE, INIT_NAME, THAW};
 pub use error::{LinuxError, PlanError};
 pub use plan::{check_support, plan, EnforcementPlan};
 pub use probe::{

@@ -6,6 +6,7 @@ pub mod alloc;
 pub mod mount;
 pub mod notify;
 pub mod process;
+pub mod terminal;
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
