@@ -689,7 +689,15 @@ pub fn sweep_state_dirs(policy: &ResolvedPolicy, moved: Option<&Path>) {
         };
         let created: Vec<_> = walk(state, &HandleLister(&root))
             .into_iter()
-            .filter(|f| !state.read_only_at_launch.contains(&f.rel) && !merged(&f.rel))
+            // A name below one protected at launch existed then: the run could not create
+            // it (a directory protected as one, Claude Code's `projects`).
+            .filter(|f| {
+                !state
+                    .read_only_at_launch
+                    .iter()
+                    .any(|r| f.rel.starts_with(r))
+                    && !merged(&f.rel)
+            })
             .collect();
         for found in created {
             let (Some(parent), Some(name)) = (found.rel.parent(), found.rel.file_name()) else {

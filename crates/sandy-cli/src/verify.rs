@@ -313,6 +313,11 @@ pub struct Snapshot {
     /// Login files that name their account, with the keys that do
     /// ([`sandy_policy::statedirs::Account`]).
     accounts: BTreeMap<PathBuf, Vec<String>>,
+    /// Writable directories of an agent's state inside a protected one: what the agent
+    /// writes in them is its ordinary work, not a change to a protected name.
+    reopened: Vec<PathBuf>,
+    /// Directories recorded without their entries ([`before`]).
+    shallow: BTreeSet<PathBuf>,
     env: Vec<(OsString, OsString)>,
     /// Where the pre-run copies of this run go (`sandy restore`).
     state: Option<PathBuf>,
@@ -326,22 +331,42 @@ pub fn before(policy: &ResolvedPolicy, host: &HostContext, walked: Vec<walk::Rec
     let mut paths = BTreeMap::new();
     let mut budget = COPY_BUDGET;
     let mut looker = Looker::recording();
-    let mut add = |p: &Path| {
+    let reopened = &policy.reopened;
+    let mut shallow = BTreeSet::new();
+    let mut add = |p: &Path, deep: bool| {
         if !paths.contains_key(p) {
             let state = looker.state(p, &mut budget);
             let is_dir = matches!(state, State::Directory { .. });
             paths.insert(p.to_path_buf(), state);
-            if is_dir {
-                for child in looker.entries(p) {
+            if is_dir && !deep {
+                shallow.insert(p.to_path_buf());
+            } else if is_dir {
+                // What lies in a writable directory of the agent's state inside this one
+                // is the agent's work, not part of what is protected (its memory, watched,
+                // is recorded by its own name).
+                let inside_reopened = |c: &Path| {
+                    reopened
+                        .iter()
+                        .any(|r| c.starts_with(r) && c != r.as_path() && !p.starts_with(r))
+                };
+                for child in looker
+                    .entries(p)
+                    .into_iter()
+                    .filter(|c| !inside_reopened(c))
+                {
                     let s = looker.state(&child, &mut budget);
                     paths.entry(child).or_insert(s);
                 }
             }
         }
     };
+    // A directory of an agent's state protected because it existed at launch is
+    // recorded by itself: its subtree (Claude Code's `projects`, hundreds of sessions) is
+    // read-only by its mount, and reading it at every launch would make the launch's cost
+    // grow with it.
     for p in &policy.protections {
         if p.kind == ProtectionKind::ReadOnly {
-            add(&p.path);
+            add(&p.path, !p.at_launch);
         }
     }
     let writable = |p: &Path| host.git.scanned.iter().any(|r| p.starts_with(r));
@@ -357,7 +382,7 @@ pub fn before(policy: &ResolvedPolicy, host: &HostContext, walked: Vec<walk::Rec
     };
     for f in host.git.config_files.iter() {
         if writable(f) || linked(f) {
-            add(f);
+            add(f, true);
         }
     }
     // So are the files views replace and every agent's home-level launch files that
@@ -366,7 +391,7 @@ pub fn before(policy: &ResolvedPolicy, host: &HostContext, walked: Vec<walk::Rec
     let named = policy.views.iter().map(|v| &v.target);
     for file in named.chain(&policy.agent_home_files) {
         if linked(file) {
-            add(file);
+            add(file, true);
         }
     }
     // The files a tool runs or loads on the user's next action, at the top of every
@@ -381,21 +406,21 @@ pub fn before(policy: &ResolvedPolicy, host: &HostContext, walked: Vec<walk::Rec
     for top in tops {
         for file in sandy_policy::later::LATER_FILES {
             let path = top.join(file.name);
-            add(&path);
+            add(&path, true);
             later.insert(path, *file);
         }
     }
     // The agent's memory and login: writable, every change named.
     let mut watched = BTreeMap::new();
     for (path, reason) in &policy.watched {
-        add(path);
+        add(path, true);
         watched.insert(path.clone(), reason.clone());
     }
     let mut accounts = BTreeMap::new();
     for dir in &policy.agent_state {
         for account in &dir.accounts {
             let path = dir.root.join(&account.path);
-            add(&path);
+            add(&path, true);
             accounts.insert(path, account.identity.clone());
         }
     }
@@ -441,6 +466,8 @@ pub fn before(policy: &ResolvedPolicy, host: &HostContext, walked: Vec<walk::Rec
         later,
         watched,
         accounts,
+        reopened: policy.reopened.clone(),
+        shallow,
         env: host.env.clone(),
         state: host
             .home
@@ -517,12 +544,21 @@ pub fn after(snapshot: Snapshot) {
             matches!(s, State::Directory { .. })
                 || (matches!(s, State::Absent) && p.file_name() != Some(OsStr::new(".git")))
         })
+        .filter(|(p, _)| !snapshot.shallow.contains(*p))
         .map(|(p, _)| p.clone())
         .collect();
+    // What the agent writes in a writable directory inside a protected one is its work
+    // (looked at only from a directory outside it).
+    let inside_reopened = |dir: &Path, p: &Path| {
+        snapshot
+            .reopened
+            .iter()
+            .any(|r| p.starts_with(r) && p != r.as_path() && !dir.starts_with(r))
+    };
     for dir in dirs {
         if matches!(looker.state_of(&dir), State::Directory { .. }) {
             for child in looker.entries(&dir) {
-                if !seen.contains(&child) {
+                if !seen.contains(&child) && !inside_reopened(&dir, &child) {
                     seen.insert(child.clone());
                     changes.push(Change {
                         now: looker.state_of(&child),

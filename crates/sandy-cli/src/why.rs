@@ -426,6 +426,7 @@ mod inside {
             agent_home_files: Vec::new(),
             agent_state: Vec::new(),
             watched: Vec::new(),
+            reopened: Vec::new(),
         };
         let question = super::question(args);
         let cwd = std::env::current_dir().unwrap_or_else(|_| doc.working_directory.clone());

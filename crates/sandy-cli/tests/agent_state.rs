@@ -1829,3 +1829,91 @@ fn a_login_for_another_account_is_put_back_and_a_refresh_is_kept() {
         assert!(!stderr(&o).contains("refused"), "{}", stderr(&o));
     });
 }
+
+/// Claude Code's `projects` holds a folder per project ever opened. Only the run's own
+/// folder is writable (its sessions, and its memory, whose changes are named); every other
+/// folder's sessions and memory are read-only, with one mount for all of them once the
+/// run's folder exists. At the first run in a folder (none yet) Claude Code can create
+/// it, and nothing else there. Nothing that existed is moved out.
+#[test]
+fn claude_projects_only_the_runs_own_folder_is_writable() {
+    for_each_user(|w| {
+        let key = std::fs::canonicalize(&w.project)
+            .unwrap()
+            .display()
+            .to_string()
+            .replace(|c: char| !c.is_ascii_alphanumeric(), "-");
+        for i in 0..30 {
+            w.write(
+                format!("home/.claude/projects/-other-{i}/memory/MEMORY.md"),
+                "theirs\n",
+            );
+            w.write(format!("home/.claude/projects/-other-{i}/s.jsonl"), "old\n");
+        }
+        let script = format!(
+            "mkdir -p ~/.claude/projects/{key}/memory; echo first=$?; \
+             echo s > ~/.claude/projects/{key}/s.jsonl; echo own=$?; \
+             echo x >> ~/.claude/projects/-other-3/s.jsonl; echo other=$?; \
+             echo x > ~/.claude/projects/-other-3/memory/MEMORY.md; echo other_memory=$?; \
+             mkdir ~/.claude/projects/-planted; echo planted=$?"
+        );
+        // The first run here: the folder is made by the agent.
+        let o = run(
+            w,
+            &["--profile", "claude", "--", "/bin/sh", "-c", &script],
+            &[],
+        );
+        assert_code(&o, 0, "the first run");
+        let out = stdout(&o);
+        for field in ["first", "own"] {
+            assert_field(&out, field, "0");
+        }
+        for field in ["other", "other_memory"] {
+            assert_failed(&out, field);
+        }
+        let projects = w.home.join(".claude/projects");
+        // A planted folder is moved out after the run (one is made only at the first run).
+        assert!(!projects.join("-planted").exists(), "{}", stderr(&o));
+        // Later runs: one mount for `projects`, the run's folder writable on top.
+        let o = w
+            .sandy(["run", "--dry-run", "--profile", "claude", "--", "true"])
+            .output()
+            .unwrap();
+        let doc = parse_dry_run(&o.stdout, "dry run");
+        let protected: Vec<&str> = doc["protections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["path"].as_str())
+            .filter(|p| p.contains("/.claude/projects"))
+            .collect();
+        assert_eq!(protected, [projects.display().to_string()], "{protected:?}");
+        let o = run(
+            w,
+            &["--profile", "claude", "--", "/bin/sh", "-c", &script],
+            &[],
+        );
+        assert_code(&o, 0, "a later run");
+        let out = stdout(&o);
+        assert_field(&out, "own", "0");
+        for field in ["other", "other_memory", "planted"] {
+            assert_failed(&out, field);
+        }
+        for i in 0..30 {
+            let other = projects.join(format!("-other-{i}"));
+            assert_eq!(
+                std::fs::read_to_string(other.join("s.jsonl")).unwrap(),
+                "old\n"
+            );
+            assert_eq!(
+                std::fs::read_to_string(other.join("memory/MEMORY.md")).unwrap(),
+                "theirs\n"
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(projects.join(&key).join("s.jsonl")).unwrap(),
+            "s\n"
+        );
+        assert!(!stderr(&o).contains("moved"), "{}", stderr(&o));
+    });
+}

@@ -76,6 +76,9 @@ pub struct MountPlan {
     /// each when the sandbox is set up is protected; one that is gone, or leads nowhere,
     /// is skipped ([`sandy_policy::Protection::at_launch`]).
     pub at_launch: Vec<PathBuf>,
+    /// Writable names of an agent's state inside a directory protected read-only as one,
+    /// mounted writable again on top of it (after every read-only object).
+    pub reopen: Vec<PathBuf>,
     /// Denied names, whose objects are covered by an empty read-only mount.
     pub masks: Vec<PathBuf>,
     /// Prepared copies bound over host files: (source, target). A writable one is also a
@@ -127,6 +130,9 @@ pub enum ProtectionStep {
     /// is protected (a link pinned as a link, anything else read-only with everything
     /// below it); skipped when it is gone.
     AtLaunch(PathBuf),
+    /// A writable directory of an agent's state inside one protected read-only as a
+    /// whole, mounted writable again; skipped when it is gone or no longer a directory.
+    Reopen(PathBuf),
 }
 
 impl ProtectionStep {
@@ -137,7 +143,8 @@ impl ProtectionStep {
             | ProtectionStep::ReadOnly(p)
             | ProtectionStep::Mask(p)
             | ProtectionStep::AtLaunchPin(p)
-            | ProtectionStep::AtLaunch(p) => p,
+            | ProtectionStep::AtLaunch(p)
+            | ProtectionStep::Reopen(p) => p,
         }
     }
 }
@@ -206,9 +213,18 @@ pub fn protection_steps(
     let depth = |p: &Path| p.components().count();
     pins.sort_by_key(|p| depth(p.path()));
     objects.sort_by_key(|p| depth(p.path()));
+    // Opened again once every read-only object is in place, outermost first.
+    let mut reopen: Vec<PathBuf> = plan
+        .reopen
+        .iter()
+        .filter(|p| !plan.out_of_sight(p))
+        .cloned()
+        .collect();
+    reopen.sort_by_key(|p| depth(p));
     Ok(pins
         .into_iter()
         .chain(objects)
+        .chain(reopen.into_iter().map(ProtectionStep::Reopen))
         .chain(masks.into_iter().map(ProtectionStep::Mask))
         .collect())
 }
@@ -316,6 +332,11 @@ pub fn mount_plan(manifest: &ValidatedManifest) -> MountPlan {
         pin_roots: writable.iter().map(|p| p.to_path_buf()).collect(),
         read_only,
         at_launch,
+        reopen: m
+            .reopened
+            .iter()
+            .map(|p| p.as_path().to_path_buf())
+            .collect(),
         masks,
         views,
         policy_document: m.policy_document.clone(),
@@ -863,6 +884,11 @@ fn apply_protection(step: &ProtectionStep) -> Result<(), LinuxError> {
                 _ => Ok(()),
             }
         }
+        ProtectionStep::Reopen(path) => match open_nofollow(path) {
+            Ok((fd, SFlag::S_IFDIR)) => sys::mount::bind_writable(fd.as_fd())
+                .map_err(mount_err("cannot make writable again", path)),
+            _ => Ok(()),
+        },
         ProtectionStep::AtLaunch(path) => {
             let Ok((fd, kind)) = open_nofollow(path) else {
                 return Ok(());
@@ -953,6 +979,7 @@ mod tests {
             views: vec![],
             policy_document: None,
             overlays: vec![],
+            reopened: vec![],
         })
         .unwrap();
         assert_eq!(
@@ -988,6 +1015,7 @@ mod tests {
                     "/tmp/w/proj/.git/config".into(),
                 ],
                 at_launch: vec!["/home/u/.codex/.env".into()],
+                reopen: vec![],
                 masks: vec!["/home/u/.ssh".into()],
                 views: vec![],
                 policy_document: None,
@@ -1051,6 +1079,7 @@ mod tests {
                 "/h/.claude/gone".into(),
                 "/h/.claude/loop".into(),
             ],
+            reopen: vec!["/h/.claude/projects/-p".into()],
             masks: vec!["/h/.ssh".into(), "/tmp/home/.ssh".into()],
             views: vec![],
             policy_document: None,
@@ -1102,6 +1131,7 @@ mod tests {
                 ProtectionStep::AtLaunch("/h/.claude/gone".into()),
                 ProtectionStep::AtLaunch("/h/.claude/loop".into()),
                 ProtectionStep::ReadOnly("/h/dotfiles/claude/settings.json".into()),
+                ProtectionStep::Reopen("/h/.claude/projects/-p".into()),
                 ProtectionStep::Mask("/h/vault/ssh".into()),
             ]
         );

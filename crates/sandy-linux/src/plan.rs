@@ -96,6 +96,7 @@ mod tests {
             views: vec![],
             policy_document: None,
             overlays: vec![],
+            reopened: vec![],
         })
         .unwrap()
     }

@@ -123,6 +123,10 @@ pub struct LaunchManifest {
     /// Tool caches mounted copy-on-write.
     #[serde(default)]
     pub overlays: Vec<ManifestOverlay>,
+    /// Writable names of an agent's state inside a directory protected as one, mounted
+    /// writable again on top of it.
+    #[serde(default)]
+    pub reopened: Vec<OsBytes>,
 }
 
 impl LaunchManifest {
@@ -183,6 +187,7 @@ impl LaunchManifest {
                     work: c.work().as_path().into(),
                 })
                 .collect(),
+            reopened: policy.reopened.iter().map(|p| p.as_path().into()).collect(),
         }
     }
 }
@@ -339,6 +344,20 @@ fn validate(m: &LaunchManifest) -> Result<(), ManifestError> {
             return Err(invalid("a protection covers the filesystem root"));
         }
     }
+    if m.reopened.len() > MAX_GRANTS {
+        return Err(invalid(format!("more than {MAX_GRANTS} reopened names")));
+    }
+    for name in &m.reopened {
+        check_path("a reopened name", name)?;
+        let inside_protection = m.protections.iter().any(|p| {
+            p.kind == ProtectionKind::ReadOnly
+                && name.as_path() != p.path.as_path()
+                && name.as_path().starts_with(p.path.as_path())
+        });
+        if !inside_protection {
+            return Err(invalid("a reopened name lies in no read-only protection"));
+        }
+    }
     check_path("the private temporary directory", &m.private_tmp)?;
     if !m.local_ports.is_empty() && m.network != Network::BlockAll {
         return Err(invalid("local ports are granted without a blocked network"));
@@ -447,6 +466,7 @@ mod tests {
             views: vec![],
             policy_document: None,
             overlays: vec![],
+            reopened: vec![],
         }
     }
 

@@ -298,6 +298,9 @@ pub struct ResolvedPolicy {
     /// Files the agent writes that its next launch reads (memory, the login): every
     /// change is named after the run, with the reason.
     pub watched: Vec<(PathBuf, String)>,
+    /// Writable names of an agent's state inside a directory protected read-only as one
+    /// ([`crate::statedirs::walk_at_launch`]): mounted writable again on top of it.
+    pub reopened: Vec<PathBuf>,
 }
 
 impl ResolvedPolicy {

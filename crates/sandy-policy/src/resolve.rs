@@ -631,6 +631,7 @@ pub fn resolve(
         agent_home_files,
         agent_state: applied.agent_state,
         watched: applied.watched,
+        reopened: applied.reopened,
     })
 }
 

@@ -219,6 +219,34 @@ impl AgentStateDir {
         covering.map(|(rule, _, _)| rule)
     }
 
+    /// For a directory that is read-only itself but has writable names below it: the
+    /// names directly below it that every such rule is about, when each is an exact name
+    /// whose rule writes it as a whole. The directory can then be protected as one and
+    /// those names opened again on top, whatever else it holds ([`walk_at_launch`]).
+    fn reopenable(&self, rel: &[&OsStr]) -> Option<Vec<String>> {
+        let n = rel.len();
+        if self.covering(rel).is_some_and(|r| r.class.writes()) {
+            return None;
+        }
+        let below: Vec<(Vec<&str>, &StateRule)> = self
+            .rules
+            .iter()
+            .map(|r| (components(&r.path), r))
+            .filter(|(c, _)| c.len() > n && c.iter().zip(rel).all(|(p, c)| component_matches(p, c)))
+            .collect();
+        if below.is_empty() || below.iter().any(|(_, r)| !r.class.writes()) {
+            return None;
+        }
+        let mut names: Vec<String> = below.iter().map(|(c, _)| c[n].to_owned()).collect();
+        names.sort();
+        names.dedup();
+        let whole = |name: &str| below.iter().any(|(c, _)| c.len() == n + 1 && c[n] == name);
+        if names.iter().any(|name| name.contains('*') || !whole(name)) {
+            return None;
+        }
+        Some(names)
+    }
+
     /// The next components of the rules below `rel` (for a directory whose own names are
     /// writable: only those names need a look).
     fn names_below(&self, rel: &[&OsStr]) -> Vec<String> {
@@ -259,8 +287,20 @@ pub struct Found {
 /// covers it: the outermost such name (its contents are covered by it).
 pub fn walk(dir: &AgentStateDir, lister: &dyn StateLister) -> Vec<Found> {
     let mut out = Vec::new();
-    visit(dir, lister, Path::new(""), 0, &mut out);
+    visit(dir, lister, Path::new(""), 0, &mut out, None);
     out
+}
+
+/// [`walk`] for the launch's protections, with fewer of them: a directory that is
+/// read-only itself and whose writable names below are exact names written as a whole
+/// (Claude Code's `projects`, with only the run's own folder writable) is found as one
+/// when each of those names is an existing directory, and they are returned to be opened
+/// again on top of it. One protection then stands for however many names it holds.
+pub fn walk_at_launch(dir: &AgentStateDir, lister: &dyn StateLister) -> (Vec<Found>, Vec<PathBuf>) {
+    let mut out = Vec::new();
+    let mut reopen = Vec::new();
+    visit(dir, lister, Path::new(""), 0, &mut out, Some(&mut reopen));
+    (out, reopen)
 }
 
 fn visit(
@@ -269,6 +309,7 @@ fn visit(
     rel: &Path,
     depth: usize,
     out: &mut Vec<Found>,
+    mut reopen: Option<&mut Vec<PathBuf>>,
 ) {
     let here: Vec<&OsStr> = rel.iter().collect();
     // What covers this directory decides for the names no rule below it names.
@@ -299,8 +340,33 @@ fn visit(
                 rel: path,
                 why: None,
             }),
-            Decision::Mixed if is_dir && depth < WALK_MAX_DEPTH => {
-                visit(dir, lister, &path, depth + 1, out);
+            Decision::Mixed if is_dir => {
+                // Only when each of those names is an existing directory: one absent (the
+                // first run in a project) could not be created inside a read-only one.
+                let names = reopen
+                    .as_ref()
+                    .and_then(|_| dir.reopenable(&comps))
+                    .filter(|names| {
+                        names
+                            .iter()
+                            .all(|n| lister.lookup(&path, OsStr::new(n)) == Some(true))
+                    });
+                match (names, reopen.as_deref_mut()) {
+                    (Some(names), Some(reopen)) => {
+                        out.push(Found {
+                            rel: path.clone(),
+                            why: dir.covering(&comps).map(|r| r.why.clone()),
+                        });
+                        reopen.extend(names.iter().map(|n| path.join(n)));
+                    }
+                    _ if depth < WALK_MAX_DEPTH => {
+                        visit(dir, lister, &path, depth + 1, out, reopen.as_deref_mut());
+                    }
+                    _ => out.push(Found {
+                        rel: path,
+                        why: None,
+                    }),
+                }
             }
             Decision::Mixed => out.push(Found {
                 rel: path,

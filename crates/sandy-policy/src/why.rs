@@ -135,7 +135,10 @@ pub fn decide(
     }
     // A protection is the reason a write is refused, whatever grant is around it (a
     // protected socket carried into the private /tmp, for instance): no flag changes it.
-    if question == Question::Write {
+    // A writable name of an agent's state opened again inside a directory protected as
+    // one is writable like the rest of the agent's state.
+    let reopened = policy.reopened.iter().any(|r| under(r));
+    if question == Question::Write && !reopened {
         if let Some(p) = policy
             .protections
             .iter()

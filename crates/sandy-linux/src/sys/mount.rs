@@ -70,13 +70,29 @@ pub fn pin_symlink(link: BorrowedFd<'_>) -> nix::Result<()> {
 /// itself, its name is then a mount point.
 pub fn bind_read_only(object: BorrowedFd<'_>) -> nix::Result<()> {
     let tree = clone_tree(object, true)?;
+    set_read_only(&tree, true, true)?;
+    attach(&tree, object)
+}
+
+/// Makes the directory `object` designates writable again inside a read-only mount: a
+/// recursive detached copy of it whose top mount (only: what is mounted below keeps its
+/// own attributes) is made writable, attached on top of the directory itself.
+pub fn bind_writable(object: BorrowedFd<'_>) -> nix::Result<()> {
+    let tree = clone_tree(object, true)?;
+    set_read_only(&tree, false, false)?;
+    attach(&tree, object)
+}
+
+/// Sets or clears the read-only attribute of a detached tree's mounts (`mount_setattr`).
+fn set_read_only(tree: &OwnedFd, read_only: bool, recursive: bool) -> nix::Result<()> {
     let empty = c"";
     let attr = MountAttr {
-        attr_set: MOUNT_ATTR_RDONLY,
-        attr_clr: 0,
+        attr_set: if read_only { MOUNT_ATTR_RDONLY } else { 0 },
+        attr_clr: if read_only { 0 } else { MOUNT_ATTR_RDONLY },
         propagation: 0,
         userns_fd: 0,
     };
+    let flags = libc::AT_EMPTY_PATH as libc::c_uint | if recursive { AT_RECURSIVE } else { 0 };
     // SAFETY: the empty string is NUL-terminated and `attr` a live, correctly laid out
     // `struct mount_attr` whose size is passed; the kernel only reads both during the
     // call, which acts on the owned tree descriptor (AT_EMPTY_PATH).
@@ -85,11 +101,10 @@ pub fn bind_read_only(object: BorrowedFd<'_>) -> nix::Result<()> {
             libc::SYS_mount_setattr,
             tree.as_raw_fd(),
             empty.as_ptr(),
-            libc::AT_EMPTY_PATH as libc::c_uint | AT_RECURSIVE,
+            flags,
             &attr as *const MountAttr,
             std::mem::size_of::<MountAttr>(),
         )
     };
-    Errno::result(ret)?;
-    attach(&tree, object)
+    Errno::result(ret).map(drop)
 }

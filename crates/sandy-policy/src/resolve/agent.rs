@@ -19,7 +19,7 @@ use crate::policy::{
 };
 use crate::profile::Profile;
 use crate::statedirs::{
-    claude_project_key, walk, AgentStateDir, StateClass, StateLister, StateRule,
+    claude_project_key, walk_at_launch, AgentStateDir, StateClass, StateLister, StateRule,
 };
 
 /// What a profile contributes besides grants.
@@ -44,6 +44,8 @@ pub(super) struct AppliedProfile {
     pub(super) agent_state: Vec<AgentStateDir>,
     /// Memory and login files: every change named after the run.
     pub(super) watched: Vec<(PathBuf, String)>,
+    /// Writable names inside a protected state directory, mounted writable again.
+    pub(super) reopened: Vec<PathBuf>,
 }
 
 /// The policy's view of a state directory, for [`crate::statedirs::walk`] at launch.
@@ -687,6 +689,7 @@ impl Ctx<'_> {
         // write is read-only; the rules go to the dry run and the post-run sweep.
         let mut agent_state = Vec::new();
         let mut watched = Vec::new();
+        let mut reopened = Vec::new();
         let key = claude_project_key(project);
         for state in &profile.state_dirs {
             let Some(root) = expand(&state.root) else {
@@ -756,13 +759,16 @@ impl Ctx<'_> {
                 };
                 watched.push((root.join(&rule.path), reason));
             }
-            let found = walk(
+            let (found, reopen) = walk_at_launch(
                 &dir,
                 &InspectedState {
                     root: &root,
                     fs: self.fs,
                 },
             );
+            // Writable directories inside a directory protected as one (they exist: the
+            // walk checked), opened again on top of it.
+            reopened.extend(reopen.into_iter().map(|rel| root.join(rel)));
             for f in found {
                 let path = root.join(&f.rel);
                 // Whatever is at the name when the sandbox is set up is protected (a
@@ -791,6 +797,7 @@ impl Ctx<'_> {
         Ok(AppliedProfile {
             agent_state,
             watched,
+            reopened,
             hooks,
             protections,
             notices,

@@ -288,6 +288,7 @@ fn plain_run_resolves_to_the_default_policy() {
         agent_home_files: vec![],
         agent_state: vec![],
         watched: vec![],
+        reopened: vec![],
     };
     assert_eq!(policy, expected);
 }
