@@ -357,10 +357,9 @@ pub enum TlsRefusal {
 impl fmt::Display for TlsRefusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TlsRefusal::OtherName(n) => write!(
-                f,
-                "the TLS ClientHello names another host ({n}) than the tunnel's"
-            ),
+            TlsRefusal::OtherName(n) => {
+                write!(f, "the TLS ClientHello names {n}, not the tunnel's host")
+            }
             TlsRefusal::NoName => f.write_str(
                 "the TLS ClientHello names no host (SNI), and only a tunnel to an address \
                  allowed by an address rule may omit it",
