@@ -1370,11 +1370,18 @@ mod tests {
             mode,
             rules: rules
                 .iter()
-                .map(|(a, p)| Rule {
-                    action: *a,
-                    pattern: p.parse().unwrap(),
-                    origin: RuleOrigin::Flag,
-                    note: None,
+                .map(|(a, p)| {
+                    // "profile:PATTERN": a rule of the agent profile.
+                    let (origin, p) = match p.strip_prefix("profile:") {
+                        Some(rest) => (RuleOrigin::Profile, rest),
+                        None => (RuleOrigin::Flag, *p),
+                    };
+                    Rule {
+                        action: *a,
+                        pattern: p.parse().unwrap(),
+                        origin,
+                        note: None,
+                    }
                 })
                 .collect(),
             left_out: vec![],
@@ -1768,5 +1775,51 @@ mod tests {
             assert!(held + RESERVED_DESCRIPTORS <= n, "{n}: {l:?}");
             assert!(l.tunnels >= 1 && l.waiting >= 1, "{n}: {l:?}");
         }
+    }
+
+    #[test]
+    fn past_the_tunnel_limit_socks_gets_reply_1_and_the_profiles_endpoints_have_a_reserve() {
+        let up = echo();
+        let p = proxy_with(
+            Mode::Allowlist,
+            &[
+                (Action::Allow, &format!("127.0.0.1:{up}")),
+                (Action::Allow, &format!("profile:localhost:{up}")),
+            ],
+            Limits {
+                tunnels: 1,
+                agent_reserve: 1,
+                waiting: 16,
+            },
+        );
+        let open = |target: &str| {
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", p)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            write!(s, "CONNECT {target} HTTP/1.1\r\n\r\n").unwrap();
+            let mut head = [0u8; 12];
+            s.read_exact(&mut head).unwrap();
+            (s, String::from_utf8_lossy(&head).into_owned())
+        };
+        let flag = format!("127.0.0.1:{up}");
+        let agent = format!("localhost:{up}");
+        let (_a, head) = open(&flag);
+        assert_eq!(head, "HTTP/1.1 200");
+        assert_eq!(open(&flag).1, "HTTP/1.1 503");
+        // SOCKS5 at the limit: general failure (1).
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", p)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(&[5, 1, 0]).unwrap();
+        let mut r = [0u8; 2];
+        s.read_exact(&mut r).unwrap();
+        let mut req = vec![5, 1, 0, 1, 127, 0, 0, 1];
+        req.extend_from_slice(&up.to_be_bytes());
+        s.write_all(&req).unwrap();
+        let mut reply = [0u8; 10];
+        s.read_exact(&mut reply).unwrap();
+        assert_eq!(reply[1], 1, "{reply:?}");
+        // The profile's endpoint still gets its reserved tunnel, and only that one.
+        let (_b, head) = open(&agent);
+        assert_eq!(head, "HTTP/1.1 200");
+        assert_eq!(open(&agent).1, "HTTP/1.1 503");
     }
 }
