@@ -750,6 +750,13 @@ cat flood.out
             requests.contains("/allowed-after-flood-connect "),
             "{context}"
         );
+        eprintln!(
+            "[{}] held {:?}, then: {:?} and {:?} (code, seconds)",
+            w.user.label,
+            field(&out, "opened"),
+            field(&out, "after"),
+            field(&out, "after_connect")
+        );
     });
 }
 
