@@ -131,7 +131,7 @@ pub struct RunArgs {
     )]
     pub allow_domain: Vec<sandy_net::Pattern>,
     /// Refuse this destination even when an allow rule names it (repeatable; same
-    /// patterns as --allow-domain; deny wins).
+    /// patterns as --allow-domain, but without :PORT every port is refused; deny wins).
     #[arg(
         long = "deny-domain",
         value_name = "PATTERN",
@@ -140,9 +140,10 @@ pub struct RunArgs {
         value_parser = parse_pattern
     )]
     pub deny_domain: Vec<sandy_net::Pattern>,
-    /// `agent`: allow exactly the agent profile's own endpoints (its model API, or the
-    /// host of a configured base URL such as ANTHROPIC_BASE_URL; login; telemetry), and
-    /// nothing else unless --allow-domain names it.
+    /// `agent`: allow the agent profile's model API (or the host of a configured base URL
+    /// such as ANTHROPIC_BASE_URL), login and service endpoints; its telemetry, update,
+    /// plugin and notice hosts stay refused, like everything else --allow-domain does not
+    /// name (the dry run lists both).
     #[arg(
         long = "net",
         value_name = "MODE",

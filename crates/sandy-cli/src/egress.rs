@@ -33,6 +33,21 @@ fn open_log<'a>(
     crate::hostfs::open_named_dir(dir, writable)?.append_log(name)
 }
 
+/// Raises the supervisor's soft open-file limit to its hard limit, so that the connections
+/// a run opens through the proxy (each tunnel holds several descriptors) do not exhaust
+/// the usual 1024. Only the supervisor's: the bootstrap, from which the sandboxed command
+/// descends, was forked at the start of the run, before the proxy starts, so the command
+/// keeps the caller's own soft limit (programs that use `select()` rely on 1024). If the
+/// limit cannot be raised, the proxy's limits fit the one there is.
+fn raise_descriptor_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        if soft < hard {
+            let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+        }
+    }
+}
+
 /// The egress proxy of one run: prepared before launch, started once its listener
 /// arrives, reported after the run.
 pub struct Proxy {
@@ -72,6 +87,8 @@ impl Proxy {
                 ProxyConfig {
                     policy: egress.policy.clone(),
                     log,
+                    // Set when the proxy starts, after the descriptor limit is raised.
+                    limits: sandy_net::proxy::Limits::for_descriptors(0),
                 },
             )),
             running: None,
@@ -83,9 +100,13 @@ impl Proxy {
         self.pending.as_ref().map(|(port, _)| *port)
     }
 
-    /// Serves the listener the bootstrap created inside the sandbox.
+    /// Serves the listener the bootstrap created inside the sandbox, with this process's
+    /// open-file limit raised first ([`raise_descriptor_limit`]) and the proxy's limits
+    /// fitted to it.
     pub fn start(&mut self, listener: TcpListener) -> Result<(), SandyError> {
-        if let Some((_, config)) = self.pending.take() {
+        if let Some((_, mut config)) = self.pending.take() {
+            raise_descriptor_limit();
+            config.limits = sandy_net::proxy::Limits::for_this_process();
             let handle =
                 sandy_net::proxy::spawn(listener, config).map_err(|source| SandyError::Io {
                     step: "cannot start the egress proxy",

@@ -505,6 +505,10 @@ mod connect {
             )
         })?;
         let target = format!("{host}:{port}");
+        let deny_rule = matches!(
+            policy.egress.as_ref().map(|e| e.policy.decide(&host, port)),
+            Some(Decision::Deny(sandy_net::Denial::DeniedByRule(_)))
+        );
         let (allowed, rule, flag) = match &policy.egress {
             None => (
                 true,
@@ -550,9 +554,12 @@ mod connect {
                 "connect {target}: {}\n  rule: {rule}",
                 if allowed { "allowed" } else { "refused" }
             );
-            match (&flag, allowed) {
-                (Some(flag), false) => out.push_str(&format!("\n  {flag} would allow it")),
-                (None, false) => out.push_str("\n  no flag changes this: a deny rule names it"),
+            match (&flag, allowed, deny_rule) {
+                (Some(flag), false, _) => out.push_str(&format!("\n  {flag} would allow it")),
+                (None, false, true) => {
+                    out.push_str("\n  no flag changes this: a deny rule names it")
+                }
+                (None, false, false) => out.push_str("\n  no flag is suggested for this address"),
                 _ => {}
             }
             out

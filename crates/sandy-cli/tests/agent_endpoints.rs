@@ -179,16 +179,16 @@ fn observe(w: &World, agent: &Agent<'_>) -> Vec<(Vec<Value>, String)> {
     let script = format!(
         "set -u
 ip link set lo up
-ip addr add 198.51.100.7/32 dev lo
-mount --bind {d}/hosts /etc/hosts
-FAKE_MODEL_API_BIND=198.51.100.7 /usr/bin/python3 {d}/fake.py {d} {d}/script.json > {d}/port.json 2>/dev/null &
+{internet}mount --bind {d}/hosts /etc/hosts
+FAKE_MODEL_API_BIND=198.51.100.7 nsenter -t $INET -n /usr/bin/python3 {d}/fake.py {d} {d}/script.json > {d}/port.json 2>/dev/null &
 i=0; while [ ! -s {d}/port.json ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
 /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[\"port\"])' {d}/port.json > {d}/port
 chmod 644 {d}/port
 {runs}
-kill $(jobs -p) 2>/dev/null
+kill $(jobs -p) $INET 2>/dev/null
 true
-"
+",
+        internet = internet_namespace(&["198.51.100.7"]),
     );
     let cmd = in_own_network(&script);
     let total: u32 = agent.scenarios.iter().map(|s| s.limit + 10).sum();

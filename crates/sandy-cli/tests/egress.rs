@@ -4,11 +4,13 @@
 //! lines, and the answers the sandboxed clients got.
 //!
 //! Every test makes its own network and mount namespace (`unshare -n -m`, so it needs
-//! root): the "internet" is addresses on that namespace's loopback (198.51.100.7 and .8
-//! stand for public hosts; 10.0.0.5 and 169.254.169.254 for a private host and the cloud
-//! metadata service), names come from a hosts file bind-mounted over `/etc/hosts` in that
-//! mount namespace, and the servers are `helpers/egress_server.py`. Sandy runs inside that
-//! namespace, as root and as the unprivileged user; nothing listens on an outside address.
+//! root), the test's "host": the "internet" is a second namespace behind a veth pair
+//! ([`internet_namespace`]), with addresses on its loopback (198.51.100.7 and .8 stand
+//! for public hosts; 10.0.0.5 and 169.254.169.254 for a private host and the cloud
+//! metadata service); the host's own addresses are its loopback and 192.0.2.1, its side
+//! of the pair. Names come from a hosts file bind-mounted over `/etc/hosts` in that mount
+//! namespace, and the servers are `helpers/egress_server.py`. Sandy runs on the test's
+//! host, as root and as the unprivileged user; nothing listens on an outside address.
 #![allow(clippy::disallowed_methods)] // the tests set up and judge worlds of their own
 
 mod common;
@@ -24,13 +26,15 @@ const PROXY_PORT: u16 = 3128;
 
 const HOSTS: &str = "127.0.0.1 localhost
 ::1 localhost
-198.51.100.7 api.stand-in.test www.allowed.test xn--bcher-kva.allowed.test
+198.51.100.7 api.stand-in.test www.allowed.test xn--bcher-kva.allowed.test evil.stand-in.test
 198.51.100.8 other.test
 10.0.0.5 rebind.allowed.test
 169.254.169.254 meta.allowed.test
+192.0.2.1 self.allowed.test
 ";
 
-/// The servers every test network has (HTTP, and one UDP listener).
+/// The servers every test network's internet has (HTTP, one UDP listener, and listeners
+/// that log the first bytes each connection sends).
 const SERVERS: &[&str] = &[
     "198.51.100.7:80",
     "198.51.100.7:8443",
@@ -38,8 +42,20 @@ const SERVERS: &[&str] = &[
     "10.0.0.5:80",
     "169.254.169.254:80",
     "198.51.100.7:5353/udp",
-    // A service on the (test network's) host loopback, for local-port grants.
-    "127.0.0.1:18080",
+    "198.51.100.7:443/raw",
+    "198.51.100.7:9443/raw",
+];
+
+/// The servers on the test's host itself: a service on its loopback, for local-port
+/// grants, and one on its own (public-looking) address.
+const HOST_SERVERS: &[&str] = &["127.0.0.1:18080", "192.0.2.1:80", "192.0.2.1:8080"];
+
+/// The internet's addresses.
+const INTERNET: &[&str] = &[
+    "198.51.100.7",
+    "198.51.100.8",
+    "10.0.0.5",
+    "169.254.169.254",
 ];
 
 fn ready() -> bool {
@@ -111,10 +127,10 @@ impl<'a> Net<'a> {
         let script = format!(
             "set -u
 ip link set lo up
-for a in 198.51.100.7 198.51.100.8 10.0.0.5 169.254.169.254; do ip addr add $a/32 dev lo; done
-mount --bind {d}/hosts /etc/hosts
-/usr/bin/python3 {d}/server.py {d}/requests.log {d}/ready {servers} >/dev/null 2>&1 &
-i=0; while [ ! -e {d}/ready ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
+{internet}mount --bind {d}/hosts /etc/hosts
+nsenter -t $INET -n /usr/bin/python3 {d}/server.py {d}/requests.log {d}/ready {servers} >/dev/null 2>&1 &
+/usr/bin/python3 {d}/server.py {d}/requests.log {d}/ready-host {host_servers} >/dev/null 2>&1 &
+i=0; while [ ! -e {d}/ready ] || [ ! -e {d}/ready-host ]; do [ $i -lt 200 ] || break; sleep 0.05; i=$((i+1)); done
 {setup}
 cd {project}
 {user}env -i {envs} {prefix}{sandy} run {flags} -- /bin/sh inner.sh &
@@ -122,13 +138,15 @@ SANDY=$!
 {outside}
 wait $SANDY
 echo sandy_exit=$?
-kill $(jobs -p) 2>/dev/null
+kill $(jobs -p) $INET 2>/dev/null
 ",
             project = w.project.display(),
             user = w.setpriv_prefix(),
             envs = envs.join(" "),
             sandy = sandy_bin().display(),
             flags = flags.join(" "),
+            internet = internet_namespace(INTERNET),
+            host_servers = HOST_SERVERS.join(" "),
         );
         let cmd = in_own_network(&script);
         let o = run_timeout(cmd, 180);
@@ -370,10 +388,19 @@ echo host_listeners=$(ss -Hltn | grep -c ':{PROXY_PORT} ')
             err.contains("sandy: network: refused other.test:80 2 times; allow with --allow-domain other.test"),
             "{context}"
         );
+        // A private address an allowed name resolved to: the rule and where opening it is
+        // documented, never the flag that would open it.
         assert!(
-            err.contains("refused rebind.allowed.test:80 once; allow with --allow-domain 10.0.0.5"),
+            err.contains(
+                "refused rebind.allowed.test:80 once: rebind.allowed.test resolves to 10.0.0.5, \
+                 a private network address, refused unless a rule names the address; \
+                 --allow-domain *.allowed.test allows the name, not the address (see \"Local, \
+                 private and metadata addresses\" in Sandy's README)"
+            ),
             "{context}"
         );
+        assert!(!err.contains("--allow-domain 10.0.0.5"), "{context}");
+        assert!(!err.contains("--allow-domain 169.254"), "{context}");
     });
 }
 
@@ -474,6 +501,313 @@ c local_proxy --noproxy '' http://127.0.0.1:18080/denied-local-through-proxy
         assert!(!requests.contains("denied"), "{context}");
         assert!(requests.contains("/allowed-port"), "{context}");
         assert!(requests.contains("/allowed-local-direct"), "{context}");
+    });
+}
+
+#[test]
+fn the_hosts_own_addresses_deny_rules_on_every_port_and_tls_names_are_enforced() {
+    if !ready() {
+        return;
+    }
+    for_each_user(|w| {
+        let net = Net::new(w);
+        let log = w.root.join("net.jsonl");
+        let p = PROXY_PORT;
+        let inner = format!(
+            "{CURL_FN}\
+hdr() {{ curl -sS -D - -o /dev/null \"$@\" 2>/dev/null | tr -d '\\r' | grep -i '^x-sandy-denied:'; }}
+c self http://self.allowed.test/denied-self
+echo self_header=$(hdr http://self.allowed.test/denied-self-header)
+c self_literal http://192.0.2.1/denied-self-literal
+echo self_literal_header=$(hdr http://192.0.2.1/denied-self-literal-header)
+c self_named http://192.0.2.1:8080/allowed-self-named
+echo meta_header=$(hdr http://169.254.169.254/denied-meta-header)
+echo local_header=$(hdr --noproxy '' http://localhost:18080/denied-localhost)
+c deny_port -p http://evil.stand-in.test:8443/denied-deny-port
+c deny_80 http://evil.stand-in.test/denied-deny-80
+c allow_port -p http://api.stand-in.test:8443/allowed-port
+echo tls_good=$(/usr/bin/python3 client.py {p} tls api.stand-in.test:443 API.Stand-In.test.)
+echo tls_other=$(/usr/bin/python3 client.py {p} tls api.stand-in.test:443 www.allowed.test)
+echo tls_evil=$(/usr/bin/python3 client.py {p} tls api.stand-in.test:443 evil.example)
+echo tls_none=$(/usr/bin/python3 client.py {p} tls api.stand-in.test:443 -)
+echo plain_443=$(/usr/bin/python3 client.py {p} bytes api.stand-in.test:443 'GET /denied-plain-443 HTTP/1.1')
+echo silent_443=$(/usr/bin/python3 client.py {p} silent api.stand-in.test:443)
+echo socks_evil=$(/usr/bin/python3 client.py {p} sockstls api.stand-in.test 443 evil.example)
+echo socks_good=$(/usr/bin/python3 client.py {p} sockstls api.stand-in.test 443 api.stand-in.test)
+echo other_port_bytes=$(/usr/bin/python3 client.py {p} bytes api.stand-in.test:9443 hello-other-port)
+echo other_port_evil=$(/usr/bin/python3 client.py {p} tls api.stand-in.test:9443 evil.example)
+sleep 3.5
+"
+        );
+        let (out, err) = net.run(
+            &[
+                "--allow-domain",
+                "*.allowed.test",
+                "--allow-domain",
+                "api.stand-in.test",
+                "--allow-domain",
+                "api.stand-in.test:9443",
+                "--allow-domain",
+                "*.stand-in.test:8443",
+                "--allow-domain",
+                "192.0.2.1:8080",
+                "--allow-domain",
+                "localhost",
+                "--deny-domain",
+                "evil.stand-in.test",
+                "--net-log",
+                log.to_str().unwrap(),
+            ],
+            &[],
+            &inner,
+            "",
+            "",
+        );
+        let requests = net.requests();
+        let context = format!(
+            "[{}]\nstdout:\n{out}\nstderr:\n{err}\nserver log:\n{requests}",
+            w.user.label
+        );
+        assert_eq!(field(&out, "sandy_exit"), Some("0"), "{context}");
+        // Item 2: a name allowed by a rule that resolves to one of the host's own
+        // addresses is refused like loopback; so is the literal; a rule naming the address
+        // opens it (on its port).
+        for key in ["self", "self_literal"] {
+            let (code, time) = code_and_time(&out, key, &context);
+            assert_eq!(code, "403/000", "{key}\n{context}");
+            assert!(time < FAST, "{key} took {time}\n{context}");
+        }
+        assert_eq!(
+            code_and_time(&out, "self_named", &context).0,
+            "200/000",
+            "{context}"
+        );
+        assert!(
+            requests.contains("192.0.2.1:8080 GET /allowed-self-named"),
+            "{context}"
+        );
+        // Item 6: those refusals, metadata and localhost name no flag that would open them.
+        let self_header = field(&out, "self_header").unwrap_or("");
+        assert!(
+            self_header.contains("resolves to 192.0.2.1, one of this host's own addresses")
+                && self_header.contains("--allow-domain *.allowed.test allows the name"),
+            "{context}"
+        );
+        for key in [
+            "self_header",
+            "self_literal_header",
+            "meta_header",
+            "local_header",
+        ] {
+            let h = field(&out, key).unwrap_or("");
+            assert!(h.starts_with("X-Sandy-Denied:"), "{key}\n{context}");
+            assert!(!h.contains("allow with"), "{key}\n{context}");
+            assert!(
+                h.contains("Local, private and metadata addresses"),
+                "{key}\n{context}"
+            );
+        }
+        // Item 3: the deny rule without a port wins on 8443 too (and on 80).
+        assert!(
+            code_and_time(&out, "deny_port", &context)
+                .0
+                .ends_with("/403"),
+            "{context}"
+        );
+        assert_eq!(
+            code_and_time(&out, "deny_80", &context).0,
+            "403/000",
+            "{context}"
+        );
+        assert_eq!(
+            code_and_time(&out, "allow_port", &context).0,
+            "200/200",
+            "{context}"
+        );
+        // Item 4: only ClientHellos naming the tunnel's host reach the server; the rest
+        // are closed before a byte goes upstream, and port 443 carries only TLS.
+        assert_eq!(field(&out, "tls_good"), Some("200 closed"), "{context}");
+        let silent: f64 = field(&out, "silent_443")
+            .and_then(|v| v.split_whitespace().nth(1))
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(99.0);
+        assert!(
+            (4.0..9.0).contains(&silent),
+            "silent for {silent} s\n{context}"
+        );
+        assert_eq!(field(&out, "plain_443"), Some("200 closed"), "{context}");
+        assert_eq!(
+            field(&out, "other_port_bytes"),
+            Some("200 closed"),
+            "{context}"
+        );
+        let raw: Vec<&str> = requests.lines().filter(|l| l.contains(" RAW ")).collect();
+        let reached = |port: &str, word: &str| {
+            raw.iter()
+                .filter(|l| l.starts_with(&format!("198.51.100.7:{port} RAW ")))
+                .filter(|l| !l.contains(" RAW 0 "))
+                .any(|l| l.contains(word))
+        };
+        assert!(reached("443", "api.stand-in.test"), "{context}");
+        assert!(reached("9443", "hello-other-port"), "{context}");
+        for word in ["evil.example", "www.allowed.test", "denied-plain-443"] {
+            assert!(
+                !requests.contains(word),
+                "{word} reached a server\n{context}"
+            );
+        }
+        // Exactly the two ClientHellos naming the host (CONNECT and SOCKS) and the plain
+        // bytes on 9443 carried anything.
+        let carried = raw.iter().filter(|l| !l.contains(" RAW 0 ")).count();
+        assert_eq!(carried, 3, "{context}");
+        // Refused tunnels are logged with the reason and summarised.
+        let lines: Vec<Value> = std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let reasons: Vec<String> = lines
+            .iter()
+            .filter(|l| l["host"] == "api.stand-in.test" && l["decision"] == "deny")
+            .map(|l| l["reason"].as_str().unwrap_or("").to_owned())
+            .collect();
+        for want in [
+            "ClientHello names evil.example, not the tunnel's host",
+            "ClientHello names www.allowed.test, not the tunnel's host",
+            "names no host (SNI)",
+            "port 443 carries only TLS",
+            "sent no TLS ClientHello in time",
+        ] {
+            assert!(
+                reasons.iter().any(|r| r.contains(want)),
+                "{want}: {reasons:#?}\n{context}"
+            );
+        }
+        assert!(err.contains("refused api.stand-in.test:443 "), "{context}");
+        assert!(!err.contains("--allow-domain 192.0.2.1"), "{context}");
+        assert!(!err.contains("--allow-domain 169.254"), "{context}");
+        assert!(!err.contains("--allow-domain localhost"), "{context}");
+        // Nothing refused reached any server.
+        assert!(!requests.contains("denied"), "{context}");
+    });
+}
+
+#[test]
+fn thousands_of_held_connections_leave_the_next_request_working_and_the_command_its_limit() {
+    if !ready() {
+        return;
+    }
+    for_each_user(|w| {
+        let net = Net::new(w);
+        let inner = format!(
+            "{CURL_FN}\
+echo inner_nofile=$(ulimit -Sn)
+/usr/bin/python3 client.py {PROXY_PORT} flood 2000 15 flood.out &
+i=0; while ! grep -q opened flood.out 2>/dev/null && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done
+cat flood.out
+c after http://api.stand-in.test/allowed-after-flood
+c after_connect -p http://api.stand-in.test:8443/allowed-after-flood-connect
+wait
+cat flood.out
+"
+        );
+        // The caller's soft limit is the usual 1024 (the hard one higher).
+        let (out, err) = net.run(
+            &[
+                "--allow-domain",
+                "api.stand-in.test",
+                "--allow-domain",
+                "api.stand-in.test:8443",
+            ],
+            &[],
+            &inner,
+            "ulimit -Sn 1024; echo outer_hard=$(ulimit -Hn)",
+            "",
+        );
+        let requests = net.requests();
+        let context = format!(
+            "[{}]\nstdout:\n{out}\nstderr:\n{err}\nserver log:\n{requests}",
+            w.user.label
+        );
+        assert_eq!(field(&out, "sandy_exit"), Some("0"), "{context}");
+        assert_eq!(field(&out, "opened"), Some("2000"), "{context}");
+        // The command keeps the caller's soft limit; only the supervisor raised its own.
+        assert_eq!(field(&out, "inner_nofile"), Some("1024"), "{context}");
+        // While the 2000 connections are held, the next requests still get through,
+        // judged by the server that saw them.
+        assert_eq!(
+            code_and_time(&out, "after", &context).0,
+            "200/000",
+            "{context}"
+        );
+        assert_eq!(
+            code_and_time(&out, "after_connect", &context).0,
+            "200/200",
+            "{context}"
+        );
+        assert!(requests.contains("/allowed-after-flood "), "{context}");
+        assert!(
+            requests.contains("/allowed-after-flood-connect "),
+            "{context}"
+        );
+        eprintln!(
+            "[{}] held {:?}, then: {:?} and {:?} (code, seconds)",
+            w.user.label,
+            field(&out, "opened"),
+            field(&out, "after"),
+            field(&out, "after_connect")
+        );
+    });
+}
+
+#[test]
+fn the_readable_dry_run_describes_the_allowlist_and_the_help_matches_net_agent() {
+    for_each_user(|w| {
+        let mut cmd = w.sandy([
+            "run",
+            "--dry-run",
+            "--format",
+            "text",
+            "--profile",
+            "codex",
+            "--net",
+            "agent",
+            "--allow-domain",
+            "registry.npmjs.org",
+            "--deny-domain",
+            "evil.example",
+            "--",
+            "true",
+        ]);
+        cmd.env("OPENAI_BASE_URL", "https://gw.example.com:8443/v1");
+        let o = cmd.output().unwrap();
+        assert_code(&o, 0, "text dry run");
+        let text = stdout(&o);
+        let network = &text[text.find("network:").expect("no network line")..];
+        assert!(!network.contains("--block-net"), "{network}");
+        for want in [
+            "only the allowlist, through Sandy's egress proxy at 127.0.0.1:3128",
+            "allowed:  registry.npmjs.org (ports 80, 443) [flag]",
+            "gw.example.com:8443 [base URL: OPENAI_BASE_URL, in place of api.openai.com]",
+            "auth.openai.com (ports 80, 443) [profile: ",
+            "denied:   evil.example (every port) [flag]",
+            "left out: ",
+            "ab.chatgpt.com (codex telemetry: ",
+            "this host's own addresses",
+            "ClientHello (SNI)",
+        ] {
+            assert!(network.contains(want), "{want}\n{network}");
+        }
+        let help = stdout(&w.sandy(["run", "--help"]).output().unwrap());
+        assert!(
+            help.contains("its telemetry, update, plugin and notice hosts stay refused"),
+            "{help}"
+        );
+        assert!(!help.contains("login; telemetry"), "{help}");
+        assert!(
+            help.contains("without :PORT every port is refused"),
+            "{help}"
+        );
     });
 }
 
@@ -618,7 +952,7 @@ fn agent_through_the_proxy(run: &AgentRun<'_>) {
         .unwrap();
         let a = api_dir.display();
         let setup = format!(
-            "FAKE_MODEL_API_BIND=198.51.100.7 /usr/bin/python3 {a}/fake.py {a} {a}/script.json > {a}/port.json 2>/dev/null &
+            "FAKE_MODEL_API_BIND=198.51.100.7 nsenter -t $INET -n /usr/bin/python3 {a}/fake.py {a} {a}/script.json > {a}/port.json 2>/dev/null &
 i=0; while [ ! -s {a}/port.json ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
 PORT=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[\"port\"])' {a}/port.json)
 echo \"api_port=$PORT\" > {a}/env

@@ -1,6 +1,7 @@
 //! Address classes a destination may fall in. Anything but [`AddressClass::Public`] is
 //! refused unless a rule names the address (or a network containing it) explicitly, also
-//! when an allowed name resolves to it (DNS rebinding).
+//! when an allowed name resolves to it (DNS rebinding). So are the addresses of the host's
+//! own interfaces ([`AddressClass::Host`]), which the proxy reads from the host.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -30,6 +31,9 @@ pub enum AddressClass {
     Reserved,
     /// Cloud instance metadata: 169.254.169.254, fd00:ec2::254.
     CloudMetadata,
+    /// An address of one of the host's own interfaces. [`classify`] never answers it (it
+    /// knows only the address); the proxy does, from the host's interface list.
+    Host,
 }
 
 impl AddressClass {
@@ -45,6 +49,7 @@ impl AddressClass {
             AddressClass::Multicast => "multicast",
             AddressClass::Reserved => "reserved",
             AddressClass::CloudMetadata => "cloud metadata",
+            AddressClass::Host => "this host's own",
         }
     }
 }

@@ -27,7 +27,7 @@ pub use addr::{classify, AddressClass};
 pub use host::{parse_host, Host, NameError};
 pub use rules::{
     Action, Decision, Denial, EgressPolicy, HostPattern, LeftOut, Mode, Pattern, PatternError,
-    PortSpec, Rule, RuleOrigin,
+    PortSpec, Rule, RuleOrigin, TlsRefusal,
 };
 
 /// The values `NO_PROXY` and `no_proxy` get inside: loopback stays direct (local-port

@@ -9,6 +9,14 @@
 //! Plain HTTP requests are forwarded with `Connection: close`; what the client sends after
 //! the request head is passed to the same upstream unparsed, so a connection can never
 //! reach a second host.
+//!
+//! The host's own addresses (every address of its interfaces, read at start and again
+//! when older than [`HOST_ADDRESSES_TTL`]) are refused like loopback unless a rule names
+//! them. A tunnel (CONNECT, SOCKS5) whose client starts with a TLS handshake must name
+//! the tunnel's own host in its ClientHello before anything is forwarded; on port 443 it
+//! must start with one ([`first_bytes`]). The proxy bounds what a run can hold: tunnels
+//! ([`Limits`]), and connections that have not sent their request yet, of which the
+//! oldest is closed when a new one would exceed the bound.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -21,7 +29,7 @@ use tokio::net::TcpStream;
 
 use crate::addr::canonical;
 use crate::host::{parse_host, Host, NameError};
-use crate::rules::{Decision, Denial, EgressPolicy};
+use crate::rules::{Decision, Denial, EgressPolicy, RuleOrigin, TlsRefusal};
 
 /// Largest request head accepted (request line and headers).
 const MAX_HEAD: usize = 64 * 1024;
@@ -33,12 +41,82 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const COPY_BUFFER: usize = 64 * 1024;
 /// Most header lines parsed in a request head.
 const MAX_HEADERS: usize = 128;
+/// How long the host's interface addresses are trusted before they are read again.
+pub const HOST_ADDRESSES_TTL: Duration = Duration::from_secs(2);
+/// How long a tunnel's client may take to send its TLS ClientHello once the client has
+/// started sending (and, on port 443, from the tunnel's opening).
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+/// Most bytes read for a ClientHello: one TLS record (header and its longest body). A
+/// ClientHello split over several records is refused.
+const MAX_HELLO: usize = 5 + 16_384;
+/// The port on which a tunnel must start with TLS.
+const TLS_PORT: u16 = 443;
+
+/// Most tunnels (and forwarded plain HTTP requests) open at once in one run. Each holds
+/// up to [`TUNNEL_DESCRIPTORS`] descriptors and two pipes of up to 1 MiB; 1024 is far
+/// beyond what an agent and its tools keep open (a browser keeps a few per host), and it
+/// keeps a run from taking the supervisor's descriptors and memory for itself.
+pub const MAX_TUNNELS: usize = 1024;
+/// Tunnels beyond [`MAX_TUNNELS`] kept for the destinations the agent profile names (its
+/// model API, login and service endpoints, or a base URL), so that a flood of tunnels
+/// elsewhere does not cut the agent off from its model.
+pub const AGENT_RESERVE: usize = 32;
+/// Most connections waiting for their request at once; over it, the oldest is closed.
+pub const MAX_WAITING: usize = 4096;
+/// Descriptors one tunnel holds: the client, the upstream, two pipes.
+const TUNNEL_DESCRIPTORS: u64 = 6;
+/// Descriptors kept for the rest of the supervisor (the log, the relay, name lookups).
+const RESERVED_DESCRIPTORS: u64 = 128;
+
+/// How much a run may hold open through the proxy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Tunnels open at once, for any destination.
+    pub tunnels: usize,
+    /// Further tunnels, only for destinations a profile or base URL rule allows.
+    pub agent_reserve: usize,
+    /// Connections that have not sent their whole request yet.
+    pub waiting: usize,
+}
+
+impl Limits {
+    /// The limits that fit `descriptors` (the process's open-file limit): the constants,
+    /// lowered so that every tunnel and waiting connection together leave
+    /// [`RESERVED_DESCRIPTORS`] free, and the proxy can always accept and answer.
+    pub fn for_descriptors(descriptors: u64) -> Limits {
+        let budget = descriptors.saturating_sub(RESERVED_DESCRIPTORS);
+        let as_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        // At most half of the budget for tunnels.
+        let tunnels = MAX_TUNNELS
+            .min(as_usize(budget / 2 / TUNNEL_DESCRIPTORS))
+            .max(1);
+        let agent_reserve = AGENT_RESERVE.min(tunnels / 4);
+        let held = (tunnels + agent_reserve) as u64 * TUNNEL_DESCRIPTORS;
+        let waiting = MAX_WAITING
+            .min(as_usize(budget.saturating_sub(held)))
+            .max(1);
+        Limits {
+            tunnels,
+            agent_reserve,
+            waiting,
+        }
+    }
+
+    /// [`Limits::for_descriptors`] of this process's current soft open-file limit.
+    pub fn for_this_process() -> Limits {
+        let soft = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+            .map(|(soft, _)| soft)
+            .unwrap_or(1024);
+        Limits::for_descriptors(soft)
+    }
+}
 
 /// What the proxy enforces, and where it logs.
 pub struct ProxyConfig {
     pub policy: EgressPolicy,
     /// `--net-log`: one JSON line per decision.
     pub log: Option<std::fs::File>,
+    pub limits: Limits,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -58,6 +136,141 @@ struct Shared {
     tally: Mutex<BTreeMap<String, Tally>>,
     active: Mutex<usize>,
     idle: Condvar,
+    limits: Limits,
+    /// Tunnels open now.
+    tunnels: Mutex<usize>,
+    /// Connections waiting for their request, oldest first, each with what closes it.
+    waiting: Mutex<Waiting>,
+    host_addresses: HostAddresses,
+}
+
+/// The addresses of the host's own interfaces (every interface of the supervisor's
+/// network namespace, the host's), and when they were read.
+struct HostAddresses {
+    read: Mutex<(Instant, Arc<Vec<IpAddr>>)>,
+}
+
+impl HostAddresses {
+    fn new() -> std::io::Result<HostAddresses> {
+        Ok(HostAddresses {
+            read: Mutex::new((Instant::now(), Arc::new(interface_addresses()?))),
+        })
+    }
+
+    /// The addresses, read again when older than [`HOST_ADDRESSES_TTL`]; if reading
+    /// fails, the last ones read.
+    fn current(&self) -> Arc<Vec<IpAddr>> {
+        let mut read = lock(&self.read);
+        if read.0.elapsed() > HOST_ADDRESSES_TTL {
+            if let Ok(fresh) = interface_addresses() {
+                *read = (Instant::now(), Arc::new(fresh));
+            }
+        }
+        Arc::clone(&read.1)
+    }
+}
+
+/// Every address of every interface of this network namespace (`getifaddrs`, netlink).
+fn interface_addresses() -> std::io::Result<Vec<IpAddr>> {
+    let mut out: Vec<IpAddr> = nix::ifaddrs::getifaddrs()
+        .map_err(std::io::Error::from)?
+        .filter_map(|i| i.address)
+        .filter_map(|a| {
+            a.as_sockaddr_in()
+                .map(|s| IpAddr::V4(s.ip()))
+                .or_else(|| a.as_sockaddr_in6().map(|s| IpAddr::V6(s.ip())))
+        })
+        .map(canonical)
+        .collect();
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+#[derive(Default)]
+struct Waiting {
+    next: u64,
+    open: BTreeMap<u64, Arc<tokio::sync::Notify>>,
+}
+
+/// A connection's place among those waiting for their request; leaving it (drop) ends
+/// the wait's bound.
+struct WaitSlot {
+    shared: Arc<Shared>,
+    id: u64,
+    closed: Arc<tokio::sync::Notify>,
+}
+
+impl WaitSlot {
+    /// Takes a place; if the bound is reached, the oldest waiting connection is told to
+    /// close.
+    fn take(shared: &Arc<Shared>) -> WaitSlot {
+        let mut w = lock(&shared.waiting);
+        while w.open.len() >= shared.limits.waiting {
+            match w.open.pop_first() {
+                Some((_, oldest)) => oldest.notify_one(),
+                None => break,
+            }
+        }
+        let id = w.next;
+        w.next += 1;
+        let closed = Arc::new(tokio::sync::Notify::new());
+        w.open.insert(id, Arc::clone(&closed));
+        WaitSlot {
+            shared: Arc::clone(shared),
+            id,
+            closed,
+        }
+    }
+
+    /// Runs `work` (reading the request) unless the connection is closed to make room
+    /// first; `None` then.
+    async fn bounded<T>(&self, work: impl std::future::Future<Output = T>) -> Option<T> {
+        tokio::select! {
+            out = work => Some(out),
+            () = self.closed.notified() => None,
+        }
+    }
+}
+
+impl Drop for WaitSlot {
+    fn drop(&mut self) {
+        lock(&self.shared.waiting).open.remove(&self.id);
+    }
+}
+
+/// One open tunnel, counted until dropped.
+struct TunnelPermit(Arc<Shared>);
+
+impl TunnelPermit {
+    /// A place for one more tunnel allowed by the rule at `rule`, or `None` at the limit
+    /// (with the count then open).
+    fn take(shared: &Arc<Shared>, rule: usize) -> Result<TunnelPermit, usize> {
+        let agent = shared
+            .policy
+            .rules
+            .get(rule)
+            .is_some_and(|r| matches!(r.origin, RuleOrigin::Profile | RuleOrigin::BaseUrl));
+        let limit = shared.limits.tunnels
+            + if agent {
+                shared.limits.agent_reserve
+            } else {
+                0
+            };
+        let mut n = lock(&shared.tunnels);
+        if *n >= limit {
+            return Err(*n);
+        }
+        *n += 1;
+        Ok(TunnelPermit(Arc::clone(shared)))
+    }
+}
+
+impl Drop for TunnelPermit {
+    fn drop(&mut self) {
+        let mut n = lock(&self.0.tunnels);
+        *n = n.saturating_sub(1);
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -86,6 +299,10 @@ pub fn spawn(listener: std::net::TcpListener, config: ProxyConfig) -> std::io::R
         tally: Mutex::new(BTreeMap::new()),
         active: Mutex::new(0),
         idle: Condvar::new(),
+        limits: config.limits,
+        tunnels: Mutex::new(0),
+        waiting: Mutex::new(Waiting::default()),
+        host_addresses: HostAddresses::new()?,
     });
     let listener = {
         let _guard = runtime.enter();
@@ -104,8 +321,9 @@ pub fn spawn(listener: std::net::TcpListener, config: ProxyConfig) -> std::io::R
                     };
                     let shared = Arc::clone(&serving);
                     let guard = Active::start(&shared);
+                    let slot = WaitSlot::take(&shared);
                     tokio::spawn(async move {
-                        serve(stream, &shared).await;
+                        serve(stream, &shared, slot).await;
                         drop(guard);
                     });
                 }
@@ -227,7 +445,7 @@ impl Shared {
                 Verdict::Allow(_) => t.allowed += 1,
                 Verdict::Deny(denial, reason) => {
                     t.denied += 1;
-                    t.hint = self.policy.hint(denial, &o.host, o.port);
+                    t.hint = hint(self, denial, &o.host, o.port);
                     if matches!(denial, Denial::NotAllowed) {
                         t.known = self
                             .policy
@@ -246,7 +464,8 @@ impl Shared {
         let rule = match &o.decision {
             Verdict::Allow(i)
             | Verdict::Failed(i, _)
-            | Verdict::Deny(Denial::DeniedByRule(i), _) => {
+            | Verdict::Deny(Denial::DeniedByRule(i), _)
+            | Verdict::Deny(Denial::RefusedAddress { rule: Some(i), .. }, _) => {
                 self.policy.rules.get(*i).map(ToString::to_string)
             }
             Verdict::Deny(Denial::Blocked, _) => Some("--block-net".to_owned()),
@@ -282,31 +501,57 @@ enum Failure {
     Connect(usize, std::io::Error),
 }
 
-async fn serve(client: TcpStream, shared: &Shared) {
+async fn serve(client: TcpStream, shared: &Arc<Shared>, slot: WaitSlot) {
     let _ = client.set_nodelay(true);
     let mut first = [0u8; 1];
-    match tokio::time::timeout(HEAD_TIMEOUT, client.peek(&mut first)).await {
-        Ok(Ok(1)) => {}
+    let peek = tokio::time::timeout(HEAD_TIMEOUT, client.peek(&mut first));
+    match slot.bounded(peek).await {
+        Some(Ok(Ok(1))) => {}
         _ => return,
     }
     if first[0] == 5 {
-        socks5(client, shared).await;
+        socks5(client, shared, slot).await;
     } else {
-        http(client, shared).await;
+        http(client, shared, slot).await;
     }
 }
 
-/// Decides, resolves on the host, checks each address, connects to the first admitted
-/// one that answers.
-async fn open(
-    policy: &EgressPolicy,
-    host: &Host,
-    port: u16,
-) -> Result<(usize, TcpStream, IpAddr), Failure> {
+/// The flag that would allow a refused destination, if it is safe to suggest (never for
+/// one of the host's own addresses, which the policy alone does not know).
+fn hint(shared: &Shared, denial: &Denial, host: &str, port: u16) -> Option<String> {
+    if let Ok(Host::Ip(ip)) = parse_host(host) {
+        if shared.host_addresses.current().contains(&canonical(ip)) {
+            return None;
+        }
+    }
+    shared.policy.hint(denial, host, port)
+}
+
+/// An open upstream connection and what it holds.
+struct Opened {
+    rule: usize,
+    stream: TcpStream,
+    ip: IpAddr,
+    _permit: TunnelPermit,
+}
+
+/// Decides, takes a tunnel's place, resolves on the host, checks each address (refused
+/// classes, the host's own addresses), connects to the first admitted one that answers.
+async fn open(shared: &Arc<Shared>, host: &Host, port: u16) -> Result<Opened, Failure> {
+    let policy = &shared.policy;
     let rule = match policy.decide(host, port) {
         Decision::Allow(i) => i,
+        Decision::Deny(Denial::UnnamedAddress(ip, crate::AddressClass::Public))
+            if shared.host_addresses.current().contains(&ip) =>
+        {
+            return Err(Failure::Denied(Denial::UnnamedAddress(
+                ip,
+                crate::AddressClass::Host,
+            )))
+        }
         Decision::Deny(d) => return Err(Failure::Denied(d)),
     };
+    let permit = TunnelPermit::take(shared, rule).map_err(|n| Failure::Denied(Denial::Busy(n)))?;
     let addresses: Vec<IpAddr> = match host {
         Host::Ip(a) => vec![canonical(*a)],
         Host::Name(n) => tokio::net::lookup_host((n.as_str(), port))
@@ -317,8 +562,9 @@ async fn open(
     };
     let mut refusal = None;
     let mut last_error = None;
+    let host_addresses = shared.host_addresses.current();
     for ip in addresses {
-        if let Err(d) = policy.admit_address(ip, port) {
+        if let Err(d) = policy.admit_address(ip, port, Some(rule), &host_addresses) {
             refusal.get_or_insert(d);
             continue;
         }
@@ -330,7 +576,12 @@ async fn open(
         {
             Ok(Ok(stream)) => {
                 let _ = stream.set_nodelay(true);
-                return Ok((rule, stream, ip));
+                return Ok(Opened {
+                    rule,
+                    stream,
+                    ip,
+                    _permit: permit,
+                });
             }
             Ok(Err(e)) => last_error = Some(e),
             Err(_) => last_error = Some(std::io::ErrorKind::TimedOut.into()),
@@ -541,10 +792,11 @@ fn response(status: &str, denied: Option<&str>, body: &str) -> Vec<u8> {
     bytes
 }
 
-async fn http(mut client: TcpStream, shared: &Shared) {
-    let Some((head, rest)) = read_head(&mut client).await else {
+async fn http(mut client: TcpStream, shared: &Arc<Shared>, slot: WaitSlot) {
+    let Some(Some((head, rest))) = slot.bounded(read_head(&mut client)).await else {
         return;
     };
+    drop(slot);
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     let parsed = matches!(req.parse(&head), Ok(httparse::Status::Complete(_)));
@@ -587,12 +839,22 @@ async fn http(mut client: TcpStream, shared: &Shared) {
     };
     let host_text = host.to_string();
     let target_text = format!("{host_text}:{port}");
-    match open(&shared.policy, &host, port).await {
+    let outcome = |decision, address, up, down| Outcome {
+        protocol,
+        target: target_text.clone(),
+        host: host_text.clone(),
+        port,
+        decision,
+        address,
+        up,
+        down,
+    };
+    match open(shared, &host, port).await {
         Err(failure) => {
             let (status, reason, denial) = describe(shared, &failure, &host_text, port);
             let header = match denial
                 .as_ref()
-                .and_then(|d| shared.policy.hint(d, &host_text, port))
+                .and_then(|d| hint(shared, d, &host_text, port))
             {
                 Some(h) => format!("{target_text}; allow with {h}"),
                 None => format!("{target_text}; {reason}"),
@@ -605,26 +867,33 @@ async fn http(mut client: TcpStream, shared: &Shared) {
                 ))
                 .await;
             let refused = denial.unwrap_or(Denial::NotAllowed);
-            shared.record(Outcome {
-                protocol,
-                target: target_text,
-                host: host_text,
-                port,
-                decision: verdict(&failure, &refused, reason),
-                address: None,
-                up: 0,
-                down: 0,
-            });
+            shared.record(outcome(verdict(&failure, &refused, reason), None, 0, 0));
         }
-        Ok((rule, mut upstream, ip)) => {
+        Ok(opened) => {
+            let Opened {
+                rule,
+                stream: mut upstream,
+                ip,
+                _permit,
+            } = opened;
             let mut up = 0u64;
-            if connect {
+            let first = if connect {
                 if client
                     .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
                     .await
                     .is_err()
                 {
                     return;
+                }
+                let address_rule = shared.policy.is_address_rule(rule);
+                match first_bytes(&mut client, &upstream, &host, port, address_rule, rest).await {
+                    Ok(first) => first,
+                    Err(refusal) => {
+                        let denial = Denial::Tls(refusal);
+                        let reason = shared.policy.explain(&denial, &host_text, port);
+                        shared.record(outcome(Verdict::Deny(&denial, reason), Some(ip), 0, 0));
+                        return;
+                    }
                 }
             } else {
                 let head = forwarded_head(
@@ -639,24 +908,151 @@ async fn http(mut client: TcpStream, shared: &Shared) {
                     return;
                 }
                 up += head.len() as u64;
-            }
-            if !rest.is_empty() {
-                if upstream.write_all(&rest).await.is_err() {
+                rest
+            };
+            if !first.is_empty() {
+                if upstream.write_all(&first).await.is_err() {
                     return;
                 }
-                up += rest.len() as u64;
+                up += first.len() as u64;
             }
             let (u, d) = relay(&mut client, &mut upstream).await;
-            shared.record(Outcome {
-                protocol,
-                target: target_text,
-                host: host_text,
-                port,
-                decision: Verdict::Allow(rule),
-                address: Some(ip),
-                up: up + u,
-                down: d,
-            });
+            shared.record(outcome(Verdict::Allow(rule), Some(ip), up + u, d));
+        }
+    }
+}
+
+/// What a tunnel's first client bytes are.
+enum Hello<'a> {
+    /// Not enough bytes yet to tell.
+    NeedMore,
+    /// Not TLS, on a port where that is allowed: nothing to check.
+    Pass,
+    /// A ClientHello, with every server name it carries.
+    Names(Vec<&'a [u8]>),
+    Refuse(TlsRefusal),
+}
+
+/// Reads what `buf` (the client's first bytes) holds, with a maintained TLS parser.
+fn read_hello(buf: &[u8], tls_port: bool) -> Hello<'_> {
+    use tls_parser::{SNIType, TlsExtension, TlsMessage, TlsMessageHandshake};
+    let not_tls = || {
+        if tls_port {
+            Hello::Refuse(TlsRefusal::NotTls)
+        } else {
+            Hello::Pass
+        }
+    };
+    // A handshake record (22) of a TLS version (3.x).
+    match buf {
+        [] | [_] => {
+            return match buf.first() {
+                Some(b) if *b != 22 => not_tls(),
+                _ => Hello::NeedMore,
+            }
+        }
+        [t, major, ..] if *t != 22 || *major != 3 => return not_tls(),
+        _ if buf.len() < 5 => return Hello::NeedMore,
+        _ => {}
+    }
+    let len = usize::from(u16::from_be_bytes([buf[3], buf[4]]));
+    if 5 + len > MAX_HELLO {
+        return Hello::Refuse(TlsRefusal::Malformed);
+    }
+    let Some(record) = buf.get(..5 + len) else {
+        return Hello::NeedMore;
+    };
+    let malformed = Hello::Refuse(TlsRefusal::Malformed);
+    let hello = match tls_parser::parse_tls_plaintext(record) {
+        Ok((_, plain)) => match plain.msg.as_slice() {
+            [TlsMessage::Handshake(TlsMessageHandshake::ClientHello(hello))] => hello.ext,
+            _ => return malformed,
+        },
+        Err(_) => return malformed,
+    };
+    let Some(ext) = hello else {
+        return Hello::Names(Vec::new());
+    };
+    let extensions = match tls_parser::parse_tls_client_hello_extensions(ext) {
+        Ok(([], extensions)) => extensions,
+        _ => return malformed,
+    };
+    let mut names = Vec::new();
+    for e in &extensions {
+        if let TlsExtension::SNI(list) = e {
+            for (kind, name) in list {
+                if *kind == SNIType::HostName {
+                    names.push(*name);
+                }
+            }
+        }
+    }
+    Hello::Names(names)
+}
+
+/// Whether the server names of a ClientHello fit the tunnel: each must be the tunnel's
+/// host (normalised like the rules' names); none at all only for a tunnel an address
+/// rule allowed.
+fn check_names(names: &[&[u8]], host: &Host, address_rule: bool) -> Result<(), TlsRefusal> {
+    if names.is_empty() {
+        return if address_rule {
+            Ok(())
+        } else {
+            Err(TlsRefusal::NoName)
+        };
+    }
+    for name in names {
+        let text = String::from_utf8_lossy(name);
+        match parse_host(&text) {
+            Ok(h) if &h == host => {}
+            _ => return Err(TlsRefusal::OtherName(printable(&text))),
+        }
+    }
+    Ok(())
+}
+
+/// Before a tunnel forwards anything upstream: the client's first bytes (`buf`, what it
+/// sent with its request, then what it sends next), read up to one TLS record. A TLS
+/// ClientHello must name the tunnel's host ([`check_names`]); on port 443 the client must
+/// start with one within [`HELLO_TIMEOUT`]. On another port, bytes that are not TLS pass,
+/// and so does a tunnel whose server speaks first (nothing is inspected then). Returns
+/// the bytes read, to be forwarded first.
+async fn first_bytes(
+    client: &mut TcpStream,
+    upstream: &TcpStream,
+    host: &Host,
+    port: u16,
+    address_rule: bool,
+    mut buf: Vec<u8>,
+) -> Result<Vec<u8>, TlsRefusal> {
+    let tls_port = port == TLS_PORT;
+    if buf.is_empty() && !tls_port {
+        tokio::select! {
+            biased;
+            _ = client.readable() => {}
+            _ = upstream.readable() => return Ok(buf),
+        }
+    }
+    let deadline = tokio::time::Instant::now() + HELLO_TIMEOUT;
+    let mut chunk = vec![0u8; 4096];
+    loop {
+        match read_hello(&buf, tls_port) {
+            Hello::NeedMore => {}
+            Hello::Pass => return Ok(buf),
+            Hello::Names(names) => return check_names(&names, host, address_rule).map(|()| buf),
+            Hello::Refuse(r) => return Err(r),
+        }
+        let room = MAX_HELLO.saturating_sub(buf.len()).min(chunk.len());
+        let Some(into) = chunk.get_mut(..room).filter(|c| !c.is_empty()) else {
+            return Err(TlsRefusal::Malformed);
+        };
+        match tokio::time::timeout_at(deadline, client.read(into)).await {
+            Err(_) if buf.is_empty() => return Err(TlsRefusal::Silent),
+            Err(_) => return Err(TlsRefusal::Malformed),
+            // The client ended before its first byte: nothing to check or forward.
+            Ok(Ok(0)) if buf.is_empty() => return Ok(buf),
+            Ok(Ok(0)) | Ok(Err(_)) => return Err(TlsRefusal::Malformed),
+            Ok(Ok(n)) => buf.extend_from_slice(into.get(..n).unwrap_or_default()),
         }
     }
 }
@@ -676,6 +1072,11 @@ fn describe(
     port: u16,
 ) -> (&'static str, String, Option<Denial>) {
     match failure {
+        Failure::Denied(d @ Denial::Busy(_)) => (
+            "503 Service Unavailable",
+            shared.policy.explain(d, host, port),
+            Some(d.clone()),
+        ),
         Failure::Denied(d) => (
             "403 Forbidden",
             shared.policy.explain(d, host, port),
@@ -773,7 +1174,7 @@ async fn socks_reply(client: &mut TcpStream, code: u8) -> std::io::Result<()> {
     client.write_all(&[5, code, 0, 1, 0, 0, 0, 0, 0, 0]).await
 }
 
-async fn socks5(mut client: TcpStream, shared: &Shared) {
+async fn socks5(mut client: TcpStream, shared: &Arc<Shared>, slot: WaitSlot) {
     let request = async {
         let mut greeting = [0u8; 2];
         client.read_exact(&mut greeting).await.ok()?;
@@ -818,9 +1219,13 @@ async fn socks5(mut client: TcpStream, shared: &Shared) {
         client.read_exact(&mut port).await.ok()?;
         Some((fixed[1], host, u16::from_be_bytes(port)))
     };
-    let Ok(Some((command, host, port))) = tokio::time::timeout(HEAD_TIMEOUT, request).await else {
+    let Some(Ok(Some((command, host, port)))) = slot
+        .bounded(tokio::time::timeout(HEAD_TIMEOUT, request))
+        .await
+    else {
         return;
     };
+    drop(slot);
     if command != 1 {
         let _ = socks_reply(&mut client, reply::COMMAND_NOT_SUPPORTED).await;
         return;
@@ -846,9 +1251,10 @@ async fn socks5(mut client: TcpStream, shared: &Shared) {
     };
     let host_text = host.to_string();
     let target_text = format!("{host_text}:{port}");
-    match open(&shared.policy, &host, port).await {
+    match open(shared, &host, port).await {
         Err(failure) => {
             let code = match &failure {
+                Failure::Denied(Denial::Busy(_)) => reply::GENERAL_FAILURE,
                 Failure::Denied(_) => reply::NOT_ALLOWED,
                 Failure::Resolve(..) => reply::HOST_UNREACHABLE,
                 Failure::Connect(_, e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
@@ -870,21 +1276,50 @@ async fn socks5(mut client: TcpStream, shared: &Shared) {
                 down: 0,
             });
         }
-        Ok((rule, mut upstream, ip)) => {
+        Ok(opened) => {
+            let Opened {
+                rule,
+                stream: mut upstream,
+                ip,
+                _permit,
+            } = opened;
             if socks_reply(&mut client, reply::SUCCEEDED).await.is_err() {
                 return;
             }
-            let (up, down) = relay(&mut client, &mut upstream).await;
-            shared.record(Outcome {
+            let address_rule = shared.policy.is_address_rule(rule);
+            let outcome = |decision, up, down| Outcome {
                 protocol: "socks5",
-                target: target_text,
-                host: host_text,
+                target: target_text.clone(),
+                host: host_text.clone(),
                 port,
-                decision: Verdict::Allow(rule),
+                decision,
                 address: Some(ip),
                 up,
                 down,
-            });
+            };
+            let first = match first_bytes(
+                &mut client,
+                &upstream,
+                &host,
+                port,
+                address_rule,
+                Vec::new(),
+            )
+            .await
+            {
+                Ok(first) => first,
+                Err(refusal) => {
+                    let denial = Denial::Tls(refusal);
+                    let reason = shared.policy.explain(&denial, &host_text, port);
+                    shared.record(outcome(Verdict::Deny(&denial, reason), 0, 0));
+                    return;
+                }
+            };
+            if !first.is_empty() && upstream.write_all(&first).await.is_err() {
+                return;
+            }
+            let (up, down) = relay(&mut client, &mut upstream).await;
+            shared.record(outcome(Verdict::Allow(rule), first.len() as u64 + up, down));
         }
     }
 }
@@ -925,22 +1360,41 @@ mod tests {
     }
 
     fn proxy(mode: Mode, rules: &[(Action, &str)]) -> u16 {
+        proxy_with(mode, rules, Limits::for_descriptors(4096))
+    }
+
+    fn proxy_with(mode: Mode, rules: &[(Action, &str)], limits: Limits) -> u16 {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
         let policy = EgressPolicy {
             mode,
             rules: rules
                 .iter()
-                .map(|(a, p)| Rule {
-                    action: *a,
-                    pattern: p.parse().unwrap(),
-                    origin: RuleOrigin::Flag,
-                    note: None,
+                .map(|(a, p)| {
+                    // "profile:PATTERN": a rule of the agent profile.
+                    let (origin, p) = match p.strip_prefix("profile:") {
+                        Some(rest) => (RuleOrigin::Profile, rest),
+                        None => (RuleOrigin::Flag, *p),
+                    };
+                    Rule {
+                        action: *a,
+                        pattern: p.parse().unwrap(),
+                        origin,
+                        note: None,
+                    }
                 })
                 .collect(),
             left_out: vec![],
         };
-        let handle = spawn(l, ProxyConfig { policy, log: None }).unwrap();
+        let handle = spawn(
+            l,
+            ProxyConfig {
+                policy,
+                log: None,
+                limits,
+            },
+        )
+        .unwrap();
         std::mem::forget(handle);
         port
     }
@@ -1063,12 +1517,16 @@ mod tests {
             format!("CONNECT 127.0.0.1:{other} HTTP/1.1\r\n\r\n").as_bytes(),
         );
         assert!(out.starts_with("HTTP/1.1 403 Forbidden"), "{out}");
+        // A loopback address: the reason, never the flag that would open it.
         assert!(
             out.contains(&format!(
-                "X-Sandy-Denied: 127.0.0.1:{other}; allow with --allow-domain 127.0.0.1:{other}"
+                "X-Sandy-Denied: 127.0.0.1:{other}; 127.0.0.1:{other} is a loopback address, \
+                 refused unless a rule names it (see \"Local, private and metadata \
+                 addresses\" in Sandy's README)"
             )),
             "{out}"
         );
+        assert!(!out.contains("--allow-domain"), "{out}");
         // SOCKS5 with a literal address: the same rules.
         let mut s = std::net::TcpStream::connect(("127.0.0.1", p)).unwrap();
         s.write_all(&[5, 1, 0]).unwrap();
@@ -1114,5 +1572,254 @@ mod tests {
         let out = exchange(p, b"CONNECT localhost:8080 HTTP/1.1\r\n\r\n");
         assert!(out.starts_with("HTTP/1.1 403"), "{out}");
         assert!(out.contains("loopback"), "{out}");
+    }
+
+    /// A ClientHello record naming `name` (no extensions at all with `None`).
+    fn client_hello(name: Option<&str>) -> Vec<u8> {
+        let mut body = vec![3, 3];
+        body.extend_from_slice(&[7u8; 32]);
+        body.push(0); // session id
+        body.extend_from_slice(&[0, 2, 0x13, 0x01]); // one cipher suite
+        body.extend_from_slice(&[1, 0]); // null compression
+        if let Some(name) = name {
+            let n = name.as_bytes();
+            let mut sni = vec![0u8];
+            sni.extend_from_slice(&(n.len() as u16).to_be_bytes());
+            sni.extend_from_slice(n);
+            let mut list = (sni.len() as u16).to_be_bytes().to_vec();
+            list.extend_from_slice(&sni);
+            let mut ext = vec![0, 0];
+            ext.extend_from_slice(&(list.len() as u16).to_be_bytes());
+            ext.extend_from_slice(&list);
+            body.extend_from_slice(&(ext.len() as u16).to_be_bytes());
+            body.extend_from_slice(&ext);
+        }
+        let mut hs = vec![1, 0];
+        hs.extend_from_slice(&(body.len() as u16).to_be_bytes());
+        hs.extend_from_slice(&body);
+        let mut record = vec![22, 3, 1];
+        record.extend_from_slice(&(hs.len() as u16).to_be_bytes());
+        record.extend_from_slice(&hs);
+        record
+    }
+
+    #[test]
+    fn a_client_hello_is_read_with_its_server_names_and_anything_else_is_told_apart() {
+        let hello = client_hello(Some("API.example.com."));
+        match read_hello(&hello, true) {
+            Hello::Names(n) => assert_eq!(n, vec![&b"API.example.com."[..]]),
+            _ => panic!("no names"),
+        }
+        assert!(matches!(read_hello(&client_hello(None), true), Hello::Names(n) if n.is_empty()));
+        // Every prefix needs more bytes; nothing is decided on a part.
+        for end in 0..hello.len() {
+            assert!(
+                matches!(read_hello(&hello[..end], true), Hello::NeedMore),
+                "{end}"
+            );
+        }
+        // Not TLS: refused on 443, passed elsewhere.
+        for other in [&b"GET / HTTP/1.1\r\n"[..], b"SSH-2.0-x", &[22, 9, 9, 9, 9]] {
+            assert!(matches!(
+                read_hello(other, true),
+                Hello::Refuse(TlsRefusal::NotTls)
+            ));
+            assert!(matches!(read_hello(other, false), Hello::Pass));
+        }
+        // A record longer than one TLS record can be, and a record that is not a
+        // ClientHello, are refused.
+        assert!(matches!(
+            read_hello(&[22, 3, 1, 0xff, 0xff], false),
+            Hello::Refuse(TlsRefusal::Malformed)
+        ));
+        let mut garbled = hello;
+        garbled[5] = 2; // a ServerHello
+        assert!(matches!(
+            read_hello(&garbled, false),
+            Hello::Refuse(TlsRefusal::Malformed)
+        ));
+        // Names are compared normalised; none at all only under an address rule.
+        let host = Host::Name("api.example.com".into());
+        assert_eq!(check_names(&[b"API.example.com."], &host, false), Ok(()));
+        assert_eq!(
+            check_names(&[b"evil.example"], &host, false),
+            Err(TlsRefusal::OtherName("evil.example".into()))
+        );
+        assert_eq!(check_names(&[], &host, false), Err(TlsRefusal::NoName));
+        let ip = Host::Ip("10.0.0.5".parse().unwrap());
+        assert_eq!(check_names(&[], &ip, true), Ok(()));
+        assert!(check_names(&[b"internal.example"], &ip, true).is_err());
+    }
+
+    /// Opens a CONNECT tunnel to `target` and sends `first`; returns what came back after
+    /// the proxy's answer (the echo of what was forwarded), or the answer if refused.
+    fn tunnel(proxy: u16, target: &str, first: &[u8]) -> (String, Vec<u8>) {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", proxy)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(s, "CONNECT {target} HTTP/1.1\r\n\r\n").unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if s.read(&mut byte).unwrap_or(0) == 0 {
+                break;
+            }
+            head.push(byte[0]);
+        }
+        let _ = s.write_all(first);
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        (String::from_utf8_lossy(&head).into_owned(), rest)
+    }
+
+    #[test]
+    fn a_tunnel_forwards_a_client_hello_only_when_it_names_the_tunnels_host() {
+        let up = echo();
+        let p = proxy(
+            Mode::Allowlist,
+            &[
+                (Action::Allow, &format!("localhost:{up}")),
+                (Action::Allow, &format!("127.0.0.1:{up}")),
+            ],
+        );
+        let good = client_hello(Some("LocalHost."));
+        let (head, echoed) = tunnel(p, &format!("localhost:{up}"), &good);
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert_eq!(echoed, good);
+        // Another name, or none, through a name rule: closed, nothing forwarded.
+        for bad in [client_hello(Some("evil.example")), client_hello(None)] {
+            let (head, echoed) = tunnel(p, &format!("localhost:{up}"), &bad);
+            assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+            assert!(echoed.is_empty(), "{echoed:?}");
+        }
+        // Through an address rule a ClientHello without a name passes; one with a name
+        // does not (a name is decided by the rules, not by the hello).
+        let (_, echoed) = tunnel(p, &format!("127.0.0.1:{up}"), &client_hello(None));
+        assert_eq!(echoed, client_hello(None));
+        let (_, echoed) = tunnel(p, &format!("127.0.0.1:{up}"), &good);
+        assert!(echoed.is_empty());
+        // Not TLS on another port than 443: passed as it is.
+        let (_, echoed) = tunnel(p, &format!("localhost:{up}"), b"plain bytes");
+        assert_eq!(echoed, b"plain bytes");
+    }
+
+    #[test]
+    fn the_tunnel_limit_answers_503_and_silent_connections_make_room_for_new_ones() {
+        let up = echo();
+        let limits = Limits {
+            tunnels: 2,
+            agent_reserve: 0,
+            waiting: 3,
+        };
+        let p = proxy_with(
+            Mode::Allowlist,
+            &[(Action::Allow, &format!("127.0.0.1:{up}"))],
+            limits,
+        );
+        let open_tunnel = || {
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", p)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            write!(s, "CONNECT 127.0.0.1:{up} HTTP/1.1\r\n\r\n").unwrap();
+            let mut head = [0u8; 12];
+            s.read_exact(&mut head).unwrap();
+            (s, String::from_utf8_lossy(&head).into_owned())
+        };
+        let (a, ha) = open_tunnel();
+        let (b, hb) = open_tunnel();
+        assert_eq!((ha.as_str(), hb.as_str()), ("HTTP/1.1 200", "HTTP/1.1 200"));
+        let out = exchange(
+            p,
+            format!("CONNECT 127.0.0.1:{up} HTTP/1.1\r\n\r\n").as_bytes(),
+        );
+        assert!(out.starts_with("HTTP/1.1 503"), "{out}");
+        assert!(out.contains("X-Sandy-Denied: 127.0.0.1:"), "{out}");
+        assert!(out.contains("2 connections open"), "{out}");
+        drop((a, b));
+        // Silent connections beyond the bound: the oldest is closed, and a request on a
+        // new connection still gets through.
+        let silent: Vec<std::net::TcpStream> = (0..6)
+            .map(|_| std::net::TcpStream::connect(("127.0.0.1", p)).unwrap())
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let mut first = &silent[0];
+        first
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut buf = [0u8; 1];
+        assert_eq!(
+            first.read(&mut buf).unwrap_or(0),
+            0,
+            "the oldest stays open"
+        );
+        let (mut c, head) = open_tunnel();
+        assert_eq!(head, "HTTP/1.1 200", "{head}");
+        let mut rest = [0u8; 4];
+        c.read_exact(&mut rest).unwrap(); // " Connection established" begins
+        drop(silent);
+    }
+
+    #[test]
+    fn limits_follow_the_descriptors_and_keep_a_reserve() {
+        let big = Limits::for_descriptors(1 << 20);
+        assert_eq!(
+            big,
+            Limits {
+                tunnels: MAX_TUNNELS,
+                agent_reserve: AGENT_RESERVE,
+                waiting: MAX_WAITING
+            }
+        );
+        for n in [256u64, 1024, 4096, 20_000] {
+            let l = Limits::for_descriptors(n);
+            let held = (l.tunnels + l.agent_reserve) as u64 * TUNNEL_DESCRIPTORS + l.waiting as u64;
+            assert!(held + RESERVED_DESCRIPTORS <= n, "{n}: {l:?}");
+            assert!(l.tunnels >= 1 && l.waiting >= 1, "{n}: {l:?}");
+        }
+    }
+
+    #[test]
+    fn past_the_tunnel_limit_socks_gets_reply_1_and_the_profiles_endpoints_have_a_reserve() {
+        let up = echo();
+        let p = proxy_with(
+            Mode::Allowlist,
+            &[
+                (Action::Allow, &format!("127.0.0.1:{up}")),
+                (Action::Allow, &format!("profile:localhost:{up}")),
+            ],
+            Limits {
+                tunnels: 1,
+                agent_reserve: 1,
+                waiting: 16,
+            },
+        );
+        let open = |target: &str| {
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", p)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            write!(s, "CONNECT {target} HTTP/1.1\r\n\r\n").unwrap();
+            let mut head = [0u8; 12];
+            s.read_exact(&mut head).unwrap();
+            (s, String::from_utf8_lossy(&head).into_owned())
+        };
+        let flag = format!("127.0.0.1:{up}");
+        let agent = format!("localhost:{up}");
+        let (_a, head) = open(&flag);
+        assert_eq!(head, "HTTP/1.1 200");
+        assert_eq!(open(&flag).1, "HTTP/1.1 503");
+        // SOCKS5 at the limit: general failure (1).
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", p)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(&[5, 1, 0]).unwrap();
+        let mut r = [0u8; 2];
+        s.read_exact(&mut r).unwrap();
+        let mut req = vec![5, 1, 0, 1, 127, 0, 0, 1];
+        req.extend_from_slice(&up.to_be_bytes());
+        s.write_all(&req).unwrap();
+        let mut reply = [0u8; 10];
+        s.read_exact(&mut reply).unwrap();
+        assert_eq!(reply[1], 1, "{reply:?}");
+        // The profile's endpoint still gets its reserved tunnel, and only that one.
+        let (_b, head) = open(&agent);
+        assert_eq!(head, "HTTP/1.1 200");
+        assert_eq!(open(&agent).1, "HTTP/1.1 503");
     }
 }

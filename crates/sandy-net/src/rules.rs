@@ -1,8 +1,10 @@
 //! Rules and decisions. A pattern is an exact host (`api.example.com`), every subdomain of
 //! a name (`*.example.com`, not the name itself), an IP address or a CIDR network, with an
-//! optional `:PORT`; without one it means ports 80 and 443. Deny rules win over allow
-//! rules. A name is decided before any DNS lookup; the addresses it resolves to are then
-//! checked again ([`EgressPolicy::admit_address`]) so that rebinding reaches nothing new.
+//! optional `:PORT`; without one, an allow rule means ports 80 and 443 and a deny rule
+//! every port. Deny rules win over allow rules. A name is decided before any DNS lookup;
+//! the addresses it resolves to are then checked again ([`EgressPolicy::admit_address`])
+//! so that rebinding reaches nothing new, neither a refused address class nor one of the
+//! host's own addresses.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -13,7 +15,14 @@ use serde::{Serialize, Serializer};
 use crate::addr::{canonical, classify, AddressClass};
 use crate::host::{parse_host, Host, NameError};
 
-/// The ports a pattern without `:PORT` means.
+/// Where a refusal of a local, private or metadata address sends the reader instead of
+/// suggesting the flag that would open it (a prompt-injected agent could pass a
+/// suggestion on to the user as advice).
+pub const LOCAL_ADDRESSES_DOC: &str =
+    "see \"Local, private and metadata addresses\" in Sandy's README";
+
+/// The ports an allow pattern without `:PORT` means (a deny pattern without one means
+/// every port).
 pub const WEB_PORTS: [u16; 2] = [80, 443];
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -148,27 +157,45 @@ impl Pattern {
     /// Whether this pattern names the host name (names only; addresses never match a
     /// name pattern).
     pub fn matches_name(&self, name: &str, port: u16) -> bool {
-        self.port.matches(port)
-            && match &self.host {
-                HostPattern::Exact(n) => n == name,
-                HostPattern::Subdomains(n) => name
-                    .strip_suffix(n.as_str())
-                    .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
-                _ => false,
-            }
+        self.port.matches(port) && self.names_name(name)
     }
 
     /// Whether this pattern names the address explicitly (an address or network rule).
     pub fn matches_address(&self, ip: IpAddr, port: u16) -> bool {
+        self.port.matches(port) && self.names_address(ip)
+    }
+
+    /// Whether the host part names this name, whatever the port.
+    fn names_name(&self, name: &str) -> bool {
+        match &self.host {
+            HostPattern::Exact(n) => n == name,
+            HostPattern::Subdomains(n) => name
+                .strip_suffix(n.as_str())
+                .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
+            _ => false,
+        }
+    }
+
+    /// Whether the host part names this address, whatever the port.
+    fn names_address(&self, ip: IpAddr) -> bool {
         let ip = canonical(ip);
-        self.port.matches(port)
-            && match self.host {
-                HostPattern::Address(a) => a == ip,
-                HostPattern::Network { base, prefix } => {
-                    base.is_ipv4() == ip.is_ipv4() && mask(ip, prefix) == base
-                }
-                _ => false,
+        match self.host {
+            HostPattern::Address(a) => a == ip,
+            HostPattern::Network { base, prefix } => {
+                base.is_ipv4() == ip.is_ipv4() && mask(ip, prefix) == base
             }
+            _ => false,
+        }
+    }
+
+    /// Whether a rule with this pattern and `action` covers `port`: as written, except
+    /// that a deny pattern without `:PORT` covers every port (`--deny-domain evil.example`
+    /// must beat `--allow-domain '*.example:8443'`).
+    fn covers_port(&self, action: Action, port: u16) -> bool {
+        match (action, self.port) {
+            (Action::Deny, PortSpec::Web) => true,
+            (_, spec) => spec.matches(port),
+        }
     }
 
     pub fn is_address(&self) -> bool {
@@ -291,12 +318,64 @@ pub enum Denial {
     DeniedByRule(usize),
     /// No allow rule names this host and port.
     NotAllowed,
-    /// An IP literal no rule names.
-    UnnamedAddress(IpAddr),
-    /// An allowed name resolved to an address of a refused class no rule names.
-    RefusedAddress(IpAddr, AddressClass),
+    /// An IP literal no rule names, and its class ([`AddressClass::Host`] when the proxy
+    /// knows it for one of the host's own addresses).
+    UnnamedAddress(IpAddr, AddressClass),
+    /// An address of a refused class (or one of the host's own addresses) no rule names:
+    /// what an allowed name (allowed by the rule at `rule`) resolved to.
+    RefusedAddress {
+        ip: IpAddr,
+        class: AddressClass,
+        rule: Option<usize>,
+    },
+    /// The tunnel's first bytes did not pass the TLS check (see [`TlsRefusal`]).
+    Tls(TlsRefusal),
+    /// The run already has this many connections through the proxy, its limit. Not a
+    /// policy decision: the same request succeeds once others end.
+    Busy(usize),
     /// The host is not a valid name.
     Invalid(NameError),
+}
+
+/// Why a tunnel's first bytes were refused. A tunnel whose client starts with a TLS
+/// handshake must name the tunnel's own host in its ClientHello (SNI); on port 443 the
+/// client must start with one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TlsRefusal {
+    /// The ClientHello names another host.
+    OtherName(String),
+    /// The ClientHello names no host, and the tunnel was not allowed by an address rule.
+    NoName,
+    /// Port 443, and the first bytes are not a TLS handshake.
+    NotTls,
+    /// Port 443, and the client sent nothing within the wait.
+    Silent,
+    /// A TLS handshake record that is not a readable ClientHello within the bound.
+    Malformed,
+}
+
+impl fmt::Display for TlsRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TlsRefusal::OtherName(n) => {
+                write!(f, "the TLS ClientHello names {n}, not the tunnel's host")
+            }
+            TlsRefusal::NoName => f.write_str(
+                "the TLS ClientHello names no host (SNI), and only a tunnel to an address \
+                 allowed by an address rule may omit it",
+            ),
+            TlsRefusal::NotTls => f.write_str(
+                "port 443 carries only TLS through the proxy, and the first bytes were not a \
+                 TLS handshake",
+            ),
+            TlsRefusal::Silent => {
+                f.write_str("the client sent no TLS ClientHello in time on port 443")
+            }
+            TlsRefusal::Malformed => {
+                f.write_str("the TLS ClientHello could not be read within its bound")
+            }
+        }
+    }
 }
 
 /// A decision about one destination.
@@ -328,38 +407,60 @@ impl EgressPolicy {
             return Decision::Deny(Denial::Blocked);
         }
         let names = |p: &Pattern| match host {
-            Host::Name(n) => p.matches_name(n, port),
-            Host::Ip(a) => p.matches_address(*a, port),
+            Host::Name(n) => p.names_name(n),
+            Host::Ip(a) => p.names_address(*a),
         };
-        if let Some(i) = self.find(Action::Deny, &names) {
+        if let Some(i) = self.find(Action::Deny, port, &names) {
             return Decision::Deny(Denial::DeniedByRule(i));
         }
-        match (self.find(Action::Allow, &names), host) {
+        match (self.find(Action::Allow, port, &names), host) {
             (Some(i), _) => Decision::Allow(i),
-            (None, Host::Ip(a)) => Decision::Deny(Denial::UnnamedAddress(canonical(*a))),
+            (None, Host::Ip(a)) => {
+                let a = canonical(*a);
+                Decision::Deny(Denial::UnnamedAddress(a, classify(a)))
+            }
             (None, Host::Name(_)) => Decision::Deny(Denial::NotAllowed),
         }
     }
 
-    /// After a lookup: whether an address an allowed name resolved to may be reached.
-    /// Deny rules naming the address win; an address of a refused class needs an allow
-    /// rule that names it.
-    pub fn admit_address(&self, ip: IpAddr, port: u16) -> Result<(), Denial> {
-        let m = |p: &Pattern| p.matches_address(ip, port);
-        if let Some(i) = self.find(Action::Deny, &m) {
+    /// After a lookup: whether an address that a name allowed by the rule at `rule`
+    /// resolved to may be reached. Deny rules naming the address win; an address of a
+    /// refused class, or one of `host_addresses` (the addresses of the host's own
+    /// interfaces), needs an allow rule that names it.
+    pub fn admit_address(
+        &self,
+        ip: IpAddr,
+        port: u16,
+        rule: Option<usize>,
+        host_addresses: &[IpAddr],
+    ) -> Result<(), Denial> {
+        let ip = canonical(ip);
+        let m = |p: &Pattern| p.names_address(ip);
+        if let Some(i) = self.find(Action::Deny, port, &m) {
             return Err(Denial::DeniedByRule(i));
         }
-        match classify(ip) {
+        let class = match classify(ip) {
+            AddressClass::Public if is_host_address(ip, host_addresses) => AddressClass::Host,
+            class => class,
+        };
+        match class {
             AddressClass::Public => Ok(()),
-            _ if self.find(Action::Allow, &m).is_some() => Ok(()),
-            class => Err(Denial::RefusedAddress(canonical(ip), class)),
+            _ if self.find(Action::Allow, port, &m).is_some() => Ok(()),
+            class => Err(Denial::RefusedAddress { ip, class, rule }),
         }
     }
 
-    fn find(&self, action: Action, m: &dyn Fn(&Pattern) -> bool) -> Option<usize> {
+    fn find(&self, action: Action, port: u16, m: &dyn Fn(&Pattern) -> bool) -> Option<usize> {
+        self.rules.iter().position(|r| {
+            r.action == action && r.pattern.covers_port(action, port) && m(&r.pattern)
+        })
+    }
+
+    /// Whether the rule at `index` names an address or a network (not a name).
+    pub fn is_address_rule(&self, index: usize) -> bool {
         self.rules
-            .iter()
-            .position(|r| r.action == action && m(&r.pattern))
+            .get(index)
+            .is_some_and(|r| r.pattern.is_address())
     }
 
     /// What a refused name is when it is a known destination the policy leaves out.
@@ -369,7 +470,9 @@ impl EgressPolicy {
             .find(|l| l.pattern.matches_name(host, port))
     }
 
-    /// One sentence for the user: why, and the flag that would allow it.
+    /// One sentence for the user: why, and the flag that would allow it. A local,
+    /// private or metadata address (or one of the host's own) is never answered with the
+    /// flag that would open it: the sentence names the rule and where that is documented.
     pub fn explain(&self, denial: &Denial, host: &str, port: u16) -> String {
         if let (Denial::NotAllowed, Some(known)) = (denial, self.left_out(host, port)) {
             return format!(
@@ -384,36 +487,85 @@ impl EgressPolicy {
                 Some(r) => format!("{host}:{port} is denied by {r}"),
                 None => format!("{host}:{port} is denied"),
             },
-            Denial::NotAllowed | Denial::UnnamedAddress(_) => format!(
+            Denial::NotAllowed if names_loopback(host) => format!(
+                "{host}:{port} is not allowed: it names this machine ({LOCAL_ADDRESSES_DOC})"
+            ),
+            Denial::NotAllowed | Denial::UnnamedAddress(_, AddressClass::Public) => format!(
                 "{host}:{port} is not allowed; allow it with --allow-domain {}",
                 suggest(host, port)
             ),
-            Denial::RefusedAddress(ip, class) => format!(
-                "{host} resolves to {ip}, a {class} address; allow that address with \
-                 --allow-domain {}",
-                suggest(&Host::Ip(*ip).to_string(), port)
+            Denial::UnnamedAddress(ip, class) => format!(
+                "{}:{port} is {}, refused unless a rule names it ({LOCAL_ADDRESSES_DOC})",
+                Host::Ip(*ip),
+                an_address(*class)
+            ),
+            Denial::RefusedAddress { ip, class, rule } => {
+                let allowed = match rule.and_then(|i| self.rules.get(i)) {
+                    Some(r) => format!("; {r} allows the name, not the address"),
+                    None => String::new(),
+                };
+                format!(
+                    "{host} resolves to {}, {}, refused unless a rule names the \
+                     address{allowed} ({LOCAL_ADDRESSES_DOC})",
+                    Host::Ip(*ip),
+                    an_address(*class)
+                )
+            }
+            Denial::Tls(t) => format!("{host}:{port}: {t}"),
+            Denial::Busy(n) => format!(
+                "{host}:{port}: the run already has {n} connections open through the proxy \
+                 (its limit); try again when some have ended"
             ),
             Denial::Invalid(e) => format!("refused: {e}"),
         }
     }
 
-    /// The flag that would allow a refused destination, if one would.
+    /// The flag that would allow a refused destination, if one would and it is safe to
+    /// suggest: never for a local, private or metadata address, a name of this machine
+    /// (`localhost`), or a TLS or capacity refusal.
     pub fn hint(&self, denial: &Denial, host: &str, port: u16) -> Option<String> {
+        let local = names_loopback(host)
+            || matches!(parse_host(host), Ok(Host::Ip(ip)) if classify(ip) != AddressClass::Public);
         match denial {
-            Denial::NotAllowed | Denial::UnnamedAddress(_) => {
+            _ if local => None,
+            Denial::NotAllowed | Denial::UnnamedAddress(_, AddressClass::Public) => {
                 Some(format!("--allow-domain {}", suggest(host, port)))
             }
-            Denial::RefusedAddress(ip, _) => Some(format!(
-                "--allow-domain {}",
-                suggest(&Host::Ip(*ip).to_string(), port)
-            )),
             Denial::Blocked => Some(format!(
                 "--allow-domain {} instead of --block-net",
                 suggest(host, port)
             )),
-            Denial::DeniedByRule(_) | Denial::Invalid(_) => None,
+            Denial::UnnamedAddress(..)
+            | Denial::RefusedAddress { .. }
+            | Denial::DeniedByRule(_)
+            | Denial::Tls(_)
+            | Denial::Busy(_)
+            | Denial::Invalid(_) => None,
         }
     }
+}
+
+/// "a loopback address", "an unspecified address", "one of this host's own addresses".
+fn an_address(class: AddressClass) -> String {
+    if class == AddressClass::Host {
+        return "one of this host's own addresses".to_owned();
+    }
+    let d = class.describe();
+    let an = d.starts_with(['a', 'e', 'i', 'o', 'u']);
+    format!("{} {d} address", if an { "an" } else { "a" })
+}
+
+/// Whether `ip` is one of the host's own addresses (IPv4-mapped forms included).
+fn is_host_address(ip: IpAddr, host_addresses: &[IpAddr]) -> bool {
+    let ip = canonical(ip);
+    host_addresses.iter().any(|a| canonical(*a) == ip)
+}
+
+/// Whether a host as written names this machine by name (`localhost`, `*.localhost`,
+/// which resolvers answer with loopback).
+fn names_loopback(host: &str) -> bool {
+    let h = host.trim_end_matches('.').to_ascii_lowercase();
+    h == "localhost" || h.ends_with(".localhost")
 }
 
 #[cfg(test)]
@@ -533,7 +685,10 @@ mod tests {
         let ip = |s: &str| Host::Ip(s.parse().unwrap());
         assert_eq!(
             pol.decide(&ip("1.2.3.4"), 443),
-            Decision::Deny(Denial::UnnamedAddress("1.2.3.4".parse().unwrap()))
+            Decision::Deny(Denial::UnnamedAddress(
+                "1.2.3.4".parse().unwrap(),
+                AddressClass::Public
+            ))
         );
         assert_eq!(pol.decide(&ip("10.0.0.5"), 8080), Decision::Allow(1));
         assert_eq!(pol.decide(&ip("::ffff:10.0.0.5"), 8080), Decision::Allow(1));
@@ -554,7 +709,9 @@ mod tests {
             (Action::Allow, "api.example.com"),
             (Action::Allow, "10.0.0.5"),
         ]);
-        assert_eq!(pol.admit_address("1.2.3.4".parse().unwrap(), 443), Ok(()));
+        let admit =
+            |pol: &EgressPolicy, ip: &str| pol.admit_address(ip.parse().unwrap(), 443, None, &[]);
+        assert_eq!(admit(&pol, "1.2.3.4"), Ok(()));
         for bad in [
             "169.254.169.254",
             "fd00:ec2::254",
@@ -567,19 +724,13 @@ mod tests {
             "0.0.0.0",
         ] {
             assert!(
-                matches!(
-                    pol.admit_address(bad.parse().unwrap(), 443),
-                    Err(Denial::RefusedAddress(..))
-                ),
+                matches!(admit(&pol, bad), Err(Denial::RefusedAddress { .. })),
                 "{bad}"
             );
         }
-        assert_eq!(pol.admit_address("10.0.0.5".parse().unwrap(), 443), Ok(()));
+        assert_eq!(admit(&pol, "10.0.0.5"), Ok(()));
         let deny = policy(&[(Action::Allow, "a.example"), (Action::Deny, "1.2.3.0/24")]);
-        assert_eq!(
-            deny.admit_address("1.2.3.4".parse().unwrap(), 443),
-            Err(Denial::DeniedByRule(1))
-        );
+        assert_eq!(admit(&deny, "1.2.3.4"), Err(Denial::DeniedByRule(1)));
     }
 
     #[test]
@@ -634,5 +785,170 @@ mod tests {
             "other.example:443 is not allowed; allow it with --allow-domain other.example"
         );
         assert_eq!(pol.decide(&name("api.example"), 443), Decision::Allow(0));
+    }
+
+    #[test]
+    fn the_hosts_own_addresses_are_refused_unless_a_rule_names_them() {
+        let pol = policy(&[
+            (Action::Allow, "api.example.com"),
+            (Action::Allow, "203.0.113.0/24:8080"),
+        ]);
+        let host: Vec<IpAddr> = ["192.0.2.1", "2001:db8::1", "10.1.1.1"]
+            .iter()
+            .map(|a| a.parse().unwrap())
+            .collect();
+        let admit = |ip: &str, port| pol.admit_address(ip.parse().unwrap(), port, Some(0), &host);
+        assert_eq!(
+            admit("192.0.2.1", 443),
+            Err(Denial::RefusedAddress {
+                ip: "192.0.2.1".parse().unwrap(),
+                class: AddressClass::Host,
+                rule: Some(0)
+            })
+        );
+        assert!(matches!(
+            admit("::ffff:192.0.2.1", 443),
+            Err(Denial::RefusedAddress {
+                class: AddressClass::Host,
+                ..
+            })
+        ));
+        assert!(matches!(
+            admit("2001:db8::1", 443),
+            Err(Denial::RefusedAddress {
+                class: AddressClass::Host,
+                ..
+            })
+        ));
+        // A host address of a refused class keeps that class.
+        assert!(matches!(
+            admit("10.1.1.1", 443),
+            Err(Denial::RefusedAddress {
+                class: AddressClass::Private,
+                ..
+            })
+        ));
+        assert_eq!(admit("192.0.2.2", 443), Ok(()));
+        // A rule naming the address (or its network) opens it, on its port only.
+        let host2: Vec<IpAddr> = vec!["203.0.113.9".parse().unwrap()];
+        assert_eq!(
+            pol.admit_address("203.0.113.9".parse().unwrap(), 8080, Some(1), &host2),
+            Ok(())
+        );
+        assert!(pol
+            .admit_address("203.0.113.9".parse().unwrap(), 443, Some(0), &host2)
+            .is_err());
+    }
+
+    #[test]
+    fn a_deny_rule_without_a_port_denies_every_port() {
+        let pol = policy(&[
+            (Action::Deny, "evil.example"),
+            (Action::Deny, "10.9.0.0/16"),
+            (Action::Deny, "198.51.100.9"),
+            (Action::Deny, "*.bad.example:8443"),
+            (Action::Allow, "*.example:8443"),
+            (Action::Allow, "evil.example:22"),
+            (Action::Allow, "10.9.1.1:5432"),
+            (Action::Allow, "198.51.100.9:8080"),
+            (Action::Allow, "*.bad.example"),
+            (Action::Allow, "*.bad.example:8443"),
+        ]);
+        for port in [22, 80, 443, 8443, 65535] {
+            assert_eq!(
+                pol.decide(&name("evil.example"), port),
+                Decision::Deny(Denial::DeniedByRule(0)),
+                "{port}"
+            );
+        }
+        assert_eq!(
+            pol.decide(&Host::Ip("10.9.1.1".parse().unwrap()), 5432),
+            Decision::Deny(Denial::DeniedByRule(1))
+        );
+        assert_eq!(
+            pol.decide(&Host::Ip("198.51.100.9".parse().unwrap()), 8080),
+            Decision::Deny(Denial::DeniedByRule(2))
+        );
+        assert_eq!(
+            pol.admit_address("10.9.3.3".parse().unwrap(), 8443, Some(4), &[]),
+            Err(Denial::DeniedByRule(1))
+        );
+        // A deny rule with a port denies that port only.
+        assert_eq!(
+            pol.decide(&name("a.bad.example"), 8443),
+            Decision::Deny(Denial::DeniedByRule(3))
+        );
+        assert_eq!(pol.decide(&name("a.bad.example"), 443), Decision::Allow(8));
+        assert_eq!(pol.decide(&name("good.example"), 8443), Decision::Allow(4));
+        // Allow rules without a port still mean 80 and 443 only.
+        assert_eq!(
+            pol.decide(&name("a.bad.example"), 22),
+            Decision::Deny(Denial::NotAllowed)
+        );
+    }
+
+    #[test]
+    fn refusals_of_local_addresses_name_the_rule_and_never_suggest_opening_them() {
+        let pol = policy(&[(Action::Allow, "*.allowed.test")]);
+        let cases = [
+            Denial::RefusedAddress {
+                ip: "169.254.169.254".parse().unwrap(),
+                class: AddressClass::CloudMetadata,
+                rule: Some(0),
+            },
+            Denial::RefusedAddress {
+                ip: "127.0.0.1".parse().unwrap(),
+                class: AddressClass::Loopback,
+                rule: Some(0),
+            },
+            Denial::RefusedAddress {
+                ip: "192.0.2.1".parse().unwrap(),
+                class: AddressClass::Host,
+                rule: Some(0),
+            },
+        ];
+        for d in &cases {
+            let text = pol.explain(d, "x.allowed.test", 80);
+            assert!(!text.contains("--allow-domain 1"), "{text}");
+            assert!(
+                text.contains("--allow-domain *.allowed.test allows the name"),
+                "{text}"
+            );
+            assert!(text.contains(LOCAL_ADDRESSES_DOC), "{text}");
+            assert_eq!(pol.hint(d, "x.allowed.test", 80), None, "{d:?}");
+        }
+        assert_eq!(
+            pol.explain(&cases[2], "x.allowed.test", 80),
+            "x.allowed.test resolves to 192.0.2.1, one of this host's own addresses, refused \
+             unless a rule names the address; --allow-domain *.allowed.test allows the name, \
+             not the address (see \"Local, private and metadata addresses\" in Sandy's README)"
+        );
+        // Literals and names of this machine: no suggestion, in every mode.
+        for (host, port) in [
+            ("169.254.169.254", 80),
+            ("127.0.0.1", 8080),
+            ("[::1]", 443),
+            ("[fd00:ec2::254]", 80),
+            ("10.0.0.5", 80),
+            ("localhost", 80),
+            ("api.localhost", 443),
+        ] {
+            let Decision::Deny(d) = pol.decide(&parse_host(host).unwrap(), port) else {
+                panic!("{host} allowed");
+            };
+            assert_eq!(pol.hint(&d, host, port), None, "{host}");
+            let text = pol.explain(&d, host, port);
+            assert!(!text.contains("--allow-domain"), "{text}");
+            assert!(text.contains(LOCAL_ADDRESSES_DOC), "{text}");
+            assert_eq!(pol.hint(&Denial::Blocked, host, port), None, "{host}");
+        }
+        // A public literal still gets its suggestion.
+        let Decision::Deny(d) = pol.decide(&parse_host("198.51.100.7").unwrap(), 80) else {
+            panic!()
+        };
+        assert_eq!(
+            pol.hint(&d, "198.51.100.7", 80).as_deref(),
+            Some("--allow-domain 198.51.100.7")
+        );
     }
 }

@@ -98,7 +98,8 @@ pub struct DryRunEgress {
     pub rules: Vec<sandy_net::Rule>,
     /// Destinations the agent is known to contact that `--net agent` leaves out.
     pub left_out: Vec<sandy_net::LeftOut>,
-    /// Address classes refused unless a rule names the address.
+    /// Address classes refused unless a rule names the address (`host`: the addresses of
+    /// the host's own interfaces).
     pub refused_address_classes: Vec<&'static str>,
 }
 
@@ -236,6 +237,7 @@ impl DryRunDocument {
                     "unspecified",
                     "reserved",
                     "cloud_metadata",
+                    "host",
                 ],
             }),
             file_grants: policy

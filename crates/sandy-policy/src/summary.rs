@@ -192,6 +192,14 @@ pub fn render_with(
         );
     }
 
+    if let Some(egress) = policy
+        .egress
+        .as_ref()
+        .filter(|e| e.policy.mode == sandy_net::Mode::Allowlist)
+    {
+        out.push_str(&allowlist(egress, &policy.local_ports));
+        return out;
+    }
     let network = match policy.network {
         Network::AllowAll => {
             "allowed (the host's network, including its local services)".to_owned()
@@ -215,5 +223,93 @@ pub fn render_with(
         ),
     };
     let _ = write!(out, "network:    {network}");
+    out
+}
+
+/// The network lines of an allowlist (`--allow-domain`, `--net agent`): where the proxy
+/// listens, every rule with its origin, the known hosts left out and why, and what is
+/// refused whatever the names.
+fn allowlist(egress: &crate::egress::Egress, local_ports: &[crate::policy::LocalPort]) -> String {
+    use sandy_net::{Action, PortSpec, Rule, RuleOrigin};
+    let pad = "            ";
+    let escape = |s: &str| crate::text::escape(s).into_owned();
+    let describe = |r: &Rule| {
+        let ports = match (r.action, r.pattern.port) {
+            (Action::Allow, PortSpec::Web) => " (ports 80, 443)",
+            (Action::Deny, PortSpec::Web) => " (every port)",
+            _ => "",
+        };
+        let origin = match (r.origin, &r.note) {
+            (RuleOrigin::Flag, _) => "flag".to_owned(),
+            (RuleOrigin::Profile, Some(n)) => format!("profile: {}", escape(n)),
+            (RuleOrigin::Profile, None) => "profile".to_owned(),
+            (RuleOrigin::BaseUrl, Some(n)) => format!("base URL: {}", escape(n)),
+            (RuleOrigin::BaseUrl, None) => "base URL".to_owned(),
+        };
+        format!("{}{ports} [{origin}]", escape(&r.pattern.to_string()))
+    };
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "network:    only the allowlist, through Sandy's egress proxy at 127.0.0.1:{} inside \
+         (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY); every other host, and traffic that ignores \
+         the proxy, is refused",
+        egress.proxy_port
+    );
+    for (action, label) in [(Action::Allow, "allowed:  "), (Action::Deny, "denied:   ")] {
+        let rules: Vec<String> = egress
+            .policy
+            .rules
+            .iter()
+            .filter(|r| r.action == action)
+            .map(describe)
+            .collect();
+        if let Some((first, rest)) = rules.split_first() {
+            let _ = writeln!(out, "{pad}{label}{first}");
+            for r in rest {
+                let _ = writeln!(out, "{pad}          {r}");
+            }
+        }
+    }
+    if let Some((first, rest)) = egress.policy.left_out.split_first() {
+        let line = |l: &sandy_net::LeftOut| {
+            let anyway = egress
+                .policy
+                .rules
+                .iter()
+                .any(|r| r.action == Action::Allow && r.pattern == l.pattern);
+            format!(
+                "{} ({}){}",
+                escape(&l.pattern.to_string()),
+                escape(&l.note),
+                if anyway {
+                    "; allowed anyway by a rule above"
+                } else {
+                    ""
+                }
+            )
+        };
+        let _ = writeln!(out, "{pad}left out: {}", line(first));
+        for l in rest {
+            let _ = writeln!(out, "{pad}          {}", line(l));
+        }
+    }
+    if !local_ports.is_empty() {
+        let ports: Vec<String> = local_ports.iter().map(|p| p.port.to_string()).collect();
+        let _ = writeln!(
+            out,
+            "{pad}host loopback port{} {} relayed (direct, not through the proxy)",
+            if ports.len() == 1 { "" } else { "s" },
+            ports.join(", ")
+        );
+    }
+    let _ = write!(
+        out,
+        "{pad}refused whatever the name resolves to, unless a rule names the address: \
+         loopback, private, link-local, carrier-grade NAT, unique-local, multicast, cloud \
+         metadata, and this host's own addresses\n\
+         {pad}TLS tunnels must name their host in the ClientHello (SNI); port 443 carries \
+         only TLS"
+    );
     out
 }

@@ -162,6 +162,26 @@ pub fn in_own_network(script: &str) -> Command {
     cmd
 }
 
+/// Shell lines (for a script run by [`in_own_network`]) that give the test network an
+/// "internet": a second network namespace (its holder's pid in `$INET`) joined to the
+/// test's by a veth pair, the test's side 192.0.2.1, the other 192.0.2.2, with
+/// `addresses` on the other side's loopback and routed there. Servers for those addresses
+/// run under `nsenter -t $INET -n`. The addresses are not the (test) host's own, which
+/// Sandy's proxy refuses like loopback; 192.0.2.1 is.
+pub fn internet_namespace(addresses: &[&str]) -> String {
+    let list = addresses.join(" ");
+    format!(
+        "unshare -n sleep 600 </dev/null >/dev/null 2>&1 & INET=$!
+while [ \"$(readlink /proc/$INET/ns/net)\" = \"$(readlink /proc/self/ns/net)\" ]; do sleep 0.01; done
+ip link add sandy-h type veth peer name sandy-i netns $INET
+ip addr add 192.0.2.1/24 dev sandy-h
+ip link set sandy-h up
+nsenter -t $INET -n sh -c 'ip link set lo up; ip addr add 192.0.2.2/24 dev sandy-i; ip link set sandy-i up; ip route add default via 192.0.2.1; for a in {list}; do ip addr add $a/32 dev lo; done'
+for a in {list}; do ip route add $a/32 via 192.0.2.2; done
+"
+    )
+}
+
 fn env_u32(name: &str) -> Option<u32> {
     std::env::var(name).ok()?.parse().ok()
 }

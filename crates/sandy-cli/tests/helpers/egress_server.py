@@ -7,10 +7,14 @@
 Each TCP ADDR:PORT is an HTTP server: GET /big/N answers N bytes, anything else answers
 "egress-ok ADDR:PORT PATH". Every request is appended to LOG ("ADDR:PORT METHOD PATH HOST"),
 every UDP datagram too ("ADDR:PORT UDP PAYLOAD"), so the test judges from outside what
-reached a server. READY is created once everything listens.
+reached a server. An ADDR:PORT/raw server logs each connection and the first bytes it
+sent ("ADDR:PORT RAW LENGTH FIRST-BYTE-HEX WORDS", WORDS the runs of name characters in
+them, such as a ClientHello's server name; "RAW 0 -" when it sent nothing in 3 s),
+then closes it. READY is created once everything listens.
 """
 
 import http.server
+import re
 import signal
 import socket
 import sys
@@ -72,6 +76,35 @@ def udp(addr, port, where):
     threading.Thread(target=serve, daemon=True).start()
 
 
+def raw(addr, port, where):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((addr, port))
+    s.listen(64)
+
+    def one(c):
+        c.settimeout(3)
+        data = b""
+        try:
+            while len(data) < 65536:
+                chunk = c.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        except OSError:
+            pass
+        words = ",".join(w.decode() for w in re.findall(rb"[a-z0-9.-]{6,}", data.lower()))
+        log(f"{where} RAW {len(data)} {data[:1].hex() or '-'} {words}")
+        c.close()
+
+    def serve():
+        while True:
+            c, _ = s.accept()
+            threading.Thread(target=one, args=(c,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+
+
 def main():
     signal.alarm(120)
     for spec in sys.argv[3:]:
@@ -79,6 +112,9 @@ def main():
         addr, port = spec.rsplit(":", 1)
         if proto == "udp":
             udp(addr, int(port), spec)
+            continue
+        if proto == "raw":
+            raw(addr, int(port), spec)
             continue
         server = http.server.ThreadingHTTPServer((addr, int(port)), make_handler(spec))
         server.daemon_threads = True
