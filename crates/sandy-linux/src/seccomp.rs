@@ -984,40 +984,29 @@ pub fn compile(network: Network) -> Result<BpfProgram, PlanError> {
 
     // The ranges: every number from 0 up answers ENOSYS unless listed; on x86_64 the x32
     // numbers (the x32 bit set) are refused with EPERM as a whole.
-    let mut ranges: Vec<(u32, Leaf)> = vec![(0, Leaf::Errno(libc::ENOSYS))];
-    let push = |ranges: &mut Vec<(u32, Leaf)>, start: u32, leaf: Leaf| {
+    let highest = fixed.keys().next_back().copied().unwrap_or(0);
+    if cfg!(target_arch = "x86_64") && highest >= X32_SYSCALL_BIT {
+        return Err(PlanError::Seccomp {
+            reason: format!("syscall {highest} has the x32 bit"),
+        });
+    }
+    let mut ranges: Vec<(u32, Leaf)> = Vec::new();
+    let mut push = |start: u32, leaf: Leaf| {
         if ranges.last().map(|&(_, l)| l) != Some(leaf) {
             ranges.push((start, leaf));
         }
     };
-    let mut previous: Option<u32> = None;
+    let mut next_unlisted = 0;
     for (&number, &leaf) in &fixed {
-        // A gap between two listed numbers answers ENOSYS.
-        if let Some(p) = previous {
-            if number > p + 1 {
-                push(&mut ranges, p + 1, Leaf::Errno(libc::ENOSYS));
-            }
+        if number > next_unlisted {
+            push(next_unlisted, Leaf::Errno(libc::ENOSYS));
         }
-        if number == 0 {
-            ranges[0].1 = leaf;
-        } else {
-            push(&mut ranges, number, leaf);
-        }
-        previous = Some(number);
+        push(number, leaf);
+        next_unlisted = number.saturating_add(1);
     }
-    if let Some(p) = previous {
-        push(&mut ranges, p + 1, Leaf::Errno(libc::ENOSYS));
-    }
+    push(next_unlisted, Leaf::Errno(libc::ENOSYS));
     if cfg!(target_arch = "x86_64") {
-        if ranges
-            .last()
-            .is_some_and(|&(start, _)| start >= X32_SYSCALL_BIT)
-        {
-            return Err(PlanError::Seccomp {
-                reason: "a listed syscall number has the x32 bit".to_owned(),
-            });
-        }
-        push(&mut ranges, X32_SYSCALL_BIT, Leaf::Errno(libc::EPERM));
+        push(X32_SYSCALL_BIT, Leaf::Errno(libc::EPERM));
     }
 
     let native = a.label();
