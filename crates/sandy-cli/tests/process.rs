@@ -5,7 +5,9 @@
 //! detached, and the next run removes a killed run's private /tmp; the sandbox has its own
 //! /proc; a nested `sandy run` says so; SIGINT reaches the target as the caller left it;
 //! forwarded signals arrive; the seccomp floor is in place (host sockets cannot be listed
-//! over sock_diag); and Sandy fails closed when a layer cannot be applied.
+//! over sock_diag; calls off its allowlist answer ENOSYS; the terminal cannot be taken
+//! over) and everyday workloads run under it; and Sandy fails closed when a layer cannot
+//! be applied.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(clippy::disallowed_methods)] // the tests set up and judge worlds of their own
@@ -1197,5 +1199,164 @@ fn seccomp_floor_denies_from_inside() {
             eprintln!("note: user namespaces are refused outside Sandy too: {control}");
         }
         assert_ne!(control["clone3"], "ENOSYS", "control clone3: {control}");
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// The seccomp allowlist, seen from inside.
+
+/// Calls off the allowlist and the terminal requests that take a terminal over: a number
+/// no kernel has (499), calls this kernel has that the list leaves out (`listmount`;
+/// `modify_ldt` on x86_64), and `TIOCSETD` / `TIOCEXCL` on a new pty, with the ordinary
+/// requests on the same pty beside them.
+const ALLOWLIST_PROBE: &str = r#"
+import ctypes, errno, fcntl, json, platform, pty, struct, termios
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def name(e):
+    return errno.errorcode.get(e, str(e))
+def sc(nr, *args):
+    r = libc.syscall(ctypes.c_long(nr), *args)
+    return "ok" if r >= 0 else name(ctypes.get_errno())
+res = {
+    "unknown": sc(499),
+    # listmount(NULL, NULL, 0, 0): EFAULT from the kernel (6.8 and later).
+    "listmount": sc(458, ctypes.c_long(0), ctypes.c_long(0), ctypes.c_long(0), ctypes.c_long(0)),
+}
+if platform.machine() == "x86_64":
+    # modify_ldt(0, buf, 16) reads the (empty) LDT.
+    buf = ctypes.create_string_buffer(16)
+    res["modify_ldt"] = sc(154, ctypes.c_long(0), buf, ctypes.c_long(16))
+m, s = pty.openpty()
+def ioctl(fd, request, arg):
+    try:
+        fcntl.ioctl(fd, request, arg)
+        return "ok"
+    except OSError as e:
+        return name(e.errno)
+# TIOCSETD to N_TTY (the discipline it has), TIOCEXCL, TIOCNXCL: asm-generic numbers.
+res["tiocsetd"] = ioctl(s, 0x5423, struct.pack("i", 0))
+res["tiocexcl"] = ioctl(s, 0x540C, 0)
+res["tiocnxcl"] = ioctl(s, 0x540D, 0)
+res["tiocgwinsz"] = ioctl(s, termios.TIOCGWINSZ, bytes(8))
+attrs = termios.tcgetattr(s)
+termios.tcsetattr(s, termios.TCSANOW, attrs)
+res["tcsetattr"] = "ok"
+print(json.dumps(res), flush=True)
+"#;
+
+#[test]
+fn calls_off_the_allowlist_answer_enosys_and_terminal_takeover_is_refused() {
+    for_each_user(|w| {
+        in_project(w, "allowlist.py", ALLOWLIST_PROBE);
+        let o = sandy_run(w, &[PYTHON, "allowlist.py"]);
+        assert_code(&o, 0, "allowlist probe");
+        let inside = probe_results(&o);
+        assert_eq!(inside["unknown"], "ENOSYS", "{inside}");
+        assert_eq!(inside["listmount"], "ENOSYS", "{inside}");
+        if cfg!(target_arch = "x86_64") {
+            assert_eq!(inside["modify_ldt"], "ENOSYS", "{inside}");
+        }
+        assert_eq!(inside["tiocsetd"], "EPERM", "{inside}");
+        assert_eq!(inside["tiocexcl"], "EPERM", "{inside}");
+        for key in ["tiocnxcl", "tiocgwinsz", "tcsetattr"] {
+            assert_eq!(inside[key], "ok", "{key}: {inside}");
+        }
+
+        // Control: outside Sandy the kernel answers these itself.
+        let mut control = w.host(PYTHON);
+        control.arg("allowlist.py");
+        let control = probe_results(&run_timeout(control, 20));
+        assert_eq!(control["unknown"], "ENOSYS", "control: {control}");
+        for key in [
+            "tiocsetd",
+            "tiocexcl",
+            "tiocnxcl",
+            "tiocgwinsz",
+            "tcsetattr",
+        ] {
+            assert_eq!(control[key], "ok", "control {key}: {control}");
+        }
+        // An older kernel, or one built without the call, says ENOSYS by itself.
+        for key in ["listmount", "modify_ldt"] {
+            if control[key] == "ENOSYS" {
+                eprintln!("note: {key} is missing outside Sandy too: {control}");
+            } else if !control[key].is_null() {
+                assert_ne!(control[key], "EPERM", "control {key}: {control}");
+            }
+        }
+    });
+}
+
+/// What real programs do every day, under the allowlist: Python threads, a process pool
+/// and subprocesses; Node worker threads, child processes and a file watcher; git.
+const WORKLOAD_PY: &str = r#"
+import concurrent.futures, subprocess, threading
+squares = []
+threads = [threading.Thread(target=lambda i=i: squares.append(i * i)) for i in range(8)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+child = subprocess.run(["/bin/sh", "-c", "echo from-child"], capture_output=True, text=True)
+with concurrent.futures.ProcessPoolExecutor(2) as pool:
+    pooled = sum(pool.map(abs, [-1, -2, -3]))
+print(f"python={sum(squares)}-{child.stdout.strip()}-{pooled}", flush=True)
+"#;
+
+const WORKLOAD_JS: &str = r#"
+const { Worker } = require('worker_threads');
+const cp = require('child_process');
+const fs = require('fs');
+const path = require('path');
+const worker = new Worker(
+  'require("worker_threads").parentPort.postMessage(6 * 7)', { eval: true });
+worker.on('message', (answer) => {
+  const child = cp.execFileSync('/bin/sh', ['-c', 'echo from-child']).toString().trim();
+  const dir = fs.mkdtempSync(path.join(require('os').tmpdir(), 'watch-'));
+  const watcher = fs.watch(dir, () => {
+    watcher.close();
+    worker.terminate();
+    console.log(`node=${answer}-${child}-watched`);
+  });
+  setTimeout(() => fs.writeFileSync(path.join(dir, 'touched'), 'x'), 20);
+});
+"#;
+
+#[test]
+fn everyday_workloads_run_under_the_allowlist() {
+    let have_node = Path::new("/usr/bin/node").exists();
+    if !have_node {
+        skip("/usr/bin/node is missing; the node part of this test did not run");
+    }
+    for_each_user(|w| {
+        in_project(w, "workload.py", WORKLOAD_PY);
+        in_project(w, "workload.js", WORKLOAD_JS);
+        let node = if have_node {
+            "/usr/bin/node workload.js; echo \"node_rc=$?\""
+        } else {
+            "echo node=skipped node_rc=0"
+        };
+        let o = sandy_sh(
+            w,
+            &format!(
+                "{PYTHON} workload.py; echo \"python_rc=$?\"\n\
+                 {node}\n\
+                 git=/usr/bin/git\n\
+                 mkdir repo && cd repo && $git init -q && echo hi > f && $git add f &&\n\
+                 $git -c user.name=t -c user.email=t@e commit -q -m one &&\n\
+                 $git log --format=git=%s; echo \"git_rc=$?\"\n"
+            ),
+        );
+        assert_code(&o, 0, "workloads");
+        let out = stdout(&o);
+        assert_field(&out, "python_rc", "0");
+        assert_field(&out, "python", "140-from-child-6");
+        assert_field(&out, "node_rc", "0");
+        if have_node {
+            assert_field(&out, "node", "42-from-child-watched");
+        }
+        assert_field(&out, "git_rc", "0");
+        assert_field(&out, "git", "one");
     });
 }

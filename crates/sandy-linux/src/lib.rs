@@ -9,7 +9,8 @@
 //! 2. `no_new_privs` and every capability dropped,
 //! 3. Landlock: filesystem rights of the pinned ABI, signal and abstract-socket scopes,
 //! 4. seccomp: with `--explain`, the refusal observer ([`seccomp::compile_notifier`]),
-//!    then the fixed syscall floor ([`seccomp::rules`]), installed last,
+//!    then the fixed syscall floor ([`seccomp::allowlist`] and [`seccomp::floor`]),
+//!    installed last,
 //! 5. every descriptor above 2 marked close-on-exec, then `execve`.
 //!
 //! The rule builders return data and are unit-tested as data; the appliers only install
