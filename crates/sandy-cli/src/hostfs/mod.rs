@@ -593,23 +593,29 @@ impl Dir {
         Ok(dir)
     }
 
-    /// Opens the directory `name`, creating it with `mode` when absent. An existing one
-    /// must be a real directory (not a link) of this user's.
+    /// Opens the directory `name`, creating it with `mode` when absent. Whether made here
+    /// or found, it must be a real directory (not a link) of this user's; what is in it
+    /// is not asked (a concurrent Sandy that made or found it too may already have put
+    /// its own entries there: `/tmp/sandy-UID` at the first runs on a machine).
     pub fn ensure_dir(&self, name: impl AsRef<OsStr>, mode: u32) -> io::Result<Dir> {
-        let name = name.as_ref();
-        match self.create_dir(name, mode) {
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                let dir = self.open_dir(name)?;
-                if dir.stat()?.uid != rustix::process::geteuid().as_raw() {
-                    return Err(io::Error::new(
-                        io::ErrorKind::PermissionDenied,
-                        "it belongs to another user",
-                    ));
-                }
-                Ok(dir)
-            }
-            other => other,
+        let name = component(name.as_ref())?;
+        let made = match rustix::fs::mkdirat(&self.fd, name, Mode::from_bits_truncate(mode)) {
+            Ok(()) => true,
+            Err(rustix::io::Errno::EXIST) => false,
+            Err(e) => return Err(e.into()),
+        };
+        let dir = self.open_dir(name)?;
+        let st = dir.stat()?;
+        if st.uid != rustix::process::geteuid().as_raw() {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "it belongs to another user",
+            ));
         }
+        if made && st.mode != mode & 0o7777 {
+            rustix::fs::fchmod(&dir.fd, Mode::from_bits_truncate(mode))?;
+        }
+        Ok(dir)
     }
 
     /// Removes the entry `name` if it is not a directory (a link itself, never what it
