@@ -501,3 +501,83 @@ fn without_a_terminal_sandy_never_stays_stopped() {
         assert_eq!(stdout(&o), "resumed\n");
     });
 }
+
+/// The same findings in tmux, a terminal that answers queries for real: a run that asks
+/// the terminal for its attributes and the cursor position just before it ends, and sets
+/// raw mode without echo, leaves the user's bash prompt clean: the answers reach neither
+/// the prompt nor the next command line, and what the user types next runs.
+#[test]
+fn in_tmux_a_runs_last_queries_and_raw_mode_leave_the_prompt_clean() {
+    if std::process::Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        skip("tmux is not installed");
+        return;
+    }
+    for_each_user(|w| {
+        let bin = sandy_bin().to_str().unwrap();
+        let server = unique("sandy-term");
+        let tmux = |args: &[&str]| {
+            let o = std::process::Command::new("tmux")
+                .args(["-L", &server])
+                .args(args)
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        };
+        let script = w.write(
+            "home/project/session.sh",
+            &format!(
+                "#!/bin/sh\ncd '{}' && exec {}env -i TERM=xterm-256color PATH=/usr/bin:/bin \
+                 HOME='{}' PS1='PROMPT$ ' /bin/bash --norc --noprofile -i\n",
+                w.project.display(),
+                w.setpriv_prefix(),
+                w.home.display()
+            ),
+        );
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        w.chown_all();
+        tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            "120",
+            "-y",
+            "30",
+            script.to_str().unwrap(),
+        ]);
+        let screen = || tmux(&["capture-pane", "-p", "-J", "-t", "t"]);
+        let wait = |text: &str| {
+            let seen = wait_for(20, || screen().contains(text));
+            assert!(seen, "waited for {text:?}:\n{}", screen());
+        };
+        let line = |text: &str| {
+            tmux(&["send-keys", "-t", "t", "-l", text]);
+            tmux(&["send-keys", "-t", "t", "Enter"]);
+        };
+        wait("PROMPT$ ");
+        line(&format!(
+            "{bin} run -- /bin/sh -c 'stty raw -echo; printf \"\\033[c\\033[6n\\033[>c\"; echo AS''KED'"
+        ));
+        wait("ASKED");
+        wait_for(5, || screen().trim_end().ends_with("PROMPT$"));
+        line("echo clean-$((40+2))");
+        wait("clean-42");
+        let after = screen();
+        let tail = &after[after.find("ASKED").unwrap()..];
+        let _ = tmux(&["kill-server"]);
+        // No answer reached the prompt: a DA answer ends in `c`, a cursor report in `R`.
+        for garbage in ["1;2c", ";1R", "[?", "^["] {
+            assert!(
+                !tail.contains(garbage),
+                "an answer reached the prompt: {tail}"
+            );
+        }
+        assert!(tail.contains("PROMPT$ echo clean-$((40+2))"), "{tail}");
+    });
+}
