@@ -105,6 +105,20 @@ fn ctrl_c_ends_the_target_and_the_supervisor_promptly() {
     });
 }
 
+/// What an interactive session printed, once it is known to have run every step to
+/// its final `exit`.
+#[track_caller]
+fn session_output(o: &Output) -> String {
+    let out = stdout(o);
+    assert_code(o, 0, &format!("the shell session: {out}{}", stderr(o)));
+    assert!(
+        !stderr(o).contains("markers never seen"),
+        "{out}{}",
+        stderr(o)
+    );
+    out
+}
+
 /// An interactive bash on a fresh pty, as the job-controlling shell: `PROMPT$ ` marks
 /// each prompt; `steps` are `--send-after` pairs. Returns the output; bash's own exit
 /// status is 0 when the steps ran to the final `exit`.
@@ -148,13 +162,7 @@ fn a_command_that_stops_itself_gives_the_prompt_back_and_fg_resumes_it() {
                 ("PROMPT$ ", "exit\\n".into()),
             ],
         );
-        let out = stdout(&o);
-        assert_code(&o, 0, &format!("the shell session: {out}{}", stderr(&o)));
-        assert!(
-            !stderr(&o).contains("markers never seen"),
-            "{out}{}",
-            stderr(&o)
-        );
+        let out = session_output(&o);
         let stopped = out.find("Stopped").unwrap();
         let back = out.find("back\r\n").unwrap();
         assert!(stopped < back, "{out}");
@@ -201,13 +209,7 @@ fn a_raw_mode_program_handling_ctrl_z_gives_the_prompt_back_and_fg_resumes_it() 
                 ("PROMPT$ ", "exit\\n".into()),
             ],
         );
-        let out = stdout(&o);
-        assert_code(&o, 0, &format!("the shell session: {out}{}", stderr(&o)));
-        assert!(
-            !stderr(&o).contains("markers never seen"),
-            "{out}{}",
-            stderr(&o)
-        );
+        let out = session_output(&o);
         assert!(out.contains("status=0"), "{out}");
     });
 }
@@ -232,13 +234,7 @@ fn ctrl_z_from_the_terminal_stops_and_fg_resumes() {
                 ("PROMPT$ ", "exit\\n".into()),
             ],
         );
-        let out = stdout(&o);
-        assert_code(&o, 0, &format!("the shell session: {out}{}", stderr(&o)));
-        assert!(
-            !stderr(&o).contains("markers never seen"),
-            "{out}{}",
-            stderr(&o)
-        );
+        let out = session_output(&o);
         assert!(out.contains("status=0"), "{out}");
     });
 }
@@ -366,13 +362,7 @@ fn the_terminal_after_the_run_is_the_terminal_before_it() {
                 ("PROMPT$ ", "exit\\n".into()),
             ],
         );
-        let out = stdout(&o);
-        assert_code(&o, 0, &format!("the shell session: {out}{}", stderr(&o)));
-        assert!(
-            !stderr(&o).contains("markers never seen"),
-            "{out}{}",
-            stderr(&o)
-        );
+        let out = session_output(&o);
         let states: Vec<&str> = out
             .lines()
             .filter_map(|l| l.trim_end().strip_prefix("state "))
@@ -408,13 +398,7 @@ fn replies_to_the_runs_last_queries_never_reach_the_next_prompt() {
                 ("PROMPT$ ", "exit\\n".into()),
             ],
         );
-        let out = stdout(&o);
-        assert_code(&o, 0, &format!("the shell session: {out}{}", stderr(&o)));
-        assert!(
-            !stderr(&o).contains("markers never seen"),
-            "{out}{}",
-            stderr(&o)
-        );
+        let out = session_output(&o);
         assert!(!out.contains("INJECTED-RAN"), "the reply ran: {out}");
         let dumb = &out[out.rfind("after-the-run\r\n").unwrap()..];
         assert!(
@@ -457,13 +441,7 @@ fn a_stopped_run_cannot_read_what_the_user_types_at_the_prompt() {
                 ("PROMPT$ ", "exit\\n".into()),
             ],
         );
-        let out = stdout(&o);
-        assert_code(&o, 0, &format!("the shell session: {out}{}", stderr(&o)));
-        assert!(
-            !stderr(&o).contains("markers never seen"),
-            "{out}{}",
-            stderr(&o)
-        );
+        let out = session_output(&o);
         // Nothing of the run wrote to the terminal between the stop and `fg`.
         let stopped = &out[out.find("Stopped").unwrap()..out.rfind("fg\r\n").unwrap()];
         assert!(
