@@ -291,6 +291,8 @@ impl<'a> Looker<'a> {
 pub struct Snapshot {
     paths: BTreeMap<PathBuf, State>,
     roots: Vec<PathBuf>,
+    /// The run's project (its working directory), which names the run.
+    project: PathBuf,
     dotgits: BTreeSet<PathBuf>,
     /// Common git directories, and their linked-worktree and submodule git directories.
     commons: BTreeSet<PathBuf>,
@@ -457,6 +459,7 @@ pub fn before(policy: &ResolvedPolicy, host: &HostContext, walked: Vec<walk::Rec
     Snapshot {
         paths,
         roots: host.git.scanned.clone(),
+        project: policy.working_directory.clone(),
         dotgits,
         commons,
         git_dirs,
@@ -569,7 +572,7 @@ pub fn after(snapshot: Snapshot) {
             }
         }
     }
-    let run_id = run_id();
+    let run_id = run_id(&snapshot.project);
     let saved = save_copies(&snapshot, &looker, &changes, &run_id);
     for c in &changes {
         reported.insert(c.path.clone());
@@ -783,11 +786,57 @@ fn restore_hint(saved: &BTreeSet<PathBuf>, path: &Path, run_id: &str) -> String 
     }
 }
 
-fn run_id() -> String {
-    let now = std::time::SystemTime::now()
+/// A run's name for `sandy restore`: when it ended (UTC) and its project folder's name,
+/// with the supervisor's pid to tell apart runs of the same second
+/// (`20261205-043512-myproject-4242`). Only letters, digits, `.`, `_` and `-`.
+fn run_id(project: &Path) -> String {
+    let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    format!("{}-{}", now.as_secs(), std::process::id())
+        .unwrap_or_default()
+        .as_secs();
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days);
+    let name: String = project
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    let name = if name.is_empty() || name.starts_with('.') {
+        format!("run{name}")
+    } else {
+        name
+    };
+    format!(
+        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}-{name}-{}",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60,
+        std::process::id()
+    )
+}
+
+/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + u64::from(m <= 2);
+    (y, m, d)
 }
 
 /// The records of one run's pre-run copies (`restore/<run>/record.json`, beside one file
@@ -1171,6 +1220,7 @@ fn report_settings(looker: &mut Looker<'_>, git: &gitscan::Git, file: &Path) {
 /// `sandy restore`: without a run, lists the runs whose pre-run copies are kept; with one,
 /// puts every saved path of that run back, each at the exact place its name led to at
 /// launch, reached with no link on the way, and only from a copy whose digest matches.
+/// When every path is back, the run's copies are removed: it is no longer pending.
 pub fn restore(run: Option<&str>) -> Result<u8, crate::error::SandyError> {
     use crate::error::SandyError;
     let host = crate::host::gather_without_git()?;
@@ -1258,6 +1308,16 @@ pub fn restore(run: Option<&str>) -> Result<u8, crate::error::SandyError> {
                 failed = 1;
                 say!("cannot restore {}: {err}", Shown(&path));
             }
+        }
+    }
+    // Every path is back: the run is no longer pending, and its copies go.
+    if failed == 0 {
+        drop(copies);
+        if base.remove_tree(run, &|| false).is_err() {
+            say!(
+                "the copies of run {} could not be removed; it stays listed",
+                Shown(Path::new(run))
+            );
         }
     }
     Ok(failed)

@@ -1618,11 +1618,27 @@ fn a_created_include_target_is_reported_and_sandy_restore_puts_it_back() {
         let listed = run_timeout(w.sandy(["restore"]), 30);
         assert_code(&listed, 0, "sandy restore (list)");
         assert!(stdout(&listed).contains(run), "{}", stdout(&listed));
+        // A readable name: when (UTC) and the project folder.
+        let project = w
+            .project
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        assert!(
+            run.len() > 16
+                && run[..8].bytes().all(|b| b.is_ascii_digit())
+                && run.contains(&format!("-{project}-")),
+            "{run}"
+        );
         let restored = run_timeout(w.sandy(["restore", run]), 30);
         assert_code(&restored, 0, "sandy restore RUN");
         assert!(!target.exists(), "{}", stdout(&restored));
         let _ = git(w, &w.project, &["status", "--short"]);
         assert!(!marker.exists());
+        // Restored, the run is no longer pending.
+        let listed = run_timeout(w.sandy(["restore"]), 30);
+        assert!(!stdout(&listed).contains(run), "{}", stdout(&listed));
     });
 }
 
