@@ -312,7 +312,13 @@ fn why_connect_agrees_with_the_proxy() {
             let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
             assert_eq!(doc["allowed"], expected, "{target}: {doc}");
             assert_eq!(o.status.code(), Some(if expected { 0 } else { 1 }));
-            if !expected {
+            // A refused name suggests the flag that would allow it; a metadata or private
+            // address never does (the README section that explains them is named).
+            let dangerous = target.starts_with("169.254.") || target.starts_with("10.");
+            if !expected && dangerous {
+                assert!(doc["flag"].is_null(), "{doc}");
+                assert!(doc["rule"].as_str().unwrap().contains("README"), "{doc}");
+            } else if !expected {
                 assert!(
                     doc["flag"].is_string() || target.starts_with("bad."),
                     "{doc}"
