@@ -190,6 +190,11 @@ fn merge_one(
         return Ok(());
     };
     let after = after.map_err(|e| format!("cannot read the sandbox's copy: {e}"))?;
+    // The inside-only settings are Sandy's, never the run's changes: whatever the run did
+    // to them (even removing them) is not one.
+    let after =
+        sandy_policy::statemerge::with_inside_settings(file.format, &after, &file.inside_settings)
+            .unwrap_or(after);
     if after == before {
         return Ok(());
     }
@@ -278,6 +283,9 @@ pub struct StandIn {
     /// The stand-in, locked (exclusive) until it is emptied back: a later launch's
     /// recovery never touches it meanwhile.
     dir: Dir,
+    /// Names that are an empty directory of the run's own instead of a link (the
+    /// profile's `private_dirs`): removed with the stand-in, never moved back.
+    private: Vec<OsString>,
 }
 
 impl StandIn {
@@ -315,6 +323,7 @@ impl StandIn {
                         name: name.to_os_string(),
                         own: own.to_os_string(),
                         dir,
+                        private: private_dirs(file),
                     };
                     stand_in.link_mirror()?;
                     return Ok(stand_in);
@@ -375,10 +384,17 @@ impl StandIn {
 
     /// Links every entry of the real directory into the stand-in (by its name, so that
     /// what the sandbox protects there stays protected), except the state file itself
-    /// (the private copy is there) and the stand-in directories.
+    /// (the private copy is there) and the stand-in directories; the private directories
+    /// are made empty (0700) instead, whether or not the real directory has them.
     fn link_mirror(&self) -> std::io::Result<()> {
+        for name in &self.private {
+            self.dir.create_dir(name, 0o700)?;
+        }
         for entry in self.mirror.entries(crate::hostfs::MAX_ENTRIES)? {
-            if entry.name == self.own || self.is_stand_in(&entry.name) {
+            if entry.name == self.own
+                || self.is_stand_in(&entry.name)
+                || self.private.contains(&entry.name)
+            {
                 continue;
             }
             self.dir
@@ -463,7 +479,8 @@ impl StandIn {
         for entry in entries {
             let name = entry.name.as_os_str();
             let real = mirror_path.join(name);
-            if name == self.own || self.is_stand_in(name) {
+            if name == self.own || self.is_stand_in(name) || self.private.iter().any(|p| p == name)
+            {
                 continue;
             }
             // Still the link Sandy made: the agent wrote through it.
@@ -542,6 +559,11 @@ impl StandIn {
     }
 }
 
+/// The profile's private directories of a stand-in, as names.
+fn private_dirs(file: &StateFile) -> Vec<OsString> {
+    file.private_dirs.iter().map(OsString::from).collect()
+}
+
 /// Before launch: the stand-in directories of runs that were killed before their merge
 /// (`NAME-PID` beside this run's `NAME-OWNPID`, whose lock nobody holds) are emptied into
 /// the real state directory the same way, and removed. Their state file's changes are
@@ -591,6 +613,7 @@ fn recover_stale_stand_ins(policy: &ResolvedPolicy, writable: &[&Path]) {
                 name: entry.name,
                 own: own.to_os_string(),
                 dir: stale_dir,
+                private: private_dirs(file),
             }
             .move_back(policy);
         }

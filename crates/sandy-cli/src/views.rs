@@ -68,6 +68,7 @@ impl PreparedViews {
         for file in state_files.iter().filter(|f| !f.bound) {
             let content = read_state(&file.path, file.format, writable)
                 .map_err(io("cannot read an agent's state file"))?;
+            let content = inside_content(file, content);
             if let Some(mirror) = &file.mirror {
                 // A fresh, locked stand-in directory (whatever a killed run left is
                 // recovered first, by `agentstate::create_at_launch`).
@@ -99,8 +100,11 @@ impl PreparedViews {
         for (i, view) in views.iter().enumerate() {
             let state = state_files.iter().find(|f| f.inside == view.name());
             let content = match state {
-                Some(f) => read_state(&f.path, f.format, writable)
-                    .map_err(io("cannot read an agent's state file"))?,
+                Some(f) => inside_content(
+                    f,
+                    read_state(&f.path, f.format, writable)
+                        .map_err(io("cannot read an agent's state file"))?,
+                ),
                 None => read_named(&view.target, writable).map_err(|source| SandyError::File {
                     step: "cannot read a file the sandbox sees as a copy,",
                     path: view.target.clone(),
@@ -316,6 +320,13 @@ fn read_state(path: &Path, format: StateFormat, writable: &[&Path]) -> std::io::
         Ok(content) if content.trim_ascii().is_empty() => Ok(empty()),
         other => other,
     }
+}
+
+/// The copy of a state file the agent starts from: the host content with the profile's
+/// inside-only settings (unchanged when it does not parse: the agent reports that).
+fn inside_content(file: &StateFile, content: Vec<u8>) -> Vec<u8> {
+    sandy_policy::statemerge::with_inside_settings(file.format, &content, &file.inside_settings)
+        .unwrap_or(content)
 }
 
 /// Writes the copy of a state file at a name of Sandy's own inside a writable state

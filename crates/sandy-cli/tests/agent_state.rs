@@ -1110,12 +1110,28 @@ fn codex_from_an_npm_prefix_in_home_finds_its_platform_package() {
         assert!(stdout(&o).contains("codex-cli"), "{}", stdout(&o));
         // No notice about Codex's own sandbox: --version starts none.
         assert!(!stderr(&o).contains("own sandbox"), "{}", stderr(&o));
+        // Nor for `exec`: inside, Codex's configuration says danger-full-access; only a
+        // sandbox mode asked for on the command line is explained.
+        let asked = run(
+            w,
+            &[
+                "--dry-run",
+                "--",
+                "codex",
+                "exec",
+                "-s",
+                "workspace-write",
+                "hi",
+            ],
+            &[("PATH", path.clone())],
+        );
+        assert!(stderr(&asked).contains("own sandbox"), "{}", stderr(&asked));
         let exec = run(
             w,
             &["--dry-run", "--", "codex", "exec", "hi"],
             &[("PATH", path)],
         );
-        assert!(stderr(&exec).contains("own sandbox"), "{}", stderr(&exec));
+        assert!(!stderr(&exec).contains("own sandbox"), "{}", stderr(&exec));
         let doc = parse_dry_run(&exec.stdout, "codex dry run");
         let platform = scope.join("codex-linux-x64").display().to_string();
         assert!(

@@ -483,3 +483,85 @@ fn walkdir(p: &Path) -> Vec<String> {
     }
     out
 }
+
+/// Codex CLI, interactively, from a home where Codex has run before, outside Sandy too:
+/// its app-server daemon left `app-server-daemon` and `app-server-control` (its socket
+/// directories, which it refuses as links). Every launch reaches the prompt; inside, both
+/// are real directories of the run's own, Codex's daemon commands work there, and the
+/// host's stay as they were.
+#[test]
+fn codex_starts_every_time_once_its_daemon_directories_exist() {
+    let Some(bin) = ready() else {
+        return;
+    };
+    for_each_user(|w| {
+        let project = w.project.display().to_string();
+        w.write(
+            "home/.codex/config.toml",
+            &format!("[projects.\"{project}\"]\ntrust_level = \"trusted\"\n"),
+        );
+        w.write("home/.codex/app-server-daemon/settings.json", "{}\n");
+        std::fs::create_dir_all(w.home.join(".codex/app-server-control")).unwrap();
+        w.chown_all();
+        for d in ["app-server-daemon", "app-server-control"] {
+            std::fs::set_permissions(
+                w.home.join(".codex").join(d),
+                std::os::unix::fs::PermissionsExt::from_mode(0o700),
+            )
+            .unwrap();
+        }
+        let api = api(w, CODEX_ANSWER);
+        let provider = format!(
+            "model_providers.fake={{name=\"fake\", base_url=\"http://127.0.0.1:{}/v1\", wire_api=\"responses\", env_key=\"OPENAI_API_KEY\"}}",
+            api.port
+        );
+        let args = format!("codex -c 'model_provider=\"fake\"' -c '{provider}' -m gpt-5");
+        let script = launcher(w, &bin, &args, &[("OPENAI_API_KEY", "dummy".to_owned())]);
+        for launch in 0..2 {
+            let t = Tmux::start(&script);
+            let screen = t.expect(CODEX_READY, 60);
+            assert!(!screen.contains("socket directory"), "{screen}");
+            if launch == 0 {
+                t.type_line(
+                    "!test -d \"$CODEX_HOME/app-server-daemon\" && ! test -L \"$CODEX_HOME/app-server-daemon\" && echo REAL-DAEMON-DIR",
+                );
+                t.expect("REAL-DAEMON-DIR", 30);
+                // The daemon's lifecycle takes its lock in that directory.
+                // (By its path: the `!` shell is a login shell, with the system's PATH.)
+                t.type_line(&format!(
+                    "!{} app-server daemon stop",
+                    bin.join("codex").display()
+                ));
+                t.expect("notRunning", 60);
+            }
+            t.type_line("hi");
+            t.expect(CODEX_ANSWER, 30);
+            t.type_line("/quit");
+            let screen = t.expect("SESSION-EXIT=0", 30);
+            // Nothing of the daemon's is moved back, or named as not kept.
+            assert!(
+                !screen
+                    .lines()
+                    .any(|l| l.starts_with("sandy:") && l.contains("app-server")),
+                "{screen}"
+            );
+            assert!(!screen.contains("own sandbox"), "{screen}");
+        }
+        // The host's directories are as they were; no stand-in is left.
+        let daemon: Vec<_> = std::fs::read_dir(w.home.join(".codex/app-server-daemon"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(daemon, ["settings.json"]);
+        assert!(std::fs::read_dir(w.home.join(".codex/app-server-control"))
+            .unwrap()
+            .next()
+            .is_none());
+        let left: Vec<_> = std::fs::read_dir(w.home.join(".codex"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(".sandy-codex"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    });
+}

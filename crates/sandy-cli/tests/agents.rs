@@ -767,6 +767,57 @@ fn codex_works_offline_and_its_attacks_fail() {
     });
 }
 
+/// Plain `codex exec`, no sandbox flag: Codex's configuration inside says
+/// `sandbox_mode = "danger-full-access"`, so it runs the model's command itself, inside
+/// Sandy, with no warning about its own sandbox; the host's `config.toml` never gets that
+/// setting.
+#[test]
+fn codex_exec_runs_a_tool_call_in_sandy_without_a_sandbox_flag() {
+    let Some(bin) = agents_bin() else {
+        return;
+    };
+    for_each_user(|w| {
+        w.write("home/.codex/config.toml", CODEX_CONFIG);
+        let steps = [exec(
+            "echo made-inside > made.txt && echo RAN-INSIDE",
+            false,
+        )];
+        let api = FakeApi::start(w, &script_of(&steps, CODEX_FINAL));
+        w.chown_all();
+        let provider = format!(
+            "model_providers.fake={{name=\"fake\", base_url=\"{}/v1\", wire_api=\"responses\", env_key=\"OPENAI_API_KEY\"}}",
+            api.url()
+        );
+        let args = [
+            "codex",
+            "exec",
+            "--skip-git-repo-check",
+            "-c",
+            "model_provider=\"fake\"",
+            "-c",
+            &provider,
+            "-m",
+            "gpt-5",
+            "do the task",
+        ];
+        let env = [("OPENAI_API_KEY", "dummy".to_owned())];
+        let o = run_timeout(sandy_agent(w, &bin, &[], &args, &env), AGENT_TIMEOUT);
+        let context = format!("{}\n{}\n{}", stdout(&o), stderr(&o), api.log());
+        assert_code(&o, 0, &context);
+        assert!(stdout(&o).contains(CODEX_FINAL), "{context}");
+        assert!(api.result_of(0).contains("RAN-INSIDE"), "{context}");
+        assert_eq!(
+            std::fs::read_to_string(w.project.join("made.txt")).unwrap(),
+            "made-inside\n"
+        );
+        assert!(!stderr(&o).contains("own sandbox"), "{context}");
+        assert!(stderr(&o).contains("danger-full-access"), "{context}");
+        let config = std::fs::read_to_string(w.home.join(".codex/config.toml")).unwrap();
+        assert!(!config.contains("sandbox_mode"), "{config}");
+        assert!(config.starts_with(CODEX_CONFIG), "{config}");
+    });
+}
+
 // ---------------------------------------------------------------------------------------
 // Gemini CLI, against a stand-in Gemini API (`GOOGLE_GEMINI_BASE_URL`).
 

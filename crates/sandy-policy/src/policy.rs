@@ -141,6 +141,14 @@ pub struct StateFile {
     /// [`crate::profile::ProfileStateFile::mirror`]), when the agent is pointed at the
     /// copy's directory as a whole.
     pub mirror: Option<PathBuf>,
+    /// Names in the stand-in that are an empty directory of the run's own, not a link
+    /// (see [`crate::profile::ProfileStateFile::private_dirs`]).
+    #[serde(default)]
+    pub private_dirs: Vec<String>,
+    /// Top-level keys set only in the copy inside (see
+    /// [`crate::profile::ProfileStateFile::inside_settings`]).
+    #[serde(default)]
+    pub inside_settings: std::collections::BTreeMap<String, String>,
 }
 
 /// How the content of a [`FileView`] is prepared on the host before launch.

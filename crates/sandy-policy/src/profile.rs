@@ -235,6 +235,18 @@ pub struct ProfileStateFile {
     /// profile's protected names.
     #[serde(default)]
     pub mirror: Option<String>,
+    /// Names in the stand-in (with `mirror`) that are an empty directory of the run's
+    /// own (0700) instead of a link to the real entry: directories the agent insists on
+    /// creating itself, as a real directory it owns (Codex's socket directories,
+    /// `app-server-daemon` and `app-server-control`, which it refuses as a link). What
+    /// the run leaves there is removed with the stand-in, never moved back.
+    #[serde(default)]
+    pub private_dirs: Vec<String>,
+    /// Top-level keys set to these values in the copy the agent sees inside, and only
+    /// there (Codex's `sandbox_mode`): the merge starts from the copy so changed, so they
+    /// never reach the host file.
+    #[serde(default)]
+    pub inside_settings: BTreeMap<String, String>,
     pub format: StateFormat,
     /// The known-safe key paths, dot-separated; `*` stands for any one key (a project
     /// path), `{project}` for the run's working directory only. Everything else in the
@@ -271,12 +283,17 @@ pub struct ProfilePassNamed {
     pub keys: Vec<String>,
 }
 
-/// A message printed at launch unless one of the arguments is present, or the first
+/// A message printed at launch (only with one of `if_args`, when given) unless one of the
+/// arguments is present, or the first
 /// argument is one of `unless_first_arg` (a subcommand that does not do what the notice is
 /// about).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProfileNotice {
+    /// When not empty, the notice is printed only when an argument is one of these, or
+    /// one of these followed by `=` (`--sandbox=read-only`, `-c sandbox_mode=...`).
+    #[serde(default)]
+    pub if_args: Vec<String>,
     pub unless_args: Vec<String>,
     #[serde(default)]
     pub unless_first_arg: Vec<String>,
@@ -437,6 +454,20 @@ fn validate(name: &str, profile: Profile) -> Result<Profile, ProfileError> {
         if file.inside_is_private && (file.inside.is_none() || file.environment.is_empty()) {
             return Err(invalid(format!(
                 "state file {} has a private copy the agent is not pointed to",
+                file.path
+            )));
+        }
+        if !file.private_dirs.is_empty() && file.mirror.is_none() {
+            return Err(invalid(format!(
+                "state file {} has private directories but no stand-in (mirror)",
+                file.path
+            )));
+        }
+        if let Some(bad) = file.private_dirs.iter().find(|n| {
+            n.is_empty() || *n == "." || *n == ".." || n.contains('/') || n.contains('\0')
+        }) {
+            return Err(invalid(format!(
+                "state file {} has the private directory '{bad}', which is not one name",
                 file.path
             )));
         }

@@ -436,7 +436,16 @@ pub fn resolve(
         .iter()
         .filter(|n| {
             let first = request.command.get(1).map(|a| a.to_string_lossy());
-            !first.is_some_and(|f| n.unless_first_arg.iter().any(|u| *u == f))
+            let asked = n.if_args.is_empty()
+                || request.command.iter().skip(1).any(|arg| {
+                    let arg = arg.to_string_lossy();
+                    n.if_args.iter().any(|i| {
+                        arg.strip_prefix(i.as_str())
+                            .is_some_and(|rest| rest.is_empty() || rest.starts_with('='))
+                    })
+                });
+            asked
+                && !first.is_some_and(|f| n.unless_first_arg.iter().any(|u| *u == f))
                 && !request.command.iter().skip(1).any(|arg| {
                     let arg = arg.to_string_lossy();
                     n.unless_args.iter().any(|u| *u == arg)

@@ -160,6 +160,40 @@ pub fn merge_toml(
     })
 }
 
+/// The copy the agent sees inside: `content` with each top-level key of `settings` set to
+/// its string value (a profile's `inside_settings`, Codex's `sandbox_mode`), the rest as
+/// it is (TOML edited in place, comments kept). `None` when `content` does not parse:
+/// the copy is then the host file unchanged.
+pub fn with_inside_settings(
+    format: crate::profile::StateFormat,
+    content: &[u8],
+    settings: &std::collections::BTreeMap<String, String>,
+) -> Option<Vec<u8>> {
+    if settings.is_empty() {
+        return Some(content.to_vec());
+    }
+    let text = std::str::from_utf8(content).ok()?;
+    match format {
+        crate::profile::StateFormat::Toml => {
+            let mut doc: toml_edit::DocumentMut = text.parse().ok()?;
+            for (key, value) in settings {
+                doc[key.as_str()] = toml_edit::value(value.as_str());
+            }
+            Some(doc.to_string().into_bytes())
+        }
+        crate::profile::StateFormat::Json => {
+            let mut value: Value = serde_json::from_str(text).ok()?;
+            let object = value.as_object_mut()?;
+            for (key, v) in settings {
+                object.insert(key.clone(), Value::String(v.clone()));
+            }
+            let mut out = serde_json::to_string_pretty(&value).ok()?;
+            out.push('\n');
+            Some(out.into_bytes())
+        }
+    }
+}
+
 /// Sorts the run's changes (leaves differing between `before` and `after`) into applied
 /// (allowed, and `apply` fitted them into the host document), quiet empty defaults and
 /// reported drops.
@@ -318,6 +352,32 @@ mod tests {
 
     fn keys(paths: &[KeyPath]) -> Vec<String> {
         paths.iter().map(|p| display(p)).collect()
+    }
+
+    #[test]
+    fn inside_settings_replace_a_top_level_key_and_keep_the_rest() {
+        use crate::profile::StateFormat;
+        let settings = [("sandbox_mode".to_owned(), "danger-full-access".to_owned())]
+            .into_iter()
+            .collect();
+        let host = "# mine\nsandbox_mode = \"workspace-write\"\nmodel = \"o3\"\n[projects.\"/p\"]\ntrust_level = \"trusted\"\n";
+        let inside = with_inside_settings(StateFormat::Toml, host.as_bytes(), &settings).unwrap();
+        let inside = String::from_utf8(inside).unwrap();
+        let doc: toml::Table = toml::from_str(&inside).unwrap();
+        assert_eq!(doc["sandbox_mode"].as_str(), Some("danger-full-access"));
+        assert_eq!(doc["model"].as_str(), Some("o3"));
+        assert_eq!(
+            doc["projects"]["/p"]["trust_level"].as_str(),
+            Some("trusted")
+        );
+        assert!(inside.contains("# mine"), "{inside}");
+        let empty = with_inside_settings(StateFormat::Toml, b"", &settings).unwrap();
+        assert_eq!(empty, b"sandbox_mode = \"danger-full-access\"\n");
+        assert!(with_inside_settings(StateFormat::Toml, b"= broken", &settings).is_none());
+        // Merged back, the setting is no change of the run's.
+        let outcome =
+            merge_toml(&inside, &inside, Some(host), &["model".to_owned()], "/p").unwrap();
+        assert!(outcome.merged.is_none() && outcome.dropped.is_empty());
     }
 
     const PERSIST: &[&str] = &[

@@ -655,6 +655,8 @@ impl Ctx<'_> {
                 bound: !file.inside_is_private,
                 format: file.format,
                 mirror: file.mirror.as_deref().and_then(expand),
+                private_dirs: file.private_dirs.clone(),
+                inside_settings: file.inside_settings.clone(),
             });
         }
         // A state directory that cannot be created (its name is a dangling symlink, or

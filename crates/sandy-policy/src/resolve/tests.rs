@@ -956,24 +956,26 @@ fn profile_roots_from_the_environment_are_validated() {
 }
 
 #[test]
-fn the_codex_profile_explains_its_nested_sandbox_unless_disabled() {
+fn the_codex_profile_runs_codex_without_its_own_sandbox_and_explains_a_mode_asked_for() {
     let fs = base_fs().exe("/usr/bin/codex").dir("/home/u/.codex");
     let h = host("/usr/bin");
+    // Plain `codex`: the copy inside says danger-full-access, nothing to explain.
     let policy = resolve(&request(&["codex"]), &h, &fs).unwrap();
-    assert_eq!(policy.notices.len(), 1);
-    assert!(policy.notices[0].contains("--sandbox danger-full-access"));
-    let quiet = resolve(
-        &request(&["codex", "--sandbox", "danger-full-access"]),
-        &h,
-        &fs,
-    )
-    .unwrap();
-    assert!(quiet.notices.is_empty());
-    // Nor when Codex would not start its sandbox at all.
+    assert!(policy.notices.is_empty(), "{:?}", policy.notices);
+    let file = &policy.state_files[0];
+    assert_eq!(
+        file.inside_settings.get("sandbox_mode").map(String::as_str),
+        Some("danger-full-access")
+    );
+    assert!(!file.persist.iter().any(|k| k.contains("sandbox")));
+    assert_eq!(
+        file.private_dirs,
+        ["app-server-daemon", "app-server-control"]
+    );
     for args in [
-        &["codex", "--version"][..],
-        &["codex", "exec", "--help"],
-        &["codex", "login"],
+        &["codex", "exec", "hi"][..],
+        &["codex", "--sandbox", "danger-full-access"],
+        &["codex", "-s", "danger-full-access"],
         &[
             "codex",
             "exec",
@@ -981,12 +983,31 @@ fn the_codex_profile_explains_its_nested_sandbox_unless_disabled() {
             "sandbox_mode=\"danger-full-access\"",
             "hi",
         ],
+        &["codex", "--yolo"],
     ] {
         let p = resolve(&request(args), &h, &fs).unwrap();
         assert!(p.notices.is_empty(), "{args:?}");
     }
-    let exec = resolve(&request(&["codex", "exec", "hi"]), &h, &fs).unwrap();
-    assert_eq!(exec.notices.len(), 1);
+    // A sandbox mode asked for on the command line overrides the copy's, and fails.
+    for args in [
+        &["codex", "--sandbox", "workspace-write"][..],
+        &["codex", "--sandbox=read-only"],
+        &["codex", "-s", "read-only", "exec", "hi"],
+        &["codex", "--full-auto"],
+        &["codex", "exec", "-c", "sandbox_mode=workspace-write", "hi"],
+    ] {
+        let p = resolve(&request(args), &h, &fs).unwrap();
+        assert_eq!(p.notices.len(), 1, "{args:?}");
+        assert!(p.notices[0].contains("danger-full-access"), "{args:?}");
+    }
+    // Nor when Codex would not start its sandbox at all.
+    let p = resolve(
+        &request(&["codex", "--sandbox", "read-only", "--version"]),
+        &h,
+        &fs,
+    )
+    .unwrap();
+    assert!(p.notices.is_empty());
 }
 
 #[test]
