@@ -21,7 +21,7 @@ status=0
 SANDY_TEST_SKIP_LOG="$skips" cargo test --workspace --no-fail-fast 2>&1 | tee "$log" || status=$?
 if [[ -s "$skips" ]]; then
   echo "skipped tests (a missing feature or tool; each is a failure under CI=true):"
-  cut -f1 "$skips" | sort -u | sed 's/^/  /'
+  sort -u "$skips" | awk -F '\t' '{ printf "  %s: %s\n", $1, $2 }'
 fi
 skipped=$(cut -f1 "$skips" | sort -u | grep -c . || true)
 awk -v skipped="$skipped" '/^test result:/ {

@@ -127,7 +127,7 @@ fn observe(w: &World, agent: &Agent<'_>) -> Vec<(Vec<Value>, String)> {
     .unwrap();
     let d = dir.display();
     let user = w.setpriv_prefix();
-    let path = format!("{AGENTS_BIN}:/usr/local/bin:/usr/bin:/bin");
+    let path = agent_path(agent.name);
     let mut runs = String::new();
     for (i, s) in agent.scenarios.iter().enumerate() {
         for (file, text) in s.files {

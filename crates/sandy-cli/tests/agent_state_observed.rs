@@ -169,7 +169,7 @@ fn observe(w: &World, agent: &Agent<'_>) -> Vec<Observed> {
         serde_json::json!({"steps": [agent.tool], "final": "The agent is done."}).to_string(),
     )
     .unwrap();
-    let path = format!("{AGENTS_BIN}:/usr/local/bin:/usr/bin:/bin");
+    let path = agent_path(agent.name);
     let mut runs = String::new();
     for (i, s) in agent.scenarios.iter().enumerate() {
         for (j, (file, json)) in s.merge.iter().enumerate() {

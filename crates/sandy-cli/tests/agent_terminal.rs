@@ -22,16 +22,7 @@ use common::*;
 use serde_json::{json, Value};
 
 fn ready() -> Option<PathBuf> {
-    let bin = std::env::var_os("SANDY_TEST_AGENTS")
-        .filter(|p| !p.is_empty())
-        .map_or_else(
-            || PathBuf::from(AGENTS_BIN),
-            |p| PathBuf::from(p).join("node_modules/.bin"),
-        );
-    if !bin.join("claude").exists() || !bin.join("codex").exists() {
-        skip("the agent CLIs are not installed; run scripts/install-agents.sh");
-        return None;
-    }
+    let bin = agents_bin(&["claude", "codex"])?;
     if Command::new("tmux").arg("-V").output().is_err() {
         skip("tmux is not installed");
         return None;

@@ -24,8 +24,6 @@ use std::time::Duration;
 use common::*;
 use serde_json::{json, Value};
 
-/// Where `scripts/install-agents.sh` installs by default.
-const DEFAULT_PREFIX: &str = "/opt/sandy-test-agents";
 /// A hung agent is killed after this long.
 const AGENT_TIMEOUT: u64 = 120;
 
@@ -63,31 +61,13 @@ fn run_timeout(mut cmd: Command, secs: u64) -> Output {
     collector.finish_allowing_open(status, Duration::from_secs(10))
 }
 
-/// The directory holding the agents' binaries, or `None` (a reported skip) when
-/// `scripts/install-agents.sh` has not been run.
+/// The directory holding the agents' binaries, or `None` (a reported skip).
 fn agents_bin() -> Option<PathBuf> {
-    let prefix = std::env::var_os("SANDY_TEST_AGENTS")
-        .filter(|p| !p.is_empty())
-        .map_or_else(|| PathBuf::from(DEFAULT_PREFIX), PathBuf::from);
-    let bin = prefix.join("node_modules/.bin");
-    let missing: Vec<&str> = AGENTS
-        .iter()
-        .copied()
-        .filter(|a| !bin.join(a).exists())
-        .collect();
-    if missing.is_empty() {
-        Some(bin)
-    } else {
-        skip(&format!(
-            "the agent CLIs {missing:?} are not in {}; run scripts/install-agents.sh",
-            bin.display()
-        ));
-        None
-    }
+    common::agents_bin(&AGENTS)
 }
 
 /// `PATH` with the agents first.
-fn agent_path(bin: &Path) -> String {
+fn agents_first(bin: &Path) -> String {
     format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display())
 }
 
@@ -105,7 +85,7 @@ fn sandy_agent(
     all.push("--");
     all.extend_from_slice(args);
     let mut cmd = w.sandy(all);
-    cmd.env("PATH", agent_path(bin));
+    cmd.env("PATH", agents_first(bin));
     for (k, v) in env {
         cmd.env(k, v);
     }

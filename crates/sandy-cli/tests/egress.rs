@@ -1069,7 +1069,7 @@ impl Net<'_> {
         std::fs::set_permissions(&wrapper_path, std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::set_permissions(&a, std::fs::Permissions::from_mode(0o755)).unwrap();
         let setup = format!("{setup}\nchmod 644 {}/env\n", a.display());
-        let path = format!("{AGENTS_BIN}:/usr/local/bin:/usr/bin:/bin");
+        let path = agent_path(run.agent);
         let mut env: Vec<(&str, &str)> = run.env.to_vec();
         env.push(("PATH", &path));
         self.run_with_prefix(

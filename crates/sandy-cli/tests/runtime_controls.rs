@@ -335,23 +335,10 @@ fn the_agent_cannot_rewrite_or_replace_a_hook_or_its_registration() {
 // ---------------------------------------------------------------------------------------
 // A real agent: Claude Code fires a registered PreToolUse hook inside Sandy.
 
-const DEFAULT_PREFIX: &str = "/opt/sandy-test-agents";
 const AGENT_TIMEOUT: u64 = 180;
 
 fn claude_bin() -> Option<PathBuf> {
-    let prefix = std::env::var_os("SANDY_TEST_AGENTS")
-        .filter(|p| !p.is_empty())
-        .map_or_else(|| PathBuf::from(DEFAULT_PREFIX), PathBuf::from);
-    let bin = prefix.join("node_modules/.bin");
-    if bin.join("claude").exists() {
-        Some(bin)
-    } else {
-        skip(&format!(
-            "Claude Code is not in {}; run scripts/install-agents.sh",
-            bin.display()
-        ));
-        None
-    }
+    agents_bin(&["claude"])
 }
 
 /// Starts the stand-in model API as the test user; returns it and its port.

@@ -728,15 +728,55 @@ pub fn stand_ins_in(codex_home: &Path) -> Vec<std::ffi::OsString> {
 /// Where `scripts/install-agents.sh` puts the real agent CLIs' commands.
 pub const AGENTS_BIN: &str = "/opt/sandy-test-agents/node_modules/.bin";
 
-/// Whether the real agent CLI `name` is installed in [`AGENTS_BIN`]; a reported skip
-/// (a failure under CI) when it is not.
+/// The directory holding every real agent CLI of `names`: npm's `.bin` under
+/// `$SANDY_TEST_AGENTS` when set, else [`AGENTS_BIN`], else the first directory on `PATH`
+/// that holds them all (a global `npm install -g`). `None`, a reported skip (a failure
+/// under CI) naming where it looked, when none does.
+#[allow(dead_code)]
+pub fn agents_bin(names: &[&str]) -> Option<PathBuf> {
+    let prefix = std::env::var_os("SANDY_TEST_AGENTS")
+        .filter(|p| !p.is_empty())
+        .map(|p| PathBuf::from(p).join("node_modules/.bin"));
+    let on_path = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default();
+    let chosen = prefix.is_some();
+    let looked: Vec<PathBuf> = match prefix {
+        Some(dir) => vec![dir],
+        None => std::iter::once(PathBuf::from(AGENTS_BIN))
+            .chain(on_path)
+            .collect(),
+    };
+    if let Some(dir) = looked
+        .iter()
+        .find(|d| names.iter().all(|n| d.join(n).exists()))
+    {
+        return Some(dir.clone());
+    }
+    let first = looked
+        .first()
+        .map(|d| d.display().to_string())
+        .unwrap_or_default();
+    skip(&if chosen {
+        format!("the agent CLIs {names:?} are not in {first} (SANDY_TEST_AGENTS)")
+    } else {
+        format!(
+            "the agent CLIs {names:?} are neither in {first} nor together on PATH; run \
+             scripts/install-agents.sh (or set SANDY_TEST_AGENTS)"
+        )
+    });
+    None
+}
+
+/// Whether the real agent CLI `name` is installed ([`agents_bin`]).
 #[allow(dead_code)]
 pub fn agent_installed(name: &str) -> bool {
-    if Path::new(AGENTS_BIN).join(name).exists() {
-        return true;
-    }
-    skip(&format!(
-        "{name} is not installed in /opt/sandy-test-agents; run scripts/install-agents.sh"
-    ));
-    false
+    agents_bin(&[name]).is_some()
+}
+
+/// `PATH` for a run of agent `name`: its directory first ([`agents_bin`]; assumed found).
+#[allow(dead_code)]
+pub fn agent_path(name: &str) -> String {
+    let dir = agents_bin(&[name]).unwrap_or_else(|| PathBuf::from(AGENTS_BIN));
+    format!("{}:/usr/local/bin:/usr/bin:/bin", dir.display())
 }
