@@ -35,9 +35,11 @@ pub enum Command {
     #[command(
         long_about = "After every run, Sandy compares every protected path and every git \
                       configuration file with its state before the run, reports each change \
-                      and keeps the pre-run copy in its cache ($XDG_CACHE_HOME/sandy/restore, \
-                      ~/.cache/sandy/restore by default). Without RUN, lists the kept copies; \
-                      with RUN, puts that run's copies back. Never done automatically."
+                      and keeps the pre-run copy in its state directory \
+                      ($XDG_STATE_HOME/sandy/restore, ~/.local/state/sandy/restore by \
+                      default). Without RUN, lists the kept copies; with RUN, puts that run's \
+                      copies back and, once all are back, forgets the run. Never done \
+                      automatically."
     )]
     Restore(RestoreArgs),
     /// Internal: apply the sandbox described by an inherited manifest and exec the target.
@@ -66,6 +68,22 @@ pub enum Command {
         long_about = "Inside the sandbox, each package-manager or toolchain cache of the home                       is an overlay: the host cache is its read-only lower layer, and what the                       sandbox adds lands in a layer in $XDG_CACHE_HOME/sandy/overlays (kept for                       later sandboxed runs; the host copy never changes). This lists each layer                       with its size and the cache it covers; --clear removes them (do not                       clear while a sandboxed run is using them)."
     )]
     Cache(CacheArgs),
+    /// Print a shell completion script for bash, zsh or fish.
+    #[command(
+        long_about = "Prints a completion script generated from Sandy's own option \
+                      definitions, so it always matches `--help`. For bash: `source <(sandy \
+                      completions bash)`, or save it as \
+                      ~/.local/share/bash-completion/completions/sandy; for zsh, as _sandy in \
+                      a directory of $fpath; for fish, as \
+                      ~/.config/fish/completions/sandy.fish."
+    )]
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff), generated from the same definitions as `--help`.
+    #[command(
+        long_about = "Prints sandy(1) in roff: `sandy man | man -l -` shows it, and \
+                            `sandy man > ~/.local/share/man/man1/sandy.1` installs it."
+    )]
+    Man,
     /// Internal: exercise one enforcement layer in this (sacrificial) process and report.
     #[command(name = "__probe", hide = true)]
     Probe(ProbeArgs),
@@ -629,4 +647,19 @@ mod tests {
             }
         }
     }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh or fish.
+    #[arg(value_enum)]
+    pub shell: CompletionShell,
+}
+
+/// The shells Sandy writes completions for.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
 }

@@ -28,6 +28,7 @@ mod hostfs;
 mod integrations;
 mod kontext;
 mod placeholders;
+mod reference;
 mod run;
 mod rundir;
 mod selftest;
@@ -87,5 +88,7 @@ fn dispatch(cli: args::Cli) -> Result<u8, error::SandyError> {
         args::Command::Escape(e) => selftest::escape(e),
         args::Command::Idle => selftest::idle(),
         args::Command::Restore(r) => verify::restore(r.run.as_deref()),
+        args::Command::Completions(c) => reference::completions(c.shell),
+        args::Command::Man => reference::man(),
     }
 }

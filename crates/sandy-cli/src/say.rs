@@ -42,6 +42,16 @@ pub fn print_document(text: &str) -> std::io::Result<()> {
     write_out(&escape_lines(text))
 }
 
+/// Writes a document made entirely from Sandy's own definitions, with nothing of a run's
+/// choosing in it (a shell completion script, the manual page), byte for byte: its tabs
+/// and escapes are its content.
+#[allow(clippy::disallowed_methods)] // the one writer of standard output
+pub fn print_generated(bytes: &[u8]) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes)?;
+    out.flush()
+}
+
 #[allow(clippy::disallowed_methods)] // the one writer of standard output
 fn write_out(text: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();

@@ -11,7 +11,7 @@ use std::ffi::{OsStr, OsString};
 use std::io::Write;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::{Command, Output, Stdio};
 
 use common::*;
 use serde_json::{json, Value};
@@ -1111,4 +1111,84 @@ fn the_target_does_not_see_removed_variables() {
         }
         assert!(!names.contains(&"TEMP"), "{out}");
     });
+}
+
+/// `sandy completions bash|zsh|fish` prints a script the shell takes (bash registers it
+/// with `complete`, and completing `sandy r` offers `run` and `restore`), and `sandy man`
+/// a page `man -l` renders with every option of `sandy run --help`.
+#[test]
+fn completions_and_the_manual_page_come_from_the_option_definitions() {
+    let bash = Command::new(sandy_bin())
+        .args(["completions", "bash"])
+        .output()
+        .unwrap();
+    assert_code(&bash, 0, "sandy completions bash");
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("sandy.bash");
+    std::fs::write(&script, &bash.stdout).unwrap();
+    let check = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "source '{}' && complete -p sandy && COMP_WORDS=(sandy r) COMP_CWORD=1 \
+             && _sandy sandy r sandy && echo \"${{COMPREPLY[@]}}\"",
+            script.display()
+        ))
+        .output()
+        .unwrap();
+    let out = stdout(&check);
+    assert!(out.contains("-F _sandy sandy"), "{out}{}", stderr(&check));
+    assert!(out.contains("run") && out.contains("restore"), "{out}");
+    for shell in ["zsh", "fish"] {
+        let o = Command::new(sandy_bin())
+            .args(["completions", shell])
+            .output()
+            .unwrap();
+        assert_code(&o, 0, shell);
+        assert!(stdout(&o).contains("sandy"), "{shell}");
+    }
+    let bad = Command::new(sandy_bin())
+        .args(["completions", "tcsh"])
+        .output()
+        .unwrap();
+    assert_code(&bad, 2, "an unknown shell is a usage error");
+
+    let man = Command::new(sandy_bin()).arg("man").output().unwrap();
+    assert_code(&man, 0, "sandy man");
+    let page = dir.path().join("sandy.1");
+    std::fs::write(&page, &man.stdout).unwrap();
+    let rendered = Command::new("man")
+        .args(["-l", "-P", "cat"])
+        .arg(&page)
+        .env("MANWIDTH", "200")
+        .output();
+    let text = match rendered {
+        Ok(o) if o.status.success() => stdout(&o),
+        // Without man-db, groff renders it the same way.
+        _ => {
+            let o = Command::new("groff")
+                .args(["-man", "-Tutf8"])
+                .arg(&page)
+                .output()
+                .unwrap();
+            assert_code(&o, 0, "groff -man");
+            stdout(&o)
+        }
+    };
+    assert!(text.contains("SANDY RUN OPTIONS"), "{text}");
+    let help = Command::new(sandy_bin())
+        .args(["run", "--help"])
+        .output()
+        .unwrap();
+    for option in stdout(&help)
+        .split_whitespace()
+        .filter(|w| w.starts_with("--") && w.len() > 2)
+        .map(|w| {
+            w.trim_end_matches([',', '.'])
+                .split(['=', '[', '<'])
+                .next()
+                .unwrap()
+        })
+    {
+        assert!(text.contains(option), "{option} is not in the manual page");
+    }
 }
