@@ -6,11 +6,14 @@
 //! paced rows what a user sees when a link sets the pace.
 //!
 //! It needs its own network: as root, the benchmark re-runs itself under
-//! `unshare -n -m` (`__net-rows`), puts a public-looking address (198.51.100.7) on that
-//! namespace's loopback, names it in a hosts file bind-mounted over `/etc/hosts`, and
-//! serves HTTP there from a thread of its own. Direct means the same client bare in that
-//! namespace; proxied means the client inside `sandy run --allow-domain bench.stand-in.test`.
-//! The client is this executable (`__net-client`), copied into the project.
+//! `unshare -n -m` (`__net-rows`). The server is another process (`__net-serve`) in a
+//! network namespace of its own, a stand-in for a remote host: it holds a public-looking
+//! address (198.51.100.7) on its loopback, reached from the benchmark's namespace over a
+//! veth pair and a route, and named in a hosts file bind-mounted over `/etc/hosts`. (The
+//! proxy refuses the host's own addresses, so the server cannot sit in the proxy's
+//! namespace.) Direct means the same client bare in the benchmark's namespace; proxied
+//! means the client inside `sandy run --allow-domain bench.stand-in.test`. The client is
+//! this executable (`__net-client`), copied into the project.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -132,6 +135,84 @@ fn serve(listener: TcpListener) {
     }
 }
 
+/// The server process, in a network namespace of its own; it ends when its standard
+/// input closes (when this value is dropped, or the benchmark dies).
+struct Server(std::process::Child);
+
+impl Server {
+    /// Starts `__net-serve` under `unshare -n` and connects its namespace to this one: a
+    /// veth pair (192.0.2.1 here, 192.0.2.2 there), `ADDRESS` on its loopback, a route to
+    /// it. Returns once the server answers.
+    fn start() -> Res<Server> {
+        let child = Command::new("unshare")
+            .arg("-n")
+            .arg(std::env::current_exe()?)
+            .arg("__net-serve")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()?;
+        let server = Server(child);
+        let pid = server.0.id().to_string();
+        let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/net")).ok();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while ns(&pid) == ns("self") {
+            if Instant::now() > deadline {
+                return Err("the server's network namespace did not appear".into());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        sh(Command::new("ip").args([
+            "link", "add", "bench-h", "type", "veth", "peer", "name", "bench-i", "netns", &pid,
+        ]))?;
+        sh(Command::new("ip").args(["addr", "add", "192.0.2.1/24", "dev", "bench-h"]))?;
+        sh(Command::new("ip").args(["link", "set", "bench-h", "up"]))?;
+        sh(Command::new("nsenter")
+            .args(["-t", &pid, "-n", "sh", "-c"])
+            .arg(format!(
+                "ip link set lo up && ip addr add {ADDRESS}/32 dev lo && \
+             ip addr add 192.0.2.2/24 dev bench-i && ip link set bench-i up && \
+             ip route add default via 192.0.2.1"
+            )))?;
+        sh(Command::new("ip").args([
+            "route",
+            "add",
+            &format!("{ADDRESS}/32"),
+            "via",
+            "192.0.2.2",
+        ]))?;
+        while TcpStream::connect((ADDRESS, 80)).is_err() {
+            if Instant::now() > deadline {
+                return Err("the server does not answer".into());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(server)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        drop(self.0.stdin.take());
+        let _ = self.0.wait();
+    }
+}
+
+/// The server process (`__net-serve`, in its own network namespace): binds `ADDRESS:80`
+/// once the address is there, serves until its standard input closes.
+pub fn serve_child() -> Res<()> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let listener = loop {
+        match TcpListener::bind((ADDRESS, 80)) {
+            Ok(l) => break l,
+            Err(e) if Instant::now() > deadline => return Err(e.into()),
+            Err(_) => std::thread::sleep(Duration::from_millis(5)),
+        }
+    };
+    std::thread::spawn(move || serve(listener));
+    let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+    Ok(())
+}
+
 /// The cells of a throughput row: direct and proxied MiB/s, the difference, the ratio and
 /// the goal (proxied ≥ 90% of direct).
 fn throughput_cells(direct: f64, proxied: f64) -> [String; 6] {
@@ -148,15 +229,13 @@ fn throughput_cells(direct: f64, proxied: f64) -> [String; 6] {
 /// In the namespace: sets it up, measures, prints the rows (tab-separated).
 pub fn rows_child(sandy: &Path, scratch: &Path) -> Res<()> {
     sh(Command::new("ip").args(["link", "set", "lo", "up"]))?;
-    sh(Command::new("ip").args(["addr", "add", &format!("{ADDRESS}/32"), "dev", "lo"]))?;
+    let _server = Server::start()?;
     let hosts = scratch.join("hosts");
     std::fs::write(&hosts, format!("127.0.0.1 localhost\n{ADDRESS} {NAME}\n"))?;
     sh(Command::new("mount")
         .arg("--bind")
         .arg(&hosts)
         .arg("/etc/hosts"))?;
-    let listener = TcpListener::bind((ADDRESS, 80))?;
-    std::thread::spawn(move || serve(listener));
 
     let project = scratch.join("net");
     std::fs::create_dir_all(&project)?;
