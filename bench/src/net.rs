@@ -213,6 +213,51 @@ pub fn serve_child() -> Res<()> {
     Ok(())
 }
 
+/// Where the reference relay listens, in the benchmark's namespace (the proxy's side).
+const RELAY: &str = "127.0.0.1:3129";
+
+/// The reference relay: every connection accepted on `RELAY` passed on to the server, each
+/// direction on a thread of its own with blocking `splice(2)` through a 1 MiB pipe. No
+/// policy, no parsing, no runtime: the least any relay between the client and the server
+/// costs on this machine, the ceiling for the proxy's throughput.
+fn reference_relay(listener: TcpListener) {
+    for client in listener.incoming().flatten() {
+        std::thread::spawn(move || {
+            let Ok(upstream) = TcpStream::connect((ADDRESS, 80)) else {
+                return;
+            };
+            let (Ok(c), Ok(u)) = (client.try_clone(), upstream.try_clone()) else {
+                return;
+            };
+            let up = std::thread::spawn(move || splice_through(&c, &u));
+            splice_through(&upstream, &client);
+            let _ = up.join();
+        });
+    }
+}
+
+/// Moves everything `from` sends to `to`, then half-closes `to`.
+fn splice_through(from: &TcpStream, to: &TcpStream) {
+    use nix::fcntl::{fcntl, splice, FcntlArg, SpliceFFlags};
+    let Ok((r, w)) = nix::unistd::pipe() else {
+        return;
+    };
+    let _ = fcntl(&w, FcntlArg::F_SETPIPE_SZ(1 << 20));
+    'outer: loop {
+        let mut n = match splice(from, None, &w, None, 1 << 20, SpliceFFlags::SPLICE_F_MOVE) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        while n > 0 {
+            match splice(&r, None, to, None, n, SpliceFFlags::SPLICE_F_MOVE) {
+                Ok(0) | Err(_) => break 'outer,
+                Ok(m) => n -= m,
+            }
+        }
+    }
+    let _ = to.shutdown(std::net::Shutdown::Write);
+}
+
 /// The cells of a throughput row: direct and proxied MiB/s, the difference, the ratio and
 /// the goal (proxied ≥ 90% of direct).
 fn throughput_cells(direct: f64, proxied: f64) -> [String; 6] {
@@ -236,6 +281,8 @@ pub fn rows_child(sandy: &Path, scratch: &Path) -> Res<()> {
         .arg("--bind")
         .arg(&hosts)
         .arg("/etc/hosts"))?;
+    let relay = TcpListener::bind(RELAY)?;
+    std::thread::spawn(move || reference_relay(relay));
 
     let project = scratch.join("net");
     std::fs::create_dir_all(&project)?;
@@ -277,21 +324,35 @@ pub fn rows_child(sandy: &Path, scratch: &Path) -> Res<()> {
     };
 
     // 1. One large download, three times each, alternating.
+    // The reference relay's download alternates with them (its client bare, in this
+    // namespace).
     let mut direct = Vec::new();
     let mut proxied = Vec::new();
-    for _ in 0..3 {
+    let mut relayed = Vec::new();
+    for _ in 0..5 {
         direct.extend(samples(bare(&["download", "direct"]))?);
         proxied.extend(samples(sandboxed(&["download", "proxy"]))?);
+        relayed.extend(samples(bare(&["download", "relay"]))?);
     }
-    let (d, p) = (Stats::of(direct), Stats::of(proxied));
+    let (d, p, r) = (Stats::of(direct), Stats::of(proxied), Stats::of(relayed));
     let mib = BIG as f64 / (1024.0 * 1024.0);
-    let (dr, pr) = (mib / (d.median / 1000.0), mib / (p.median / 1000.0));
+    let rate = |s: &Stats| mib / (s.median / 1000.0);
     row(
         &format!(
             "egress: one {} MiB download through the proxy vs direct",
             BIG >> 20
         ),
-        throughput_cells(dr, pr),
+        throughput_cells(rate(&d), rate(&p)),
+    );
+    let mut cells = throughput_cells(rate(&d), rate(&r));
+    cells[4] = "— (reference: a bare splice relay)".to_owned();
+    cells[5] = "—".to_owned();
+    row(
+        &format!(
+            "egress: one {} MiB download through a bare splice relay vs direct (a relay's ceiling)",
+            BIG >> 20
+        ),
+        cells,
     );
 
     // 1b. The same download from a server paced to a link's rate: what a user sees
@@ -401,6 +462,7 @@ fn row(workload: &str, cells: [String; 6]) {
 fn target(mode: &str, path: &str) -> Res<(String, String)> {
     match mode {
         "direct" => Ok((format!("{ADDRESS}:80"), format!("GET {path} HTTP/1.1"))),
+        "relay" => Ok((RELAY.to_owned(), format!("GET {path} HTTP/1.1"))),
         "proxy" => {
             let proxy = std::env::var("HTTP_PROXY")?;
             let addr = proxy.trim_start_matches("http://").trim_end_matches('/');
@@ -433,7 +495,7 @@ pub fn client(args: &[String]) -> Res<()> {
         [w, m, p] => (w.as_str(), m.as_str(), p.as_str()),
         _ => {
             return Err(
-                "usage: __net-client download|latency|concurrent direct|proxy [PATH]".into(),
+                "usage: __net-client download|latency|concurrent direct|proxy|relay [PATH]".into(),
             )
         }
     };
