@@ -96,6 +96,7 @@ fn main() -> Res<()> {
             return net::rows_child(Path::new(sandy), Path::new(dir));
         }
         Some("__net-client") => return net::client(&argv[2..]),
+        Some("__net-serve") => return net::serve_child(),
         _ => {}
     }
     let opts = Options::parse()?;

@@ -6,11 +6,14 @@
 //! paced rows what a user sees when a link sets the pace.
 //!
 //! It needs its own network: as root, the benchmark re-runs itself under
-//! `unshare -n -m` (`__net-rows`), puts a public-looking address (198.51.100.7) on that
-//! namespace's loopback, names it in a hosts file bind-mounted over `/etc/hosts`, and
-//! serves HTTP there from a thread of its own. Direct means the same client bare in that
-//! namespace; proxied means the client inside `sandy run --allow-domain bench.stand-in.test`.
-//! The client is this executable (`__net-client`), copied into the project.
+//! `unshare -n -m` (`__net-rows`). The server is another process (`__net-serve`) in a
+//! network namespace of its own, a stand-in for a remote host: it holds a public-looking
+//! address (198.51.100.7) on its loopback, reached from the benchmark's namespace over a
+//! veth pair and a route, and named in a hosts file bind-mounted over `/etc/hosts`. (The
+//! proxy refuses the host's own addresses, so the server cannot sit in the proxy's
+//! namespace.) Direct means the same client bare in the benchmark's namespace; proxied
+//! means the client inside `sandy run --allow-domain bench.stand-in.test`. The client is
+//! this executable (`__net-client`), copied into the project.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -132,6 +135,129 @@ fn serve(listener: TcpListener) {
     }
 }
 
+/// The server process, in a network namespace of its own; it ends when its standard
+/// input closes (when this value is dropped, or the benchmark dies).
+struct Server(std::process::Child);
+
+impl Server {
+    /// Starts `__net-serve` under `unshare -n` and connects its namespace to this one: a
+    /// veth pair (192.0.2.1 here, 192.0.2.2 there), `ADDRESS` on its loopback, a route to
+    /// it. Returns once the server answers.
+    fn start() -> Res<Server> {
+        let child = Command::new("unshare")
+            .arg("-n")
+            .arg(std::env::current_exe()?)
+            .arg("__net-serve")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()?;
+        let server = Server(child);
+        let pid = server.0.id().to_string();
+        let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/net")).ok();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while ns(&pid) == ns("self") {
+            if Instant::now() > deadline {
+                return Err("the server's network namespace did not appear".into());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        sh(Command::new("ip").args([
+            "link", "add", "bench-h", "type", "veth", "peer", "name", "bench-i", "netns", &pid,
+        ]))?;
+        sh(Command::new("ip").args(["addr", "add", "192.0.2.1/24", "dev", "bench-h"]))?;
+        sh(Command::new("ip").args(["link", "set", "bench-h", "up"]))?;
+        sh(Command::new("nsenter")
+            .args(["-t", &pid, "-n", "sh", "-c"])
+            .arg(format!(
+                "ip link set lo up && ip addr add {ADDRESS}/32 dev lo && \
+             ip addr add 192.0.2.2/24 dev bench-i && ip link set bench-i up && \
+             ip route add default via 192.0.2.1"
+            )))?;
+        sh(Command::new("ip").args([
+            "route",
+            "add",
+            &format!("{ADDRESS}/32"),
+            "via",
+            "192.0.2.2",
+        ]))?;
+        while TcpStream::connect((ADDRESS, 80)).is_err() {
+            if Instant::now() > deadline {
+                return Err("the server does not answer".into());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(server)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        drop(self.0.stdin.take());
+        let _ = self.0.wait();
+    }
+}
+
+/// The server process (`__net-serve`, in its own network namespace): binds `ADDRESS:80`
+/// once the address is there, serves until its standard input closes.
+pub fn serve_child() -> Res<()> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let listener = loop {
+        match TcpListener::bind((ADDRESS, 80)) {
+            Ok(l) => break l,
+            Err(e) if Instant::now() > deadline => return Err(e.into()),
+            Err(_) => std::thread::sleep(Duration::from_millis(5)),
+        }
+    };
+    std::thread::spawn(move || serve(listener));
+    let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+    Ok(())
+}
+
+/// Where the reference relay listens, in the benchmark's namespace (the proxy's side).
+const RELAY: &str = "127.0.0.1:3129";
+
+/// The reference relay: every connection accepted on `RELAY` passed on to the server, each
+/// direction on a thread of its own with blocking `splice(2)` through a 1 MiB pipe. No
+/// policy, no parsing, no runtime: the least any relay between the client and the server
+/// costs on this machine, the ceiling for the proxy's throughput.
+fn reference_relay(listener: TcpListener) {
+    for client in listener.incoming().flatten() {
+        std::thread::spawn(move || {
+            let Ok(upstream) = TcpStream::connect((ADDRESS, 80)) else {
+                return;
+            };
+            let (Ok(c), Ok(u)) = (client.try_clone(), upstream.try_clone()) else {
+                return;
+            };
+            let up = std::thread::spawn(move || splice_through(&c, &u));
+            splice_through(&upstream, &client);
+            let _ = up.join();
+        });
+    }
+}
+
+/// Moves everything `from` sends to `to`, then half-closes `to`.
+fn splice_through(from: &TcpStream, to: &TcpStream) {
+    use nix::fcntl::{fcntl, splice, FcntlArg, SpliceFFlags};
+    let Ok((r, w)) = nix::unistd::pipe() else {
+        return;
+    };
+    let _ = fcntl(&w, FcntlArg::F_SETPIPE_SZ(1 << 20));
+    'outer: loop {
+        let mut n = match splice(from, None, &w, None, 1 << 20, SpliceFFlags::SPLICE_F_MOVE) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        while n > 0 {
+            match splice(&r, None, to, None, n, SpliceFFlags::SPLICE_F_MOVE) {
+                Ok(0) | Err(_) => break 'outer,
+                Ok(m) => n -= m,
+            }
+        }
+    }
+    let _ = to.shutdown(std::net::Shutdown::Write);
+}
+
 /// The cells of a throughput row: direct and proxied MiB/s, the difference, the ratio and
 /// the goal (proxied ≥ 90% of direct).
 fn throughput_cells(direct: f64, proxied: f64) -> [String; 6] {
@@ -148,15 +274,15 @@ fn throughput_cells(direct: f64, proxied: f64) -> [String; 6] {
 /// In the namespace: sets it up, measures, prints the rows (tab-separated).
 pub fn rows_child(sandy: &Path, scratch: &Path) -> Res<()> {
     sh(Command::new("ip").args(["link", "set", "lo", "up"]))?;
-    sh(Command::new("ip").args(["addr", "add", &format!("{ADDRESS}/32"), "dev", "lo"]))?;
+    let _server = Server::start()?;
     let hosts = scratch.join("hosts");
     std::fs::write(&hosts, format!("127.0.0.1 localhost\n{ADDRESS} {NAME}\n"))?;
     sh(Command::new("mount")
         .arg("--bind")
         .arg(&hosts)
         .arg("/etc/hosts"))?;
-    let listener = TcpListener::bind((ADDRESS, 80))?;
-    std::thread::spawn(move || serve(listener));
+    let relay = TcpListener::bind(RELAY)?;
+    std::thread::spawn(move || reference_relay(relay));
 
     let project = scratch.join("net");
     std::fs::create_dir_all(&project)?;
@@ -198,21 +324,35 @@ pub fn rows_child(sandy: &Path, scratch: &Path) -> Res<()> {
     };
 
     // 1. One large download, three times each, alternating.
+    // The reference relay's download alternates with them (its client bare, in this
+    // namespace).
     let mut direct = Vec::new();
     let mut proxied = Vec::new();
-    for _ in 0..3 {
+    let mut relayed = Vec::new();
+    for _ in 0..5 {
         direct.extend(samples(bare(&["download", "direct"]))?);
         proxied.extend(samples(sandboxed(&["download", "proxy"]))?);
+        relayed.extend(samples(bare(&["download", "relay"]))?);
     }
-    let (d, p) = (Stats::of(direct), Stats::of(proxied));
+    let (d, p, r) = (Stats::of(direct), Stats::of(proxied), Stats::of(relayed));
     let mib = BIG as f64 / (1024.0 * 1024.0);
-    let (dr, pr) = (mib / (d.median / 1000.0), mib / (p.median / 1000.0));
+    let rate = |s: &Stats| mib / (s.median / 1000.0);
     row(
         &format!(
             "egress: one {} MiB download through the proxy vs direct",
             BIG >> 20
         ),
-        throughput_cells(dr, pr),
+        throughput_cells(rate(&d), rate(&p)),
+    );
+    let mut cells = throughput_cells(rate(&d), rate(&r));
+    cells[4] = "— (reference: a bare splice relay)".to_owned();
+    cells[5] = "—".to_owned();
+    row(
+        &format!(
+            "egress: one {} MiB download through a bare splice relay vs direct (a relay's ceiling)",
+            BIG >> 20
+        ),
+        cells,
     );
 
     // 1b. The same download from a server paced to a link's rate: what a user sees
@@ -322,6 +462,7 @@ fn row(workload: &str, cells: [String; 6]) {
 fn target(mode: &str, path: &str) -> Res<(String, String)> {
     match mode {
         "direct" => Ok((format!("{ADDRESS}:80"), format!("GET {path} HTTP/1.1"))),
+        "relay" => Ok((RELAY.to_owned(), format!("GET {path} HTTP/1.1"))),
         "proxy" => {
             let proxy = std::env::var("HTTP_PROXY")?;
             let addr = proxy.trim_start_matches("http://").trim_end_matches('/');
@@ -354,7 +495,7 @@ pub fn client(args: &[String]) -> Res<()> {
         [w, m, p] => (w.as_str(), m.as_str(), p.as_str()),
         _ => {
             return Err(
-                "usage: __net-client download|latency|concurrent direct|proxy [PATH]".into(),
+                "usage: __net-client download|latency|concurrent direct|proxy|relay [PATH]".into(),
             )
         }
     };

@@ -692,6 +692,80 @@ sleep 3.5
     });
 }
 
+/// Bytes each way in [`a_large_tunnel_arrives_intact_both_ways_and_after_a_half_close`].
+const BULK: usize = 50 << 20;
+
+#[test]
+fn a_large_tunnel_arrives_intact_both_ways_and_after_a_half_close() {
+    if !ready() {
+        return;
+    }
+    for_each_user(|w| {
+        let net = Net::new(w);
+        let log = w.root.join("net.jsonl");
+        std::fs::write(net.dir.join("bulk.py"), helper_text("egress_bulk.py")).unwrap();
+        w.write("home/project/bulk.py", &helper_text("egress_bulk.py"));
+        let d = net.dir.display();
+        // The bulk server: 9000 echoes as it reads, 9001 answers only after the client's
+        // end of file (the tunnel half-closed).
+        let setup = format!(
+            "nsenter -t $INET -n /usr/bin/python3 {d}/bulk.py server 198.51.100.7 {d}/bulk-ready {BULK} >/dev/null 2>&1 &
+i=0; while [ ! -e {d}/bulk-ready ]; do [ $i -lt 200 ] || break; sleep 0.05; i=$((i+1)); done"
+        );
+        let inner =
+            format!("/usr/bin/python3 bulk.py client {PROXY_PORT} api.stand-in.test {BULK}\n");
+        let (out, err) = net.run(
+            &[
+                "--allow-domain",
+                "api.stand-in.test:9000",
+                "--allow-domain",
+                "api.stand-in.test:9001",
+                "--net-log",
+                log.to_str().unwrap(),
+            ],
+            &[],
+            &inner,
+            &setup,
+            "",
+        );
+        let context = format!("[{}]\nstdout:\n{out}\nstderr:\n{err}", w.user.label);
+        assert_eq!(field(&out, "sandy_exit"), Some("0"), "{context}");
+        assert_eq!(
+            field(&out, "echo"),
+            Some(&*format!("{BULK} intact")),
+            "{context}"
+        );
+        assert_eq!(
+            field(&out, "later"),
+            Some(&*format!("{BULK} intact")),
+            "{context}"
+        );
+        // The log counts every byte of each tunnel, each way.
+        let lines: Vec<Value> = std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let tunnel = |port: u16| {
+            lines
+                .iter()
+                .find(|l| l["port"] == port && l["decision"] == "allow")
+                .unwrap_or_else(|| panic!("no line for port {port}\n{lines:#?}\n{context}"))
+        };
+        let (echo, later) = (tunnel(9000), tunnel(9001));
+        assert_eq!(echo["bytes_up"].as_u64(), Some(BULK as u64), "{context}");
+        assert_eq!(echo["bytes_down"].as_u64(), Some(BULK as u64), "{context}");
+        assert_eq!(later["bytes_up"].as_u64(), Some(BULK as u64), "{context}");
+        // The answer's first line: the count and a SHA-256 (64 hex digits).
+        let head = format!("{BULK} ").len() as u64 + 64 + 1;
+        assert_eq!(
+            later["bytes_down"].as_u64(),
+            Some(BULK as u64 + head),
+            "{context}"
+        );
+    });
+}
+
 #[test]
 fn thousands_of_held_connections_leave_the_next_request_working_and_the_command_its_limit() {
     if !ready() {
