@@ -598,10 +598,18 @@ fn killing_the_supervisor_ends_every_process_and_the_next_run_removes_its_tmp() 
             wait_for(5, || process_gone(holder)),
             "the namespaces holder {holder} outlived its supervisor"
         );
-        // The killed supervisor could not remove its private /tmp; the next run does.
+        // The killed supervisor could not remove its private /tmp; the next runs do. Each
+        // removes what it can while it runs and stops after the entry in progress when
+        // its target ends (a short run on a loaded machine may leave the rest to the
+        // next one): a few `true` runs are enough.
         assert!(dirs[0].join("left-behind").exists());
-        let o = sandy_run(w, &["/bin/true"]);
-        assert_code(&o, 0, "the next run");
+        for _ in 0..5 {
+            let o = sandy_run(w, &["/bin/true"]);
+            assert_code(&o, 0, "the next run");
+            if !dirs[0].exists() {
+                break;
+            }
+        }
         assert!(!dirs[0].exists(), "the stale private /tmp stayed");
         assert!(run_dirs(w).is_empty(), "{:?}", run_dirs(w));
     });
