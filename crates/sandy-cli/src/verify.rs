@@ -60,8 +60,11 @@ enum State {
         mode: u32,
     },
     Symlink(PathBuf),
+    /// A directory, by its mode and inode: another directory put in its place (by a
+    /// concurrent run that could remove the name) is a change.
     Directory {
         mode: u32,
+        ino: u64,
     },
     Other(&'static str),
     /// Its name no longer leads where it did at launch (a link on the way, made or
@@ -78,7 +81,10 @@ impl State {
         };
         match st.kind {
             Kind::Symlink => State::Symlink(dir.read_link(name).unwrap_or_default()),
-            Kind::Directory => State::Directory { mode: st.mode },
+            Kind::Directory => State::Directory {
+                mode: st.mode,
+                ino: st.ino,
+            },
             Kind::File => {
                 let max = COPY_MAX.min(*budget);
                 let content = if st.size <= max as u64 {
@@ -631,7 +637,14 @@ pub fn after(snapshot: Snapshot) {
                  before anything outside the sandbox uses it{}",
                 c.path.display(),
                 c.was.describe(),
-                c.now.describe(),
+                match (&c.was, &c.now) {
+                    (State::Directory { ino: a, .. }, State::Directory { ino: b, .. })
+                        if a != b =>
+                    {
+                        "another directory in its place".to_owned()
+                    }
+                    _ => c.now.describe(),
+                },
                 restore_hint(&saved, &c.path, &run_id)
             );
         }
@@ -934,7 +947,7 @@ fn save_copies(
         };
         let was = match &c.was {
             State::Absent => Was::Absent,
-            State::Directory { mode } => Was::Directory { mode: *mode },
+            State::Directory { mode, .. } => Was::Directory { mode: *mode },
             State::Symlink(t) => Was::Symlink {
                 target: hex(t.as_os_str().as_bytes()),
             },
@@ -1423,6 +1436,26 @@ fn put_back(copies: &Dir, at: &Path, was: &Was) -> std::io::Result<&'static str>
 #[cfg(test)]
 #[allow(clippy::disallowed_methods)] // tests make their own fixtures
 mod tests {
+    #[test]
+    fn a_directory_put_in_the_place_of_another_is_a_change() {
+        let a = State::Directory {
+            mode: 0o755,
+            ino: 1,
+        };
+        assert!(!a.differs(&State::Directory {
+            mode: 0o755,
+            ino: 1
+        }));
+        assert!(a.differs(&State::Directory {
+            mode: 0o755,
+            ino: 2
+        }));
+        assert!(a.differs(&State::Directory {
+            mode: 0o700,
+            ino: 1
+        }));
+    }
+
     use super::*;
 
     #[test]
