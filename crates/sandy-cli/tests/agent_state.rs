@@ -1781,52 +1781,42 @@ fn a_login_for_another_account_is_put_back_and_a_refresh_is_kept() {
             );
             assert!(!err.contains("\x1b"), "{err}");
         }
-        // Gemini's active Google account.
-        let accounts = w.home.join(".gemini/google_accounts.json");
-        let o = run(
-            w,
-            &[
-                "--profile",
+        // Gemini's active Google account, and OpenCode's provider key: another one
+        // written by the run is put back, and said so.
+        for (profile, file, mine, theirs) in [
+            (
                 "gemini",
-                "--",
-                "/bin/sh",
-                "-c",
-                "printf '%s' '{\"active\":\"evil@example.com\",\"old\":[]}' > ~/.gemini/google_accounts.json",
-            ],
-            &[],
-        );
-        assert_code(&o, 0, "the gemini run");
-        assert_eq!(
-            std::fs::read_to_string(&accounts).unwrap(),
-            r#"{"active":"me@example.com","old":[]}"#
-        );
-        assert!(
-            stderr(&o).contains("refused: the run signed"),
-            "{}",
-            stderr(&o)
-        );
-        // OpenCode: a provider's key replaced is put back; a new provider added is kept.
-        let opencode = w.home.join(".local/share/opencode/auth.json");
-        let o = run(
-            w,
-            &[
-                "--profile",
+                ".gemini/google_accounts.json",
+                r#"{"active":"me@example.com","old":[]}"#,
+                r#"{"active":"evil@example.com","old":[]}"#,
+            ),
+            (
                 "opencode",
-                "--",
-                "/bin/sh",
-                "-c",
-                "printf '%s' '{\"anthropic\":{\"type\":\"api\",\"key\":\"k-evil\"}}' > ~/.local/share/opencode/auth.json",
-            ],
-            &[],
-        );
-        assert_code(&o, 0, "the opencode run");
-        assert_eq!(
-            std::fs::read_to_string(&opencode).unwrap(),
-            r#"{"anthropic":{"type":"api","key":"k-mine"}}"#,
-            "{}",
-            stderr(&o)
-        );
-        // A first login inside (no login at launch) stays, and is named.
+                ".local/share/opencode/auth.json",
+                r#"{"anthropic":{"type":"api","key":"k-mine"}}"#,
+                r#"{"anthropic":{"type":"api","key":"k-evil"}}"#,
+            ),
+        ] {
+            let script = format!("printf '%s' '{theirs}' > ~/{file}");
+            let o = run(
+                w,
+                &["--profile", profile, "--", "/bin/sh", "-c", &script],
+                &[],
+            );
+            assert_code(&o, 0, profile);
+            assert_eq!(
+                std::fs::read_to_string(w.home.join(file)).unwrap(),
+                mine,
+                "{}",
+                stderr(&o)
+            );
+            assert!(
+                stderr(&o).contains("refused: the run signed"),
+                "{}",
+                stderr(&o)
+            );
+        }
+        // A first login inside (no login at launch) stays.
         std::fs::remove_file(&auth).unwrap();
         let script = format!(
             "printf '%s' '{}' > \"$CODEX_HOME/auth.json\"",
