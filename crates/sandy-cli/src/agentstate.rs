@@ -72,14 +72,22 @@ pub fn create_at_launch(policy: &ResolvedPolicy) -> Result<Created, SandyError> 
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => dir
                     .open_dir(name)
                     .map_err(fail("cannot create the agent's state directory"))?,
-                Err(e) => return Err(fail("cannot create the agent's state directory")(e)),
+                Err(e) => {
+                    return Err(fail("cannot create the agent's state directory")(
+                        refused_by(&dir, e),
+                    ))
+                }
             };
         }
         match creation.kind {
             Placeholder::Directory => match dir.create_dir(name, 0o700) {
                 Ok(_) => created.push(creation.path.clone()),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(fail("cannot create the agent's state directory")(e)),
+                Err(e) => {
+                    return Err(fail("cannot create the agent's state directory")(
+                        refused_by(&dir, e),
+                    ))
+                }
             },
             Placeholder::EmptyJsonObject | Placeholder::EmptyFile => {
                 let content: &[u8] = if creation.kind == Placeholder::EmptyJsonObject {
@@ -117,6 +125,29 @@ pub fn create_at_launch(policy: &ResolvedPolicy) -> Result<Created, SandyError> 
         );
     }
     Ok(Created { mount_points })
+}
+
+/// A refusal to create something in `dir`, saying whose the directory is and its mode
+/// (`~/.local` owned by root, after a `sudo` install): what the user needs to fix it.
+fn refused_by(dir: &Dir, e: std::io::Error) -> std::io::Error {
+    if e.kind() != std::io::ErrorKind::PermissionDenied {
+        return e;
+    }
+    let Ok(st) = dir.stat() else {
+        return e;
+    };
+    let owner = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(st.uid))
+        .ok()
+        .flatten()
+        .map_or_else(|| format!("uid {}", st.uid), |u| u.name);
+    std::io::Error::new(
+        e.kind(),
+        format!(
+            "{} is not writable to you (owned by {owner}, mode {:04o})",
+            Shown(dir.path()),
+            st.mode
+        ),
+    )
 }
 
 /// Whether `path` names an existing directory (links followed: asked only on the way to

@@ -1923,3 +1923,34 @@ fn claude_projects_only_the_runs_own_folder_is_writable() {
         assert!(!stderr(&o).contains("moved"), "{}", stderr(&o));
     });
 }
+
+/// A state directory Sandy cannot create (its parent owned by root after a `sudo`
+/// install) stops the launch with one line that names the directory, the parent that
+/// refused, whose it is and its mode: what the user needs to fix it.
+#[test]
+fn an_uncreatable_state_directory_names_the_parent_and_its_owner() {
+    for_each_user(|w| {
+        let local = w.home.join(".local");
+        std::fs::create_dir_all(&local).unwrap();
+        w.chown_all();
+        std::os::unix::fs::chown(&local, Some(0), Some(0)).unwrap();
+        std::fs::set_permissions(&local, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let o = run(w, &["--profile", "opencode", "--", "/bin/true"], &[]);
+        if w.user.uid == 0 {
+            assert_code(&o, 0, "root may create it");
+            return;
+        }
+        assert_code(&o, 125, "an uncreatable state directory");
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&format!(
+                "{}: {} is not writable to you (owned by root, mode 0755)",
+                local.join("share/opencode").display(),
+                local.display()
+            )),
+            "{err}"
+        );
+    });
+}
