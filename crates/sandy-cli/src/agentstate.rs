@@ -41,74 +41,97 @@ pub fn create_at_launch(policy: &ResolvedPolicy) -> Result<Created, SandyError> 
     recover_stale_stand_ins(policy, &writable);
     let mut created: Vec<PathBuf> = Vec::new();
     let mut mount_points = Vec::new();
-    for creation in &policy.created_at_launch {
-        let fail = |step| {
-            let path = creation.path.clone();
-            move |source| SandyError::File { step, path, source }
-        };
-        let (Some(parent), Some(name)) = (creation.path.parent(), creation.path.file_name()) else {
-            continue;
-        };
-        // The missing ancestors, nearest the root first, from the deepest one that exists.
-        let mut missing: Vec<&OsStr> = Vec::new();
-        let mut existing = parent;
-        while !existing_dir(existing) {
-            let (Some(up), Some(n)) = (existing.parent(), existing.file_name()) else {
-                break;
+    // Made one by one; when one cannot be, those made before it are removed again
+    // (only while still empty): a launch that fails leaves nothing half-done.
+    let made = (|| -> Result<(), SandyError> {
+        for creation in &policy.created_at_launch {
+            let fail = |step| {
+                let path = creation.path.clone();
+                move |source| SandyError::File { step, path, source }
             };
-            missing.push(n);
-            existing = up;
-        }
-        missing.reverse();
-        let mut dir = open_named_dir(existing, writable.iter().copied())
-            .map_err(fail("cannot create the agent's state directory"))?;
-        for name in missing {
-            let here = dir.path().join(name);
-            dir = match dir.create_dir(name, 0o700) {
-                Ok(new) => {
-                    created.push(here);
-                    new
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => dir
-                    .open_dir(name)
-                    .map_err(fail("cannot create the agent's state directory"))?,
-                Err(e) => {
-                    return Err(fail("cannot create the agent's state directory")(
-                        refused_by(&dir, e),
-                    ))
-                }
+            let (Some(parent), Some(name)) = (creation.path.parent(), creation.path.file_name())
+            else {
+                continue;
             };
-        }
-        match creation.kind {
-            Placeholder::Directory => match dir.create_dir(name, 0o700) {
-                Ok(_) => created.push(creation.path.clone()),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => {
-                    return Err(fail("cannot create the agent's state directory")(
-                        refused_by(&dir, e),
-                    ))
-                }
-            },
-            Placeholder::EmptyJsonObject | Placeholder::EmptyFile => {
-                let content: &[u8] = if creation.kind == Placeholder::EmptyJsonObject {
-                    b"{}\n"
-                } else {
-                    b""
+            // The missing ancestors, nearest the root first, from the deepest one that exists.
+            let mut missing: Vec<&OsStr> = Vec::new();
+            let mut existing = parent;
+            while !existing_dir(existing) {
+                let (Some(up), Some(n)) = (existing.parent(), existing.file_name()) else {
+                    break;
                 };
-                match dir.create_file(name, 0o600) {
-                    Ok(mut f) => {
-                        f.write_all(content)
-                            .map_err(fail("cannot write the agent's state file"))?;
-                        if creation.kind == Placeholder::EmptyFile {
-                            mount_points.push(creation.path.clone());
-                        }
-                        created.push(creation.path.clone());
+                missing.push(n);
+                existing = up;
+            }
+            missing.reverse();
+            let mut dir = open_named_dir(existing, writable.iter().copied())
+                .map_err(fail("cannot create the agent's state directory"))?;
+            for name in missing {
+                let here = dir.path().join(name);
+                dir = match dir.create_dir(name, 0o700) {
+                    Ok(new) => {
+                        created.push(here);
+                        new
                     }
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                        dir.open_dir(name)
+                            .map_err(fail("cannot create the agent's state directory"))?
+                    }
+                    Err(e) => {
+                        return Err(fail("cannot create the agent's state directory")(
+                            refused_by(&dir, e),
+                        ))
+                    }
+                };
+            }
+            match creation.kind {
+                Placeholder::Directory => match dir.create_dir(name, 0o700) {
+                    Ok(_) => created.push(creation.path.clone()),
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                    Err(e) => return Err(fail("cannot create the agent's state file")(e)),
+                    Err(e) => {
+                        return Err(fail("cannot create the agent's state directory")(
+                            refused_by(&dir, e),
+                        ))
+                    }
+                },
+                Placeholder::EmptyJsonObject | Placeholder::EmptyFile => {
+                    let content: &[u8] = if creation.kind == Placeholder::EmptyJsonObject {
+                        b"{}\n"
+                    } else {
+                        b""
+                    };
+                    match dir.create_file(name, 0o600) {
+                        Ok(mut f) => {
+                            f.write_all(content)
+                                .map_err(fail("cannot write the agent's state file"))?;
+                            if creation.kind == Placeholder::EmptyFile {
+                                mount_points.push(creation.path.clone());
+                            }
+                            created.push(creation.path.clone());
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                        Err(e) => return Err(fail("cannot create the agent's state file")(e)),
+                    }
                 }
             }
         }
+        Ok(())
+    })();
+    if let Err(e) = made {
+        for path in created.iter().chain(&mount_points).rev() {
+            if let Ok((dir, name)) = crate::hostfs::locate(path, writable.iter().copied(), false) {
+                match dir.entry(&name) {
+                    Ok(Some(st)) if st.kind == Kind::Directory => {
+                        let _ = dir.remove_dir(&name);
+                    }
+                    Ok(Some(st)) if st.kind == Kind::File && st.size == 0 => {
+                        let _ = dir.remove_file(&name);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        return Err(e);
     }
     // The mount points are not the agent's state (they exist only while it runs, and the
     // dry run lists them): the line names what stays.

@@ -1926,7 +1926,8 @@ fn claude_projects_only_the_runs_own_folder_is_writable() {
 
 /// A state directory Sandy cannot create (its parent owned by root after a `sudo`
 /// install) stops the launch with one line that names the directory, the parent that
-/// refused, whose it is and its mode: what the user needs to fix it.
+/// refused, whose it is and its mode: what the user needs to fix it. The directories made
+/// before it are removed again: nothing is left half-done.
 #[test]
 fn an_uncreatable_state_directory_names_the_parent_and_its_owner() {
     for_each_user(|w| {
@@ -1952,5 +1953,7 @@ fn an_uncreatable_state_directory_names_the_parent_and_its_owner() {
             )),
             "{err}"
         );
+        assert!(!w.home.join(".config/opencode").exists(), "left half-done");
+        assert!(!w.home.join(".local/share").exists(), "left half-done");
     });
 }
