@@ -1727,16 +1727,17 @@ fn a_login_for_another_account_is_put_back_and_a_refresh_is_kept() {
             r#"{"anthropic":{"type":"api","key":"k-mine"}}"#,
         );
         let auth = w.home.join(".codex/auth.json");
+        // A Codex run that writes `json` as its login, after `first` (a shell command).
+        let codex_login = |first: &str, json: &str| {
+            let script = format!("{first}printf '%s' '{json}' > \"$CODEX_HOME/auth.json\"");
+            run(
+                w,
+                &["--profile", "codex", "--", "/bin/sh", "-c", &script],
+                &[],
+            )
+        };
         // A refresh of the same account is kept, and named.
-        let script = format!(
-            "printf '%s' '{}' > \"$CODEX_HOME/auth.json\"",
-            codex_auth("acc-1", "new")
-        );
-        let o = run(
-            w,
-            &["--profile", "codex", "--", "/bin/sh", "-c", &script],
-            &[],
-        );
+        let o = codex_login("", &codex_auth("acc-1", "new"));
         assert_code(&o, 0, "a refresh");
         assert_eq!(
             std::fs::read_to_string(&auth).unwrap(),
@@ -1758,12 +1759,7 @@ fn a_login_for_another_account_is_put_back_and_a_refresh_is_kept() {
             ),
             ("", r#"{"OPENAI_API_KEY":"sk-evil"}"#.to_owned()),
         ] {
-            let script = format!("{replace}printf '%s' '{other}' > \"$CODEX_HOME/auth.json\"");
-            let o = run(
-                w,
-                &["--profile", "codex", "--", "/bin/sh", "-c", &script],
-                &[],
-            );
+            let o = codex_login(replace, &other);
             assert_code(&o, 0, "another account");
             assert_eq!(
                 std::fs::read_to_string(&auth).unwrap(),
@@ -1818,15 +1814,7 @@ fn a_login_for_another_account_is_put_back_and_a_refresh_is_kept() {
         }
         // A first login inside (no login at launch) stays.
         std::fs::remove_file(&auth).unwrap();
-        let script = format!(
-            "printf '%s' '{}' > \"$CODEX_HOME/auth.json\"",
-            codex_auth("acc-2", "t")
-        );
-        let o = run(
-            w,
-            &["--profile", "codex", "--", "/bin/sh", "-c", &script],
-            &[],
-        );
+        let o = codex_login("", &codex_auth("acc-2", "t"));
         assert_code(&o, 0, "a first login");
         assert_eq!(
             std::fs::read_to_string(&auth).unwrap(),
