@@ -115,11 +115,7 @@ impl Terminal {
             {
                 let _ = sandy_linux::sys::terminal::clear_exclusive(t);
             }
-            if let Some(saved) = &self.termios {
-                if tcgetattr(t).is_ok_and(|now| now != *saved) {
-                    let _ = tcsetattr(t, SetArg::TCSANOW, saved);
-                }
-            }
+            // The settings go back at the end of the discard.
             self.discard_input(t);
         }
         if !old.contains(Signal::SIGTTOU) {
