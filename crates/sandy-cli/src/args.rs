@@ -173,25 +173,25 @@ pub struct RunArgs {
     /// up and down) to FILE (appended).
     #[arg(long = "net-log", value_name = "FILE", requires = "private_network")]
     pub net_log: Option<PathBuf>,
-    /// With a private network (--block-net, --allow-domain, --net agent), relay
-    /// connections to 127.0.0.1:PORT inside the sandbox to the host's 127.0.0.1:PORT
-    /// (repeatable).
+    /// Open one of the host's own services: with the host's network, connections to
+    /// PORT on the host's loopback, its own addresses and its bridges (closed by
+    /// default); with a private network (--block-net, --allow-domain, --net agent),
+    /// 127.0.0.1:PORT inside is relayed to the host's 127.0.0.1:PORT (repeatable).
     #[arg(
         long = "allow-local-port",
         value_name = "PORT",
-        requires = "private_network",
         value_parser = clap::value_parser!(u16).range(1..)
     )]
     pub allow_local_port: Vec<u16>,
-    /// With --block-net, allow one local port for an operator-started Numbat OTLP/HTTP
-    /// collector. PORT defaults to 4318.
+    /// Allow one local port for an operator-started Numbat OTLP/HTTP collector (opened
+    /// on the host's own addresses, or relayed into a private network). PORT defaults
+    /// to 4318.
     #[arg(
         long = "numbat-collector",
         value_name = "PORT",
         num_args = 0..=1,
         require_equals = true,
         default_missing_value = "4318",
-        requires = "private_network",
         value_parser = clap::value_parser!(u16).range(1..)
     )]
     pub numbat_collector: Option<u16>,
@@ -255,6 +255,13 @@ pub struct WhyArgs {
     /// `--net agent` of the launch asked about (as for `sandy run`).
     #[arg(long = "net", value_name = "MODE", value_enum)]
     pub net: Option<NetMode>,
+    /// An `--allow-local-port` of the launch asked about (as for `sandy run`).
+    #[arg(
+        long = "allow-local-port",
+        value_name = "PORT",
+        value_parser = clap::value_parser!(u16).range(1..)
+    )]
+    pub allow_local_port: Vec<u16>,
     /// Ask about writing (create, change, remove) instead of reading.
     #[arg(long)]
     pub write: bool,
@@ -611,7 +618,8 @@ mod tests {
             ("sandy run --net-log l -- x", false),
             ("sandy run --net nope -- x", false),
             ("sandy run --allow-local-port http -- x", false),
-            ("sandy run --allow-local-port 8080 -- x", false),
+            ("sandy run --allow-local-port 8080 -- x", true),
+            ("sandy run --numbat-collector -- x", true),
             ("sandy run --block-net --numbat-collector 4318 -- x", false),
             ("sandy run --block-net --net agent -- x", false),
             ("sandy run --format text -- x", false),

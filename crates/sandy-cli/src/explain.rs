@@ -103,6 +103,8 @@ pub struct Observations {
     writes: HashMap<PathBuf, u64>,
     /// Calls on paths beyond [`MAX_PATHS`].
     unrecorded: u64,
+    /// Connects to the host's own services refused (the host's network).
+    pub refused_connects: crate::connects::Refusals,
 }
 
 /// The observer thread of a run.
@@ -114,7 +116,11 @@ pub struct Observer {
 impl Observer {
     /// Starts the thread that serves `listener`; `certain` answers at once the calls
     /// the sandbox cannot refuse.
-    pub fn start(listener: OwnedFd, certain: Certain) -> std::io::Result<Observer> {
+    pub fn start(
+        listener: OwnedFd,
+        certain: Certain,
+        gate: Option<crate::connects::Gate>,
+    ) -> std::io::Result<Observer> {
         // Round trips on one CPU (Linux 6.6); without it they still work, more slowly.
         let _ = notify::set_sync_wakeup(listener.as_fd());
         let stop = Arc::new(AtomicBool::new(false));
@@ -126,7 +132,7 @@ impl Observer {
                 // The sockets this thread creates for the sandbox carry its credentials:
                 // none of the supervisor's capabilities (a root caller's) go with them.
                 let brokering = sandy_linux::sys::drop_thread_capabilities().is_ok();
-                serve(&listener, &stopping, certain, brokering)
+                serve(&listener, &stopping, certain, brokering, gate)
             })?;
         Ok(Observer { stop, thread })
     }
@@ -145,6 +151,7 @@ fn serve(
     stop: &AtomicBool,
     mut certain: Certain,
     brokering: bool,
+    mut gate: Option<crate::connects::Gate>,
 ) -> Observations {
     let mut seen = Observations::default();
     // Where the kernel ends a blocked receive once no process uses the filter, the
@@ -167,7 +174,22 @@ fn serve(
             }
         };
         if i64::from(notif.data.nr) == libc::SYS_socket {
-            broker_socket(listener, &notif, brokering);
+            broker_socket(listener, &notif, brokering, gate.as_mut());
+            continue;
+        }
+        if i64::from(notif.data.nr) == libc::SYS_connect {
+            match &gate {
+                Some(gate) => gate.serve(listener, &notif, &mut seen.refused_connects),
+                // Connects are handed over only with the broker, which has a gate; without
+                // one, refuse rather than let a brokered socket connect unchecked.
+                None => {
+                    let _ = notify::answer_with_error(
+                        listener.as_fd(),
+                        notif.id,
+                        nix::errno::Errno::EACCES,
+                    );
+                }
+            }
             continue;
         }
         // Read while the caller waits: its memory, its directories and its view of the
@@ -242,7 +264,12 @@ fn ready(listener: &OwnedFd, stop: &AtomicBool) -> bool {
 /// this thread without capabilities, and installed in the caller as the call's result;
 /// the kernel checks the request (type, protocol) exactly as for the caller itself, which
 /// has no capabilities either. A failure is the call's error.
-fn broker_socket(listener: &OwnedFd, notif: &Notification, brokering: bool) {
+fn broker_socket(
+    listener: &OwnedFd,
+    notif: &Notification,
+    brokering: bool,
+    gate: Option<&mut crate::connects::Gate>,
+) {
     let a = notif.data.args;
     let (domain, kind, protocol) = (a[0] as i32, a[1] as i32, a[2] as i32);
     if !brokering {
@@ -252,6 +279,9 @@ fn broker_socket(listener: &OwnedFd, notif: &Notification, brokering: bool) {
     let cloexec = kind & libc::SOCK_CLOEXEC != 0;
     match sandy_linux::sys::raw_socket(domain, kind & !libc::SOCK_CLOEXEC, protocol) {
         Ok(socket) => {
+            if let Some(gate) = gate {
+                gate.remember(socket.as_fd());
+            }
             let _ = notify::answer_with_fd(listener.as_fd(), notif.id, socket.as_fd(), cloexec);
         }
         Err(errno) => {
@@ -568,7 +598,7 @@ fn arguments(notif: &Notification) -> Vec<PathArg> {
 }
 
 /// Reads `buf.len()` bytes at `address` of process `pid`; how many were read.
-fn read_memory(pid: u32, address: u64, buf: &mut [u8]) -> Option<usize> {
+pub(crate) fn read_memory(pid: u32, address: u64, buf: &mut [u8]) -> Option<usize> {
     let pid = Pid::from_raw(i32::try_from(pid).ok()?);
     let len = buf.len();
     let remote = [RemoteIoVec {

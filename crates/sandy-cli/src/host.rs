@@ -65,6 +65,7 @@ pub fn gather_without_git() -> Result<HostContext, SandyError> {
         });
     Ok(HostContext {
         git: GitFacts::default(),
+        resolvers: resolvers(),
         cwd,
         home,
         env,
@@ -72,6 +73,18 @@ pub fn gather_without_git() -> Result<HostContext, SandyError> {
         supervisor_pid: std::process::id(),
         uid: nix::unistd::getuid().as_raw(),
     })
+}
+
+/// The host's name servers ([`sandy_policy::resolvers_of`]), from the first 64 KiB of
+/// `/etc/resolv.conf` (a file no run can write; a missing one means the default).
+#[allow(clippy::disallowed_methods)] // /etc, which no run writes
+fn resolvers() -> Vec<std::net::IpAddr> {
+    use std::io::Read;
+    let mut text = String::new();
+    if let Ok(file) = std::fs::File::open("/etc/resolv.conf") {
+        let _ = file.take(64 * 1024).read_to_string(&mut text);
+    }
+    sandy_policy::resolvers_of(&text)
 }
 
 fn is_terminal_device(p: &Path) -> bool {

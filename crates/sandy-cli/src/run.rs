@@ -158,7 +158,18 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // The wire form, which the bootstrap reads (within its bound).
     let encoded = manifest.encode()?;
 
-    let ports: Vec<u16> = policy.local_ports.iter().map(|p| p.port).collect();
+    // Relayed into a blocked network; with the host's network they are connect grants
+    // (`connects`), nothing to relay.
+    let ports: Vec<u16> = match policy.network {
+        sandy_policy::Network::BlockAll => policy.local_ports.iter().map(|p| p.port).collect(),
+        sandy_policy::Network::AllowAll => Vec::new(),
+    };
+    // With the host's network: the host's own services closed, decided by the notifier.
+    let gate = crate::connects::Gate::from_policy(&policy).map_err(|source| SandyError::Io {
+        step: "cannot read the host's interfaces (to close its own services)",
+        source,
+    })?;
+    let mut dns = None;
     let mut proxy = crate::egress::Proxy::prepare(
         policy.egress.as_ref(),
         args.net_log.as_deref(),
@@ -194,6 +205,8 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
             observe,
             serving: &mut serving,
             certain,
+            gate,
+            dns: &mut dns,
         },
         Meanwhile {
             while_starting: || {
@@ -230,6 +243,14 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     });
     agentstate::sweep_state_dirs(&policy, moved.as_deref());
     let observed = serving.map(crate::explain::Observer::finish);
+    if let Some(dns) = dns {
+        dns.stop();
+    }
+    if let Some(seen) = &observed {
+        for line in crate::connects::report(&seen.refused_connects, 5) {
+            say!("{line}");
+        }
+    }
     if let (true, Some(seen)) = (observe, &observed) {
         crate::explain::report(explain, seen, &policy, &request, &host);
     }
@@ -434,14 +455,29 @@ where
             }
         }
     }
-    (meanwhile.while_starting)();
-    // The notifier's listener comes with the target's pid when the target watches its
-    // writes (`--explain`) or its sockets are brokered (the host's network).
     let Notifier {
         observe,
         serving,
         certain,
+        gate,
+        dns,
     } = notifier;
+    // With the host's network, the sockets on the name servers' addresses inside (the
+    // run's only way out for UDP), served by the name-resolution relay.
+    let resolvers = &manifest.manifest().resolvers;
+    if broker && !resolvers.is_empty() {
+        if let Some(sockets) = sandy_linux::relay::receive_resolvers(&ours, resolvers.len())
+            .map_err(io("cannot receive the name servers' sockets"))?
+        {
+            *dns = Some(
+                sandy_net::dns::DnsRelay::start(sockets)
+                    .map_err(io("cannot start the name-resolution relay"))?,
+            );
+        }
+    }
+    (meanwhile.while_starting)();
+    // The notifier's listener comes with the target's pid when the target watches its
+    // writes (`--explain`) or its sockets are brokered (the host's network).
     let (launched, listener) = match receive_target(&ours, observe || broker) {
         Ok(Some((launched, listener))) => (launched, listener),
         // The bootstrap failed before starting the target, and said why: its status is
@@ -456,7 +492,7 @@ where
         bootstrap: Some(bootstrap),
     };
     let observer = match listener
-        .map(|l| crate::explain::Observer::start(l, certain))
+        .map(|l| crate::explain::Observer::start(l, certain, gate))
         .transpose()
     {
         Ok(observer) => observer,
@@ -485,6 +521,10 @@ struct Notifier<'a> {
     observe: bool,
     serving: &'a mut Option<crate::explain::Observer>,
     certain: crate::explain::Certain,
+    /// With the host's network: the decisions on the run's connects.
+    gate: Option<crate::connects::Gate>,
+    /// With the host's network: the name-resolution relay, once started.
+    dns: &'a mut Option<sandy_net::dns::DnsRelay>,
 }
 
 /// What the supervisor does while the bootstrap builds the sandbox, and once the target

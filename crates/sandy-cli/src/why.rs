@@ -61,7 +61,7 @@ pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
         read_write: args.read_write.clone(),
         private_tmp: crate::rundir::unmade_private_tmp(&host),
         block_net: args.block_net,
-        allow_local_ports: Vec::new(),
+        allow_local_ports: args.allow_local_port.clone(),
         numbat_collector: None,
         numbat: false,
         profile: args.profile.clone(),
@@ -388,6 +388,7 @@ mod inside {
                 .collect(),
             network: Network::AllowAll,
             local_ports: Vec::new(),
+            resolvers: Vec::new(),
             profile: doc.profile.clone(),
             protections: doc
                 .protections
@@ -494,6 +495,85 @@ mod connect {
         }
     }
 
+    /// The host's network: the internet is open, the host's own services closed
+    /// (`crate::connects`), decided on the address, as the supervisor decides a connect.
+    fn host_network(
+        policy: &ResolvedPolicy,
+        host: &sandy_net::Host,
+        port: u16,
+    ) -> Result<(bool, String, Option<String>), SandyError> {
+        let ip = match host {
+            sandy_net::Host::Ip(ip) => *ip,
+            sandy_net::Host::Name(name) if name == "localhost" || name.ends_with(".localhost") => {
+                std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)
+            }
+            sandy_net::Host::Name(_) => {
+                return Ok((
+                    true,
+                    "the host's network (no --block-net, --allow-domain or --net agent): the \
+                     internet is reachable; the address the name resolves to is checked when \
+                     connecting, and the host's own addresses are closed"
+                        .to_owned(),
+                    None,
+                ))
+            }
+        };
+        let interfaces =
+            sandy_net::local::HostInterfaces::new().map_err(|source| SandyError::Io {
+                step: "cannot read the host's interfaces",
+                source,
+            })?;
+        let Some(local) = interfaces.current().local(ip) else {
+            return Ok((
+                true,
+                "the host's network: an address elsewhere than this host is reachable".to_owned(),
+                None,
+            ));
+        };
+        if local != sandy_net::local::Local::CloudMetadata {
+            if let Some(p) = policy.local_ports.iter().find(|p| p.port == port) {
+                return Ok((
+                    true,
+                    format!(
+                        "{} is closed, but port {port} is open there ({})",
+                        local.describe(),
+                        p.origin.describe()
+                    ),
+                    None,
+                ));
+            }
+            if port == sandy_net::dns::DNS_PORT
+                && policy
+                    .resolvers
+                    .iter()
+                    .any(|r| sandy_net::addr::canonical(*r) == sandy_net::addr::canonical(ip))
+            {
+                return Ok((
+                    true,
+                    "a name server of the host (its resolv.conf): port 53 is open for DNS"
+                        .to_owned(),
+                    None,
+                ));
+            }
+        }
+        let (rule, flag) = match local {
+            sandy_net::local::Local::CloudMetadata => (
+                "the cloud instance metadata service is never reachable from the sandbox"
+                    .to_owned(),
+                None,
+            ),
+            _ => (
+                format!(
+                    "{} is closed: the host's own services are closed by default (a server \
+                     the run starts itself is reachable; see docs/network.md)",
+                    local.describe()
+                ),
+                Some(format!("--allow-local-port {port}")),
+            ),
+        };
+        Ok((false, rule, flag))
+    }
+
     pub fn why(args: &WhyArgs, policy: &ResolvedPolicy) -> Result<u8, SandyError> {
         let text = args.path.to_string_lossy().into_owned();
         let (host_text, port) = split(&text).ok_or(SandyError::Usage(
@@ -510,13 +590,7 @@ mod connect {
             Some(Decision::Deny(sandy_net::Denial::DeniedByRule(_)))
         );
         let (allowed, rule, flag) = match &policy.egress {
-            None => (
-                true,
-                "the network is open (no --block-net, --allow-domain or --net agent): \
-                 every host is reachable"
-                    .to_owned(),
-                None,
-            ),
+            None => host_network(policy, &host, port)?,
             Some(egress) => match egress.policy.decide(&host, port) {
                 Decision::Allow(i) => (
                     true,

@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The dry-run document against its published JSON Schema
-//! (`schemas/dry-run.v3.schema.json`): the real binary's `--dry-run` output for a
+//! (`schemas/dry-run.v4.schema.json`): the real binary's `--dry-run` output for a
 //! representative set of invocations must validate, and documents that break the schema
 //! (an extra key, a missing key, a wrong enum value) must not.
 #![allow(clippy::disallowed_methods)] // the tests set up and judge worlds of their own
@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 /// The published schema, from the repository root.
 pub const SCHEMA_PATH: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../schemas/dry-run.v3.schema.json"
+    "/../../schemas/dry-run.v4.schema.json"
 );
 
 /// The schema document itself.

@@ -219,14 +219,14 @@ fn launch_inner(
     // namespaces while the policy was resolved (`ahead`).
     let private_network = match (m.network, broker) {
         (Network::BlockAll, _) => namespaces::PrivateNetwork::WithLoopback,
-        (Network::AllowAll, true) => namespaces::PrivateNetwork::Brokered,
+        (Network::AllowAll, true) => namespaces::PrivateNetwork::Brokered(m.resolvers.clone()),
         (Network::AllowAll, false) => namespaces::PrivateNetwork::None,
     };
     let entered = match made {
         Some(made) => made.map(|()| true)?,
         None => false,
     };
-    namespaces::enter(private_network, entered)?;
+    namespaces::enter(&private_network, entered)?;
     // The bootstrap, and the init forked from it, hold a copy of the supervisor's memory
     // (the caller's whole environment) and the manifest (the views' contents among it):
     // not dumpable, so that no process of the sandbox can read it through /proc/1
@@ -246,6 +246,14 @@ fn launch_inner(
             source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
         })?;
         relay::hand_over_listeners(channel, &handed)?;
+    }
+    // With the host's network, the name servers' sockets (made in the run's namespace).
+    if let namespaces::PrivateNetwork::Brokered(resolvers) = &private_network {
+        if !resolvers.is_empty() {
+            if let Some(channel) = channel.as_ref() {
+                relay::hand_over_resolvers(channel, resolvers)?;
+            }
+        }
     }
     unshare(CloneFlags::CLONE_NEWPID).map_err(|source| LinuxError::PidNamespace { source })?;
 
@@ -506,8 +514,12 @@ fn become_target(
     nix::sys::prctl::set_no_new_privs().map_err(|source| LinuxError::NoNewPrivs { source })?;
     drop_capabilities(bounding_dropped)?;
 
-    // Layer 3: Landlock.
-    landlock::apply(&plan.landlock_rules)?;
+    // Layer 3: Landlock. With the host's network (the socket broker), every TCP connect
+    // of the sandbox is refused here: the supervisor connects the brokered sockets itself,
+    // after checking the destination, so that no race on the call's arguments (another
+    // thread swapping the descriptor or the address) can reach a closed address.
+    let brokered = m.network == Network::AllowAll && observer.is_some();
+    landlock::apply(&plan.landlock_rules, brokered)?;
 
     // The refusal observer, just before the floor: its listener must reach the
     // supervisor before the first watched call, which would wait for an answer. A failure

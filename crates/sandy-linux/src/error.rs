@@ -102,6 +102,11 @@ pub enum LinuxError {
     NetworkNamespace { source: nix::errno::Errno },
     #[error("cannot bring up loopback in the private network namespace: {}", source.desc())]
     Loopback { source: nix::errno::Errno },
+    #[error(
+        "cannot put a name server's address on the sandbox's loopback (name resolution): {}",
+        source.desc()
+    )]
+    ResolverAddress { source: nix::errno::Errno },
     #[error(transparent)]
     Unprotectable(sandy_policy::ChainError),
     #[error(

@@ -1,11 +1,12 @@
 //! Landlock: grants become path-beneath rules over every access right of the pinned ABI,
-//! plus the signal and abstract-Unix-socket scopes.
+//! plus the signal and abstract-Unix-socket scopes, and, for the host's network, TCP
+//! connects refused (the supervisor makes them).
 
 use std::path::PathBuf;
 
 use landlock::{
-    Access as _, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, RulesetStatus, Scope as LandlockScope,
+    Access as _, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope as LandlockScope,
 };
 use nix::fcntl::OFlag;
 use nix::sys::stat::{fstat, Mode, SFlag};
@@ -85,15 +86,21 @@ pub fn terminal_rules() -> Vec<PathRule> {
 }
 
 /// Builds the ruleset and restricts the calling thread (and all its future children).
+/// With `refuse_tcp_connect`, the ruleset also handles TCP connects and grants none: the
+/// sandbox connects no TCP socket itself (the supervisor does, for the host's network).
 /// Anything short of full enforcement is an error.
-pub fn apply(rules: &[PathRule]) -> Result<(), LinuxError> {
+pub fn apply(rules: &[PathRule], refuse_tcp_connect: bool) -> Result<(), LinuxError> {
     let ll = |e: landlock::RulesetError| LinuxError::Landlock {
         reason: e.to_string(),
     };
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(handled())
-        .map_err(ll)?
+        .map_err(ll)?;
+    if refuse_tcp_connect {
+        ruleset = ruleset.handle_access(AccessNet::ConnectTcp).map_err(ll)?;
+    }
+    let mut ruleset = ruleset
         .scope(LandlockScope::from_all(PINNED_LANDLOCK_ABI))
         .map_err(ll)?
         .create()

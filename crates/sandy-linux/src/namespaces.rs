@@ -345,15 +345,17 @@ pub fn mount_plan(manifest: &ValidatedManifest) -> MountPlan {
 }
 
 /// The network namespace of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PrivateNetwork {
     /// The host's (a bootstrap started by hand with the host's network).
     None,
     /// Its own, with loopback up: `--block-net` and the egress proxy's runs.
     WithLoopback,
-    /// Its own, left empty: every IP and netlink socket of the run is made in the host's
-    /// namespace by the supervisor (the socket broker), so nothing uses its loopback.
-    Brokered,
+    /// Its own, with loopback up and the host's name servers' addresses on it: every TCP
+    /// and netlink socket of the run is made in the host's namespace by the supervisor
+    /// (the socket broker); the run's other IP sockets (UDP) stay here, where only the
+    /// supervisor's name-resolution relay answers, on port 53 of those addresses.
+    Brokered(Vec<std::net::IpAddr>),
 }
 
 /// Enters a new user namespace (mapping the caller's own uid and gid, so files keep their
@@ -363,12 +365,26 @@ pub enum PrivateNetwork {
 ///
 /// `entered`: the caller already entered them all ([`enter_ahead`], a private network
 /// namespace included), so that only the network's set-up is left.
-pub fn enter(private_network: PrivateNetwork, entered: bool) -> Result<(), LinuxError> {
+pub fn enter(private_network: &PrivateNetwork, entered: bool) -> Result<(), LinuxError> {
     if !entered {
-        make(private_network != PrivateNetwork::None)?;
+        make(*private_network != PrivateNetwork::None)?;
     }
-    if private_network == PrivateNetwork::WithLoopback {
-        sys::loopback_up().map_err(|source| LinuxError::Loopback { source })?;
+    match &private_network {
+        PrivateNetwork::WithLoopback => {
+            sys::loopback_up().map_err(|source| LinuxError::Loopback { source })?;
+        }
+        PrivateNetwork::Brokered(resolvers) => {
+            sys::loopback_up().map_err(|source| LinuxError::Loopback { source })?;
+            for &ip in resolvers {
+                // The loopback network (127.0.0.0/8, ::1) is local already.
+                if ip.is_loopback() {
+                    continue;
+                }
+                sys::add_loopback_address(ip)
+                    .map_err(|source| LinuxError::ResolverAddress { source })?;
+            }
+        }
+        PrivateNetwork::None => {}
     }
     Ok(())
 }
@@ -974,6 +990,7 @@ mod tests {
             runtime_dir: Some("/run/user/1000".into()),
             network: Network::AllowAll,
             local_ports: vec![],
+            resolvers: vec![],
             proxy_port: None,
             restore_default_signals: vec![],
             views: vec![],

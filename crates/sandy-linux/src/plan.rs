@@ -91,6 +91,7 @@ mod tests {
             runtime_dir: None,
             network: Network::AllowAll,
             local_ports: vec![],
+            resolvers: vec![],
             proxy_port: None,
             restore_default_signals: vec![],
             views: vec![],

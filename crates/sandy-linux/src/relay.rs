@@ -41,6 +41,115 @@ pub fn hand_over_listeners(channel: &OwnedFd, ports: &[u16]) -> Result<(), Linux
     Ok(())
 }
 
+/// In the bootstrap, inside the new network namespace (its loopback up, each resolver's
+/// address on it): binds UDP port 53 of each name server and sends the sockets to the
+/// supervisor in one message (each address as a family byte, 4 or 6, and 16 bytes, in
+/// the order of the sockets). A link-local name server (which needs its interface, absent
+/// inside) is left out.
+pub fn hand_over_resolvers(
+    channel: &OwnedFd,
+    resolvers: &[std::net::IpAddr],
+) -> Result<(), LinuxError> {
+    use std::net::{IpAddr, SocketAddr, UdpSocket};
+    let mut sockets = Vec::with_capacity(resolvers.len());
+    let mut data = Vec::with_capacity(resolvers.len() * 17);
+    for &ip in resolvers {
+        if let IpAddr::V6(v6) = ip {
+            if v6.segments()[0] & 0xffc0 == 0xfe80 {
+                continue;
+            }
+        }
+        let socket =
+            UdpSocket::bind(SocketAddr::new(ip, 53)).map_err(|source| LinuxError::Relay {
+                step: "cannot listen on a name server's address inside the sandbox",
+                source,
+            })?;
+        match ip {
+            IpAddr::V4(v4) => {
+                data.push(4);
+                data.extend_from_slice(&v4.to_ipv6_mapped().octets());
+            }
+            IpAddr::V6(v6) => {
+                data.push(6);
+                data.extend_from_slice(&v6.octets());
+            }
+        }
+        sockets.push(OwnedFd::from(socket));
+    }
+    let fds: Vec<i32> = sockets.iter().map(AsRawFd::as_raw_fd).collect();
+    data.insert(0, RESOLVERS_TAG);
+    let iov = [IoSlice::new(&data)];
+    let rights = [ControlMessage::ScmRights(&fds)];
+    let cmsg: &[ControlMessage] = if fds.is_empty() { &[] } else { &rights };
+    sendmsg::<()>(channel.as_raw_fd(), &iov, cmsg, MsgFlags::empty(), None).map_err(|e| {
+        LinuxError::Relay {
+            step: "cannot hand the name servers' sockets to the supervisor",
+            source: e.into(),
+        }
+    })?;
+    Ok(())
+}
+
+/// The first byte of the message of [`hand_over_resolvers`].
+const RESOLVERS_TAG: u8 = b'R';
+
+/// In the supervisor: receives the name servers' sockets (at most `most`) with their
+/// addresses. `Ok(None)` when the bootstrap ended without sending them (it failed, and
+/// reports why itself).
+pub fn receive_resolvers(
+    channel: &OwnedFd,
+    most: usize,
+) -> Result<Option<Vec<(std::net::IpAddr, std::net::UdpSocket)>>, std::io::Error> {
+    use std::net::{IpAddr, Ipv6Addr};
+    let mut data = vec![0u8; 1 + most * 17];
+    let mut iov = [IoSliceMut::new(&mut data)];
+    let mut space = nix::cmsg_space!([i32; 8]);
+    let msg = recvmsg::<()>(
+        channel.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )?;
+    let mut fds = Vec::new();
+    for cmsg in msg.cmsgs()? {
+        if let ControlMessageOwned::ScmRights(received) = cmsg {
+            fds.extend(received);
+        }
+    }
+    let owned = sys::adopt_received_fds(&fds);
+    let bytes = msg.bytes;
+    if bytes == 0 && owned.is_empty() {
+        return Ok(None);
+    }
+    let malformed = || std::io::Error::other("malformed name-server hand-over");
+    if data.first() != Some(&RESOLVERS_TAG) || (bytes - 1) % 17 != 0 {
+        return Err(malformed());
+    }
+    let addresses: Vec<IpAddr> = data[1..bytes]
+        .chunks_exact(17)
+        .map(|c| {
+            let mut octets = [0u8; 16];
+            octets.copy_from_slice(&c[1..]);
+            let v6 = Ipv6Addr::from(octets);
+            match (c[0], v6.to_ipv4_mapped()) {
+                (4, Some(v4)) => Ok(IpAddr::V4(v4)),
+                (6, _) => Ok(IpAddr::V6(v6)),
+                _ => Err(malformed()),
+            }
+        })
+        .collect::<Result<_, _>>()?;
+    if addresses.len() != owned.len() || addresses.len() > most {
+        return Err(malformed());
+    }
+    Ok(Some(
+        addresses
+            .into_iter()
+            .zip(owned)
+            .map(|(ip, fd)| (ip, std::net::UdpSocket::from(fd)))
+            .collect(),
+    ))
+}
+
 /// In the supervisor: receives the listeners. `Ok(None)` when the bootstrap ended without
 /// sending them (it failed, and reports why itself).
 pub fn receive_listeners(

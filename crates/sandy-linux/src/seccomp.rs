@@ -729,6 +729,28 @@ pub fn floor(network: Network) -> Vec<Deny> {
             });
         }
     }
+    // With the host's network, the supervisor connects the sandbox's TCP sockets itself,
+    // after checking the destination (Landlock refuses the sandbox's own connects). TCP
+    // Fast Open would connect inside a send: refused, as on a kernel without it, and
+    // programs fall back to connect.
+    if network == Network::AllowAll {
+        for (name, nr, index) in [
+            ("sendto", libc::SYS_sendto, 3),
+            ("sendmsg", libc::SYS_sendmsg, 2),
+            ("sendmmsg", libc::SYS_sendmmsg, 3),
+        ] {
+            denies.push(Deny {
+                name,
+                nr,
+                errno: libc::EOPNOTSUPP,
+                when: vec![ArgCheck::Masked32 {
+                    index,
+                    mask: MSG_FASTOPEN,
+                    value: MSG_FASTOPEN,
+                }],
+            });
+        }
+    }
     // With the network blocked the sandbox has its own network namespace (loopback only);
     // MPTCP is refused on top, so no multipath subflow can be set up at all.
     if network == Network::BlockAll {
@@ -744,6 +766,9 @@ pub fn floor(network: Network) -> Vec<Deny> {
     }
     denies
 }
+
+/// `MSG_FASTOPEN` (linux/socket.h): a send that connects first (TCP Fast Open).
+pub const MSG_FASTOPEN: u32 = 0x2000_0000;
 
 /// `clone`'s flags are its first argument on every supported architecture.
 const CLONE_FLAGS_ARG: u8 = 0;
@@ -1178,20 +1203,30 @@ pub fn observed() -> Vec<Observe> {
 const BPF_JMP_JSET_K: u16 = 0x05 | 0x40;
 
 /// The socket families whose sockets the supervisor creates in the host's network
-/// namespace when the sandbox shares the host network (the socket broker): IPv4, IPv6
-/// and netlink (interfaces and addresses, which name resolution asks for).
+/// namespace when the sandbox shares the host network (the socket broker): IPv4 and IPv6
+/// TCP ([`BROKERED_IP_TYPE`], [`BROKERED_IP_PROTOCOLS`]) and every netlink socket
+/// (interfaces and addresses, which name resolution asks for). Every other IP socket
+/// (UDP, ICMP, SCTP) stays in the sandbox's own network namespace, which routes nowhere
+/// but to the name-resolution relay.
 pub const BROKERED_FAMILIES: [u32; 3] = [
     libc::AF_INET as u32,
     libc::AF_INET6 as u32,
     libc::AF_NETLINK as u32,
 ];
 
+/// The socket type of a brokered IP socket (the type argument without its flags).
+pub const BROKERED_IP_TYPE: u32 = libc::SOCK_STREAM as u32;
+/// The protocols of a brokered IP socket: the default (TCP) and TCP named.
+pub const BROKERED_IP_PROTOCOLS: [u32; 2] = [0, libc::IPPROTO_TCP as u32];
+
 /// Compiles the notifier into its own program: the observer's write-intent calls when
 /// `writes`, and, when `sockets`, `socket()` of the [`BROKERED_FAMILIES`] (the socket
-/// broker). A foreign architecture is left to the floor (allowed here; the floor kills
-/// it), then a binary search over the watched numbers like the floor's; a watched call
-/// returns `SECCOMP_RET_USER_NOTIF`, after a flag test for the opens and a family test
-/// for `socket()`; everything else is allowed (the floor decides).
+/// broker; IP sockets only of TCP) and every `connect()` (the supervisor connects the
+/// brokered sockets itself, after checking the destination). A foreign architecture is
+/// left to the floor (allowed here; the floor kills it), then a binary search over the
+/// watched numbers like the floor's; a watched call returns `SECCOMP_RET_USER_NOTIF`,
+/// after a flag test for the opens and a family, type and protocol test for `socket()`;
+/// everything else is allowed (the floor decides).
 pub fn compile_notifier(writes: bool, sockets: bool) -> Result<BpfProgram, PlanError> {
     let nr = |n: i64| {
         u32::try_from(n).map_err(|e| PlanError::Seccomp {
@@ -1210,6 +1245,7 @@ pub fn compile_notifier(writes: bool, sockets: bool) -> Result<BpfProgram, PlanE
     let socket_block = a.label();
     if sockets {
         targets.push((nr(libc::SYS_socket)?, socket_block));
+        targets.push((nr(libc::SYS_connect)?, notify));
     }
     for watch in watched {
         match watch.when {
@@ -1230,9 +1266,26 @@ pub fn compile_notifier(writes: bool, sockets: bool) -> Result<BpfProgram, PlanE
     }
     if sockets {
         a.place(socket_block);
+        let ip_socket = a.label();
         a.stmt(BPF_LD_W_ABS, low_word(0));
-        for family in BROKERED_FAMILIES {
-            a.jump(BPF_JMP_JEQ_K, family, To::Label(notify), To::Next);
+        a.jump(
+            BPF_JMP_JEQ_K,
+            libc::AF_NETLINK as u32,
+            To::Label(notify),
+            To::Next,
+        );
+        for family in [libc::AF_INET as u32, libc::AF_INET6 as u32] {
+            a.jump(BPF_JMP_JEQ_K, family, To::Label(ip_socket), To::Next);
+        }
+        a.goto(allow);
+        // An IP socket: brokered when it is TCP (stream, default or TCP protocol).
+        a.place(ip_socket);
+        a.stmt(BPF_LD_W_ABS, low_word(1));
+        a.stmt(BPF_ALU_AND_K, SOCK_TYPE_MASK);
+        a.jump(BPF_JMP_JEQ_K, BROKERED_IP_TYPE, To::Next, To::Label(allow));
+        a.stmt(BPF_LD_W_ABS, low_word(2));
+        for protocol in BROKERED_IP_PROTOCOLS {
+            a.jump(BPF_JMP_JEQ_K, protocol, To::Label(notify), To::Next);
         }
         a.goto(allow);
     }
@@ -1365,6 +1418,29 @@ mod tests {
             call(libc::NETLINK_SOCK_DIAG as u64),
             libc::SECCOMP_RET_ERRNO | libc::EPROTONOSUPPORT as u32
         );
+    }
+
+    /// With the host's network a send that would connect (TCP Fast Open) is refused; any
+    /// other send is the floor's to allow. A blocked network keeps Fast Open (its sockets
+    /// reach only the sandbox's loopback).
+    #[test]
+    fn fast_open_sends_are_refused_only_on_the_hosts_network() {
+        let open = compile(Network::AllowAll).unwrap();
+        let blocked = compile(Network::BlockAll).unwrap();
+        let refused = libc::SECCOMP_RET_ERRNO | libc::EOPNOTSUPP as u32;
+        let fastopen = u64::from(MSG_FASTOPEN);
+        for (nr, index) in [
+            (libc::SYS_sendto, 3usize),
+            (libc::SYS_sendmsg, 2),
+            (libc::SYS_sendmmsg, 3),
+        ] {
+            let mut args = [3u64, 0x1000, 16, 0, 0, 0];
+            args[index] = fastopen | libc::MSG_NOSIGNAL as u64;
+            assert_eq!(run(&open, nr as u32, args), refused, "{nr}");
+            assert_eq!(run(&blocked, nr as u32, args), libc::SECCOMP_RET_ALLOW);
+            args[index] = libc::MSG_NOSIGNAL as u64 | libc::MSG_DONTWAIT as u64;
+            assert_eq!(run(&open, nr as u32, args), libc::SECCOMP_RET_ALLOW, "{nr}");
+        }
     }
 
     #[test]
@@ -2023,6 +2099,43 @@ mod tests {
                 let args = [family, libc::SOCK_STREAM as u64, 0, 0, 0, 0];
                 assert_eq!(run(&program, socket, args), expected, "family {family}");
             }
+            // IP sockets: TCP only (with its flags, by default or named); UDP, ICMP and
+            // SCTP stay in the sandbox's namespace. Netlink of any type is brokered.
+            let stream = libc::SOCK_STREAM as u64;
+            let flags = (libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) as u64;
+            for family in [libc::AF_INET as u64, libc::AF_INET6 as u64] {
+                for (ty, protocol, brokered) in [
+                    (stream, 0, true),
+                    (stream | flags, 0, true),
+                    (stream, libc::IPPROTO_TCP as u64, true),
+                    (stream, 132, false),
+                    (stream, 262, false),
+                    (libc::SOCK_DGRAM as u64, 0, false),
+                    (
+                        libc::SOCK_DGRAM as u64 | flags,
+                        libc::IPPROTO_UDP as u64,
+                        false,
+                    ),
+                    (libc::SOCK_DGRAM as u64, libc::IPPROTO_ICMP as u64, false),
+                    (libc::SOCK_SEQPACKET as u64, 0, false),
+                ] {
+                    let expected = if brokered {
+                        SECCOMP_RET_USER_NOTIF
+                    } else {
+                        libc::SECCOMP_RET_ALLOW
+                    };
+                    let args = [family, ty, protocol, 0, 0, 0];
+                    assert_eq!(run(&program, socket, args), expected, "{args:?}");
+                }
+            }
+            let netlink = [libc::AF_NETLINK as u64, libc::SOCK_DGRAM as u64, 0, 0, 0, 0];
+            assert_eq!(run(&program, socket, netlink), SECCOMP_RET_USER_NOTIF);
+            // Every connect is handed over, whatever its arguments.
+            let connect = libc::SYS_connect as u32;
+            for fd in [0u64, 3, 1 << 33] {
+                let args = [fd, 0x1000, 16, 0, 0, 0];
+                assert_eq!(run(&program, connect, args), SECCOMP_RET_USER_NOTIF);
+            }
             let expected = if writes {
                 SECCOMP_RET_USER_NOTIF
             } else {
@@ -2034,6 +2147,11 @@ mod tests {
         let observer = compile_notifier(true, false).unwrap();
         let inet = [libc::AF_INET as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0];
         assert_eq!(run(&observer, socket, inet), libc::SECCOMP_RET_ALLOW);
+        let connect = [3, 0x1000, 16, 0, 0, 0];
+        assert_eq!(
+            run(&observer, libc::SYS_connect as u32, connect),
+            libc::SECCOMP_RET_ALLOW
+        );
     }
 
     /// Installed for real on one thread: a write-intent open waits for the listener,

@@ -13,10 +13,17 @@
 //! - `proxy` (feature `proxy`): HTTP CONNECT, plain HTTP forwarding and SOCKS5, with
 //!   immediate, explained refusals, a JSON-lines log and a summary.
 //! - `relay` (feature `proxy`): the local-port relay of `--allow-local-port`.
+//! - `local` (feature `proxy`): the host's own services, closed to the host's network.
+//! - `dns` (feature `proxy`): the name-resolution relay of a sandbox on the host's
+//!   network (its only UDP).
 #![forbid(unsafe_code)]
 
 pub mod addr;
+#[cfg(feature = "proxy")]
+pub mod dns;
 pub mod host;
+#[cfg(feature = "proxy")]
+pub mod local;
 #[cfg(feature = "proxy")]
 pub mod proxy;
 #[cfg(feature = "proxy")]

@@ -11,7 +11,7 @@
 //! reach a second host.
 //!
 //! The host's own addresses (every address of its interfaces, read at start and again
-//! when older than [`HOST_ADDRESSES_TTL`]) are refused like loopback unless a rule names
+//! when older than [`crate::local::LOCAL_TTL`]) are refused like loopback unless a rule names
 //! them. A tunnel (CONNECT, SOCKS5) whose client starts with a TLS handshake must name
 //! the tunnel's own host in its ClientHello before anything is forwarded; on port 443 it
 //! must start with one ([`first_bytes`]). The proxy bounds what a run can hold: tunnels
@@ -41,8 +41,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const COPY_BUFFER: usize = 64 * 1024;
 /// Most header lines parsed in a request head.
 const MAX_HEADERS: usize = 128;
-/// How long the host's interface addresses are trusted before they are read again.
-pub const HOST_ADDRESSES_TTL: Duration = Duration::from_secs(2);
 /// How long a tunnel's client may take to send its TLS ClientHello once the client has
 /// started sending (and, on port 443, from the tunnel's opening).
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
@@ -141,50 +139,7 @@ struct Shared {
     tunnels: Mutex<usize>,
     /// Connections waiting for their request, oldest first, each with what closes it.
     waiting: Mutex<Waiting>,
-    host_addresses: HostAddresses,
-}
-
-/// The addresses of the host's own interfaces (every interface of the supervisor's
-/// network namespace, the host's), and when they were read.
-struct HostAddresses {
-    read: Mutex<(Instant, Arc<Vec<IpAddr>>)>,
-}
-
-impl HostAddresses {
-    fn new() -> std::io::Result<HostAddresses> {
-        Ok(HostAddresses {
-            read: Mutex::new((Instant::now(), Arc::new(interface_addresses()?))),
-        })
-    }
-
-    /// The addresses, read again when older than [`HOST_ADDRESSES_TTL`]; if reading
-    /// fails, the last ones read.
-    fn current(&self) -> Arc<Vec<IpAddr>> {
-        let mut read = lock(&self.read);
-        if read.0.elapsed() > HOST_ADDRESSES_TTL {
-            if let Ok(fresh) = interface_addresses() {
-                *read = (Instant::now(), Arc::new(fresh));
-            }
-        }
-        Arc::clone(&read.1)
-    }
-}
-
-/// Every address of every interface of this network namespace (`getifaddrs`, netlink).
-fn interface_addresses() -> std::io::Result<Vec<IpAddr>> {
-    let mut out: Vec<IpAddr> = nix::ifaddrs::getifaddrs()
-        .map_err(std::io::Error::from)?
-        .filter_map(|i| i.address)
-        .filter_map(|a| {
-            a.as_sockaddr_in()
-                .map(|s| IpAddr::V4(s.ip()))
-                .or_else(|| a.as_sockaddr_in6().map(|s| IpAddr::V6(s.ip())))
-        })
-        .map(canonical)
-        .collect();
-    out.sort();
-    out.dedup();
-    Ok(out)
+    host_addresses: crate::local::HostInterfaces,
 }
 
 #[derive(Default)]
@@ -302,7 +257,7 @@ pub fn spawn(listener: std::net::TcpListener, config: ProxyConfig) -> std::io::R
         limits: config.limits,
         tunnels: Mutex::new(0),
         waiting: Mutex::new(Waiting::default()),
-        host_addresses: HostAddresses::new()?,
+        host_addresses: crate::local::HostInterfaces::new()?,
     });
     let listener = {
         let _guard = runtime.enter();
@@ -520,7 +475,12 @@ async fn serve(client: TcpStream, shared: &Arc<Shared>, slot: WaitSlot) {
 /// one of the host's own addresses, which the policy alone does not know).
 fn hint(shared: &Shared, denial: &Denial, host: &str, port: u16) -> Option<String> {
     if let Ok(Host::Ip(ip)) = parse_host(host) {
-        if shared.host_addresses.current().contains(&canonical(ip)) {
+        if shared
+            .host_addresses
+            .current()
+            .addresses
+            .contains(&canonical(ip))
+        {
             return None;
         }
     }
@@ -542,7 +502,7 @@ async fn open(shared: &Arc<Shared>, host: &Host, port: u16) -> Result<Opened, Fa
     let rule = match policy.decide(host, port) {
         Decision::Allow(i) => i,
         Decision::Deny(Denial::UnnamedAddress(ip, crate::AddressClass::Public))
-            if shared.host_addresses.current().contains(&ip) =>
+            if shared.host_addresses.current().addresses.contains(&ip) =>
         {
             return Err(Failure::Denied(Denial::UnnamedAddress(
                 ip,
@@ -562,9 +522,10 @@ async fn open(shared: &Arc<Shared>, host: &Host, port: u16) -> Result<Opened, Fa
     };
     let mut refusal = None;
     let mut last_error = None;
-    let host_addresses = shared.host_addresses.current();
+    let interfaces = shared.host_addresses.current();
+    let host_addresses = &interfaces.addresses;
     for ip in addresses {
-        if let Err(d) = policy.admit_address(ip, port, Some(rule), &host_addresses) {
+        if let Err(d) = policy.admit_address(ip, port, Some(rule), host_addresses) {
             refusal.get_or_insert(d);
             continue;
         }

@@ -562,6 +562,7 @@ mod tests {
 
     fn host(env: &[(&str, &str)]) -> HostContext {
         HostContext {
+            resolvers: Vec::new(),
             cwd: "/h/p".into(),
             home: Some("/h".into()),
             env: env

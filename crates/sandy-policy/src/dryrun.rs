@@ -9,7 +9,7 @@ use crate::policy::{
 };
 
 /// Bumped whenever a key is added, removed or changes meaning.
-pub const DRY_RUN_SCHEMA_VERSION: u32 = 3;
+pub const DRY_RUN_SCHEMA_VERSION: u32 = 4;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DryRunGrant {
@@ -136,8 +136,12 @@ pub struct DryRunDocument {
     pub working_directory: String,
     pub profile: ProfileInfo,
     pub network: Network,
-    /// Host loopback TCP ports relayed into a blocked network.
+    /// Host TCP ports reachable: open on the host's own addresses (the host's network),
+    /// or relayed into a blocked network.
     pub local_port_grants: Vec<LocalPort>,
+    /// With the host's network: what of the host itself is closed, and what is open
+    /// there anyway; `null` with a blocked network.
+    pub host_services: Option<DryRunHostServices>,
     /// The egress proxy; `null` when the network is open.
     pub egress: Option<DryRunEgress>,
     pub file_grants: Vec<DryRunGrant>,
@@ -158,6 +162,30 @@ pub struct DryRunDocument {
     pub runtime_controls: Vec<RuntimeControl>,
     pub enforcement: Enforcement,
 }
+
+/// The host's own services with the host's network (`sandy_net::local`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DryRunHostServices {
+    /// Closed destinations, by kind.
+    pub closed: Vec<&'static str>,
+    /// Ports open on them anyway (all but the metadata service).
+    pub open_ports: Vec<u16>,
+    /// The host's name servers, reachable on port 53.
+    pub resolvers: Vec<String>,
+    /// A port where only the run's own sockets listen is reachable: `open`.
+    pub own_listeners: &'static str,
+    /// `name_resolution_only`.
+    pub udp: &'static str,
+}
+
+/// The kinds of closed destination, as the dry run names them.
+pub const CLOSED_LOCAL: [&str; 5] = [
+    "loopback",
+    "unspecified",
+    "host_address",
+    "bridge",
+    "cloud_metadata",
+];
 
 /// One agent state directory and its rules ([`crate::statedirs`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -222,6 +250,13 @@ impl DryRunDocument {
             profile: policy.profile.clone(),
             network: policy.network,
             local_port_grants: policy.local_ports.clone(),
+            host_services: (policy.network == Network::AllowAll).then(|| DryRunHostServices {
+                closed: CLOSED_LOCAL.to_vec(),
+                open_ports: policy.local_ports.iter().map(|p| p.port).collect(),
+                resolvers: policy.resolvers.iter().map(|ip| ip.to_string()).collect(),
+                own_listeners: "open",
+                udp: "name_resolution_only",
+            }),
             egress: policy.egress.as_ref().map(|e| DryRunEgress {
                 mode: e.policy.mode,
                 proxy: format!("127.0.0.1:{}", e.proxy_port),

@@ -267,6 +267,7 @@ mod tests {
 
     fn host_with(env: &[(&str, &str)]) -> HostContext {
         HostContext {
+            resolvers: Vec::new(),
             cwd: "/home/u/proj".into(),
             home: Some("/home/u".into()),
             env: env

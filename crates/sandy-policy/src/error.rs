@@ -84,11 +84,6 @@ pub enum ResolveError {
     },
     #[error("port must be between 1 and 65535")]
     InvalidPort,
-    #[error(
-        "local port {port} can only be granted with a private network (--block-net, \
-         --allow-domain or --net agent)"
-    )]
-    PortWithoutBlockNet { port: u16 },
     #[error("--block-net cannot be combined with --allow-domain, --deny-domain or --net")]
     NetworkConflict,
     #[error(

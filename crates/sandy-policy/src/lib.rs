@@ -52,7 +52,7 @@ pub use dryrun::{DryRunDocument, DRY_RUN_SCHEMA_VERSION};
 pub use egress::{base_url_pattern, Egress, EgressRequest, DEFAULT_PROXY_PORT};
 pub use error::{ManifestError, ResolveError};
 pub use gitfacts::{GitDir, GitDirKind, GitFacts};
-pub use host::HostContext;
+pub use host::{resolvers_of, HostContext, MAX_RESOLVERS};
 pub use inspect::{Entry, FileKind, Memo, PathInspector, RealFs};
 pub use kontext::{
     attach_kontext, check_report as check_kontext_report, kontext_executables, kontext_root,

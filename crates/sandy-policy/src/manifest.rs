@@ -107,8 +107,14 @@ pub struct LaunchManifest {
     /// The runtime directory replaced by an empty private one, if any.
     pub runtime_dir: Option<OsBytes>,
     pub network: Network,
-    /// Loopback ports whose listening sockets the bootstrap hands to the supervisor.
+    /// Loopback ports whose listening sockets the bootstrap hands to the supervisor
+    /// (a blocked network only).
     pub local_ports: Vec<u16>,
+    /// With the host's network: the name servers whose addresses the bootstrap puts on
+    /// the sandbox's loopback, with a UDP socket on port 53 of each handed to the
+    /// supervisor (the name-resolution relay). Empty otherwise.
+    #[serde(default)]
+    pub resolvers: Vec<std::net::IpAddr>,
     /// The egress proxy's loopback port: the bootstrap hands its listener to the
     /// supervisor with the local-port listeners.
     pub proxy_port: Option<u16>,
@@ -172,7 +178,11 @@ impl LaunchManifest {
             private_tmp: policy.private_tmp.as_path().into(),
             runtime_dir: policy.runtime_dir.as_deref().map(Into::into),
             network: policy.network,
-            local_ports: policy.local_ports.iter().map(|p| p.port).collect(),
+            local_ports: match policy.network {
+                Network::BlockAll => policy.local_ports.iter().map(|p| p.port).collect(),
+                Network::AllowAll => Vec::new(),
+            },
+            resolvers: policy.resolvers.clone(),
             proxy_port: policy.egress.as_ref().map(|e| e.proxy_port),
             restore_default_signals,
             views: Vec::new(),
@@ -359,6 +369,18 @@ fn validate(m: &LaunchManifest) -> Result<(), ManifestError> {
         }
     }
     check_path("the private temporary directory", &m.private_tmp)?;
+    if !m.resolvers.is_empty() && m.network != Network::AllowAll {
+        return Err(invalid(
+            "name servers are relayed without the host's network",
+        ));
+    }
+    if m.resolvers.len() > crate::MAX_RESOLVERS
+        || m.resolvers
+            .iter()
+            .any(|ip| ip.is_unspecified() || ip.is_multicast())
+    {
+        return Err(invalid("a relayed name server is not a unicast address"));
+    }
     if !m.local_ports.is_empty() && m.network != Network::BlockAll {
         return Err(invalid("local ports are granted without a blocked network"));
     }
@@ -461,6 +483,7 @@ mod tests {
             runtime_dir: None,
             network: Network::AllowAll,
             local_ports: vec![],
+            resolvers: Vec::new(),
             proxy_port: None,
             restore_default_signals: vec![RestoredSignal::Interrupt, RestoredSignal::Quit],
             views: vec![],

@@ -214,7 +214,8 @@ pub enum Network {
     BlockAll,
 }
 
-/// Why a local port is reachable under a blocked network.
+/// Why a local port is reachable: relayed into a blocked network, or open on the host's
+/// own addresses with the host's network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PortOrigin {
@@ -222,9 +223,29 @@ pub enum PortOrigin {
     Flag,
     /// `--numbat-collector`.
     NumbatCollector,
+    /// `ANTHROPIC_BASE_URL` names an endpoint on the local host (host's network only).
+    AnthropicBaseUrl,
+    /// `OPENAI_BASE_URL` names an endpoint on the local host (host's network only).
+    OpenaiBaseUrl,
+    /// `GOOGLE_GEMINI_BASE_URL` names an endpoint on the local host (host's network only).
+    GoogleGeminiBaseUrl,
 }
 
-/// A host loopback TCP port the sandbox may connect to through the supervisor's relay.
+impl PortOrigin {
+    /// What opened the port, for messages: the flag or the variable.
+    pub fn describe(self) -> &'static str {
+        match self {
+            PortOrigin::Flag => "--allow-local-port",
+            PortOrigin::NumbatCollector => "--numbat-collector",
+            PortOrigin::AnthropicBaseUrl => "ANTHROPIC_BASE_URL",
+            PortOrigin::OpenaiBaseUrl => "OPENAI_BASE_URL",
+            PortOrigin::GoogleGeminiBaseUrl => "GOOGLE_GEMINI_BASE_URL",
+        }
+    }
+}
+
+/// A host TCP port the sandbox may connect to: through the supervisor's relay with a
+/// blocked network, or on the host's own addresses (otherwise closed) with the host's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct LocalPort {
     pub port: u16,
@@ -269,6 +290,9 @@ pub struct ResolvedPolicy {
     pub network: Network,
     /// Host loopback ports relayed into a blocked network.
     pub local_ports: Vec<LocalPort>,
+    /// With the host's network: the host's name servers, reached for DNS only (UDP
+    /// through the supervisor's relay, TCP on port 53). Empty otherwise.
+    pub resolvers: Vec<std::net::IpAddr>,
     /// The egress proxy's policy (`--allow-domain`, `--net agent`, or `--block-net`'s
     /// immediate refusals); `None` when the network is open.
     pub egress: Option<crate::egress::Egress>,

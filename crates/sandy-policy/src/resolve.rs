@@ -414,7 +414,8 @@ pub fn resolve(
         environment.push((name.into(), value.into()));
         set_env.push(name.clone());
     }
-    let local_ports = local_ports(request)?;
+    let open_network = !request.block_net && !request.egress.any();
+    let local_ports = local_ports(request, host, open_network)?;
     let ports: Vec<u16> = local_ports.iter().map(|p| p.port).collect();
     let egress =
         crate::egress::resolve_egress(&request.egress, request.block_net, &profile, host, &ports)?;
@@ -623,6 +624,11 @@ pub fn resolve(
             Network::AllowAll
         },
         local_ports,
+        resolvers: if open_network {
+            host.resolvers.clone()
+        } else {
+            Vec::new()
+        },
         egress,
         profile: ProfileInfo {
             name: profile.name.clone(),
@@ -644,8 +650,15 @@ pub fn resolve(
     })
 }
 
-/// The relayed ports, each once; only meaningful with a blocked network.
-fn local_ports(request: &RunRequest) -> Result<Vec<LocalPort>, ResolveError> {
+/// The local ports, each once: with a blocked network, the ports relayed in; with the
+/// host's network, the ports open on the host's own addresses, which are otherwise
+/// closed. There, the agent's endpoint on the local host (a base URL variable naming
+/// `localhost` or an address that may be the host's) opens its port too.
+fn local_ports(
+    request: &RunRequest,
+    host: &HostContext,
+    open_network: bool,
+) -> Result<Vec<LocalPort>, ResolveError> {
     // The collector first, so that a port named twice is reported as the collector's.
     let requested = request
         .numbat_collector
@@ -663,14 +676,51 @@ fn local_ports(request: &RunRequest) -> Result<Vec<LocalPort>, ResolveError> {
         if p.port == 0 {
             return Err(ResolveError::InvalidPort);
         }
-        if !request.block_net && !request.egress.any() {
-            return Err(ResolveError::PortWithoutBlockNet { port: p.port });
-        }
         if !ports.iter().any(|q| q.port == p.port) {
             ports.push(p);
         }
     }
+    if open_network {
+        for (name, origin) in ENDPOINT_VARIABLES {
+            let Some(port) = host
+                .var(name)
+                .and_then(|v| v.to_str())
+                .and_then(local_endpoint_port)
+            else {
+                continue;
+            };
+            if !ports.iter().any(|q| q.port == port) {
+                ports.push(LocalPort { port, origin });
+            }
+        }
+    }
     Ok(ports)
+}
+
+/// The variables naming an agent's model endpoint, and the origin of the port they open.
+pub const ENDPOINT_VARIABLES: [(&str, PortOrigin); 3] = [
+    ("ANTHROPIC_BASE_URL", PortOrigin::AnthropicBaseUrl),
+    ("OPENAI_BASE_URL", PortOrigin::OpenaiBaseUrl),
+    ("GOOGLE_GEMINI_BASE_URL", PortOrigin::GoogleGeminiBaseUrl),
+];
+
+/// The port of a base URL on the local host: its host is `localhost` (or a name below
+/// it) or an address that is not public (loopback, unspecified, or a private, link-local
+/// or unique-local one, which may be the host's own). `None` for anything else.
+pub fn local_endpoint_port(url: &str) -> Option<u16> {
+    let pattern = crate::egress::base_url_pattern(url)?;
+    let port = match pattern.port {
+        sandy_net::PortSpec::One(p) => p,
+        _ => return None,
+    };
+    let local = match &pattern.host {
+        sandy_net::HostPattern::Exact(name) => name == "localhost" || name.ends_with(".localhost"),
+        sandy_net::HostPattern::Address(ip) => {
+            sandy_net::classify(*ip) != sandy_net::AddressClass::Public
+        }
+        _ => false,
+    };
+    local.then_some(port)
 }
 
 struct Ctx<'a> {

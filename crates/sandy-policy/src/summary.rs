@@ -202,7 +202,26 @@ pub fn render_with(
     }
     let network = match policy.network {
         Network::AllowAll => {
-            "allowed (the host's network, including its local services)".to_owned()
+            let mut text = "the internet as the host reaches it; the host's own services \
+                 closed (loopback, its own addresses, its bridges' networks, cloud metadata)"
+                .to_owned();
+            for p in &policy.local_ports {
+                let _ = write!(
+                    text,
+                    "\n            open: port {} on the host ({})",
+                    p.port,
+                    p.origin.describe()
+                );
+            }
+            if !policy.resolvers.is_empty() {
+                let names: Vec<String> = policy.resolvers.iter().map(|r| r.to_string()).collect();
+                let _ = write!(
+                    text,
+                    "\n            name servers: {} (port 53 only); other UDP has no route",
+                    names.join(", ")
+                );
+            }
+            text
         }
         Network::BlockAll if policy.local_ports.is_empty() => {
             "blocked (--block-net: only loopback inside)".to_owned()

@@ -197,6 +197,116 @@ pub fn loopback_up() -> nix::Result<()> {
     Errno::result(ret).map(drop)
 }
 
+/// Puts `ip` (a host route: /32, /128) on the loopback interface of the current network
+/// namespace (`RTM_NEWADDR` over rtnetlink), so that datagrams to it stay on this host.
+pub fn add_loopback_address(ip: std::net::IpAddr) -> nix::Result<()> {
+    use nix::sys::socket::{
+        recv, sendto, socket, AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol,
+        SockType,
+    };
+    const RTM_NEWADDR: u16 = 20;
+    const NLMSG_ERROR: u16 = 2;
+    const NLM_F_REQUEST: u16 = 0x1;
+    const NLM_F_ACK: u16 = 0x4;
+    const NLM_F_EXCL: u16 = 0x200;
+    const NLM_F_CREATE: u16 = 0x400;
+    const IFA_ADDRESS: u16 = 1;
+    const IFA_LOCAL: u16 = 2;
+    const IFA_F_NODAD: u8 = 0x02;
+    const RT_SCOPE_HOST: u8 = 254;
+    let index = nix::net::if_::if_nametoindex("lo")?;
+    let (family, prefix, octets): (u8, u8, Vec<u8>) = match ip {
+        std::net::IpAddr::V4(v4) => (libc::AF_INET as u8, 32, v4.octets().to_vec()),
+        std::net::IpAddr::V6(v6) => (libc::AF_INET6 as u8, 128, v6.octets().to_vec()),
+    };
+    let attribute = |kind: u16, out: &mut Vec<u8>| {
+        let len = 4 + octets.len();
+        out.extend_from_slice(&(len as u16).to_ne_bytes());
+        out.extend_from_slice(&kind.to_ne_bytes());
+        out.extend_from_slice(&octets);
+        while !out.len().is_multiple_of(4) {
+            out.push(0);
+        }
+    };
+    // struct ifaddrmsg, then the two addresses.
+    let mut body = vec![family, prefix, IFA_F_NODAD, RT_SCOPE_HOST];
+    body.extend_from_slice(&index.to_ne_bytes());
+    attribute(IFA_LOCAL, &mut body);
+    attribute(IFA_ADDRESS, &mut body);
+    // struct nlmsghdr.
+    let mut message = Vec::with_capacity(16 + body.len());
+    message.extend_from_slice(&((16 + body.len()) as u32).to_ne_bytes());
+    message.extend_from_slice(&RTM_NEWADDR.to_ne_bytes());
+    let flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_EXCL | NLM_F_CREATE;
+    message.extend_from_slice(&flags.to_ne_bytes());
+    message.extend_from_slice(&1u32.to_ne_bytes());
+    message.extend_from_slice(&0u32.to_ne_bytes());
+    message.extend_from_slice(&body);
+    let sock = socket(
+        AddressFamily::Netlink,
+        SockType::Raw,
+        SockFlag::SOCK_CLOEXEC,
+        SockProtocol::NetlinkRoute,
+    )?;
+    sendto(
+        sock.as_raw_fd(),
+        &message,
+        &NetlinkAddr::new(0, 0),
+        MsgFlags::empty(),
+    )?;
+    let mut answer = [0u8; 1024];
+    let n = recv(sock.as_raw_fd(), &mut answer, MsgFlags::empty())?;
+    // The acknowledgement: an NLMSG_ERROR message whose error is 0, or -errno.
+    if n < 20 || u16::from_ne_bytes([answer[4], answer[5]]) != NLMSG_ERROR {
+        return Err(Errno::EPROTO);
+    }
+    let error = i32::from_ne_bytes([answer[16], answer[17], answer[18], answer[19]]);
+    match error {
+        0 => Ok(()),
+        e if e == -libc::EEXIST => Ok(()),
+        e => Err(Errno::from_raw(-e)),
+    }
+}
+
+/// `connect(fd, addr)` with the socket address as raw bytes (as the caller of the
+/// intercepted call passed them, copied): the kernel reads the family and checks the
+/// length itself.
+pub fn connect_raw(fd: std::os::fd::BorrowedFd<'_>, addr: &[u8]) -> nix::Result<()> {
+    // The kernel refuses longer addresses (sizeof(struct sockaddr_storage)).
+    if addr.len() > 128 {
+        return Err(Errno::EINVAL);
+    }
+    let len = libc::socklen_t::try_from(addr.len()).map_err(|_| Errno::EINVAL)?;
+    // SAFETY: connect reads `len` bytes at `addr`, a live slice of exactly that length;
+    // the descriptor is borrowed for the call.
+    let ret = unsafe { libc::connect(fd.as_raw_fd(), addr.as_ptr().cast(), len) };
+    Errno::result(ret).map(drop)
+}
+
+/// The family (`SO_DOMAIN`) and protocol (`SO_PROTOCOL`) of a socket; `ENOTSOCK` for
+/// anything else.
+pub fn socket_family_and_protocol(
+    fd: std::os::fd::BorrowedFd<'_>,
+) -> nix::Result<(libc::c_int, libc::c_int)> {
+    let get = |option: libc::c_int| -> nix::Result<libc::c_int> {
+        let mut value: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes (one int) into the live local and
+        // the length back into `len`.
+        let ret = unsafe {
+            libc::getsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                option,
+                (&mut value as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        Errno::result(ret).map(|_| value)
+    };
+    Ok((get(libc::SO_DOMAIN)?, get(libc::SO_PROTOCOL)?))
+}
+
 /// Takes ownership of descriptors received in an `SCM_RIGHTS` message.
 pub fn adopt_received_fds(fds: &[RawFd]) -> Vec<OwnedFd> {
     fds.iter()

@@ -171,6 +171,20 @@ pub fn answer_with_error(listener: BorrowedFd<'_>, id: u64, errno: Errno) -> nix
     )
 }
 
+/// Answers notification `id` with success: the call returns `val` (the supervisor did
+/// what the call asked, on the caller's behalf).
+pub fn answer_with_value(listener: BorrowedFd<'_>, id: u64, val: i64) -> nix::Result<()> {
+    send(
+        listener,
+        Response {
+            id,
+            val,
+            error: 0,
+            flags: 0,
+        },
+    )
+}
+
 /// `SECCOMP_IOCTL_NOTIF_SEND` with `resp`.
 fn send(listener: BorrowedFd<'_>, mut resp: Response) -> nix::Result<()> {
     // SAFETY: NOTIF_SEND reads one `struct seccomp_notif_resp` from the live local (the

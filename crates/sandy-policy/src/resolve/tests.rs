@@ -131,6 +131,7 @@ fn base_fs() -> FakeFs {
 
 fn host(path: &str) -> HostContext {
     HostContext {
+        resolvers: Vec::new(),
         cwd: "/home/u/proj".into(),
         home: Some("/home/u".into()),
         env: vec![
@@ -271,6 +272,7 @@ fn plain_run_resolves_to_the_default_policy() {
         ],
         network: Network::AllowAll,
         local_ports: vec![],
+        resolvers: vec![],
         egress: None,
         profile: ProfileInfo {
             name: "generic".into(),
@@ -727,19 +729,48 @@ fn root_gets_system_secrets_masked() {
 }
 
 #[test]
-fn local_ports_need_a_blocked_network() {
-    let h = host("/usr/bin");
+fn local_ports_are_relayed_into_a_blocked_network_or_opened_on_the_hosts() {
+    let mut h = host("/usr/bin");
+    h.resolvers = vec!["127.0.0.53".parse().unwrap()];
+    h.env.push((
+        "ANTHROPIC_BASE_URL".into(),
+        "http://localhost:8082/v1".into(),
+    ));
+    h.env
+        .push(("OPENAI_BASE_URL".into(), "https://api.openai.com/v1".into()));
+    h.env
+        .push(("GOOGLE_GEMINI_BASE_URL".into(), "http://[::1]:8080".into()));
     let mut r = request(&["true"]);
     r.allow_local_ports = vec![8080];
-    assert!(matches!(
-        resolve(&r, &h, &base_fs()).unwrap_err(),
-        ResolveError::PortWithoutBlockNet { port: 8080 }
-    ));
+    // The host's network: the flag's port, then the local endpoints' (a public one opens
+    // nothing; a port named twice is the flag's); the resolvers reached for DNS.
+    let policy = resolve(&r, &h, &base_fs()).unwrap();
+    assert_eq!(policy.network, Network::AllowAll);
+    assert_eq!(
+        policy.local_ports,
+        vec![
+            LocalPort {
+                port: 8080,
+                origin: PortOrigin::Flag
+            },
+            LocalPort {
+                port: 8082,
+                origin: PortOrigin::AnthropicBaseUrl
+            },
+        ]
+    );
+    assert_eq!(policy.resolvers, h.resolvers);
+    let launch = crate::LaunchManifest::from_policy(&policy, 0, vec![]);
+    assert!(launch.local_ports.is_empty());
+    assert_eq!(launch.resolvers, h.resolvers);
     r.block_net = true;
     r.allow_local_ports = vec![8080, 4318, 8080];
     r.numbat_collector = Some(4318);
     let policy = resolve(&r, &h, &base_fs()).unwrap();
     assert_eq!(policy.network, Network::BlockAll);
+    // A blocked network: only what was asked for, relayed; no resolvers (the proxy
+    // resolves names).
+    assert!(policy.resolvers.is_empty());
     assert_eq!(
         policy.local_ports,
         vec![
