@@ -385,7 +385,18 @@ fn codex_remembers_trust_in_a_terminal_and_drops_a_planted_notify() {
             api.port
         );
         let args = format!("codex -c 'model_provider=\"fake\"' -c '{provider}' -m gpt-5");
-        let script = launcher(w, &bin, &args, &[("OPENAI_API_KEY", "dummy".to_owned())]);
+        let script = launcher(
+            w,
+            &bin,
+            &args,
+            &[
+                ("OPENAI_API_KEY", "dummy".to_owned()),
+                (
+                    "OPENAI_BASE_URL",
+                    format!("http://127.0.0.1:{}/v1", api.port),
+                ),
+            ],
+        );
         let config = w.home.join(".codex/config.toml");
         let project = w.project.display().to_string();
 
@@ -507,7 +518,18 @@ fn codex_starts_every_time_once_its_daemon_directories_exist() {
             api.port
         );
         let args = format!("codex -c 'model_provider=\"fake\"' -c '{provider}' -m gpt-5");
-        let script = launcher(w, &bin, &args, &[("OPENAI_API_KEY", "dummy".to_owned())]);
+        let script = launcher(
+            w,
+            &bin,
+            &args,
+            &[
+                ("OPENAI_API_KEY", "dummy".to_owned()),
+                (
+                    "OPENAI_BASE_URL",
+                    format!("http://127.0.0.1:{}/v1", api.port),
+                ),
+            ],
+        );
         for launch in 0..2 {
             let t = Tmux::start(&script);
             let screen = t.expect(CODEX_READY, 60);

@@ -738,7 +738,12 @@ fn codex_works_offline_and_its_attacks_fail() {
                 "gpt-5",
                 "do the task",
             ];
-            let env = vec![("OPENAI_API_KEY", "dummy".to_owned())];
+            // The stand-in's port on the host's loopback is opened by the endpoint
+            // variable (the host's own services are closed otherwise).
+            let env = vec![
+                ("OPENAI_API_KEY", "dummy".to_owned()),
+                ("OPENAI_BASE_URL", format!("{}/v1", api.url())),
+            ];
             (args.iter().map(|a| (*a).to_owned()).collect(), env)
         },
         check_output: &|o, context| {
@@ -780,7 +785,10 @@ fn codex_exec_runs_a_tool_call_in_sandy_without_a_sandbox_flag() {
             "gpt-5",
             "do the task",
         ];
-        let env = [("OPENAI_API_KEY", "dummy".to_owned())];
+        let env = [
+            ("OPENAI_API_KEY", "dummy".to_owned()),
+            ("OPENAI_BASE_URL", format!("{}/v1", api.url())),
+        ];
         let o = run_timeout(sandy_agent(w, &bin, &[], &args, &env), AGENT_TIMEOUT);
         let context = format!("{}\n{}\n{}", stdout(&o), stderr(&o), api.log());
         assert_code(&o, 0, &context);
@@ -971,6 +979,7 @@ fn opencode_works_offline_and_its_attacks_fail() {
                 ("OPENCODE_CONFIG_CONTENT", config.to_string()),
                 ("OPENCODE_DISABLE_MODELS_FETCH", "1".to_owned()),
                 ("OPENCODE_DISABLE_AUTOUPDATE", "1".to_owned()),
+                ("OPENAI_BASE_URL", format!("{}/v1", api.url())),
             ];
             (args.iter().map(|a| (*a).to_owned()).collect(), env)
         },

@@ -819,6 +819,7 @@ fn dry_run_prints_the_documented_document() {
                 "working_directory",
                 "profile",
                 "network",
+                "host_services",
                 "local_port_grants",
                 "egress",
                 "file_grants",
@@ -833,7 +834,7 @@ fn dry_run_prints_the_documented_document() {
                 "enforcement",
             ])
         );
-        assert_eq!(doc["dry_run_schema_version"], json!(3));
+        assert_eq!(doc["dry_run_schema_version"], json!(4));
         let command = doc["command"].as_str().unwrap();
         assert!(
             Path::new(command).is_absolute() && command.ends_with("/sh"),
@@ -847,6 +848,8 @@ fn dry_run_prints_the_documented_document() {
         assert!(doc["profile"]["detected"].is_boolean());
         assert_eq!(doc["network"], json!("allow_all"));
         assert_eq!(doc["local_port_grants"], json!([]));
+        assert_eq!(doc["host_services"]["open_ports"], json!([]));
+        assert_eq!(doc["host_services"]["udp"], "name_resolution_only");
 
         let grants = doc["file_grants"].as_array().unwrap();
         for g in grants {

@@ -89,7 +89,7 @@ fn s(p: &Path) -> String {
 /// full so that the negative cases start from something the schema accepts.
 fn reference_document() -> Value {
     json!({
-        "dry_run_schema_version": 3,
+        "dry_run_schema_version": 4,
         "command": "/usr/bin/python3",
         "arguments": ["-c", "print(1)", "\u{fffd}"],
         "working_directory": "/home/u/project",
@@ -99,6 +99,7 @@ fn reference_document() -> Value {
             { "port": 4318, "origin": "numbat_collector" },
             { "port": 8080, "origin": "flag" }
         ],
+        "host_services": null,
         "egress": {
             "mode": "allowlist",
             "proxy": "127.0.0.1:3128",
@@ -304,10 +305,21 @@ fn the_schema_is_a_valid_draft_2020_12_schema() {
 fn the_reference_document_matches() {
     let v = dry_run_validator();
     assert_matches_schema(&v, &reference_document(), "reference document");
-    // The allowed-network shape: no ports, no network layer, two runtime controls.
+    // The allowed-network shape: open local ports, the host's services, no network
+    // layer, two runtime controls.
     let mut allowed = reference_document();
     allowed["network"] = json!("allow_all");
-    allowed["local_port_grants"] = json!([]);
+    allowed["local_port_grants"] = json!([
+        { "port": 5432, "origin": "flag" },
+        { "port": 11434, "origin": "openai_base_url" }
+    ]);
+    allowed["host_services"] = json!({
+        "closed": ["loopback", "unspecified", "host_address", "bridge", "cloud_metadata"],
+        "open_ports": [5432, 11434],
+        "resolvers": ["127.0.0.53"],
+        "own_listeners": "open",
+        "udp": "name_resolution_only"
+    });
     allowed["egress"] = json!(null);
     allowed["runtime_controls"]
         .as_array_mut()

@@ -208,7 +208,12 @@ fn the_text_dry_run_summarises_the_policy() {
             .unwrap();
         assert_code(&o, 0, "text dry run");
         let out = stdout(&o);
-        let labels: Vec<&str> = out.lines().map(|l| l.split(':').next().unwrap()).collect();
+        // Continuation lines (indented) belong to the label above them.
+        let labels: Vec<&str> = out
+            .lines()
+            .filter(|l| !l.starts_with(' '))
+            .map(|l| l.split(':').next().unwrap())
+            .collect();
         assert_eq!(
             labels,
             [
@@ -230,6 +235,11 @@ fn the_text_dry_run_summarises_the_policy() {
             "{out}"
         );
         assert!(!out.contains("A_TOKEN"), "{out}");
+        assert!(
+            out.contains("the host's own services closed")
+                && out.contains("(port 53 only); other UDP has no route"),
+            "{out}"
+        );
         let o = w
             .sandy(["run", "--format", "text", "--", "true"])
             .output()
