@@ -520,7 +520,7 @@ fn manifest(w: &World, script: &str) -> Value {
     }
     w.chown_all();
     json!({
-        "schema_version": 2,
+        "schema_version": 3,
         "supervisor_pid": std::process::id(),
         "program": "/bin/sh",
         "argv": ["sh", "-c", script],
@@ -535,6 +535,7 @@ fn manifest(w: &World, script: &str) -> Value {
         "restore_default_signals": [],
         "views": [],
         "policy_document": null,
+        "ceilings": {"nproc": null, "file_size": 1u64 << 30, "tmp_size": 1u64 << 30, "oom_score_adj": 500},
     })
 }
 
