@@ -405,6 +405,7 @@ mod inside {
                 .collect(),
             private_tmp: PathBuf::from("/tmp"),
             runtime_dir: None,
+            ceilings: sandy_policy::Ceilings::resolve(&Default::default()),
             notices: Vec::new(),
             views: doc
                 .views

@@ -179,7 +179,9 @@ impl Ceilings {
                 Mechanism::Rlimit,
             ),
             max_tmp: Ceiling::new(request.max_tmp, tmp, Mechanism::Tmpfs),
-            cpu: request.cpu.map(|c| Ceiling::new(Some(c), c, Mechanism::None)),
+            cpu: request
+                .cpu
+                .map(|c| Ceiling::new(Some(c), c, Mechanism::None)),
             oom_score_adj: OOM_SCORE_ADJ,
             cgroup: None,
         }
@@ -373,7 +375,12 @@ pub fn count_at_least(min: u64, text: &str) -> Result<u64, CeilingParseError> {
 /// A size for people: the largest binary unit that divides it, else one decimal
 /// (`512 MiB`, `8 GiB`, `1.5 GiB`).
 pub fn human_size(bytes: u64) -> String {
-    for (unit, factor) in [("TiB", 1024 * GIB), ("GiB", GIB), ("MiB", MIB), ("KiB", KIB)] {
+    for (unit, factor) in [
+        ("TiB", 1024 * GIB),
+        ("GiB", GIB),
+        ("MiB", MIB),
+        ("KiB", KIB),
+    ] {
         if bytes >= factor {
             if bytes % factor == 0 {
                 return format!("{} {unit}", bytes / factor);
@@ -495,7 +502,10 @@ mod tests {
             max_memory: Some(GIB),
             ..CeilingRequest::default()
         });
-        assert_eq!(memory.enforce_with(&rlimit).unwrap_err().flag, "--max-memory");
+        assert_eq!(
+            memory.enforce_with(&rlimit).unwrap_err().flag,
+            "--max-memory"
+        );
         let cgroup = Available {
             pids: Some(Mechanism::CgroupV2),
             memory: Some(Mechanism::CgroupV2),
