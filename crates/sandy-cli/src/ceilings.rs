@@ -4,10 +4,10 @@
 //!
 //! Where the run's cgroup is made, in order:
 //!
-//! 1. cgroup v2, under the supervisor's own cgroup, when it may write there and the
-//!    `pids` and `memory` controllers can be enabled for its children: a subtree the
-//!    user's service manager delegated (systemd's `Delegate=yes`), or any cgroup of
-//!    root's;
+//! 1. cgroup v2, under the supervisor's own cgroup, or else its parent, when it may
+//!    write there and the `pids` and `memory` controllers can be enabled for its
+//!    children: a subtree the user's service manager delegated (systemd's
+//!    `Delegate=yes`; Sandy in a leaf of it), or any cgroup of root's;
 //! 2. as root, under the root of the v2 hierarchy;
 //! 3. for each controller v2 does not offer (a hybrid host, where `pids`, `memory` and
 //!    `cpu` are v1 hierarchies): the v1 hierarchy of that controller, under the
@@ -83,7 +83,14 @@ impl Offer {
             .map(PathBuf::from)
             .find(|m| m.join("cgroup.controllers").exists());
         if let (Some(path), Some(mount)) = (v2_path, v2_mount) {
-            let mut candidates = vec![mount.join(&path)];
+            // Its own cgroup; its parent (a delegated subtree whose leaf holds Sandy:
+            // cgroup v2 lets no cgroup with processes give controllers to children);
+            // as root, the hierarchy's root.
+            let own = mount.join(&path);
+            let mut candidates = vec![own.clone()];
+            if let Some(parent) = own.parent().filter(|_| !path.is_empty()) {
+                candidates.push(parent.to_path_buf());
+            }
             if root && !path.is_empty() {
                 candidates.push(mount.clone());
             }

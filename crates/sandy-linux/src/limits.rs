@@ -35,8 +35,22 @@ pub fn apply(ceilings: &ManifestCeilings) -> Result<(), LinuxError> {
 /// Raises this process's `oom_score_adj` to `adj` (never lowers it: a value the user
 /// set higher stays), so that the OOM killer picks the run's processes before the
 /// host's. `/proc` is the sandbox's own here (mounted by the target).
-#[allow(clippy::disallowed_methods)] // procfs of this process
+///
+/// The target is not dumpable yet (it inherited that from the bootstrap), so its
+/// `/proc/self` files belong to root, out of reach of an unprivileged user: it is made
+/// dumpable for the write. Nothing else of the run exists yet but the init, and
+/// `execve` makes the target dumpable anyway.
 fn prefer_for_oom(adj: i32) -> Result<(), LinuxError> {
+    let made = nix::sys::prctl::set_dumpable(true);
+    let written = write_oom_score_adj(adj);
+    if made.is_ok() {
+        let _ = nix::sys::prctl::set_dumpable(false);
+    }
+    written
+}
+
+#[allow(clippy::disallowed_methods)] // procfs of this process
+fn write_oom_score_adj(adj: i32) -> Result<(), LinuxError> {
     let file = "/proc/self/oom_score_adj";
     let err = |source: std::io::Error| LinuxError::Ceiling {
         step: "cannot raise the OOM killer's preference for the run (oom_score_adj)",
