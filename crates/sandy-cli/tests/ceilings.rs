@@ -544,6 +544,29 @@ fn the_dry_run_names_each_ceiling_and_what_holds_it() {
     });
 }
 
+#[test]
+fn doctor_names_what_holds_the_ceilings() {
+    for_each_user(|w| {
+        let o = w.sandy(["doctor", "--json"]).output().unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let c = &doc["ceilings"];
+        assert!(c["detail"].is_string(), "{doc}");
+        let procs = c["mechanisms"]["max_procs"].as_str().unwrap();
+        if w.user.uid == 0 {
+            // Root is exempt from RLIMIT_NPROC: a cgroup or nothing.
+            assert_ne!(procs, "rlimit", "{doc}");
+        }
+        let o = w.sandy(["doctor"]).output().unwrap();
+        assert!(
+            stdout(&o)
+                .lines()
+                .any(|l| l.trim_start().starts_with("ceilings")),
+            "{}",
+            stdout(&o)
+        );
+    });
+}
+
 /// The defaults let a real build through: `cargo build -j` of a small crate.
 #[test]
 fn the_defaults_let_a_cargo_build_through() {

@@ -382,7 +382,7 @@ pub fn human_size(bytes: u64) -> String {
         ("KiB", KIB),
     ] {
         if bytes >= factor {
-            if bytes % factor == 0 {
+            if bytes.is_multiple_of(factor) {
                 return format!("{} {unit}", bytes / factor);
             }
             let tenths = bytes.saturating_mul(10) / factor;
