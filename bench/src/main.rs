@@ -97,6 +97,9 @@ fn main() -> Res<()> {
         }
         Some("__net-client") => return net::client(&argv[2..]),
         Some("__net-serve") => return net::serve_child(),
+        Some("__ceilings") => {
+            return ceilings_child(argv.get(2).map(String::as_str) == Some("with"))
+        }
         _ => {}
     }
     let opts = Options::parse()?;
@@ -133,6 +136,34 @@ fn main() -> Res<()> {
     let mut rows = Vec::new();
     let mut details = Vec::new();
     let mut notes: Vec<String> = Vec::new();
+    // The resource ceilings' start-up cost: the kernel's part, the run's cgroup.
+    if !opts.net_only {
+        progress("resource ceilings");
+        let label = "ceilings: the run's cgroup made, limited, entered and removed, vs none";
+        match ceilings_variants(&root) {
+            Ok(pair) => {
+                let s = measure(
+                    &pair,
+                    &env,
+                    counts.startup_warmup,
+                    counts.startup_runs,
+                    false,
+                )?;
+                rows.push(Row::new(label, &s[0], &s[1], Goal::Reference));
+                details.extend(
+                    pair.iter()
+                        .zip(&s)
+                        .map(|(v, s)| (v.label.clone(), s.clone())),
+                );
+            }
+            Err(why) => rows.push(Row::missing(label, &why.to_string())),
+        }
+    }
+    if opts.ceilings_only {
+        println!("{}", render_table(&rows));
+        println!("{}", render_details(&details));
+        return Ok(());
+    }
     if opts.net_only {
         progress("egress proxy");
         match net::rows(&sandy, &root) {
@@ -564,6 +595,8 @@ struct Options {
     /// `--no-net`.
     net: bool,
     net_only: bool,
+    /// Only the resource ceilings' row (`--ceilings-only`).
+    ceilings_only: bool,
     /// Where the scratch directory (and so every project) goes.
     dir: PathBuf,
 }
@@ -574,6 +607,7 @@ impl Options {
         let mut quick = false;
         let mut net = true;
         let mut net_only = false;
+        let mut ceilings_only = false;
         let mut baseline = std::env::var_os("SANDY_BASELINE_BIN").map(PathBuf::from);
         let mut dir = std::env::var_os("SANDY_BENCH_DIR").map(PathBuf::from);
         let mut args = std::env::args_os().skip(1);
@@ -582,6 +616,7 @@ impl Options {
                 Some("--quick") => quick = true,
                 Some("--no-net") => net = false,
                 Some("--net-only") => net_only = true,
+                Some("--ceilings-only") => ceilings_only = true,
                 Some("--sandy") => {
                     sandy = Some(PathBuf::from(args.next().ok_or("--sandy needs a path")?));
                 }
@@ -594,7 +629,8 @@ impl Options {
                 Some("-h" | "--help") => {
                     println!(
                         "usage: cargo run --release -p sandy-bench -- \
-                         [--quick] [--no-net | --net-only] [--sandy PATH] [--baseline PATH]\n\
+                         [--quick] [--no-net | --net-only | --ceilings-only] [--sandy PATH]\n\
+                         [--baseline PATH]\n\
                          [--dir DIR]\n\
                          Run `cargo build --release` first; see BENCHMARKS.md."
                     );
@@ -624,9 +660,109 @@ impl Options {
             quick,
             net,
             net_only,
+            ceilings_only,
             dir,
         })
     }
+}
+
+/// The kernel's part of the resource ceilings' start-up cost, without the rest of a
+/// launch: this program (`__ceilings without`) starting `true` and waiting for it, as
+/// Sandy's supervisor does its bootstrap (the reference), and the same (`__ceilings
+/// with`) with what Sandy does around it for the ceilings: the run's cgroup made in each
+/// hierarchy Sandy would use (cgroup v2, or the v1 `pids` and `memory` ones), its limits
+/// written (`pids.max`, the memory limit), the process moved into it before it starts
+/// `true`, and, after `true` has ended, the cgroup removed. Needs root.
+fn ceilings_variants(root: &Path) -> Res<Vec<Variant>> {
+    if !is_root() {
+        return Err("needs root (the cgroup is made where only root may)".into());
+    }
+    ceiling_places()?;
+    let me = std::env::current_exe()?;
+    Ok(vec![
+        Variant::bare(
+            "start `true`",
+            root,
+            [me.as_os_str(), "__ceilings".as_ref(), "without".as_ref()],
+        ),
+        Variant::bare(
+            "start `true` in a cgroup of its own",
+            root,
+            [me.as_os_str(), "__ceilings".as_ref(), "with".as_ref()],
+        ),
+    ])
+}
+
+/// Each hierarchy's directory where the benchmark's cgroup is made (this process's own
+/// cgroup there), with the limits written.
+type Places = Vec<(PathBuf, Vec<(&'static str, &'static str)>)>;
+
+fn ceiling_places() -> Res<Places> {
+    let own = std::fs::read_to_string("/proc/self/cgroup")?;
+    let own_path = |controller: &str| {
+        own.lines().find_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (_, list, path) = (parts.next()?, parts.next()?, parts.next()?);
+            let hit = if controller.is_empty() {
+                list.is_empty()
+            } else {
+                list.split(',').any(|x| x == controller)
+            };
+            hit.then(|| path.trim_start_matches('/').to_owned())
+        })
+    };
+    let v2 = Path::new("/sys/fs/cgroup");
+    let v2_has = std::fs::read_to_string(v2.join("cgroup.subtree_control"))
+        .is_ok_and(|c| c.contains("pids") && c.contains("memory"));
+    Ok(if v2_has {
+        vec![(
+            v2.to_path_buf(),
+            vec![("pids.max", "4096"), ("memory.max", "8589934592")],
+        )]
+    } else {
+        let pids = own_path("pids").ok_or("no pids cgroup")?;
+        let memory = own_path("memory").ok_or("no memory cgroup")?;
+        vec![
+            (v2.join("pids").join(pids), vec![("pids.max", "4096")]),
+            (
+                v2.join("memory").join(memory),
+                vec![("memory.limit_in_bytes", "8589934592")],
+            ),
+        ]
+    })
+}
+
+/// `__ceilings with|without`: one measured run of [`ceilings_variants`].
+fn ceilings_child(with: bool) -> Res<()> {
+    let places = if with { ceiling_places()? } else { Vec::new() };
+    let name = format!("sandy-bench-{}", std::process::id());
+    for (dir, limits) in &places {
+        let d = dir.join(&name);
+        std::fs::create_dir(&d)?;
+        for (file, value) in limits {
+            std::fs::write(d.join(file), value)?;
+        }
+        std::fs::write(d.join("cgroup.procs"), std::process::id().to_string())?;
+    }
+    let status = Command::new("true").status()?;
+    for (dir, _) in &places {
+        // Out again (into the cgroup it came from), then the cgroup removed.
+        std::fs::write(dir.join("cgroup.procs"), std::process::id().to_string())?;
+        std::fs::remove_dir(dir.join(&name))?;
+    }
+    if !status.success() {
+        return Err("`true` failed".into());
+    }
+    Ok(())
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find(|l| l.starts_with("Uid:"))
+            .and_then(|l| l.split_whitespace().nth(2))
+            == Some("0")
+    })
 }
 
 fn progress(what: &str) {

@@ -107,6 +107,30 @@ fn parse_pattern(text: &str) -> Result<sandy_net::Pattern, String> {
         .map_err(|e: sandy_net::PatternError| e.to_string())
 }
 
+fn parse_max_procs(text: &str) -> Result<u64, String> {
+    use sandy_policy::ceilings::{count_at_least, MIN_MAX_PROCS};
+    count_at_least(MIN_MAX_PROCS, text).map_err(|e| e.to_string())
+}
+
+fn parse_max_memory(text: &str) -> Result<u64, String> {
+    use sandy_policy::ceilings::{size_at_least, MIN_MAX_MEMORY};
+    size_at_least(MIN_MAX_MEMORY, text).map_err(|e| e.to_string())
+}
+
+fn parse_max_file_size(text: &str) -> Result<u64, String> {
+    use sandy_policy::ceilings::{size_at_least, MIN_MAX_FILE_SIZE};
+    size_at_least(MIN_MAX_FILE_SIZE, text).map_err(|e| e.to_string())
+}
+
+fn parse_max_tmp(text: &str) -> Result<u64, String> {
+    use sandy_policy::ceilings::{size_at_least, MIN_MAX_TMP};
+    size_at_least(MIN_MAX_TMP, text).map_err(|e| e.to_string())
+}
+
+fn parse_cpu(text: &str) -> Result<u64, String> {
+    sandy_policy::ceilings::parse_cpus(text).map_err(|e| e.to_string())
+}
+
 /// `sandy cache`.
 #[derive(Debug, Args)]
 pub struct CacheArgs {
@@ -219,6 +243,26 @@ pub struct RunArgs {
     /// (the agent profile's own model key passes).
     #[arg(long = "pass-env", value_name = "NAME")]
     pub pass_env: Vec<String>,
+    /// Most processes and threads the run may have at once (default 4096). A fork past
+    /// it fails with EAGAIN; Sandy names the ceiling after the run.
+    #[arg(long = "max-procs", value_name = "N", value_parser = parse_max_procs)]
+    pub max_procs: Option<u64>,
+    /// Most memory (with swap) the run may use, e.g. 4G (default: three quarters of the
+    /// machine's memory). Past it the kernel's OOM killer ends a process of the run.
+    #[arg(long = "max-memory", value_name = "SIZE", value_parser = parse_max_memory)]
+    pub max_memory: Option<u64>,
+    /// Largest file a process of the run may write, e.g. 1G (default 16G). A write past
+    /// it fails (EFBIG) and the process gets SIGXFSZ.
+    #[arg(long = "max-file-size", value_name = "SIZE", value_parser = parse_max_file_size)]
+    pub max_file_size: Option<u64>,
+    /// Size of each private temporary directory (/tmp, /var/tmp, /dev/shm), e.g. 2G
+    /// (default: half of the machine's memory; they are memory, counted in --max-memory).
+    /// A write past it fails with ENOSPC.
+    #[arg(long = "max-tmp", value_name = "SIZE", value_parser = parse_max_tmp)]
+    pub max_tmp: Option<u64>,
+    /// CPU share of the run, in CPUs, e.g. 1.5 (default: no ceiling).
+    #[arg(long = "cpu", value_name = "CPUS", value_parser = parse_cpu)]
+    pub cpu: Option<u64>,
     /// Print the fully resolved launch and run nothing.
     #[arg(long)]
     pub dry_run: bool,

@@ -73,6 +73,12 @@ impl Pending {
         }
     }
 
+    /// The bootstrap's pid (the supervisor moves it into the run's cgroup before the
+    /// launch).
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+
     /// Sends the bootstrap the manifest in its wire form (`encoded`, within its bound),
     /// then the sandbox's policy document that `document` renders meanwhile (the
     /// bootstrap decodes the manifest while it is rendered), each on a memory file: it

@@ -122,6 +122,7 @@ pub fn doctor(args: DoctorArgs) -> Result<u8, SandyError> {
         enforceable,
         block_net: block_net.is_ok(),
         checks,
+        ceilings: Ceilings::probe(),
     };
     let text = if args.json {
         let doc = report.json();
@@ -277,6 +278,43 @@ struct Report {
     enforceable: bool,
     block_net: bool,
     checks: Option<Vec<Check>>,
+    ceilings: Ceilings,
+}
+
+/// What holds the resource ceilings on this machine (not a layer: a run without a
+/// cgroup still gets the ceilings an rlimit or a tmpfs size holds).
+struct Ceilings {
+    available: sandy_policy::ceilings::Available,
+    detail: String,
+}
+
+impl Ceilings {
+    fn probe() -> Ceilings {
+        let offer = crate::ceilings::Offer::probe();
+        let uid = nix::unistd::getuid().as_raw();
+        Ceilings {
+            available: offer.available(uid),
+            detail: offer.describe(uid),
+        }
+    }
+
+    /// The mechanism of the process, memory and CPU ceilings, as the dry run names it.
+    fn mechanisms(&self) -> [(&'static str, sandy_policy::Mechanism); 3] {
+        use sandy_policy::Mechanism;
+        let a = &self.available;
+        [
+            (
+                "max_procs",
+                a.pids.unwrap_or(if a.nproc_rlimit {
+                    Mechanism::Rlimit
+                } else {
+                    Mechanism::None
+                }),
+            ),
+            ("max_memory", a.memory.unwrap_or(Mechanism::OomScoreOnly)),
+            ("cpu", a.cpu.unwrap_or(Mechanism::None)),
+        ]
+    }
 }
 
 impl Report {
@@ -338,6 +376,10 @@ impl Report {
                 last_fix = f.fix.as_ref();
             }
         }
+        s.push_str(&format!(
+            "  {:width$}  {}\n",
+            "ceilings", self.ceilings.detail
+        ));
         s.push_str(&format!("verdict: {}", self.verdict()));
         if let Some(checks) = &self.checks {
             s.push_str("\n\n");
@@ -371,6 +413,15 @@ impl Report {
             "block_net_available": self.block_net,
             "verdict": self.verdict(),
             "passed": self.passed(),
+            "ceilings": {
+                "mechanisms": self
+                    .ceilings
+                    .mechanisms()
+                    .iter()
+                    .map(|(k, m)| (k.to_string(), json!(m)))
+                    .collect::<serde_json::Map<String, Value>>(),
+                "detail": self.ceilings.detail,
+            },
         });
         if let (Some(checks), Some(obj)) = (&self.checks, doc.as_object_mut()) {
             obj.insert("selftest".to_owned(), selftest::render_json(checks));
@@ -411,6 +462,15 @@ mod tests {
             findings,
             enforceable,
             checks: None,
+            ceilings: Ceilings {
+                available: sandy_policy::ceilings::Available {
+                    pids: None,
+                    memory: None,
+                    cpu: None,
+                    nproc_rlimit: true,
+                },
+                detail: "ceilings detail".to_owned(),
+            },
         }
     }
 
@@ -446,5 +506,10 @@ mod tests {
             assert!(layers[0].get(key).is_some(), "{key}");
         }
         assert!(doc.get("selftest").is_none());
+        assert_eq!(doc["ceilings"]["mechanisms"]["max_procs"], "rlimit");
+        assert_eq!(
+            doc["ceilings"]["mechanisms"]["max_memory"],
+            "oom_score_only"
+        );
     }
 }

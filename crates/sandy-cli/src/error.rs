@@ -57,6 +57,9 @@ pub enum SandyError {
     /// the reason and the setup command (exit 125, the target never runs).
     #[error("{0}")]
     RuntimeControl(String),
+    /// A resource ceiling asked for explicitly that nothing on this machine holds.
+    #[error(transparent)]
+    Ceiling(#[from] sandy_policy::ceilings::Unenforceable),
     #[error("{step}: {source}")]
     Sys {
         step: &'static str,

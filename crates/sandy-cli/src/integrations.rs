@@ -27,6 +27,7 @@ pub fn status_request(
         numbat,
         profile: Some(agent.to_owned()),
         pass_env: Vec::new(),
+        ceilings: Default::default(),
         egress: sandy_policy::EgressRequest::default(),
     }
 }

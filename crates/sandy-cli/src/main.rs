@@ -18,6 +18,7 @@ mod agentstate;
 mod args;
 mod bootstrap;
 mod cache;
+mod ceilings;
 mod connects;
 mod doctor;
 mod egress;

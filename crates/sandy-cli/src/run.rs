@@ -65,6 +65,14 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         },
         profile: args.profile,
         pass_env: args.pass_env,
+        ceilings: sandy_policy::CeilingRequest {
+            max_procs: args.max_procs,
+            max_memory: args.max_memory,
+            max_file_size: args.max_file_size,
+            max_tmp: args.max_tmp,
+            cpu: args.cpu,
+            memory_total: crate::ceilings::memory_total(),
+        },
     };
 
     let kontext = if args.kontext {
@@ -89,6 +97,13 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let mut policy = resolve(&request, &host, &fs)?;
     drop(fs);
     crate::kontext::attach(&mut policy, &host, kontext)?;
+    // The run's cgroup, with its limits, and the bootstrap in it before it starts
+    // anything: every process of the run is counted there (`ceilings`). A ceiling asked
+    // for that nothing here holds refuses the run.
+    let cgroup = crate::ceilings::Offer::probe().make(&mut policy.ceilings, host.uid)?;
+    if let Some(cgroup) = &cgroup {
+        cgroup.adopt(pending.pid())?;
+    }
     announce(&policy);
     // A first launch: the agent's own absent state directories and files (placeholders
     // inside them need them).
@@ -191,6 +206,9 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         .collect();
     // The user's terminal as it is before the run, put back after it (`tty`).
     let terminal = crate::tty::Terminal::record();
+    // The run's private temporary directories, held from the target's start to say
+    // after the run whether one was full.
+    let mut tmp_watch = None;
     let status = spawn_and_wait(
         Launch {
             manifest: &manifest,
@@ -219,11 +237,22 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
                 });
             },
             // This run's filtered copies, which the sandbox's mounts now hold.
-            started: || views.release_bound(),
+            started: |target| {
+                views.release_bound();
+                tmp_watch = Some(crate::ceilings::TmpWatch::open(target));
+            },
         },
     );
     if let Some(terminal) = &terminal {
         terminal.restore();
+    }
+    // The ceilings the run reached: a full private directory, a file past its size.
+    let mut reached: Vec<String> = tmp_watch
+        .take()
+        .map(|w| w.lines(&policy.ceilings))
+        .unwrap_or_default();
+    if let Ok(code) = status {
+        reached.extend(crate::ceilings::file_size_line(code, &policy.ceilings));
     }
     proxy.report();
     // What the run put where a cache home keeps its configuration and programs.
@@ -260,6 +289,14 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // The bootstrap, killed at the run's end, whose exit tears the namespaces down
     // meanwhile: Sandy leaves no process of its own behind, not even one being reaped.
     reap_children();
+    // Once every process of the run is gone: what its cgroup counted, then the cgroup
+    // removed. One line per ceiling the run reached.
+    if let Some(cgroup) = cgroup {
+        reached.splice(0..0, cgroup.finish(&policy.ceilings));
+    }
+    for line in &reached {
+        say!("{line}");
+    }
     // Removed once no mount of the sandbox holds it: removing a directory that is still
     // a mount point in another namespace waits for the kernel to detach those mounts.
     drop(private_tmp);
@@ -339,6 +376,13 @@ fn dry_run(
 ) -> Result<u8, SandyError> {
     let mut policy = resolve(request, host, &HostFs)?;
     crate::kontext::attach(&mut policy, host, kontext)?;
+    // What would hold each ceiling; nothing is made.
+    let offer = crate::ceilings::Offer::probe();
+    policy
+        .ceilings
+        .enforce_with(&offer.available(host.uid))
+        .map_err(SandyError::Ceiling)?;
+    policy.ceilings.cgroup = offer.where_made();
     announce(&policy);
     let manifest = ValidatedManifest::new(LaunchManifest::from_policy(
         &policy,
@@ -416,7 +460,7 @@ fn spawn_and_wait<D>(
     proxy: &mut crate::egress::Proxy,
     waited: &SigSet,
     notifier: Notifier<'_>,
-    meanwhile: Meanwhile<impl FnOnce(), impl FnOnce()>,
+    meanwhile: Meanwhile<impl FnOnce(), impl FnOnce(Pid)>,
 ) -> Result<u8, SandyError>
 where
     D: FnOnce() -> Result<Option<Vec<u8>>, SandyError>,
@@ -507,7 +551,7 @@ where
         }
     };
 
-    (meanwhile.started)();
+    (meanwhile.started)(run.target);
     let status = wait_target(&mut run, waited);
     run.end(ports);
     drop(ours);
@@ -529,7 +573,7 @@ struct Notifier<'a> {
 
 /// What the supervisor does while the bootstrap builds the sandbox, and once the target
 /// has started.
-struct Meanwhile<W: FnOnce(), S: FnOnce()> {
+struct Meanwhile<W: FnOnce(), S: FnOnce(Pid)> {
     while_starting: W,
     started: S,
 }

@@ -66,6 +66,7 @@ pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
         numbat: false,
         profile: args.profile.clone(),
         pass_env: Vec::new(),
+        ceilings: Default::default(),
         egress: sandy_policy::EgressRequest {
             allow: args.allow_domain.clone(),
             deny: args.deny_domain.clone(),
@@ -405,6 +406,7 @@ mod inside {
                 .collect(),
             private_tmp: PathBuf::from("/tmp"),
             runtime_dir: None,
+            ceilings: sandy_policy::Ceilings::resolve(&Default::default()),
             notices: Vec::new(),
             views: doc
                 .views

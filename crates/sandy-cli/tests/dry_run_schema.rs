@@ -247,6 +247,20 @@ fn reference_document() -> Value {
                 "seccomp",
                 "close_descriptors"
             ]
+        },
+        "ceilings": {
+            "max_procs": {"value": 4096, "unit": "processes", "origin": "default",
+                          "mechanism": "cgroup_v2", "control": "pids.max", "flag": "--max-procs"},
+            "max_memory": {"value": 6_442_450_944u64, "unit": "bytes", "origin": "flag",
+                           "mechanism": "cgroup_v2", "control": "memory.max", "flag": "--max-memory"},
+            "max_file_size": {"value": 17_179_869_184u64, "unit": "bytes", "origin": "default",
+                              "mechanism": "rlimit", "control": "RLIMIT_FSIZE", "flag": "--max-file-size"},
+            "max_tmp": {"value": 4_294_967_296u64, "unit": "bytes", "origin": "default",
+                        "mechanism": "tmpfs", "control": "size", "flag": "--max-tmp"},
+            "cpu": {"value": 1500, "unit": "millicpus", "origin": "flag",
+                    "mechanism": "cgroup_v2", "control": "cpu.max", "flag": "--cpu"},
+            "oom_score_adj": 500,
+            "cgroup": "/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/app.slice/sandy-run-PID-XXXXXX"
         }
     })
 }

@@ -490,6 +490,8 @@ fn become_target(
     // A /proc of this PID namespace: the host's processes and their command lines are
     // not in it, and the Landlock rule for /proc (opened below) applies to it.
     namespaces_proc()?;
+    // The ceilings every process of the run inherits (rlimits, the OOM preference).
+    crate::limits::apply(&m.ceilings)?;
 
     // Signals: the supervisor ignores SIGINT and SIGQUIT while it waits; the target gets
     // the default action back (unless the caller itself ignored them), SIGPIPE's default

@@ -45,6 +45,12 @@ pub enum LinuxError {
     Signals { source: nix::Error },
     #[error("cannot enter the working directory {}: {source}", path.display())]
     Chdir { path: PathBuf, source: nix::Error },
+    /// A resource ceiling the target carries could not be set.
+    #[error("{step}: {source}")]
+    Ceiling {
+        step: &'static str,
+        source: nix::Error,
+    },
     #[error("cannot set no_new_privs: {source}")]
     NoNewPrivs { source: nix::Error },
     #[error("cannot drop capabilities: {reason}")]

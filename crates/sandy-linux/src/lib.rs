@@ -27,6 +27,7 @@ mod apply;
 pub mod diagnose;
 mod error;
 pub mod landlock;
+pub mod limits;
 pub mod namespaces;
 pub mod overlay;
 mod plan;

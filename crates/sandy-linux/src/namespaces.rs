@@ -48,10 +48,15 @@ pub enum ViewSource {
 /// Every mount the sandbox gets, as data. Applied in field order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MountPlan {
-    /// The host's private per-run directory, mounted at `/tmp`.
+    /// The host's private per-run directory, mounted at `/tmp` (with a tmpfs of
+    /// `tmp_size` on it, in the sandbox's mount namespace only: the host directory stays
+    /// empty).
     pub private_tmp: PathBuf,
     /// Empty private tmpfs mounts, with their mode.
     pub tmpfs: Vec<(PathBuf, u32)>,
+    /// The size of each private tmpfs (the private `/tmp` and those of `tmpfs`), in
+    /// bytes: the `--max-tmp` ceiling. A write past it fails with `ENOSPC`.
+    pub tmp_size: u64,
     /// Directories created inside those tmpfs mounts (the runtime directory), mode 0700.
     pub make_dirs: Vec<PathBuf>,
     /// A fresh sysfs at `/sys` for the private network namespace, so that the host's
@@ -324,6 +329,7 @@ pub fn mount_plan(manifest: &ValidatedManifest) -> MountPlan {
     MountPlan {
         private_tmp: m.private_tmp.as_path().to_path_buf(),
         tmpfs,
+        tmp_size: m.ceilings.tmp_size,
         make_dirs,
         fresh_sysfs: m.network == Network::BlockAll,
         private_terminals: true,
@@ -510,12 +516,18 @@ fn make_read_only(target: &Path) -> Result<(), LinuxError> {
         .map_err(mount_err("cannot make read-only", target))
 }
 
-fn tmpfs(target: &Path, mode: u32, read_only: bool) -> Result<(), LinuxError> {
+/// Mounts a tmpfs at `target`; `size`: its size in bytes (the kernel rounds it up to
+/// whole pages), `None` for the kernel's default (read-only masks, which hold nothing).
+fn tmpfs(target: &Path, mode: u32, read_only: bool, size: Option<u64>) -> Result<(), LinuxError> {
     let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     if read_only {
         flags |= MsFlags::MS_RDONLY | MsFlags::MS_NOEXEC;
     }
-    let options = CString::new(format!("mode={mode:o}")).map_err(|_| LinuxError::Nul)?;
+    let options = match size {
+        Some(size) => format!("mode={mode:o},size={size}"),
+        None => format!("mode={mode:o}"),
+    };
+    let options = CString::new(options).map_err(|_| LinuxError::Nul)?;
     mount(
         Some("tmpfs"),
         target,
@@ -620,6 +632,11 @@ pub fn apply(
     )
     .map_err(mount_err("cannot make private", root))?;
 
+    // The private /tmp is a tmpfs of the run's size (`--max-tmp`), mounted on the host's
+    // per-run directory in this namespace only: /tmp and the directory's own name
+    // (TMPDIR, a carried grant) both lead to it, and a run that fills it fills neither
+    // the host's disk nor more than its ceiling.
+    tmpfs(&plan.private_tmp, 0o700, false, Some(plan.tmp_size))?;
     // Hold what will be hidden before hiding it.
     let private_tmp = open_path(&plan.private_tmp)?;
     let mut carried = Vec::with_capacity(plan.carry.len());
@@ -644,7 +661,7 @@ pub fn apply(
     let mut own_mounts: Vec<&Path> = Vec::with_capacity(plan.tmpfs.len() + plan.carry.len() + 1);
     for (target, mode) in &plan.tmpfs {
         if target.is_dir() {
-            tmpfs(target, *mode, false)?;
+            tmpfs(target, *mode, false, Some(plan.tmp_size))?;
             own_mounts.push(target);
         }
     }
@@ -921,7 +938,7 @@ fn apply_protection(step: &ProtectionStep) -> Result<(), LinuxError> {
             let (fd, kind) = open_nofollow(path)?;
             match kind {
                 SFlag::S_IFLNK => Err(changed(path, "is now a symbolic link")),
-                SFlag::S_IFDIR => tmpfs(&fd_path(&fd), 0o555, true),
+                SFlag::S_IFDIR => tmpfs(&fd_path(&fd), 0o555, true, None),
                 _ => {
                     bind(&masked_file(), &fd_path(&fd))?;
                     make_read_only(path)
@@ -997,12 +1014,19 @@ mod tests {
             policy_document: None,
             overlays: vec![],
             reopened: vec![],
+            ceilings: sandy_policy::ManifestCeilings {
+                nproc: None,
+                file_size: 1 << 30,
+                tmp_size: 1 << 30,
+                oom_score_adj: 500,
+            },
         })
         .unwrap();
         assert_eq!(
             mount_plan(&manifest),
             MountPlan {
                 private_tmp: "/tmp/sandy-1".into(),
+                tmp_size: 1 << 30,
                 tmpfs: vec![
                     ("/var/tmp".into(), 0o1777),
                     ("/run".into(), 0o755),
@@ -1076,6 +1100,7 @@ mod tests {
         let plan = MountPlan {
             private_tmp: "/tmp/sandy-1".into(),
             tmpfs: vec![("/run".into(), 0o755)],
+            tmp_size: 1 << 30,
             make_dirs: vec![],
             fresh_sysfs: false,
             private_terminals: true,

@@ -98,6 +98,12 @@ mod tests {
             policy_document: None,
             overlays: vec![],
             reopened: vec![],
+            ceilings: sandy_policy::ManifestCeilings {
+                nproc: None,
+                file_size: 1 << 30,
+                tmp_size: 1 << 30,
+                oom_score_adj: 500,
+            },
         })
         .unwrap()
     }

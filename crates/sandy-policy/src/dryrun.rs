@@ -161,6 +161,83 @@ pub struct DryRunDocument {
     pub environment: DryRunEnvironment,
     pub runtime_controls: Vec<RuntimeControl>,
     pub enforcement: Enforcement,
+    /// The run's resource ceilings, each with what holds it on this machine.
+    pub ceilings: DryRunCeilings,
+}
+
+/// One resource ceiling in the dry run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DryRunCeiling {
+    pub value: u64,
+    /// `processes` (processes and threads), `bytes`, or `millicpus`.
+    pub unit: &'static str,
+    pub origin: crate::ceilings::CeilingOrigin,
+    pub mechanism: crate::ceilings::Mechanism,
+    /// The kernel's control behind the mechanism (`pids.max`, `RLIMIT_FSIZE`, ...), or
+    /// `null` when nothing holds the ceiling.
+    pub control: Option<&'static str>,
+    /// The flag that changes it.
+    pub flag: &'static str,
+}
+
+/// The run's resource ceilings (design section 3.8).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DryRunCeilings {
+    pub max_procs: DryRunCeiling,
+    pub max_memory: DryRunCeiling,
+    pub max_file_size: DryRunCeiling,
+    /// The size of each private temporary directory (`/tmp`, `/var/tmp`, `/dev/shm`).
+    pub max_tmp: DryRunCeiling,
+    /// `null`: no CPU ceiling.
+    pub cpu: Option<DryRunCeiling>,
+    /// Added to the OOM killer's score of every process of the run.
+    pub oom_score_adj: i32,
+    /// The run's cgroup (where it would be made, in a dry run), or `null`.
+    pub cgroup: Option<String>,
+}
+
+impl DryRunCeilings {
+    pub fn new(c: &crate::ceilings::Ceilings) -> Self {
+        use crate::ceilings::{Ceiling, Mechanism};
+        let one = |c: &Ceiling, unit, flag, control: fn(Mechanism) -> Option<&'static str>| {
+            DryRunCeiling {
+                value: c.value,
+                unit,
+                origin: c.origin,
+                mechanism: c.mechanism,
+                control: control(c.mechanism),
+                flag,
+            }
+        };
+        DryRunCeilings {
+            max_procs: one(&c.max_procs, "processes", "--max-procs", |m| match m {
+                Mechanism::CgroupV2 | Mechanism::CgroupV1 => Some("pids.max"),
+                Mechanism::Rlimit => Some("RLIMIT_NPROC"),
+                _ => None,
+            }),
+            max_memory: one(&c.max_memory, "bytes", "--max-memory", |m| match m {
+                Mechanism::CgroupV2 => Some("memory.max"),
+                Mechanism::CgroupV1 => Some("memory.limit_in_bytes"),
+                Mechanism::OomScoreOnly => Some("oom_score_adj"),
+                _ => None,
+            }),
+            max_file_size: one(&c.max_file_size, "bytes", "--max-file-size", |m| {
+                (m == Mechanism::Rlimit).then_some("RLIMIT_FSIZE")
+            }),
+            max_tmp: one(&c.max_tmp, "bytes", "--max-tmp", |m| {
+                (m == Mechanism::Tmpfs).then_some("size")
+            }),
+            cpu: c.cpu.as_ref().map(|cpu| {
+                one(cpu, "millicpus", "--cpu", |m| match m {
+                    Mechanism::CgroupV2 => Some("cpu.max"),
+                    Mechanism::CgroupV1 => Some("cpu.cfs_quota_us"),
+                    _ => None,
+                })
+            }),
+            oom_score_adj: c.oom_score_adj,
+            cgroup: c.cgroup.clone(),
+        }
+    }
 }
 
 /// The host's own services with the host's network (`sandy_net::local`).
@@ -369,6 +446,7 @@ impl DryRunDocument {
                 .flatten()
                 .collect(),
             },
+            ceilings: DryRunCeilings::new(&policy.ceilings),
         }
     }
 }

@@ -22,6 +22,7 @@
 #![forbid(unsafe_code)]
 
 pub mod caches;
+pub mod ceilings;
 mod chain;
 mod dryrun;
 mod egress;
@@ -47,6 +48,7 @@ pub mod summary;
 pub mod text;
 pub mod why;
 
+pub use ceilings::{Ceiling, CeilingOrigin, CeilingRequest, Ceilings, ManifestCeilings, Mechanism};
 pub use chain::{chain, Chain, ChainError, Pin, MAX_SYMLINKS};
 pub use dryrun::{DryRunDocument, DRY_RUN_SCHEMA_VERSION};
 pub use egress::{base_url_pattern, Egress, EgressRequest, DEFAULT_PROXY_PORT};

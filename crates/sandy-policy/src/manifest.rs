@@ -11,7 +11,7 @@ use crate::osbytes::OsBytes;
 use crate::policy::{Access, Network, ProtectionKind, ResolvedPolicy, Scope};
 
 /// The only manifest schema this build reads or writes.
-pub const MANIFEST_SCHEMA_VERSION: u32 = 2;
+pub const MANIFEST_SCHEMA_VERSION: u32 = 3;
 /// Checked before parsing: a larger manifest is rejected unread.
 pub const MAX_MANIFEST_BYTES: usize = 1024 * 1024;
 /// The bound of the sandbox's policy document, in the manifest or beside it.
@@ -133,6 +133,9 @@ pub struct LaunchManifest {
     /// writable again on top of it.
     #[serde(default)]
     pub reopened: Vec<OsBytes>,
+    /// The ceilings the bootstrap applies: rlimits, the OOM preference, the size of the
+    /// private tmpfs mounts (required: a manifest without them is refused).
+    pub ceilings: crate::ceilings::ManifestCeilings,
 }
 
 impl LaunchManifest {
@@ -198,6 +201,7 @@ impl LaunchManifest {
                 })
                 .collect(),
             reopened: policy.reopened.iter().map(|p| p.as_path().into()).collect(),
+            ceilings: (&policy.ceilings).into(),
         }
     }
 }
@@ -381,6 +385,13 @@ fn validate(m: &LaunchManifest) -> Result<(), ManifestError> {
     {
         return Err(invalid("a relayed name server is not a unicast address"));
     }
+    let c = &m.ceilings;
+    if c.nproc == Some(0) || c.file_size == 0 || c.tmp_size == 0 {
+        return Err(invalid("a resource ceiling of zero"));
+    }
+    if !(-1000..=1000).contains(&c.oom_score_adj) {
+        return Err(invalid("an oom_score_adj outside -1000..=1000"));
+    }
     if !m.local_ports.is_empty() && m.network != Network::BlockAll {
         return Err(invalid("local ports are granted without a blocked network"));
     }
@@ -490,6 +501,12 @@ mod tests {
             policy_document: None,
             overlays: vec![],
             reopened: vec![],
+            ceilings: crate::ceilings::ManifestCeilings {
+                nproc: None,
+                file_size: 1 << 30,
+                tmp_size: 1 << 30,
+                oom_score_adj: 500,
+            },
         }
     }
 
@@ -534,7 +551,7 @@ mod tests {
         assert!(matches!(
             ValidatedManifest::decode(&bytes).unwrap_err(),
             ManifestError::UnsupportedSchema {
-                found: 3,
+                found: 4,
                 expected: MANIFEST_SCHEMA_VERSION
             }
         ));
@@ -542,6 +559,22 @@ mod tests {
             ValidatedManifest::decode(b"not json").unwrap_err(),
             ManifestError::Malformed { .. }
         ));
+    }
+
+    /// A manifest without ceilings, or with a ceiling of zero, is refused: the bootstrap
+    /// never starts a run without them.
+    #[test]
+    fn ceilings_are_required_and_checked() {
+        let mut json: serde_json::Value = serde_json::to_value(sample()).unwrap();
+        json.as_object_mut().unwrap().remove("ceilings");
+        let err = ValidatedManifest::decode(json.to_string().as_bytes()).unwrap_err();
+        assert!(matches!(err, ManifestError::Malformed { .. }), "{err}");
+        let mut m = sample();
+        m.ceilings.tmp_size = 0;
+        assert!(ValidatedManifest::new(m).is_err());
+        let mut m = sample();
+        m.ceilings.oom_score_adj = 1001;
+        assert!(ValidatedManifest::new(m).is_err());
     }
 
     /// The policy document sent beside the wire form is held to the bound it has inside

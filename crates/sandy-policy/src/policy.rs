@@ -303,6 +303,9 @@ pub struct ResolvedPolicy {
     pub private_tmp: PathBuf,
     /// The caller's `XDG_RUNTIME_DIR`, replaced by an empty private directory inside.
     pub runtime_dir: Option<PathBuf>,
+    /// The run's resource ceilings; what holds each is recorded by the supervisor
+    /// ([`crate::ceilings::Ceilings::enforce_with`]) before launch.
+    pub ceilings: crate::ceilings::Ceilings,
     /// Messages for the user before launch (a profile's notice).
     pub notices: Vec<String>,
     /// Files replaced inside by a filtered or private copy prepared before launch.

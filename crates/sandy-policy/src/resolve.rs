@@ -40,6 +40,8 @@ pub struct RunRequest {
     pub profile: Option<String>,
     /// `--pass-env NAME`: variables that look like credentials, kept on purpose.
     pub pass_env: Vec<String>,
+    /// `--max-procs`, `--max-memory`, `--max-file-size`, `--max-tmp`, `--cpu`.
+    pub ceilings: crate::ceilings::CeilingRequest,
 }
 
 /// Environment variables removed from the target's environment: agent and bus sockets
@@ -635,6 +637,7 @@ pub fn resolve(
             detected,
         },
         private_tmp: request.private_tmp.clone(),
+        ceilings: crate::ceilings::Ceilings::resolve(&request.ceilings),
         runtime_dir,
         notices,
         views,

@@ -162,6 +162,7 @@ fn request(cmd: &[&str]) -> RunRequest {
         egress: Default::default(),
         profile: None,
         pass_env: vec![],
+        ceilings: Default::default(),
     }
 }
 
@@ -280,6 +281,7 @@ fn plain_run_resolves_to_the_default_policy() {
         },
         private_tmp: "/tmp/sandy-1".into(),
         runtime_dir: None,
+        ceilings: crate::ceilings::Ceilings::resolve(&Default::default()),
         notices: vec![],
         views: vec![],
         created_at_launch: vec![],
