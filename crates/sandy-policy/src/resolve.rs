@@ -123,6 +123,9 @@ const BROAD_HOME_DIRS: &[&str] = &[".local", ".local/share", ".local/lib", ".con
 /// How many entries of one `PATH` directory are examined for symlinks into packages.
 const MAX_PATH_DIR_ENTRIES: usize = 4096;
 
+/// Where the cgroups live: never writable through a grant.
+pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+
 /// Why Sandy's own directories are masked (the dry run, `sandy why`).
 pub const OWN_MASK_REASON: &str =
     "Sandy's own cache, state or per-run directories: no sandboxed run may reach them";
@@ -784,6 +787,18 @@ impl Ctx<'_> {
         access: Access,
         path: &Path,
     ) -> Result<(), ResolveError> {
+        // The cgroups that hold the run's resource ceilings: writable, a run could raise
+        // its own ceilings (a delegated cgroup belongs to the user). Reading them stays
+        // possible (runtimes read their memory limit there).
+        let cgroups = Path::new(CGROUP_ROOT);
+        if access == Access::ReadWrite && (path.starts_with(cgroups) || cgroups.starts_with(path)) {
+            return Err(ResolveError::OwnGrant {
+                flag,
+                path: path.to_path_buf(),
+                own: cgroups.to_path_buf(),
+                what: "cgroups, which hold the run's resource ceilings,",
+            });
+        }
         for (own, what) in self.own {
             let inside = path.starts_with(own);
             let covering = own.starts_with(path) && access == Access::ReadWrite;

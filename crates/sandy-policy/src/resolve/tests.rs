@@ -1895,3 +1895,37 @@ fn an_absent_agent_root_is_looked_at_once() {
         assert_eq!(below, 2, "{root}");
     }
 }
+
+/// A writable grant of the cgroups (or of a directory holding them) is refused: a run
+/// could raise its own resource ceilings there. Reading them is allowed.
+#[test]
+fn the_cgroups_are_never_writable_through_a_grant() {
+    let h = host("/usr/bin");
+    let fs = base_fs()
+        .dir("/sys")
+        .dir("/sys/fs")
+        .dir("/sys/fs/cgroup")
+        .dir("/sys/fs/cgroup/user.slice")
+        .dir("/sys/fs/cgroup/user.slice/x");
+    for path in [
+        "/sys/fs/cgroup",
+        "/sys/fs/cgroup/user.slice/x",
+        "/sys",
+        "/sys/fs",
+    ] {
+        let mut r = request(&["true"]);
+        r.read_write = vec![path.into()];
+        let err = resolve(&r, &h, &fs).unwrap_err();
+        assert!(
+            matches!(err, ResolveError::OwnGrant { .. }),
+            "{path}: {err:?}"
+        );
+        assert!(err.to_string().contains("resource ceilings"), "{err}");
+    }
+    let mut r = request(&["true"]);
+    r.read = vec!["/sys/fs/cgroup".into()];
+    assert!(!matches!(
+        resolve(&r, &h, &fs),
+        Err(ResolveError::OwnGrant { .. })
+    ));
+}
