@@ -422,7 +422,23 @@ pub fn scan(
     if let Some(dir) = records.iter().flat_map(|r| r.unlisted()).next() {
         return Err(GitScanError::Unlisted { dir: dir.clone() });
     }
-    let mut facts = describe(roots, dotgits, home, env)?;
+    // Git's answer, remembered while nothing it depends on changed (`gitmemo`).
+    let path_var = env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_os_str());
+    let program = find_git(path_var);
+    let key = crate::gitmemo::key(roots, &dotgits, home, env, program.as_deref());
+    let mut facts = match crate::gitmemo::recall(home, env, roots, &key) {
+        Some(facts) => facts,
+        None => {
+            let started = std::time::SystemTime::now();
+            let facts = describe(roots, dotgits.clone(), home, env)?;
+            crate::gitmemo::remember(home, env, roots, &dotgits, &key, &facts, started);
+            facts
+        }
+    };
     facts.agent_dirs = records
         .iter()
         .flat_map(|r| r.agent_dirs())

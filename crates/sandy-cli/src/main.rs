@@ -24,6 +24,7 @@ mod doctor;
 mod egress;
 mod error;
 mod explain;
+mod gitmemo;
 mod gitscan;
 mod host;
 mod hostfs;

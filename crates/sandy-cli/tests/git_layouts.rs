@@ -1823,3 +1823,53 @@ fn an_absent_hooks_path_directory_created_inside_is_named_and_restore_moves_it_a
         assert!(!marker.exists(), "the planted hook ran after restore");
     });
 }
+
+// ---------------------------------------------------------------------------------------
+// Issue 38: git's answers remembered between launches
+// ---------------------------------------------------------------------------------------
+
+/// A settled repository is described once and its answer remembered (in Sandy's state);
+/// the next launch uses it and still protects the repository's configuration and hooks.
+/// An include added afterwards to the global configuration (a changed input) makes the
+/// memo unusable: git is asked again, and the included file is protected at once.
+#[test]
+fn a_remembered_answer_keeps_protecting_and_a_changed_configuration_is_asked_again() {
+    for_each_user(|w| {
+        init_repo(w, &w.project);
+        w.chown_all();
+        // Every input must be older than the memo's margin to be remembered.
+        std::thread::sleep(Duration::from_millis(2600));
+        let o = sandy_sh(w, &[], "true", &[]);
+        assert_code(&o, 0, "first launch");
+        let memos = || {
+            std::fs::read_dir(w.home.join(".local/state/sandy/git"))
+                .map(|d| d.count())
+                .unwrap_or(0)
+        };
+        assert_eq!(memos(), 1, "git's answer was not remembered");
+
+        // Launched with the memo: the configuration and the hooks stay protected.
+        let marker = w.root.join("pwned-memo-config");
+        let config = w.project.join(".git/config");
+        let o = sandy_sh(w, &[], &plant_file(&config, &fsmonitor(&marker)), &[]);
+        judge_config(w, &o, &w.project, &config, &marker, &[]);
+        // The control appended to the config on the host: put it back as it was.
+        git_ok(w, &w.project, &["config", "--unset", "core.fsmonitor"]);
+        let marker = w.root.join("pwned-memo-hook");
+        let hooks = w.project.join(".git/hooks");
+        let o = sandy_sh(w, &[], &plant_hook(&hooks, &marker), &[]);
+        judge_hook(w, &o, &w.project, &hooks, &marker, &[]);
+
+        // An include added to the global configuration: asked again, protected at once.
+        append(
+            &w.home.join(".gitconfig"),
+            "[include]\n\tpath = ~/project/late.inc\n",
+        );
+        append(&w.project.join("late.inc"), "[user]\n\tname = late\n");
+        w.chown_all();
+        let marker = w.root.join("pwned-memo-late");
+        let late = w.project.join("late.inc");
+        let o = sandy_sh(w, &[], &plant_file(&late, &fsmonitor(&marker)), &[]);
+        judge_config(w, &o, &w.project, &late, &marker, &[]);
+    });
+}

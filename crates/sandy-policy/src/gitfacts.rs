@@ -8,7 +8,9 @@
 use std::path::PathBuf;
 
 /// Which kind of git directory a [`GitDir`] is (gitrepository-layout(5)).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub enum GitDirKind {
     /// A repository's own (common) git directory: `.git`, a submodule's
     /// `.git/modules/<name>`, a bare repository. It holds `config`, `hooks/`, `objects/`.
@@ -19,7 +21,9 @@ pub enum GitDirKind {
 }
 
 /// One git directory, named the way git reaches it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct GitDir {
     /// Absolute and lexically normalized; a name, not necessarily a canonical path.
     pub path: PathBuf,
@@ -27,7 +31,7 @@ pub struct GitDir {
 }
 
 /// Everything the supervisor found about git for the directories a run can write.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct GitFacts {
     /// The directories that were scanned (the project and the top of each writable
     /// directory grant).
