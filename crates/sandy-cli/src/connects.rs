@@ -121,16 +121,9 @@ impl Gate {
         let let_through = || {
             let _ = notify::continue_call(listener.as_fd(), notif.id);
         };
-        // The caller's socket, through a descriptor of its process opened while the call
-        // is known to be its own (the pid was not reused).
-        let Some(pid) = i32::try_from(notif.pid)
-            .ok()
-            .and_then(rustix::process::Pid::from_raw)
-        else {
-            return let_through();
-        };
-        let Ok(pidfd) = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
-        else {
+        // The caller's socket, through a descriptor of the calling thread opened while
+        // the call is known to be its own (the id was not reused).
+        let Some(pidfd) = caller_pidfd(notif.pid) else {
             return let_through();
         };
         if !notify::still_valid(listener.as_fd(), notif.id) {
@@ -202,6 +195,37 @@ impl Gate {
             answer_error(Errno::EAGAIN);
         }
     }
+}
+
+/// `PIDFD_THREAD` (Linux 6.9): a pidfd for one thread, not only a thread group's leader.
+const PIDFD_THREAD: u32 = nix::libc::O_EXCL as u32;
+
+/// A pidfd through which the calling thread `tid`'s descriptor table is reached: the
+/// thread's own (Linux 6.9), or before that its thread group leader's, when the two share
+/// one descriptor table (`kcmp`). `None` otherwise: the call is then left to the kernel,
+/// where Landlock refuses a TCP connect.
+fn caller_pidfd(tid: u32) -> Option<OwnedFd> {
+    use rustix::process::{pidfd_open, Pid, PidfdFlags};
+    let raw = i32::try_from(tid).ok()?;
+    let pid = Pid::from_raw(raw)?;
+    if let Ok(fd) = pidfd_open(pid, PidfdFlags::from_bits_retain(PIDFD_THREAD)) {
+        return Some(fd);
+    }
+    let tgid = thread_group(raw)?;
+    if tgid != raw && !sandy_linux::sys::same_descriptor_table(raw, tgid) {
+        return None;
+    }
+    pidfd_open(Pid::from_raw(tgid)?, PidfdFlags::empty()).ok()
+}
+
+/// The thread group (process) of thread `tid`, from `/proc/TID/status`.
+#[allow(clippy::disallowed_methods)] // procfs, which no run writes
+fn thread_group(tid: i32) -> Option<i32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// Connects `socket` to `address` and answers the call with the outcome.

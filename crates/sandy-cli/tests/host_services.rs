@@ -47,13 +47,13 @@ threading.Event().wait(120)
 /// Inside: one attempt per destination; prints the outcome of each (`ok` or the errno
 /// name) as JSON.
 const PROBE: &str = r#"
-import errno, json, socket, sys
+import errno, json, socket, sys, threading
 specs = json.loads(sys.argv[1])
 out = {}
-for name, kind, host, port in specs:
+def attempt(name, kind, host, port):
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        if kind == "tcp":
+        if kind.startswith("tcp"):
             s = socket.socket(family, socket.SOCK_STREAM); s.settimeout(3)
             s.connect((host, port)); s.close()
         else:
@@ -62,6 +62,11 @@ for name, kind, host, port in specs:
         out[name] = "ok"
     except OSError as e:
         out[name] = errno.errorcode.get(e.errno, str(e.errno))
+for name, kind, host, port in specs:
+    if kind == "tcp_thread":
+        t = threading.Thread(target=attempt, args=(name, kind, host, port)); t.start(); t.join()
+    else:
+        attempt(name, kind, host, port)
 print(json.dumps(out), flush=True)
 "#;
 
@@ -174,17 +179,21 @@ fn the_hosts_own_services_are_closed_and_a_granted_port_opens_only_itself() {
         let specs = serde_json::json!([
             ["lo", "tcp", "127.0.0.1", host.lo],
             ["mapped", "tcp", "::ffff:127.0.0.1", host.lo],
+            ["thread", "tcp_thread", "127.0.0.1", host.lo],
             ["other", "tcp", "127.0.0.1", host.any],
+            ["other_thread", "tcp_thread", "127.0.0.1", host.any],
         ]);
         let (granted, o) = probe(w, &["--allow-local-port", &lo], &specs);
         assert_eq!(granted["lo"], "ok", "{granted}\n{}", stderr(&o));
         assert_eq!(granted["mapped"], "ok", "{granted}");
+        assert_eq!(granted["thread"], "ok", "{granted}");
         assert_eq!(granted["other"], "EACCES", "{granted}");
+        assert_eq!(granted["other_thread"], "EACCES", "{granted}");
         assert!(wait_for(5, || host
             .heard()
             .matches("tcp 127.0.0.1")
             .count()
-            == 2));
+            == 3));
         assert!(!host.heard().contains("tcp 0.0.0.0"), "{}", host.heard());
     });
 }
