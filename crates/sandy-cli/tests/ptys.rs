@@ -174,3 +174,49 @@ fn tmux_runs_inside() {
         assert!(out.contains("tmux-pane-ran"), "{out}\n{}", stderr(&o));
     });
 }
+
+/// The inherited terminal can be reopened by the name `tty` gives it (issue 41, item 7):
+/// `echo > $(tty)` works, as `GPG_TTY=$(tty)` and tools that reopen their terminal need,
+/// and no write is reported refused after the run; terminal injection through that name
+/// stays refused.
+#[test]
+fn the_inherited_terminal_is_reopened_by_its_name() {
+    for_each_user(|w| {
+        let harness = helper(w, "pty_run.py");
+        let script = format!(
+            "name=$(tty); echo \"name=$name\"\n\
+             echo via-its-name > \"$name\"; echo \"reopened=$?\"\n\
+             {PYTHON} -c 'import fcntl,os,sys,termios\n\
+fd=os.open(sys.argv[1], os.O_RDWR)\n\
+try:\n    fcntl.ioctl(fd, termios.TIOCSTI, b\"x\"); print(\"sti=allowed\")\n\
+except OSError as e:\n    print(\"sti=%d\" % e.errno)' \"$name\"\n"
+        );
+        let mut cmd = w.host(PYTHON);
+        cmd.args([harness.as_str(), "--"])
+            .arg(sandy_bin())
+            .args(["run", "--", "/bin/sh", "-c", &script]);
+        let o = run_timeout(cmd, 60);
+        assert_code(&o, 0, "sandy under a pty");
+        let out = stdout(&o).replace('\r', "");
+        assert!(out.contains("name=/dev/"), "{out}");
+        assert_field(&out, "reopened", "0");
+        assert!(out.contains("via-its-name"), "{out}");
+        // EPERM: the floor refuses the request whatever the terminal's name.
+        assert_field(&out, "sti", "1");
+        assert!(!out.contains("refused"), "{out}");
+    });
+}
+
+/// Without an inherited terminal nothing is bound at /dev/console, and the host's own
+/// console stays out of reach (no write, as root too).
+#[test]
+fn without_a_terminal_the_hosts_console_stays_unwritable() {
+    for_each_user(|w| {
+        let o = w.sh(
+            &[],
+            "echo x > /dev/console 2>/dev/null; echo \"console=$?\"\n",
+        );
+        assert_code(&o, 0, "console write without a terminal");
+        assert_field(&stdout(&o), "console", "2");
+    });
+}

@@ -180,7 +180,7 @@ fn launch_inner(
         }) => (support, Some(made), premounted, bounding_dropped),
         None => (probe(), None, crate::overlay::Premounted::default(), false),
     };
-    let plan = plan::plan(manifest, &support).map_err(LinuxError::from)?;
+    let mut plan = plan::plan(manifest, &support).map_err(LinuxError::from)?;
     let program = cstring(&m.program)?;
     // With the host's network, the run still gets a private network namespace (so that
     // nothing inside lists the host's sockets in /proc/net), and the supervisor creates
@@ -236,7 +236,12 @@ fn launch_inner(
         step: "cannot make the bootstrap non-dumpable",
         source,
     })?;
-    namespaces::apply(&plan.mounts, &mut premounted)?;
+    // The inherited terminal, bound onto /dev/console, can be reopened there (`tty`
+    // names it; GPG_TTY and tools that reopen their terminal work). Its dangerous
+    // requests stay refused by the seccomp floor whatever the name.
+    if namespaces::apply(&plan.mounts, &mut premounted)? {
+        plan.landlock_rules.push(landlock::console_rule());
+    }
     // The egress proxy's listener travels with the local-port listeners (made in the
     // run's network namespace).
     let handed: Vec<u16> = m.local_ports.iter().copied().chain(m.proxy_port).collect();

@@ -85,6 +85,17 @@ pub fn terminal_rules() -> Vec<PathRule> {
     ]
 }
 
+/// The rule for the inherited terminal where the mount layer shows it, `/dev/console`
+/// (a bind of the user's own pty, made only when the run inherited one): read, write and
+/// terminal ioctls, as on `/dev/pts`.
+pub fn console_rule() -> PathRule {
+    PathRule {
+        path: PathBuf::from("/dev/console"),
+        access: AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev,
+        scope: Scope::Exact,
+    }
+}
+
 /// Builds the ruleset and restricts the calling thread (and all its future children).
 /// With `refuse_tcp_connect`, the ruleset also handles TCP connects and grants none: the
 /// sandbox connects no TCP socket itself (the supervisor does, for the host's network).

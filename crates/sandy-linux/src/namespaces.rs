@@ -618,10 +618,12 @@ fn write_policy_document(document: &str) -> Result<(), LinuxError> {
 /// Performs the mount plan inside the new namespaces, with the cache overlays mounted
 /// ahead where they can be used ([`crate::overlay::mount_all`]). Nothing here is visible
 /// outside.
+/// Whether the inherited terminal was bound onto `/dev/console` (then reopenable there,
+/// with the rule [`crate::landlock::console_rule`]).
 pub fn apply(
     plan: &MountPlan,
     premounted: &mut crate::overlay::Premounted,
-) -> Result<(), LinuxError> {
+) -> Result<bool, LinuxError> {
     let root = Path::new("/");
     mount(
         None::<&str>,
@@ -770,9 +772,11 @@ pub fn apply(
             .map_err(mount_err("cannot make writable", path))?;
     }
 
-    if plan.private_terminals {
-        private_terminals()?;
-    }
+    let console = if plan.private_terminals {
+        private_terminals()?
+    } else {
+        false
+    };
 
     // Protections: computed now, in this namespace's view (the private directories are
     // in place), and applied with every component checked again without following links.
@@ -780,7 +784,7 @@ pub fn apply(
     for step in &steps {
         apply_protection(step)?;
     }
-    Ok(())
+    Ok(console)
 }
 
 /// Where new terminals are made, and the inherited one is shown.
@@ -821,10 +825,10 @@ fn hold_inherited_terminal() -> Option<OwnedFd> {
 /// keeps working through its open descriptors and `/dev/tty`; it is bound onto
 /// `/dev/console` so that glibc's `ttyname`, which scans `/dev` when the name it read is
 /// not the same terminal, still names it.
-fn private_terminals() -> Result<(), LinuxError> {
+fn private_terminals() -> Result<bool, LinuxError> {
     let pts = Path::new(DEV_PTS);
     if !pts.is_dir() {
-        return Ok(());
+        return Ok(false);
     }
     let held = hold_inherited_terminal();
     mount(
@@ -844,9 +848,10 @@ fn private_terminals() -> Result<(), LinuxError> {
     if let Some(held) = held {
         if std::fs::symlink_metadata(console).is_ok_and(|m| !m.file_type().is_symlink()) {
             bind(&fd_path(&held), console)?;
+            return Ok(true);
         }
     }
-    Ok(())
+    Ok(false)
 }
 
 /// The type of the object at `path` itself (a final symlink not followed), with a
