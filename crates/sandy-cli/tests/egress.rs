@@ -1302,7 +1302,7 @@ fn bad_network_flags_are_usage_errors_that_run_nothing() {
             (&["--allow-domain", "10.0.0.0/40"], "CIDR"),
             (&["--net", "everything"], "invalid value"),
             (&["--net-log", "/dev/null"], "--block-net"),
-            (&["--allow-local-port", "8080"], "--block-net"),
+            (&["--allow-local-port", "0"], "1..=65535"),
         ] {
             let mut args = vec!["run"];
             args.extend_from_slice(flags);
