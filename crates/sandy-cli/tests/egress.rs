@@ -231,8 +231,10 @@ echo host_listeners=$(ss -Hltn | grep -c ':{PROXY_PORT} ')
 ",
             other = setpriv_prefix(second.0, second.1),
         );
+        // -v: the allowed destinations are in the summary too.
         let (out, err) = net.run(
             &[
+                "-v",
                 "--allow-domain",
                 "api.stand-in.test",
                 "--allow-domain",
