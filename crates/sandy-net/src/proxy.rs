@@ -1502,7 +1502,7 @@ mod tests {
             out.contains(&format!(
                 "X-Sandy-Denied: 127.0.0.1:{other}; 127.0.0.1:{other} is a loopback address, \
                  refused unless a rule names it (see \"Local, private and metadata \
-                 addresses\" in Sandy's README)"
+                 addresses\" in Sandy's docs/network.md)"
             )),
             "{out}"
         );
