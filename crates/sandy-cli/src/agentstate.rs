@@ -141,7 +141,11 @@ pub fn create_at_launch(policy: &ResolvedPolicy) -> Result<Created, SandyError> 
         .map(|p| Shown(p).to_string())
         .collect();
     if !names.is_empty() {
-        say!(
+        tell!(
+            format!(
+                "first launch: created {} (empty, yours only)",
+                names.join(", ")
+            ),
             "first launch of the '{}' profile: created {} (empty, yours only)",
             policy.profile.name,
             names.join(", ")
@@ -311,9 +315,16 @@ fn report(path: &Path, applied: &[KeyPath], dropped: &[KeyPath]) {
         return;
     }
     let names: Vec<String> = dropped.iter().map(|k| display(k)).collect();
-    say!(
-        "{}: dropped the run's changes to {} (they could make a later launch run code, \
-         or Sandy does not know them); kept {} allowed change(s)",
+    // Without -v, every name still: a planted hook or server is named either way.
+    tell!(
+        format!(
+            "not kept: the run's changes to {} in {} (agent settings Sandy does not keep)",
+            names.join(", "),
+            Shown(path)
+        ),
+        "{}: not kept: the run's changes to {}: settings the agent changed in its state \
+         that Sandy does not carry over to later launches (Sandy does not know them, or \
+         they could make a later launch run code); kept {} known setting(s)",
         Shown(path),
         names.join(", "),
         applied.len()

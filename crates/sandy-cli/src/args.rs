@@ -98,7 +98,8 @@ pub enum Command {
 /// `--net MODE`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum NetMode {
-    /// The agent profile's own endpoints only.
+    /// The agent's model API, login and service hosts; not its telemetry, update,
+    /// plugin or notice hosts.
     Agent,
 }
 
@@ -271,6 +272,11 @@ pub struct RunArgs {
     /// `full` (every path), or `off` (no observer at all).
     #[arg(long, value_enum, value_name = "MODE", default_value_t = ExplainMode::Summary)]
     pub explain: ExplainMode,
+    /// Print the run's full report on stderr: the detected profile, every destination
+    /// the network allowed, each cache layer made, each agent setting not kept. Without
+    /// it, those fold into one line; refusals, warnings and questions print either way.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
     /// The dry run's form: the versioned JSON document, or a short summary for people.
     #[arg(long, value_enum, default_value_t = DryRunFormat::Json, requires = "dry_run")]
     pub format: DryRunFormat,

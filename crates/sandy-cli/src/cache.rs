@@ -148,7 +148,8 @@ pub fn prepare_layers(
             layer
                 .replace("origin", &origin, 0o600, None)
                 .map_err(fail("cannot record which cache this layer covers:"))?;
-            say!(
+            tell!(
+                "new copy-on-write layer for your package caches (sandy cache lists them)",
                 "{} is copy-on-write inside; the sandbox's changes are kept in {} \
                  (sandy cache --clear removes them)",
                 Shown(&cache.path),

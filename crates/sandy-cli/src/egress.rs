@@ -118,12 +118,25 @@ impl Proxy {
     }
 
     /// After the run: waits briefly for the last connections to be logged, then prints
-    /// the summary (allowed destinations with counts, refused ones with the flag that
-    /// would allow each).
+    /// the summary: the allowed destinations with counts (routine: folded without -v),
+    /// and every refused or failed one (the refused with the flag that would allow each).
     pub fn report(&self) {
         let Some(handle) = &self.running else { return };
         handle.finish(LOG_GRACE);
-        for line in handle.summary() {
+        let summary = handle.summary();
+        if let Some(allowed) = &summary.allowed {
+            tell!(
+                format!(
+                    "network: {} request{} to {} allowed destination{}",
+                    summary.requests,
+                    if summary.requests == 1 { "" } else { "s" },
+                    summary.hosts,
+                    if summary.hosts == 1 { "" } else { "s" }
+                ),
+                "{allowed}"
+            );
+        }
+        for line in &summary.attention {
             say!("{line}");
         }
     }

@@ -34,6 +34,8 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     if inside_sandy() {
         return Err(SandyError::Nested);
     }
+    // The dry run has no run to fold its routine lines after: it prints them whole.
+    crate::say::set_verbose(args.verbose || args.dry_run);
     // The bootstrap is forked at once and makes the run's namespaces while the policy is
     // resolved (a network namespace alone costs the kernel about a millisecond); it
     // gets the manifest once the policy is known. A dry run launches nothing.
@@ -297,6 +299,8 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     for line in &reached {
         say!("{line}");
     }
+    // The routine lines not printed (without -v), in one.
+    crate::say::fold();
     // Removed once no mount of the sandbox holds it: removing a directory that is still
     // a mount point in another namespace waits for the kernel to detach those mounts.
     drop(private_tmp);
@@ -419,10 +423,12 @@ fn print_document(json: &str) -> Result<u8, SandyError> {
     }
 }
 
-/// One stderr line for a detected profile, and the profile's notices.
+/// One stderr line for a detected profile (routine: folded without -v), the profile's
+/// notices, and the variables kept out of the command's environment.
 fn announce(policy: &sandy_policy::ResolvedPolicy) {
     if policy.profile.detected {
-        say!(
+        tell!(
+            format!("profile '{}'", policy.profile.name),
             "using profile '{}' (override with --profile)",
             policy.profile.name
         );

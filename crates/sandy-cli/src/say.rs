@@ -8,6 +8,8 @@
 //! The crate denies `eprintln!`, `println!` and their kin everywhere else.
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use sandy_policy::text::{escape, escape_lines};
 
@@ -16,6 +18,51 @@ macro_rules! say {
     ($($arg:tt)*) => {
         $crate::say::stderr(::std::format_args!($($arg)*))
     };
+}
+
+/// A routine line of a run's report, one that needs nothing of the user (the detected
+/// profile, what the network was allowed, ...): printed whole with `sandy run -v`;
+/// otherwise only its short form (the first argument) is kept, for the one line
+/// [`fold`] prints after the run. A line that asks for a decision or reports a
+/// refusal or a protection goes through [`say!`] instead, always.
+macro_rules! tell {
+    ($short:expr, $($arg:tt)*) => {
+        $crate::say::routine($short, ::std::format_args!($($arg)*))
+    };
+}
+
+/// `sandy run -v`: every routine line printed whole.
+static VERBOSE: AtomicBool = AtomicBool::new(false);
+
+/// The short forms of the routine lines not printed yet.
+static FOLDED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Prints routine lines whole from now on (`-v`, and the dry run, which has no run to
+/// fold them after).
+pub fn set_verbose(on: bool) {
+    VERBOSE.store(on, Ordering::Relaxed);
+}
+
+/// Prints a routine line, or keeps its short form for [`fold`] (use [`tell!`]).
+pub fn routine(short: impl Into<String>, line: std::fmt::Arguments<'_>) {
+    if VERBOSE.load(Ordering::Relaxed) {
+        stderr(line);
+    } else {
+        let short = short.into();
+        let mut folded = FOLDED.lock().unwrap_or_else(PoisonError::into_inner);
+        if !folded.contains(&short) {
+            folded.push(short);
+        }
+    }
+}
+
+/// After a run: the short forms of its routine lines, in one line (nothing when there
+/// were none).
+pub fn fold() {
+    let folded = std::mem::take(&mut *FOLDED.lock().unwrap_or_else(PoisonError::into_inner));
+    if !folded.is_empty() {
+        stderr(format_args!("{}. Details: sandy run -v", folded.join("; ")));
+    }
 }
 
 /// Writes `sandy: LINE` to standard error in one write, every control in it escaped

@@ -375,7 +375,10 @@ fn claude_merge_case(w: &World, state: &Path) {
     }
     // Reported by name, never by value.
     let err = stderr(&o);
-    let report: Vec<&str> = err.lines().filter(|l| l.contains("dropped")).collect();
+    let report: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("not kept: the run's changes"))
+        .collect();
     assert_eq!(report.len(), 1, "{err}");
     for name in [
         "mcpServers.evil",
@@ -578,7 +581,10 @@ fn assert_codex_merged(o: &Output, config: &Path, codex_home: &Path, project: &s
     assert!(doc["projects"].get("/").is_none(), "{after}");
     // Reported by name, never by value.
     let err = stderr(o);
-    let report: Vec<&str> = err.lines().filter(|l| l.contains("dropped")).collect();
+    let report: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("not kept: the run's changes"))
+        .collect();
     assert_eq!(report.len(), 1, "{err}");
     for name in [
         "notify",
@@ -711,7 +717,11 @@ fn codex_first_launch_trust_creates_only_the_trust_entry() {
             std::fs::read_to_string(&config).unwrap(),
             format!("[projects.\"{project}\"]\ntrust_level = \"trusted\"\n")
         );
-        assert!(!stderr(&trust).contains("dropped"), "{}", stderr(&trust));
+        assert!(
+            !stderr(&trust).contains("not kept: the run's changes"),
+            "{}",
+            stderr(&trust)
+        );
     });
 }
 
@@ -1193,7 +1203,7 @@ fn gemini_settings_keep_preferences_and_drop_what_could_run_code() {
             assert!(after.get(key).is_none(), "{key} reached the host: {after}");
         }
         let err = stderr(&o);
-        assert!(err.contains("dropped"), "{err}");
+        assert!(err.contains("not kept: the run's changes"), "{err}");
         for name in [
             "mcpServers.evil",
             "general.preferredEditor",

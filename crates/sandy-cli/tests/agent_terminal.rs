@@ -243,7 +243,7 @@ fn claude_code_remembers_trust_in_a_terminal_and_drops_a_planted_server() {
         assert!(!state.to_string().contains("planted"), "{state}");
         let report = screen
             .lines()
-            .find(|l| l.contains("dropped the run's changes"))
+            .find(|l| l.contains("not kept: the run's changes"))
             .unwrap_or_else(|| panic!("no report:\n{screen}"));
         assert!(report.contains("mcpServers.planted"), "{report}");
         assert!(!report.contains("/bin/sh"), "{report}");
@@ -258,7 +258,7 @@ fn claude_code_remembers_trust_in_a_terminal_and_drops_a_planted_server() {
         t.expect(CLAUDE_ANSWER, 30);
         t.type_line("/exit");
         let screen = t.expect("SESSION-EXIT=0", 30);
-        assert!(!screen.contains("dropped the run's changes"), "{screen}");
+        assert!(!screen.contains("not kept: the run's changes"), "{screen}");
         assert!(
             !screen.contains("could not create PATH aliases"),
             "{screen}"
@@ -336,7 +336,7 @@ fn gemini_cli_remembers_trust_in_a_terminal_and_only_for_its_folder() {
             "{screen}"
         );
         assert!(
-            screen.contains("dropped the run's changes to \"/\""),
+            screen.contains("not kept: the run's changes to \"/\""),
             "{screen}"
         );
         assert!(!w.home.join(".gemini/sandy-trusted-folders.json").exists());
@@ -426,7 +426,7 @@ fn codex_remembers_trust_in_a_terminal_and_drops_a_planted_notify() {
         assert!(!text.contains("PLANTED"), "{text}");
         let report = screen
             .lines()
-            .find(|l| l.contains("dropped the run's changes"))
+            .find(|l| l.contains("not kept: the run's changes"))
             .unwrap_or_else(|| panic!("no report:\n{screen}"));
         assert!(report.contains("notify"), "{report}");
         assert!(!report.contains("PLANTED"), "{report}");
@@ -463,7 +463,7 @@ fn codex_remembers_trust_in_a_terminal_and_drops_a_planted_notify() {
         t.expect(CODEX_ANSWER, 30);
         t.type_line("/quit");
         let screen = t.expect("SESSION-EXIT=0", 30);
-        assert!(!screen.contains("dropped the run's changes"), "{screen}");
+        assert!(!screen.contains("not kept: the run's changes"), "{screen}");
         assert!(
             !screen.contains("could not create PATH aliases"),
             "{screen}"

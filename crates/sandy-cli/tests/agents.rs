@@ -134,7 +134,7 @@ fn version_runs(w: &World, bin: &Path, agents: &[&str], what: &str) {
             stdout(&o),
             stderr(&o)
         );
-        let notice = format!("sandy: using profile '{agent}' (override with --profile)");
+        let notice = format!("sandy: profile '{agent}'");
         assert!(
             stderr(&o).contains(&notice),
             "{agent} ({what}): the detected profile is not named on stderr: {}",
@@ -433,7 +433,7 @@ fn end_to_end(scenario: &Scenario) {
             api.log()
         );
         assert_code(&o, 0, &context);
-        let notice = format!("sandy: using profile '{}'", scenario.agent);
+        let notice = format!("sandy: profile '{}'", scenario.agent);
         assert!(stderr(&o).contains(&notice), "{context}");
         (scenario.check_output)(&o, &context);
 
@@ -484,7 +484,7 @@ fn end_to_end(scenario: &Scenario) {
                 // of a remembered state file (Gemini CLI's settings) and was dropped and
                 // reported after the run; the host files are unchanged either way
                 // (checked above).
-                let dropped = stderr(&o).contains("dropped the run's changes to hooks");
+                let dropped = stderr(&o).contains("the run's changes to hooks");
                 assert!(
                     dropped
                         || [

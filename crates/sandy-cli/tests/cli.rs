@@ -1198,3 +1198,132 @@ fn completions_and_the_manual_page_come_from_the_option_definitions() {
         assert!(text.contains(option), "{option} is not in the manual page");
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// The README's option table, and the report after a run
+// ---------------------------------------------------------------------------------------
+
+/// The long options (`--name`) a text names.
+fn long_options(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("--") {
+        rest = &rest[at + 2..];
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || *c == '-')
+            .collect();
+        if name.chars().next().is_some_and(|c| c.is_ascii_lowercase()) {
+            found.push(format!("--{name}"));
+        }
+        rest = &rest[name.len()..];
+    }
+    found
+}
+
+/// Every long option of `sandy run --help` is in the README's option table, and every
+/// option the table names exists.
+#[test]
+fn the_readme_option_table_is_sandy_runs_options() {
+    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+    let readme = std::fs::read_to_string(readme).unwrap();
+    let table: std::collections::BTreeSet<String> = readme
+        .lines()
+        .filter(|l| l.starts_with("| `-"))
+        .flat_map(|l| long_options(l.split('|').nth(1).unwrap_or_default()))
+        .collect();
+    let o = Command::new(sandy_bin())
+        .args(["run", "--help"])
+        .output()
+        .unwrap();
+    assert_code(&o, 0, "run --help");
+    let help: std::collections::BTreeSet<String> = stdout(&o)
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            // `-v, --verbose`
+            let l = match l.as_bytes() {
+                [b'-', c, b',', b' ', ..] if c.is_ascii_alphabetic() => &l[4..],
+                _ => l,
+            };
+            l.starts_with("--")
+                .then(|| long_options(l).into_iter().next())
+                .flatten()
+        })
+        .collect();
+    assert!(help.len() > 20, "{help:?}");
+    let missing: Vec<_> = help.difference(&table).collect();
+    assert!(missing.is_empty(), "not in the README's table: {missing:?}");
+    let unknown: Vec<_> = table.difference(&help).collect();
+    assert!(
+        unknown.is_empty(),
+        "in the README's table, not in --help: {unknown:?}"
+    );
+}
+
+/// A run that needs nothing of the user ends with at most one line of Sandy's; `-v`
+/// prints the full report: the detected profile, the state directories made at first
+/// launch, the new cache layer, the agent setting not kept.
+#[test]
+fn a_clean_run_prints_one_line_and_verbose_the_whole_report() {
+    for_each_user(|w| {
+        // `claude` on PATH, detected by its name: it writes a setting Sandy does not keep
+        // into its state file. A package cache gets its layer at the first run.
+        let bin = w.home.join(".local/bin");
+        w.write(
+            "home/.local/bin/claude",
+            "#!/usr/bin/python3\nimport json, os\n\
+             p = os.environ['CLAUDE_CONFIG_DIR'] + '/.claude.json'\n\
+             t = open(p).read()\nd = json.loads(t) if t.strip() else {}\n\
+             d['someNewFlag'] = True\nopen(p, 'w').write(json.dumps(d))\n",
+        );
+        std::fs::set_permissions(
+            bin.join("claude"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        std::fs::create_dir_all(w.home.join(".npm")).unwrap();
+        w.chown_all();
+        let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
+        let run = |flags: &[&str]| {
+            let mut args = vec!["run"];
+            args.extend_from_slice(flags);
+            args.extend_from_slice(&["--", "claude"]);
+            w.sandy(args).env("PATH", &path).output().unwrap()
+        };
+
+        let o = run(&[]);
+        assert_code(&o, 0, "a clean run");
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        for part in [
+            "sandy: profile 'claude'; ",
+            "created ",
+            "new copy-on-write layer",
+            "someNewFlag",
+            "Details: sandy run -v",
+        ] {
+            assert!(err.contains(part), "{part:?} missing:\n{err}");
+        }
+
+        // The same first run again, with -v.
+        for made in [".claude", ".claude.json"] {
+            let p = w.home.join(made);
+            let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
+        }
+        assert_code(&sandy(w, ["cache", "--clear"]), 0, "cache --clear");
+        let o = run(&["-v"]);
+        assert_code(&o, 0, "a clean run with -v");
+        let err = stderr(&o);
+        for line in [
+            "sandy: using profile 'claude' (override with --profile)",
+            "sandy: first launch of the 'claude' profile: created ",
+            " is copy-on-write inside; the sandbox's changes are kept in ",
+            "not kept: the run's changes to someNewFlag: settings the agent changed",
+        ] {
+            assert!(err.contains(line), "{line:?} missing:\n{err}");
+        }
+        assert!(err.lines().count() >= 4, "{err}");
+        assert!(!err.contains("Details: sandy run -v"), "{err}");
+    });
+}

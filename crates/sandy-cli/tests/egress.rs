@@ -231,8 +231,10 @@ echo host_listeners=$(ss -Hltn | grep -c ':{PROXY_PORT} ')
 ",
             other = setpriv_prefix(second.0, second.1),
         );
+        // -v: the allowed destinations are in the summary too.
         let (out, err) = net.run(
             &[
+                "-v",
                 "--allow-domain",
                 "api.stand-in.test",
                 "--allow-domain",
@@ -395,7 +397,7 @@ echo host_listeners=$(ss -Hltn | grep -c ':{PROXY_PORT} ')
                 "refused rebind.allowed.test:80 once: rebind.allowed.test resolves to 10.0.0.5, \
                  a private network address, refused unless a rule names the address; \
                  --allow-domain *.allowed.test allows the name, not the address (see \"Local, \
-                 private and metadata addresses\" in Sandy's README)"
+                 private and metadata addresses\" in Sandy's docs/network.md)"
             ),
             "{context}"
         );

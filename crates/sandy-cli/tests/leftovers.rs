@@ -136,7 +136,9 @@ fn no_raw_controls(err: &str) {
 fn a_net_log_a_run_planted_is_refused_and_never_followed() {
     for_each_user(|w| {
         let bashrc = w.write("home/.bashrc", "# the user's\n");
-        let flags = |log: &'static str| ["--net-log", log, "--allow-domain", "example.invalid"];
+        // -v: the allowed destinations, which name what the run asked for, are printed.
+        let flags =
+            |log: &'static str| ["-v", "--net-log", log, "--allow-domain", "example.invalid"];
         let plant = |script: &str| {
             let o = run(w, &["--", "/bin/sh", "-c", script]);
             assert_code(&o, 0, script);

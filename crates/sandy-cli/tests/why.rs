@@ -323,11 +323,15 @@ fn why_connect_agrees_with_the_proxy() {
             assert_eq!(doc["allowed"], expected, "{target}: {doc}");
             assert_eq!(o.status.code(), Some(if expected { 0 } else { 1 }));
             // A refused name suggests the flag that would allow it; a metadata or private
-            // address never does (the README section that explains them is named).
+            // address never does (the section of docs/network.md that explains them is
+            // named).
             let dangerous = target.starts_with("169.254.") || target.starts_with("10.");
             if !expected && dangerous {
                 assert!(doc["flag"].is_null(), "{doc}");
-                assert!(doc["rule"].as_str().unwrap().contains("README"), "{doc}");
+                assert!(
+                    doc["rule"].as_str().unwrap().contains("docs/network.md"),
+                    "{doc}"
+                );
             } else if !expected {
                 assert!(
                     doc["flag"].is_string() || target.starts_with("bad."),

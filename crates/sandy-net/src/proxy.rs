@@ -326,19 +326,26 @@ impl ProxyHandle {
         true
     }
 
-    /// The run's summary, one line each: allowed destinations with counts, refused ones
-    /// with the flag that would allow each. Empty when nothing was requested.
-    pub fn summary(&self) -> Vec<String> {
+    /// The run's summary: the allowed destinations with counts, and one line for each
+    /// that needs the user's attention (allowed but failed; refused, with the flag that
+    /// would allow it). Empty when nothing was requested.
+    pub fn summary(&self) -> Summary {
         let tally = lock(&self.shared.tally);
         let allowed: Vec<String> = tally
             .iter()
             .filter(|(_, t)| t.allowed > 0)
             .map(|(target, t)| format!("{target} ({})", t.allowed))
             .collect();
-        let mut lines = Vec::new();
+        let mut summary = Summary {
+            allowed: None,
+            hosts: allowed.len(),
+            requests: tally.values().map(|t| t.allowed).sum(),
+            attention: Vec::new(),
+        };
         if !allowed.is_empty() {
-            lines.push(format!("network: allowed {}", allowed.join(", ")));
+            summary.allowed = Some(format!("network: allowed {}", allowed.join(", ")));
         }
+        let lines = &mut summary.attention;
         for (target, t) in tally.iter().filter(|(_, t)| t.failed > 0 && t.denied == 0) {
             if let Some(r) = &t.reason {
                 lines.push(format!(
@@ -365,8 +372,20 @@ impl ProxyHandle {
                 .unwrap_or_default();
             lines.push(format!("network: refused {target}{what} {times}{how}"));
         }
-        lines
+        summary
     }
+}
+
+/// A run's network summary ([`ProxyHandle::summary`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// `network: allowed HOST:PORT (N), ...`, when anything was allowed.
+    pub allowed: Option<String>,
+    /// How many destinations were allowed, and how many requests to them.
+    pub hosts: usize,
+    pub requests: u64,
+    /// Allowed destinations that failed, and refused ones: one line each.
+    pub attention: Vec<String>,
 }
 
 /// The decision about one request as logged.
@@ -1483,7 +1502,7 @@ mod tests {
             out.contains(&format!(
                 "X-Sandy-Denied: 127.0.0.1:{other}; 127.0.0.1:{other} is a loopback address, \
                  refused unless a rule names it (see \"Local, private and metadata \
-                 addresses\" in Sandy's README)"
+                 addresses\" in Sandy's docs/network.md)"
             )),
             "{out}"
         );

@@ -19,7 +19,7 @@ use crate::host::{parse_host, Host, NameError};
 /// suggesting the flag that would open it (a prompt-injected agent could pass a
 /// suggestion on to the user as advice).
 pub const LOCAL_ADDRESSES_DOC: &str =
-    "see \"Local, private and metadata addresses\" in Sandy's README";
+    "see \"Local, private and metadata addresses\" in Sandy's docs/network.md";
 
 /// The ports an allow pattern without `:PORT` means (a deny pattern without one means
 /// every port).
@@ -921,7 +921,8 @@ mod tests {
             pol.explain(&cases[2], "x.allowed.test", 80),
             "x.allowed.test resolves to 192.0.2.1, one of this host's own addresses, refused \
              unless a rule names the address; --allow-domain *.allowed.test allows the name, \
-             not the address (see \"Local, private and metadata addresses\" in Sandy's README)"
+             not the address (see \"Local, private and metadata addresses\" in Sandy's \
+             docs/network.md)"
         );
         // Literals and names of this machine: no suggestion, in every mode.
         for (host, port) in [
