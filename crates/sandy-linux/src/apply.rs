@@ -567,10 +567,8 @@ fn namespaces_proc() -> Result<(), LinuxError> {
             | nix::mount::MsFlags::MS_NOEXEC,
         None::<&str>,
     )
-    .map_err(|source| LinuxError::Mount {
-        step: "cannot mount the sandbox's own /proc on",
-        path: target.to_path_buf(),
-        source,
+    .map_err(|source| {
+        crate::namespaces::mount_error("cannot mount the sandbox's own /proc on", target, source)
     })
 }
 

@@ -30,6 +30,7 @@ use sandy_policy::{
 
 use crate::error::LinuxError;
 use crate::probe::userns_hint;
+use crate::reach::NsStep;
 use crate::sys;
 use crate::sys::open;
 
@@ -423,7 +424,7 @@ fn new_user_namespace(also: CloneFlags) -> Result<(), LinuxError> {
     // A private IPC namespace too: System V IPC objects and POSIX message queues of the
     // host are out of reach.
     unshare(CloneFlags::CLONE_NEWUSER | also).map_err(|errno| LinuxError::UserNamespace {
-        hint: userns_hint(errno),
+        hint: userns_hint(NsStep::CreateUserNs, errno),
         errno,
     })?;
     // Ubuntu's AppArmor restriction lets unshare succeed and then denies what follows;
@@ -433,7 +434,7 @@ fn new_user_namespace(also: CloneFlags) -> Result<(), LinuxError> {
             Some(code) if code == libc::EPERM || code == libc::EACCES => {
                 let errno = Errno::from_raw(code);
                 LinuxError::UserNamespace {
-                    hint: userns_hint(errno),
+                    hint: userns_hint(NsStep::MapIds, errno),
                     errno,
                 }
             }
@@ -482,7 +483,34 @@ pub fn run_anywhere(allowed: &nix::sched::CpuSet) -> nix::Result<()> {
 }
 
 fn mount_err<'a>(step: &'static str, path: &'a Path) -> impl FnOnce(Errno) -> LinuxError + 'a {
-    move |source| LinuxError::Mount {
+    move |source| mount_error(step, path, source)
+}
+
+/// A failed mount step. A refusal (`EPERM`, `EACCES`) of a mount itself is a policy on
+/// namespaces (an LSM, a container runtime), explained with its cause and fix; a path
+/// that cannot be opened or read is not.
+pub(crate) fn mount_error(step: &'static str, path: &Path, source: Errno) -> LinuxError {
+    let mounting = ["cannot mount", "cannot bind", "cannot make", "cannot pin"]
+        .iter()
+        .any(|p| step.starts_with(p));
+    if mounting && matches!(source, Errno::EPERM | Errno::EACCES) {
+        let kind = if step.contains("devpts") {
+            NsStep::Devpts
+        } else if step.contains("tmpfs") {
+            NsStep::Tmpfs
+        } else if step.contains("/proc") || step.contains("sysfs") {
+            NsStep::Proc
+        } else {
+            NsStep::Bind
+        };
+        return LinuxError::MountRefused {
+            step,
+            path: path.to_path_buf(),
+            source,
+            hint: userns_hint(kind, source),
+        };
+    }
+    LinuxError::Mount {
         step,
         path: path.to_path_buf(),
         source,
