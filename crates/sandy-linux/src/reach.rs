@@ -432,33 +432,46 @@ pub fn cause(facts: &HostFacts, failure: NsFailure) -> Cause {
     if at_creation && !facts.root && number(&facts.unprivileged_userns_clone) == Some(0) {
         return Cause::DebianUsernsClone;
     }
-    if let Some(runtime) = facts.container() {
-        let label = facts.lsm_label();
-        let barrier = if !denied {
-            Barrier::Unknown
-        } else if at_creation && facts.seccomp_mode() == Some(2) {
-            Barrier::Seccomp
+    let container = facts.container();
+    let label = facts.lsm_label();
+    let filtered = facts.seccomp_mode() == Some(2);
+    // A container whose own settings account for the refusal: its seccomp profile at the
+    // creation, its masked /proc at a fresh procfs, its AppArmor profile at a mount.
+    if let (Some(runtime), true) = (container, denied) {
+        let barrier = if at_creation && filtered {
+            Some(Barrier::Seccomp)
         } else if step == NsStep::Proc {
-            Barrier::MaskedProc
+            Some(Barrier::MaskedProc)
         } else if step.is_mount() && label.is_some() {
-            Barrier::AppArmor
-        } else if facts.seccomp_mode() == Some(2) {
-            Barrier::Seccomp
+            Some(Barrier::AppArmor)
         } else {
-            Barrier::Unknown
+            None
         };
-        return Cause::Container {
-            runtime,
-            barrier,
-            label,
-        };
+        if let Some(barrier) = barrier {
+            return Cause::Container {
+                runtime,
+                barrier,
+                label,
+            };
+        }
     }
     // Ubuntu's restriction lets unshare succeed and denies the capabilities inside: a
     // mapping or a mount then fails with EPERM (or unshare itself, under a stricter mode).
     if denied && number(&facts.apparmor_restrict_unprivileged_userns) == Some(1) {
         return Cause::AppArmorRestriction;
     }
-    if denied && facts.seccomp_mode() == Some(2) {
+    if let Some(runtime) = container {
+        return Cause::Container {
+            runtime,
+            barrier: if denied && filtered {
+                Barrier::Seccomp
+            } else {
+                Barrier::Unknown
+            },
+            label,
+        };
+    }
+    if denied && filtered {
         return Cause::InheritedSeccomp;
     }
     Cause::Unknown { step, errno }
@@ -479,6 +492,30 @@ impl fmt::Display for NsStep {
     }
 }
 
+/// The name of Sandy's AppArmor profile (and of its file in `/etc/apparmor.d`) for the
+/// binary at `exe`: `sandy` for the packaged `/usr/bin/sandy`, and for any other path a
+/// name of its own (`sandy.usr.local.bin.sandy`), so that a binary installed another way
+/// never replaces the package's profile.
+pub fn apparmor_profile_name(exe: &Path) -> String {
+    if exe == Path::new(PACKAGED_BINARY) {
+        return "sandy".to_owned();
+    }
+    let tail: String = exe
+        .to_string_lossy()
+        .trim_start_matches('/')
+        .chars()
+        .map(|c| match c {
+            '/' => '.',
+            c if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' => c,
+            _ => '_',
+        })
+        .collect();
+    format!("sandy.{tail}")
+}
+
+/// Where the package installs Sandy.
+pub const PACKAGED_BINARY: &str = "/usr/bin/sandy";
+
 /// The AppArmor profile that lets the Sandy binary at `exe` create user namespaces,
 /// the way Ubuntu's profile for bwrap does: unconfined apart from the `userns` grant
 /// (Sandy confines what it runs itself). `Err` names why the path cannot be put in a
@@ -494,6 +531,7 @@ pub fn apparmor_profile(exe: &Path) -> Result<String, ProfilePathError> {
     {
         return Err(ProfilePathError::Unquotable);
     }
+    let name = apparmor_profile_name(exe);
     // AppArmor globbing characters in a path would widen the profile to other files.
     let path = path
         .chars()
@@ -519,11 +557,11 @@ pub fn apparmor_profile(exe: &Path) -> Result<String, ProfilePathError> {
          \n\
          include <tunables/global>\n\
          \n\
-         profile sandy {attach} flags=(unconfined) {{\n\
+         profile {name} {attach} flags=(unconfined) {{\n\
          \x20 userns,\n\
          \n\
          \x20 # Site-specific additions and overrides.\n\
-         \x20 include if exists <local/sandy>\n\
+         \x20 include if exists <local/{name}>\n\
          }}\n"
     ))
 }
@@ -734,6 +772,29 @@ mod tests {
     }
 
     #[test]
+    fn a_container_marker_alone_does_not_hide_the_host_restriction() {
+        // A VM image made from a container keeps /.dockerenv; with no container profile
+        // in force, Ubuntu's restriction is the cause.
+        let image = HostFacts {
+            dockerenv: true,
+            status: status(2),
+            ..ubuntu()
+        };
+        assert_eq!(image.container(), Some(Runtime::Docker));
+        let c = cause(&image, fail(NsStep::Bind, libc::EPERM));
+        assert_eq!(c, Cause::AppArmorRestriction);
+        // Without the restriction, the container (its seccomp filter) is the cause.
+        let plain = HostFacts {
+            apparmor_restrict_unprivileged_userns: None,
+            ..image
+        };
+        assert_eq!(
+            cause(&plain, fail(NsStep::Bind, libc::EPERM)).id(),
+            "container_seccomp"
+        );
+    }
+
+    #[test]
     fn steps_round_trip() {
         for s in [
             NsStep::CreateUserNs,
@@ -750,6 +811,19 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_profile_is_the_one_for_usr_bin_sandy() {
+        let shipped = include_str!("../../../packaging/apparmor/sandy");
+        assert_eq!(
+            shipped,
+            apparmor_profile(Path::new(PACKAGED_BINARY)).unwrap()
+        );
+        assert_eq!(
+            apparmor_profile_name(Path::new("/usr/local/bin/sandy")),
+            "sandy.usr.local.bin.sandy"
+        );
+    }
+
+    #[test]
     fn the_apparmor_profile_for_a_path() {
         let p = apparmor_profile(Path::new("/usr/bin/sandy")).unwrap();
         assert!(p.contains("abi <abi/4.0>,\n"), "{p}");
@@ -763,12 +837,12 @@ mod tests {
         );
         let p = apparmor_profile(Path::new("/opt/my tools/sandy")).unwrap();
         assert!(
-            p.contains("profile sandy \"/opt/my tools/sandy\" flags"),
+            p.contains("profile sandy.opt.my_tools.sandy \"/opt/my tools/sandy\" flags"),
             "{p}"
         );
         let p = apparmor_profile(Path::new("/opt/v[1]/sandy*")).unwrap();
         assert!(
-            p.contains("profile sandy /opt/v\\[1\\]/sandy\\* flags"),
+            p.contains("profile sandy.opt.v_1_.sandy_ /opt/v\\[1\\]/sandy\\* flags"),
             "{p}"
         );
         assert_eq!(
