@@ -14,6 +14,8 @@ use crate::error::{SandyError, EXIT_NEEDS_ROOT};
 
 /// Where AppArmor profiles live.
 const PROFILE_DIR: &str = "/etc/apparmor.d";
+/// The AppArmor ABI whose `userns` rule the profile uses.
+const ABI: &str = "abi/4.0";
 /// Where `apparmor_parser` may be.
 const PARSERS: [&str; 2] = ["/usr/sbin/apparmor_parser", "/sbin/apparmor_parser"];
 
@@ -50,6 +52,15 @@ pub fn setup(args: SetupArgs) -> Result<u8, SandyError> {
         crate::print_line(&format!(
             "AppArmor is not installed here ({PROFILE_DIR} does not exist): nothing restricts \
              user namespaces through it, and nothing was changed"
+        ))
+        .map_err(say_failed)?;
+        return Ok(0);
+    }
+    if !Path::new(PROFILE_DIR).join(ABI).exists() {
+        crate::print_line(&format!(
+            "this AppArmor predates user-namespace rules ({PROFILE_DIR}/{ABI} does not \
+             exist): it does not restrict user namespaces and cannot load the profile; \
+             nothing was changed"
         ))
         .map_err(say_failed)?;
         return Ok(0);
@@ -132,7 +143,9 @@ fn apparmor_active() -> bool {
 }
 
 /// Writes the profile beside its place and renames it over, so a reader never sees half
-/// of it.
+/// of it. The directory is root's configuration (root-owned, never granted to a run), and
+/// `create_new` refuses a file or link already in the temporary name's place.
+#[allow(clippy::disallowed_methods)]
 fn write_profile(file: &Path, profile: &str) -> Result<(), SandyError> {
     let tmp = file.with_extension("sandy-new");
     let failed = |step| {

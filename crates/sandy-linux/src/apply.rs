@@ -255,7 +255,14 @@ fn launch_inner(
             }
         }
     }
-    unshare(CloneFlags::CLONE_NEWPID).map_err(|source| LinuxError::PidNamespace { source })?;
+    unshare(CloneFlags::CLONE_NEWPID).map_err(|source| {
+        crate::namespaces::refused(
+            "cannot create the sandbox's PID namespace",
+            crate::reach::NsStep::Unshare,
+            source,
+        )
+        .unwrap_or(LinuxError::PidNamespace { source })
+    })?;
 
     let exec = Exec {
         program: &program,

@@ -96,6 +96,13 @@ pub enum LinuxError {
         path: PathBuf,
         source: nix::errno::Errno,
     },
+    /// A namespace step refused by a policy on namespaces, with its cause and fix.
+    #[error("{step}: {}: {hint}", source.desc())]
+    NamespaceRefused {
+        step: &'static str,
+        source: nix::errno::Errno,
+        hint: String,
+    },
     /// A mount refused by a policy on namespaces, with its cause and fix.
     #[error("{step} {}: {}: {hint}", path.display(), source.desc())]
     MountRefused {

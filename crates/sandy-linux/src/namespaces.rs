@@ -378,10 +378,10 @@ pub fn enter(private_network: &PrivateNetwork, entered: bool) -> Result<(), Linu
     }
     match &private_network {
         PrivateNetwork::WithLoopback => {
-            sys::loopback_up().map_err(|source| LinuxError::Loopback { source })?;
+            sys::loopback_up().map_err(loopback_error)?;
         }
         PrivateNetwork::Brokered(resolvers) => {
-            sys::loopback_up().map_err(|source| LinuxError::Loopback { source })?;
+            sys::loopback_up().map_err(loopback_error)?;
             for &ip in resolvers {
                 // The loopback network (127.0.0.0/8, ::1) is local already.
                 if ip.is_loopback() {
@@ -411,8 +411,14 @@ fn make(network: bool) -> Result<(), LinuxError> {
     new_user_namespace(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC)?;
     if network {
         // Separately, so that a kernel without network namespaces is named as such.
-        unshare(CloneFlags::CLONE_NEWNET)
-            .map_err(|source| LinuxError::NetworkNamespace { source })?;
+        unshare(CloneFlags::CLONE_NEWNET).map_err(|source| {
+            refused(
+                "cannot create the sandbox's network namespace",
+                NsStep::Unshare,
+                source,
+            )
+            .unwrap_or(LinuxError::NetworkNamespace { source })
+        })?;
     }
     Ok(())
 }
@@ -480,6 +486,25 @@ pub fn allowed_cpus() -> Option<nix::sched::CpuSet> {
 /// again.
 pub fn run_anywhere(allowed: &nix::sched::CpuSet) -> nix::Result<()> {
     nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), allowed)
+}
+
+/// A namespace step refused (`EPERM`, `EACCES`) by a policy on namespaces, explained with
+/// its cause and fix; `None` for any other failure.
+pub(crate) fn refused(step: &'static str, kind: NsStep, source: Errno) -> Option<LinuxError> {
+    matches!(source, Errno::EPERM | Errno::EACCES).then(|| LinuxError::NamespaceRefused {
+        step,
+        source,
+        hint: userns_hint(kind, source),
+    })
+}
+
+fn loopback_error(source: Errno) -> LinuxError {
+    refused(
+        "cannot bring up loopback in the private network namespace",
+        NsStep::Network,
+        source,
+    )
+    .unwrap_or(LinuxError::Loopback { source })
 }
 
 fn mount_err<'a>(step: &'static str, path: &'a Path) -> impl FnOnce(Errno) -> LinuxError + 'a {
