@@ -208,3 +208,38 @@ fn simulated_ubuntu_doctor_names_the_failed_mount_and_the_cause() {
         );
     });
 }
+
+/// As root where AppArmor cannot load the profile (no abi 4.0, or no AppArmor at all),
+/// `sandy setup` says so and changes nothing. Where it could load it, installing it
+/// would change this machine, so the test stops there.
+#[test]
+fn setup_as_root_changes_nothing_where_apparmor_cannot_use_the_profile() {
+    if !is_root() {
+        skip("sandy setup as root needs root");
+        return;
+    }
+    let dir = std::path::Path::new("/etc/apparmor.d");
+    if dir.join("abi/4.0").exists() {
+        skip("this AppArmor knows abi 4.0: setup would install the profile for real");
+        return;
+    }
+    let before: Vec<_> = std::fs::read_dir(dir)
+        .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+        .unwrap_or_default();
+    let o = std::process::Command::new(sandy_bin())
+        .arg("setup")
+        .output()
+        .unwrap();
+    assert_code(&o, 0, "setup as root");
+    let out = stdout(&o);
+    if dir.is_dir() {
+        assert!(out.contains("predates user-namespace rules"), "{out}");
+    } else {
+        assert!(out.contains("AppArmor is not installed here"), "{out}");
+    }
+    assert!(out.contains("nothing was changed"), "{out}");
+    let after: Vec<_> = std::fs::read_dir(dir)
+        .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+        .unwrap_or_default();
+    assert_eq!(before, after, "setup changed {}", dir.display());
+}

@@ -1004,6 +1004,33 @@ fn apply_protection(step: &ProtectionStep) -> Result<(), LinuxError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_refusal_is_explained_as_a_policy_on_namespaces() {
+        assert!(refused("step", NsStep::Unshare, Errno::ENOMEM).is_none());
+        let e = refused(
+            "cannot create the sandbox's PID namespace",
+            NsStep::Unshare,
+            Errno::EPERM,
+        )
+        .unwrap();
+        let text = e.to_string();
+        assert!(
+            text.starts_with(
+                "cannot create the sandbox's PID namespace: Operation not permitted: "
+            ),
+            "{text}"
+        );
+        assert!(text.contains("; fix: "), "{text}");
+        let m = mount_error("cannot inspect", Path::new("/x"), Errno::EACCES);
+        assert!(matches!(m, LinuxError::Mount { .. }), "{m}");
+        let m = mount_error(
+            "cannot mount a private devpts on",
+            Path::new("/dev/pts"),
+            Errno::EPERM,
+        );
+        assert!(matches!(m, LinuxError::MountRefused { .. }), "{m}");
+    }
     use sandy_policy::{
         LaunchManifest, ManifestGrant, ManifestProtection, MANIFEST_SCHEMA_VERSION,
     };
