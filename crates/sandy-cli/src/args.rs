@@ -68,6 +68,20 @@ pub enum Command {
         long_about = "Inside the sandbox, each package-manager or toolchain cache of the home                       is an overlay: the host cache is its read-only lower layer, and what the                       sandbox adds lands in a layer in $XDG_CACHE_HOME/sandy/overlays (kept for                       later sandboxed runs; the host copy never changes). This lists each layer                       with its size and the cache it covers; --clear removes them (do not                       clear while a sandboxed run is using them)."
     )]
     Cache(CacheArgs),
+    /// Install Sandy's AppArmor profile, which lets it create user namespaces where
+    /// AppArmor restricts them (Ubuntu 23.10 and later).
+    #[command(
+        long_about = "Writes Sandy's AppArmor profile for this binary's real path to \
+                      /etc/apparmor.d (`sandy` for /usr/bin/sandy, as the package installs \
+                      it; a name of its own for any other path) and loads it with \
+                      apparmor_parser where AppArmor is active. The profile grants user \
+                      namespaces to the sandy binary alone, as Ubuntu's profile for bwrap \
+                      does; it is narrower than turning \
+                      kernel.apparmor_restrict_unprivileged_userns off. Needs root: as \
+                      another user it prints the exact sudo commands and exits 1. --print \
+                      only prints the profile. Exit status: 0 done, 1 not root, 125 error."
+    )]
+    Setup(SetupArgs),
     /// Print a shell completion script for bash, zsh or fish.
     #[command(
         long_about = "Prints a completion script generated from Sandy's own option \
@@ -705,6 +719,16 @@ mod tests {
             }
         }
     }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SetupArgs {
+    /// Only print the profile (to stdout); change nothing.
+    #[arg(long)]
+    pub print: bool,
+    /// The sandy binary the profile is for (default: this one, links resolved).
+    #[arg(long, value_name = "PATH")]
+    pub binary: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]

@@ -14,7 +14,8 @@ use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use sandy_linux::diagnose::{self, Finding, Knobs, Layer, ProbeReport};
+use sandy_linux::diagnose::{self, Finding, Layer, ProbeReport};
+use sandy_linux::reach::NsStep;
 use serde_json::{json, Value};
 
 use crate::args::DoctorArgs;
@@ -154,6 +155,7 @@ pub fn probe(layer: Layer) -> Result<u8, SandyError> {
         "errno": r.errno,
         "abi": r.abi,
         "userns_failed": r.userns_failed,
+        "step": r.step.map(NsStep::name),
     });
     crate::print_line(&line.to_string()).map_err(|source| SandyError::Io {
         step: "cannot write the probe report",
@@ -164,7 +166,7 @@ pub fn probe(layer: Layer) -> Result<u8, SandyError> {
 
 /// Probes every layer, each in its own fresh child, all at once.
 fn probe_all(exe: &Path) -> Vec<Finding> {
-    let knobs = Knobs::read();
+    let facts = sandy_linux::host_facts();
     let children: Vec<(Layer, std::io::Result<Child>)> = Layer::ALL
         .into_iter()
         .map(|layer| {
@@ -188,7 +190,7 @@ fn probe_all(exe: &Path) -> Vec<Finding> {
                 Ok(child) => collect_probe(child),
                 Err(e) => failed_probe(format!("cannot start the probe: {e}")),
             };
-            diagnose::interpret(layer, &report, &knobs, exe)
+            diagnose::interpret(layer, &report, &facts, exe)
         })
         .collect()
 }
@@ -200,6 +202,7 @@ fn failed_probe(detail: String) -> ProbeReport {
         errno: None,
         abi: None,
         userns_failed: false,
+        step: None,
     }
 }
 
@@ -230,6 +233,7 @@ fn collect_probe(mut child: Child) -> ProbeReport {
             errno: v["errno"].as_i64().and_then(|e| i32::try_from(e).ok()),
             abi: v["abi"].as_u64().and_then(|a| u32::try_from(a).ok()),
             userns_failed: v["userns_failed"].as_bool().unwrap_or(false),
+            step: v["step"].as_str().and_then(NsStep::from_name),
         },
         _ => failed_probe(format!(
             "the probe failed ({}){}",
@@ -328,6 +332,14 @@ impl Report {
         self.enforceable && self.selftest_passed().unwrap_or(true)
     }
 
+    /// The first cause found for a missing namespace layer: `(id, line, fix)`.
+    fn cause(&self) -> Option<(&'static str, String, String)> {
+        self.findings.iter().find_map(|f| {
+            let c = f.cause.as_ref()?;
+            Some((c.id(), c.line(), f.fix.clone().unwrap_or_default()))
+        })
+    }
+
     fn verdict(&self) -> String {
         if self.enforceable {
             "enforceable: `sandy run` can enforce its default sandbox, and --block-net".to_owned()
@@ -338,9 +350,13 @@ impl Report {
                 .filter(|f| !f.available)
                 .map(|f| f.layer.label())
                 .collect();
+            let because = self
+                .cause()
+                .map(|(_, line, _)| format!("; cause: {line}"))
+                .unwrap_or_default();
             format!(
                 "NOT enforceable: `sandy run` refuses to run (exit 125) on this machine; \
-                 missing: {}",
+                 missing: {}{because}",
                 missing.join(", ")
             )
         }
@@ -401,6 +417,8 @@ impl Report {
                     "required": true,
                     "detail": f.detail,
                     "fix": f.fix,
+                    "failed_step": f.step.map(NsStep::name),
+                    "cause": f.cause.as_ref().map(|c| c.id()),
                 })
             })
             .collect();
@@ -412,6 +430,9 @@ impl Report {
             "enforceable": self.enforceable,
             "block_net_available": self.block_net,
             "verdict": self.verdict(),
+            "cause": self.cause().map(|(id, line, fix)| json!({
+                "id": id, "line": line, "fix": fix,
+            })),
             "passed": self.passed(),
             "ceilings": {
                 "mechanisms": self
@@ -448,6 +469,8 @@ mod tests {
             available,
             detail: format!("{} detail", layer.name()),
             fix: (!available).then(|| "do this".to_owned()),
+            cause: None,
+            step: None,
         }
     }
 

@@ -15,6 +15,8 @@ pub const EXIT_NOT_FOUND: u8 = 127;
 /// succeeded or could not be tested. (A failure of the doctor itself is 125, as for every
 /// Sandy failure.)
 pub const EXIT_NOT_ENFORCEABLE: u8 = 1;
+/// `sandy setup` as a user other than root: it printed the commands to run with sudo.
+pub const EXIT_NEEDS_ROOT: u8 = 1;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SandyError {
@@ -60,6 +62,9 @@ pub enum SandyError {
     /// A resource ceiling asked for explicitly that nothing on this machine holds.
     #[error(transparent)]
     Ceiling(#[from] sandy_policy::ceilings::Unenforceable),
+    /// `sandy setup` could not install or load the AppArmor profile.
+    #[error("setup: {0}")]
+    Setup(String),
     #[error("{step}: {source}")]
     Sys {
         step: &'static str,

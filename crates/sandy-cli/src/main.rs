@@ -35,6 +35,7 @@ mod reference;
 mod run;
 mod rundir;
 mod selftest;
+mod setup;
 mod verify;
 mod views;
 mod walk;
@@ -93,5 +94,6 @@ fn dispatch(cli: args::Cli) -> Result<u8, error::SandyError> {
         args::Command::Restore(r) => verify::restore(r.run.as_deref()),
         args::Command::Completions(c) => reference::completions(c.shell),
         args::Command::Man => reference::man(),
+        args::Command::Setup(s) => setup::setup(s),
     }
 }

@@ -260,7 +260,14 @@ fn launch_inner(
             }
         }
     }
-    unshare(CloneFlags::CLONE_NEWPID).map_err(|source| LinuxError::PidNamespace { source })?;
+    unshare(CloneFlags::CLONE_NEWPID).map_err(|source| {
+        crate::namespaces::refused(
+            "cannot create the sandbox's PID namespace",
+            crate::reach::NsStep::Unshare,
+            source,
+        )
+        .unwrap_or(LinuxError::PidNamespace { source })
+    })?;
 
     let exec = Exec {
         program: &program,
@@ -572,10 +579,8 @@ fn namespaces_proc() -> Result<(), LinuxError> {
             | nix::mount::MsFlags::MS_NOEXEC,
         None::<&str>,
     )
-    .map_err(|source| LinuxError::Mount {
-        step: "cannot mount the sandbox's own /proc on",
-        path: target.to_path_buf(),
-        source,
+    .map_err(|source| {
+        crate::namespaces::mount_error("cannot mount the sandbox's own /proc on", target, source)
     })
 }
 

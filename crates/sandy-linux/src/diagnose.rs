@@ -4,7 +4,7 @@
 //! Landlock ruleset, installs the seccomp floor, enters namespaces, mounts. Those steps
 //! are irreversible, so it must run only in a sacrificial process (a fresh exec of Sandy
 //! that exits right after). [`interpret`] turns what a probe saw, together with the
-//! kernel's knobs read by the caller ([`Knobs::read`]), into a verdict and the narrowest
+//! host's facts read by the caller ([`crate::probe::host_facts`]), into a verdict and the narrowest
 //! fix; it is pure.
 //!
 //! The `attempt_*` functions are the self-test's escape attempts, run inside a real
@@ -23,7 +23,8 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::{getgid, getuid, Pid};
 use sandy_policy::Network;
 
-use crate::probe::{APPARMOR_PROFILE, MIN_LANDLOCK_ABI, PINNED_LANDLOCK_ABI, USERNS_DISABLED};
+use crate::probe::{MIN_LANDLOCK_ABI, PINNED_LANDLOCK_ABI};
+use crate::reach::{self, Cause, HostFacts, NsFailure, NsStep};
 use crate::{seccomp, sys};
 
 /// One enforcement layer `sandy doctor` checks.
@@ -91,6 +92,8 @@ pub struct ProbeReport {
     pub abi: Option<u32>,
     /// The failed step was creating the user namespace (namespace probes).
     pub userns_failed: bool,
+    /// The namespace step that failed ([`NsStep::name`]), for the cause.
+    pub step: Option<NsStep>,
 }
 
 impl ProbeReport {
@@ -101,6 +104,7 @@ impl ProbeReport {
             errno: None,
             abi: None,
             userns_failed: false,
+            step: None,
         }
     }
 
@@ -111,6 +115,16 @@ impl ProbeReport {
             errno: Some(errno as i32),
             abi: None,
             userns_failed: false,
+            step: None,
+        }
+    }
+
+    /// A failed namespace step.
+    fn failed_at(what: &str, step: NsStep, errno: Errno) -> Self {
+        ProbeReport {
+            step: Some(step),
+            userns_failed: matches!(step, NsStep::CreateUserNs | NsStep::MapIds),
+            ..ProbeReport::failed(what, errno)
         }
     }
 }
@@ -190,6 +204,7 @@ fn probe_landlock() -> ProbeReport {
             errno: None,
             abi: None,
             userns_failed: false,
+            step: None,
         },
         Err(e) => ProbeReport {
             ok: false,
@@ -197,6 +212,7 @@ fn probe_landlock() -> ProbeReport {
             errno: None,
             abi: None,
             userns_failed: false,
+            step: None,
         },
     };
     report.abi = Some(abi);
@@ -221,6 +237,7 @@ fn probe_seccomp() -> ProbeReport {
                 errno: None,
                 abi: None,
                 userns_failed: false,
+                step: None,
             }
         }
     };
@@ -234,6 +251,7 @@ fn probe_seccomp() -> ProbeReport {
             errno: None,
             abi: None,
             userns_failed: false,
+            step: None,
         };
     }
     // The filter must answer for itself: TIOCSTI on /dev/null reaches the driver (ENOTTY)
@@ -258,6 +276,7 @@ fn probe_seccomp() -> ProbeReport {
             errno: None,
             abi: None,
             userns_failed: false,
+            step: None,
         },
     }
 }
@@ -266,9 +285,7 @@ fn probe_seccomp() -> ProbeReport {
 fn enter_user_namespace() -> Result<String, ProbeReport> {
     let (uid, gid) = (getuid(), getgid());
     unshare(CloneFlags::CLONE_NEWUSER).map_err(|errno| {
-        let mut r = ProbeReport::failed("unshare(CLONE_NEWUSER)", errno);
-        r.userns_failed = true;
-        r
+        ProbeReport::failed_at("unshare(CLONE_NEWUSER)", NsStep::CreateUserNs, errno)
     })?;
     for (file, text) in [
         ("/proc/self/setgroups", "deny".to_owned()),
@@ -276,49 +293,143 @@ fn enter_user_namespace() -> Result<String, ProbeReport> {
         ("/proc/self/gid_map", format!("{gid} {gid} 1\n")),
     ] {
         std::fs::write(file, text).map_err(|e| {
-            let mut r = ProbeReport::failed(&format!("writing {file}"), io_errno(&e));
-            r.userns_failed = true;
-            r
+            ProbeReport::failed_at(&format!("writing {file}"), NsStep::MapIds, io_errno(&e))
         })?;
     }
     Ok(format!("uid {uid} and gid {gid}"))
 }
 
+/// What a run's bootstrap does before its mounts: new user, mount, PID and IPC
+/// namespaces, then, in a forked child (the new PID namespace's init), the kinds of mount
+/// a run makes: `/` made private, a tmpfs, a fresh procfs, a fresh devpts, a bind mount
+/// made read-only. Names the step that failed.
 fn probe_mount_namespace() -> ProbeReport {
     if let Err(mut r) = enter_user_namespace() {
         r.detail = format!("needs a user namespace: {}", r.detail);
         return r;
     }
-    if let Err(errno) = unshare(CloneFlags::CLONE_NEWNS) {
-        return ProbeReport::failed("unshare(CLONE_NEWNS) in a user namespace", errno);
+    let flags = CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWIPC;
+    if let Err(errno) = unshare(flags) {
+        return ProbeReport::failed_at(
+            "unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC) in a user namespace",
+            NsStep::Unshare,
+            errno,
+        );
     }
-    let root = Path::new("/");
-    let tmp = Path::new("/tmp");
-    if let Err(errno) = mount(
-        None::<&str>,
-        root,
-        None::<&str>,
+    let one = match sys::process::OneThread::check() {
+        Ok(one) => one,
+        Err(_) => {
+            return ProbeReport {
+                detail: "the probe is not single-threaded; cannot fork".to_owned(),
+                ..ProbeReport::failed("fork", Errno::EAGAIN)
+            }
+        }
+    };
+    let (read, write) = match nix::unistd::pipe() {
+        Ok(p) => p,
+        Err(errno) => return ProbeReport::failed("pipe", errno),
+    };
+    match sys::process::fork(&one) {
+        Err(errno) => ProbeReport::failed("fork into the new PID namespace", errno),
+        Ok(sys::process::Forked::Child(_)) => {
+            drop(read);
+            let line = match run_mounts() {
+                Ok(()) => "ok".to_owned(),
+                Err((what, step, errno)) => format!("{} {} {what}", step.name(), errno as i32),
+            };
+            let mut out = std::fs::File::from(write);
+            let code = i32::from(out.write_all(line.as_bytes()).is_err());
+            sys::process::exit_now(code)
+        }
+        Ok(sys::process::Forked::Parent(pid)) => {
+            drop(write);
+            let mut line = String::new();
+            let _ = std::fs::File::from(read).read_to_string(&mut line);
+            let _ = nix::sys::wait::waitpid(pid, None);
+            parse_mounts_report(&line)
+        }
+    }
+}
+
+/// The child's one line: `ok`, or `STEP ERRNO WHAT`.
+fn parse_mounts_report(line: &str) -> ProbeReport {
+    if line == "ok" {
+        return ProbeReport::ok(
+            "in new user, mount, PID and IPC namespaces: / made private, a tmpfs, a fresh \
+             /proc, a fresh devpts and a read-only bind mount were mounted",
+        );
+    }
+    let mut parts = line.splitn(3, ' ');
+    let step = parts.next().and_then(NsStep::from_name);
+    let errno = parts.next().and_then(|e| e.parse::<i32>().ok());
+    match (step, errno, parts.next()) {
+        (Some(step), Some(errno), Some(what)) => {
+            let mut r = ProbeReport::failed_at(what, step, Errno::from_raw(errno));
+            r.detail = format!("in new user, mount and PID namespaces: {}", r.detail);
+            r
+        }
+        _ => ProbeReport {
+            detail: "the mount probe's child ended without a report".to_owned(),
+            ..ProbeReport::failed("the mount probe", Errno::EIO)
+        },
+    }
+}
+
+type MountFailure = (&'static str, NsStep, Errno);
+
+/// The mounts of [`probe_mount_namespace`], in the forked child.
+fn run_mounts() -> Result<(), MountFailure> {
+    let fail = |what: &'static str, step: NsStep| move |errno: Errno| (what, step, errno);
+    let nothing = None::<&str>;
+    mount(
+        nothing,
+        Path::new("/"),
+        nothing,
         MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None::<&str>,
-    ) {
-        return ProbeReport::failed("making / private", errno);
-    }
-    if let Err(errno) = mount(
+        nothing,
+    )
+    .map_err(fail("making / private", NsStep::Bind))?;
+    let base = Path::new("/tmp");
+    mount(
         Some("tmpfs"),
-        tmp,
+        base,
         Some("tmpfs"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some("mode=700"),
-    ) {
-        return ProbeReport::failed("mounting a tmpfs on /tmp", errno);
-    }
-    if let Err(errno) = sys::set_mount_read_only(tmp, true, false) {
-        return ProbeReport::failed("mount_setattr(MOUNT_ATTR_RDONLY) on /tmp", errno);
-    }
-    ProbeReport::ok(
-        "in a user namespace: unshare(CLONE_NEWNS), / made private, a tmpfs mounted on /tmp \
-         and made read-only with mount_setattr",
+        Some("size=64k,mode=0700"),
     )
+    .map_err(fail("mounting a tmpfs on /tmp", NsStep::Tmpfs))?;
+    for dir in ["proc", "pts", "bind"] {
+        std::fs::create_dir(base.join(dir))
+            .map_err(|e| ("a directory in the tmpfs", NsStep::Tmpfs, io_errno(&e)))?;
+    }
+    mount(
+        Some("proc"),
+        &base.join("proc"),
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        nothing,
+    )
+    .map_err(fail("mounting a fresh /proc", NsStep::Proc))?;
+    mount(
+        Some("devpts"),
+        &base.join("pts"),
+        Some("devpts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620"),
+    )
+    .map_err(fail("mounting a fresh devpts", NsStep::Devpts))?;
+    let bound = base.join("bind");
+    mount(
+        Some("/usr"),
+        &bound,
+        nothing,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        nothing,
+    )
+    .map_err(fail("bind-mounting /usr", NsStep::Bind))?;
+    sys::set_mount_read_only(&bound, true, true)
+        .map_err(fail("making a bind mount read-only", NsStep::Bind))?;
+    Ok(())
 }
 
 fn probe_network_namespace() -> ProbeReport {
@@ -327,10 +438,18 @@ fn probe_network_namespace() -> ProbeReport {
         return r;
     }
     if let Err(errno) = unshare(CloneFlags::CLONE_NEWNET) {
-        return ProbeReport::failed("unshare(CLONE_NEWNET) in a user namespace", errno);
+        return ProbeReport::failed_at(
+            "unshare(CLONE_NEWNET) in a user namespace",
+            NsStep::Unshare,
+            errno,
+        );
     }
     if let Err(errno) = sys::loopback_up() {
-        return ProbeReport::failed("bringing loopback up in the new namespace", errno);
+        return ProbeReport::failed_at(
+            "bringing loopback up in the new namespace",
+            NsStep::Network,
+            errno,
+        );
     }
     ProbeReport::ok("in a user namespace: unshare(CLONE_NEWNET) and loopback brought up")
 }
@@ -347,53 +466,9 @@ fn probe_no_new_privs() -> ProbeReport {
             errno: None,
             abi: None,
             userns_failed: false,
+            step: None,
         },
         Err(errno) => ProbeReport::failed("prctl(PR_GET_NO_NEW_PRIVS)", errno),
-    }
-}
-
-/// The kernel knobs behind a missing user namespace, read in the initial namespaces (a
-/// new user namespace sees its own, different limits).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Knobs {
-    /// `user.max_user_namespaces`.
-    pub max_user_namespaces: Option<i64>,
-    /// `kernel.apparmor_restrict_unprivileged_userns` (Ubuntu 23.10 and later).
-    pub apparmor_restrict_unprivileged_userns: Option<i64>,
-    /// `kernel.unprivileged_userns_clone` (Debian's patch).
-    pub unprivileged_userns_clone: Option<i64>,
-}
-
-fn read_sysctl(path: &str) -> Option<i64> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
-}
-
-impl Knobs {
-    /// Reads the knobs from `/proc/sys`.
-    pub fn read() -> Knobs {
-        Knobs {
-            max_user_namespaces: read_sysctl("/proc/sys/user/max_user_namespaces"),
-            apparmor_restrict_unprivileged_userns: read_sysctl(
-                "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
-            ),
-            unprivileged_userns_clone: read_sysctl("/proc/sys/kernel/unprivileged_userns_clone"),
-        }
-    }
-
-    fn facts(&self) -> String {
-        let mut facts = Vec::new();
-        if let Some(v) = self.max_user_namespaces {
-            facts.push(format!("user.max_user_namespaces = {v}"));
-        }
-        if let Some(v) = self.apparmor_restrict_unprivileged_userns {
-            facts.push(format!(
-                "kernel.apparmor_restrict_unprivileged_userns = {v}"
-            ));
-        }
-        if let Some(v) = self.unprivileged_userns_clone {
-            facts.push(format!("kernel.unprivileged_userns_clone = {v}"));
-        }
-        facts.join(", ")
     }
 }
 
@@ -406,40 +481,56 @@ pub struct Finding {
     pub detail: String,
     /// The narrowest fix, when the layer is missing.
     pub fix: Option<String>,
+    /// Why a namespace layer is missing ([`crate::reach`]).
+    pub cause: Option<Cause>,
+    /// The namespace step that failed.
+    pub step: Option<NsStep>,
 }
 
-/// The verdict for one layer from its probe's report and the kernel's knobs. `exe` is
+/// The verdict for one layer from its probe's report and the host's facts (read by the
+/// caller in the initial namespaces: a new user namespace sees its own limits). `exe` is
 /// the Sandy binary, named in the AppArmor fix. Pure.
-pub fn interpret(layer: Layer, report: &ProbeReport, knobs: &Knobs, exe: &Path) -> Finding {
+pub fn interpret(layer: Layer, report: &ProbeReport, facts: &HostFacts, exe: &Path) -> Finding {
     let mut detail = report.detail.clone();
-    let facts = knobs.facts();
-    if layer == Layer::UserNamespace && !facts.is_empty() {
-        detail = format!("{detail} ({facts})");
+    let sysctls = facts.sysctls();
+    if layer == Layer::UserNamespace && !sysctls.is_empty() {
+        detail = format!("{detail} ({sysctls})");
     }
-    // Ubuntu's restriction may let unshare(CLONE_NEWUSER) succeed and deny the
-    // capabilities inside instead: a mount or network step then fails with EPERM.
-    let apparmor_denied = knobs.apparmor_restrict_unprivileged_userns == Some(1)
-        && matches!(layer, Layer::MountNamespace | Layer::NetworkNamespace)
-        && matches!(report.errno, Some(libc::EPERM | libc::EACCES));
+    let namespace = matches!(
+        layer,
+        Layer::UserNamespace | Layer::MountNamespace | Layer::NetworkNamespace
+    );
+    let step = report.step.or_else(|| {
+        (report.userns_failed || (namespace && layer == Layer::UserNamespace))
+            .then_some(NsStep::CreateUserNs)
+    });
+    let cause = match (report.ok, namespace, step) {
+        (false, true, Some(step)) => Some(reach::cause(
+            facts,
+            NsFailure {
+                step,
+                errno: report.errno.unwrap_or(libc::EPERM),
+            },
+        )),
+        _ => None,
+    };
+    if let Some(c) = &cause {
+        detail = format!("{detail}: {}", c.line());
+    }
     let fix = if report.ok {
         None
-    } else if report.userns_failed || apparmor_denied {
-        Some(userns_fix(report.errno, knobs, exe))
+    } else if let Some(c) = &cause {
+        Some(c.fix(exe))
     } else {
         Some(match layer {
             Layer::Landlock => landlock_fix(report),
             Layer::Seccomp => "use a kernel built with CONFIG_SECCOMP_FILTER=y, outside any \
                                container or policy that forbids installing seccomp filters"
                 .to_owned(),
-            Layer::UserNamespace => userns_fix(report.errno, knobs, exe),
-            Layer::MountNamespace => "a security policy (an LSM, a container runtime) forbids \
-                                      mounts in unprivileged user namespaces; allow them for \
-                                      the sandy binary"
-                .to_owned(),
-            Layer::NetworkNamespace => "a security policy (an LSM, a container runtime) forbids \
-                                        network namespaces in unprivileged user namespaces; \
-                                        --block-net needs them"
-                .to_owned(),
+            Layer::UserNamespace | Layer::MountNamespace | Layer::NetworkNamespace => {
+                "run Sandy where unprivileged user namespaces, and mounts in them, are allowed"
+                    .to_owned()
+            }
             Layer::NoNewPrivs => {
                 "use a kernel with PR_SET_NO_NEW_PRIVS (Linux 3.5 or newer)".to_owned()
             }
@@ -450,6 +541,8 @@ pub fn interpret(layer: Layer, report: &ProbeReport, knobs: &Knobs, exe: &Path) 
         available: report.ok,
         detail,
         fix,
+        cause,
+        step: if report.ok { None } else { report.step },
     }
 }
 
@@ -468,42 +561,6 @@ fn landlock_fix(report: &ProbeReport) -> String {
             .to_owned(),
         _ => "check that the landlock LSM is enabled (/sys/kernel/security/lsm) and that no \
               container or policy blocks the Landlock syscalls"
-            .to_owned(),
-    }
-}
-
-/// The narrowest fix for a missing user namespace: the AppArmor profile on Ubuntu, the
-/// sysctl by name elsewhere.
-fn userns_fix(errno: Option<i32>, knobs: &Knobs, exe: &Path) -> String {
-    if knobs.max_user_namespaces == Some(0) {
-        return format!("{USERNS_DISABLED} (and in /etc/sysctl.d/ to keep it)");
-    }
-    if knobs.apparmor_restrict_unprivileged_userns == Some(1) {
-        return format!(
-            "AppArmor restricts unprivileged user namespaces \
-             (kernel.apparmor_restrict_unprivileged_userns = 1). Allow them for Sandy alone \
-             with the AppArmor profile shipped in its repository ({APPARMOR_PROFILE}), rather \
-             than changing the global setting: set the binary path in it to {} (it names \
-             /usr/local/bin/sandy), then `sudo install -m 0644 {APPARMOR_PROFILE} \
-             /etc/apparmor.d/sandy && sudo apparmor_parser -r /etc/apparmor.d/sandy`",
-            exe.display()
-        );
-    }
-    if knobs.unprivileged_userns_clone == Some(0) {
-        return "unprivileged user namespaces are disabled by \
-                kernel.unprivileged_userns_clone = 0; set it to 1"
-            .to_owned();
-    }
-    match errno {
-        Some(libc::ENOSPC) => format!(
-            "the limit of user namespaces is reached (user.max_user_namespaces = {}); raise it",
-            knobs
-                .max_user_namespaces
-                .map_or_else(|| "?".to_owned(), |v| v.to_string())
-        ),
-        Some(libc::EINVAL) => "use a kernel built with CONFIG_USER_NS=y".to_owned(),
-        _ => "a container runtime or security policy forbids unshare(CLONE_NEWUSER); run \
-              Sandy where unprivileged user namespaces are allowed"
             .to_owned(),
     }
 }
@@ -616,6 +673,7 @@ mod tests {
             errno: Some(errno),
             abi: None,
             userns_failed: true,
+            step: Some(NsStep::CreateUserNs),
         }
     }
 
@@ -627,40 +685,47 @@ mod tests {
         assert_eq!(Layer::from_name("nope"), None);
     }
 
+    fn ubuntu() -> HostFacts {
+        HostFacts {
+            max_user_namespaces: Some("15000".to_owned()),
+            apparmor_restrict_unprivileged_userns: Some("1".to_owned()),
+            status: Some("Seccomp:\t0\n".to_owned()),
+            ..HostFacts::default()
+        }
+    }
+
     #[test]
-    fn apparmor_restriction_points_at_the_shipped_profile_not_the_sysctl() {
-        let knobs = Knobs {
-            max_user_namespaces: Some(15000),
-            apparmor_restrict_unprivileged_userns: Some(1),
-            unprivileged_userns_clone: None,
-        };
+    fn apparmor_restriction_points_at_sandy_setup_not_the_sysctl_first() {
         let exe = Path::new("/opt/sandy/bin/sandy");
         for layer in [
             Layer::UserNamespace,
             Layer::MountNamespace,
             Layer::NetworkNamespace,
         ] {
-            let f = interpret(layer, &failed_userns(libc::EPERM), &knobs, exe);
+            let f = interpret(layer, &failed_userns(libc::EPERM), &ubuntu(), exe);
             assert!(!f.available);
+            assert_eq!(f.cause, Some(Cause::AppArmorRestriction));
             let fix = f.fix.unwrap();
-            assert!(fix.contains(APPARMOR_PROFILE), "{fix}");
-            assert!(fix.contains("/opt/sandy/bin/sandy"), "{fix}");
-            assert!(fix.contains("apparmor_parser -r"), "{fix}");
-            assert!(!fix.contains("sysctl -w"), "{fix}");
+            assert!(fix.contains("`sudo /opt/sandy/bin/sandy setup`"), "{fix}");
+            assert!(fix.find("setup") < fix.find("sysctl -w"), "{fix}");
         }
-        let mount_denied = ProbeReport {
-            ok: false,
-            detail: "mounting a tmpfs on /tmp failed: EPERM".to_owned(),
-            errno: Some(libc::EPERM),
-            abi: None,
-            userns_failed: false,
-        };
-        let f = interpret(Layer::MountNamespace, &mount_denied, &knobs, exe);
-        assert!(f.fix.unwrap().contains(APPARMOR_PROFILE));
+        // The restriction lets unshare succeed and refuses the mount: the probe names
+        // the mount, and the cause is the same.
+        let mount_denied = parse_mounts_report("mount_proc 1 mounting a fresh /proc");
+        assert_eq!(mount_denied.step, Some(NsStep::Proc));
+        assert!(!mount_denied.userns_failed);
+        let f = interpret(Layer::MountNamespace, &mount_denied, &ubuntu(), exe);
+        assert_eq!(f.step, Some(NsStep::Proc));
+        assert!(
+            f.detail.contains("mounting a fresh /proc failed: EPERM"),
+            "{}",
+            f.detail
+        );
+        assert!(f.detail.contains("AppArmor restricts"), "{}", f.detail);
         let f = interpret(
             Layer::UserNamespace,
             &failed_userns(libc::EPERM),
-            &knobs,
+            &ubuntu(),
             exe,
         );
         assert!(
@@ -672,15 +737,31 @@ mod tests {
     }
 
     #[test]
+    fn the_mount_probe_report_is_parsed_or_named_as_missing() {
+        assert!(parse_mounts_report("ok").ok);
+        let r = parse_mounts_report("mount_devpts 13 mounting a fresh devpts");
+        assert_eq!(
+            (r.step, r.errno),
+            (Some(NsStep::Devpts), Some(libc::EACCES))
+        );
+        let r = parse_mounts_report("");
+        assert!(
+            !r.ok && r.detail.contains("without a report"),
+            "{}",
+            r.detail
+        );
+    }
+
+    #[test]
     fn disabled_user_namespaces_name_the_sysctl() {
-        let knobs = Knobs {
-            max_user_namespaces: Some(0),
-            ..Knobs::default()
+        let facts = HostFacts {
+            max_user_namespaces: Some("0".to_owned()),
+            ..HostFacts::default()
         };
         let f = interpret(
             Layer::UserNamespace,
             &failed_userns(libc::ENOSPC),
-            &knobs,
+            &facts,
             Path::new("/x"),
         );
         assert!(
@@ -688,6 +769,7 @@ mod tests {
             "{}",
             f.detail
         );
+        assert_eq!(f.cause, Some(Cause::UsernsDisabled));
         assert!(
             f.fix.unwrap().contains("user.max_user_namespaces"),
             "names the sysctl"
@@ -702,18 +784,34 @@ mod tests {
             errno: None,
             abi: Some(4),
             userns_failed: false,
+            step: None,
         };
-        let f = interpret(Layer::Landlock, &old, &Knobs::default(), Path::new("/x"));
+        let f = interpret(
+            Layer::Landlock,
+            &old,
+            &HostFacts::default(),
+            Path::new("/x"),
+        );
         assert!(f.fix.unwrap().contains("ABI 4"));
         let off = ProbeReport {
             errno: Some(libc::EOPNOTSUPP),
             abi: None,
             ..old
         };
-        let f = interpret(Layer::Landlock, &off, &Knobs::default(), Path::new("/x"));
+        let f = interpret(
+            Layer::Landlock,
+            &off,
+            &HostFacts::default(),
+            Path::new("/x"),
+        );
         assert!(f.fix.unwrap().contains("lsm="));
         let fine = ProbeReport::ok("Landlock ABI 7");
-        let f = interpret(Layer::Landlock, &fine, &Knobs::default(), Path::new("/x"));
+        let f = interpret(
+            Layer::Landlock,
+            &fine,
+            &HostFacts::default(),
+            Path::new("/x"),
+        );
         assert!(f.available && f.fix.is_none());
     }
 }

@@ -19,7 +19,11 @@ pub enum PlanError {
     },
     #[error("seccomp filters are not available on this kernel")]
     SeccompUnavailable,
-    #[error("cannot create a user namespace: {}", crate::probe::USERNS_DISABLED)]
+    #[error(
+        "cannot create a user namespace: {}; fix: {}",
+        crate::reach::Cause::UsernsDisabled.line(),
+        crate::reach::Cause::UsernsDisabled.fix(std::path::Path::new("sandy"))
+    )]
     UserNamespacesDisabled,
     #[error("unsupported architecture for the seccomp floor")]
     UnsupportedArch,
@@ -91,6 +95,21 @@ pub enum LinuxError {
         step: &'static str,
         path: PathBuf,
         source: nix::errno::Errno,
+    },
+    /// A namespace step refused by a policy on namespaces, with its cause and fix.
+    #[error("{step}: {}: {hint}", source.desc())]
+    NamespaceRefused {
+        step: &'static str,
+        source: nix::errno::Errno,
+        hint: String,
+    },
+    /// A mount refused by a policy on namespaces, with its cause and fix.
+    #[error("{step} {}: {}: {hint}", path.display(), source.desc())]
+    MountRefused {
+        step: &'static str,
+        path: PathBuf,
+        source: nix::errno::Errno,
+        hint: String,
     },
     #[error("{step}: {source}")]
     Relay {

@@ -32,6 +32,7 @@ pub mod namespaces;
 pub mod overlay;
 mod plan;
 mod probe;
+pub mod reach;
 pub mod relay;
 pub mod seccomp;
 #[allow(unsafe_code)]
@@ -41,6 +42,6 @@ pub use apply::{launch, launch_forked, Ahead, ExecFailure, FREEZE, INIT_NAME, TH
 pub use error::{LinuxError, PlanError};
 pub use plan::{check_support, plan, EnforcementPlan};
 pub use probe::{
-    notify_receive_ends_with_filter, probe, userns_hint, KernelSupport, APPARMOR_PROFILE,
+    host_facts, notify_receive_ends_with_filter, probe, userns_hint, KernelSupport,
     MIN_LANDLOCK_ABI, PINNED_LANDLOCK_ABI,
 };

@@ -30,6 +30,7 @@ use sandy_policy::{
 
 use crate::error::LinuxError;
 use crate::probe::userns_hint;
+use crate::reach::NsStep;
 use crate::sys;
 use crate::sys::open;
 
@@ -377,10 +378,10 @@ pub fn enter(private_network: &PrivateNetwork, entered: bool) -> Result<(), Linu
     }
     match &private_network {
         PrivateNetwork::WithLoopback => {
-            sys::loopback_up().map_err(|source| LinuxError::Loopback { source })?;
+            sys::loopback_up().map_err(loopback_error)?;
         }
         PrivateNetwork::Brokered(resolvers) => {
-            sys::loopback_up().map_err(|source| LinuxError::Loopback { source })?;
+            sys::loopback_up().map_err(loopback_error)?;
             for &ip in resolvers {
                 // The loopback network (127.0.0.0/8, ::1) is local already.
                 if ip.is_loopback() {
@@ -410,8 +411,14 @@ fn make(network: bool) -> Result<(), LinuxError> {
     new_user_namespace(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC)?;
     if network {
         // Separately, so that a kernel without network namespaces is named as such.
-        unshare(CloneFlags::CLONE_NEWNET)
-            .map_err(|source| LinuxError::NetworkNamespace { source })?;
+        unshare(CloneFlags::CLONE_NEWNET).map_err(|source| {
+            refused(
+                "cannot create the sandbox's network namespace",
+                NsStep::Unshare,
+                source,
+            )
+            .unwrap_or(LinuxError::NetworkNamespace { source })
+        })?;
     }
     Ok(())
 }
@@ -423,7 +430,7 @@ fn new_user_namespace(also: CloneFlags) -> Result<(), LinuxError> {
     // A private IPC namespace too: System V IPC objects and POSIX message queues of the
     // host are out of reach.
     unshare(CloneFlags::CLONE_NEWUSER | also).map_err(|errno| LinuxError::UserNamespace {
-        hint: userns_hint(errno),
+        hint: userns_hint(NsStep::CreateUserNs, errno),
         errno,
     })?;
     // Ubuntu's AppArmor restriction lets unshare succeed and then denies what follows;
@@ -433,7 +440,7 @@ fn new_user_namespace(also: CloneFlags) -> Result<(), LinuxError> {
             Some(code) if code == libc::EPERM || code == libc::EACCES => {
                 let errno = Errno::from_raw(code);
                 LinuxError::UserNamespace {
-                    hint: userns_hint(errno),
+                    hint: userns_hint(NsStep::MapIds, errno),
                     errno,
                 }
             }
@@ -481,8 +488,54 @@ pub fn run_anywhere(allowed: &nix::sched::CpuSet) -> nix::Result<()> {
     nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), allowed)
 }
 
+/// A namespace step refused (`EPERM`, `EACCES`) by a policy on namespaces, explained with
+/// its cause and fix; `None` for any other failure.
+pub(crate) fn refused(step: &'static str, kind: NsStep, source: Errno) -> Option<LinuxError> {
+    matches!(source, Errno::EPERM | Errno::EACCES).then(|| LinuxError::NamespaceRefused {
+        step,
+        source,
+        hint: userns_hint(kind, source),
+    })
+}
+
+fn loopback_error(source: Errno) -> LinuxError {
+    refused(
+        "cannot bring up loopback in the private network namespace",
+        NsStep::Network,
+        source,
+    )
+    .unwrap_or(LinuxError::Loopback { source })
+}
+
 fn mount_err<'a>(step: &'static str, path: &'a Path) -> impl FnOnce(Errno) -> LinuxError + 'a {
-    move |source| LinuxError::Mount {
+    move |source| mount_error(step, path, source)
+}
+
+/// A failed mount step. A refusal (`EPERM`, `EACCES`) of a mount itself is a policy on
+/// namespaces (an LSM, a container runtime), explained with its cause and fix; a path
+/// that cannot be opened or read is not.
+pub(crate) fn mount_error(step: &'static str, path: &Path, source: Errno) -> LinuxError {
+    let mounting = ["cannot mount", "cannot bind", "cannot make", "cannot pin"]
+        .iter()
+        .any(|p| step.starts_with(p));
+    if mounting && matches!(source, Errno::EPERM | Errno::EACCES) {
+        let kind = if step.contains("devpts") {
+            NsStep::Devpts
+        } else if step.contains("tmpfs") {
+            NsStep::Tmpfs
+        } else if step.contains("/proc") || step.contains("sysfs") {
+            NsStep::Proc
+        } else {
+            NsStep::Bind
+        };
+        return LinuxError::MountRefused {
+            step,
+            path: path.to_path_buf(),
+            source,
+            hint: userns_hint(kind, source),
+        };
+    }
+    LinuxError::Mount {
         step,
         path: path.to_path_buf(),
         source,
@@ -956,6 +1009,33 @@ fn apply_protection(step: &ProtectionStep) -> Result<(), LinuxError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_refusal_is_explained_as_a_policy_on_namespaces() {
+        assert!(refused("step", NsStep::Unshare, Errno::ENOMEM).is_none());
+        let e = refused(
+            "cannot create the sandbox's PID namespace",
+            NsStep::Unshare,
+            Errno::EPERM,
+        )
+        .unwrap();
+        let text = e.to_string();
+        assert!(
+            text.starts_with(
+                "cannot create the sandbox's PID namespace: Operation not permitted: "
+            ),
+            "{text}"
+        );
+        assert!(text.contains("; fix: "), "{text}");
+        let m = mount_error("cannot inspect", Path::new("/x"), Errno::EACCES);
+        assert!(matches!(m, LinuxError::Mount { .. }), "{m}");
+        let m = mount_error(
+            "cannot mount a private devpts on",
+            Path::new("/dev/pts"),
+            Errno::EPERM,
+        );
+        assert!(matches!(m, LinuxError::MountRefused { .. }), "{m}");
+    }
     use sandy_policy::{
         LaunchManifest, ManifestGrant, ManifestProtection, MANIFEST_SCHEMA_VERSION,
     };

@@ -1,3 +1,4 @@
+use crate::reach::{self, HostFacts, NsFailure, NsStep};
 use crate::sys;
 
 /// The Landlock ABI whose access rights Sandy handles, and which its tests run against.
@@ -48,41 +49,56 @@ fn kernel_version(release: &str) -> Option<(u32, u32)> {
     Some((major, minor))
 }
 
-/// The AppArmor profile shipped in the repository, for the scoped fix on Ubuntu.
-pub const APPARMOR_PROFILE: &str = "packaging/apparmor/sandy";
-
 fn read_sysctl(path: &str) -> Option<i64> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
-/// The cause and fix when `user.max_user_namespaces` is 0.
-pub const USERNS_DISABLED: &str = "user namespaces are disabled (user.max_user_namespaces = 0); \
-     set it to a positive value, e.g. `sysctl -w user.max_user_namespaces=15000`";
+/// Reads the facts that explain a refused namespace ([`crate::reach`]): the user-namespace
+/// sysctls, the container markers, this process's AppArmor label and seccomp mode. Each
+/// file is small; an absent or unreadable one is `None`.
+pub fn host_facts() -> HostFacts {
+    let text = |path: &str| read_small(path).map(|b| String::from_utf8_lossy(&b).into_owned());
+    HostFacts {
+        max_user_namespaces: text("/proc/sys/user/max_user_namespaces"),
+        apparmor_restrict_unprivileged_userns: text(
+            "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+        ),
+        unprivileged_userns_clone: text("/proc/sys/kernel/unprivileged_userns_clone"),
+        dockerenv: std::fs::symlink_metadata("/.dockerenv").is_ok(),
+        containerenv: std::fs::symlink_metadata("/run/.containerenv").is_ok(),
+        pid1_environ: read_small("/proc/1/environ"),
+        cgroup: text("/proc/self/cgroup"),
+        lsm_label: text("/proc/self/attr/apparmor/current")
+            .or_else(|| text("/proc/self/attr/current")),
+        status: text("/proc/self/status"),
+        root: nix::unistd::geteuid().is_root(),
+    }
+}
 
-/// Why creating a user namespace failed, and the narrowest fix, from the kernel's knobs.
-pub fn userns_hint(errno: nix::errno::Errno) -> String {
-    if read_sysctl("/proc/sys/user/max_user_namespaces") == Some(0) {
-        return USERNS_DISABLED.to_owned();
-    }
-    if read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == Some(1) {
-        return format!(
-            "AppArmor restricts unprivileged user namespaces \
-             (kernel.apparmor_restrict_unprivileged_userns = 1); install the AppArmor profile \
-             shipped with Sandy ({APPARMOR_PROFILE}, see its header) rather than changing the \
-             global setting"
-        );
-    }
-    if read_sysctl("/proc/sys/kernel/unprivileged_userns_clone") == Some(0) {
-        return "unprivileged user namespaces are disabled \
-                (kernel.unprivileged_userns_clone = 0)"
-            .to_owned();
-    }
-    match errno {
-        nix::errno::Errno::ENOSPC => "the per-user limit of user namespaces is reached".to_owned(),
-        _ => "a container or security policy forbids unshare(CLONE_NEWUSER); run Sandy where \
-              unprivileged user namespaces are allowed"
-            .to_owned(),
-    }
+/// At most 64 KiB of a file (procfs and marker files only).
+fn read_small(path: &str) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(64 * 1024)
+        .read_to_end(&mut out)
+        .ok()?;
+    Some(out)
+}
+
+/// Why creating a run's namespaces failed at `step`, and the narrowest fix, from the
+/// host's facts: one line for the refusal message.
+pub fn userns_hint(step: NsStep, errno: nix::errno::Errno) -> String {
+    let exe = std::env::current_exe().unwrap_or_else(|_| "sandy".into());
+    reach::cause(
+        &host_facts(),
+        NsFailure {
+            step,
+            errno: errno as i32,
+        },
+    )
+    .explain(&exe)
 }
 
 #[cfg(test)]
