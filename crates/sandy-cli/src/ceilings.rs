@@ -404,6 +404,32 @@ impl RunCgroup {
         Ok(())
     }
 
+    /// [`Cgroup::adopt`] in a thread of its own, joined by [`Adopting::wait`] before the
+    /// bootstrap is given its manifest (it starts nothing before). A move into a v1
+    /// hierarchy waits for an RCU grace period in the kernel (10 to 35 ms here): the
+    /// rest of the launch is prepared meanwhile.
+    pub fn adopt_in_background(&self, pid: Pid) -> Adopting {
+        let files: Vec<PathBuf> = self
+            .made
+            .iter()
+            .map(|m| m.dir.join("cgroup.procs"))
+            .collect();
+        let text = pid.as_raw().to_string();
+        let thread = std::thread::Builder::new()
+            .name("cgroup".to_owned())
+            .spawn(move || {
+                for file in &files {
+                    write(file, &text)?;
+                }
+                Ok(())
+            });
+        match thread {
+            Ok(t) => Adopting::Running(t),
+            // No thread: moved here, before the launch goes on.
+            Err(_) => Adopting::Done(self.adopt(pid)),
+        }
+    }
+
     /// After the run, once every process of it is reaped: the ceilings the run
     /// reached, one line each, then the cgroup removed.
     pub fn finish(self, c: &Ceilings) -> Vec<String> {
@@ -558,6 +584,27 @@ pub fn memory_total() -> Option<u64> {
         .parse()
         .ok()?;
     kib.checked_mul(1024)
+}
+
+/// The bootstrap's move into the run's cgroup, under way ([`Cgroup::adopt_in_background`]).
+pub enum Adopting {
+    Running(std::thread::JoinHandle<Result<(), SandyError>>),
+    Done(Result<(), SandyError>),
+}
+
+impl Adopting {
+    /// Waits for the move; its failure is the launch's.
+    pub fn wait(self) -> Result<(), SandyError> {
+        match self {
+            Adopting::Running(t) => t.join().unwrap_or_else(|_| {
+                Err(SandyError::Io {
+                    step: "cannot move the run into its cgroup",
+                    source: std::io::Error::other("the thread that moved it failed"),
+                })
+            }),
+            Adopting::Done(r) => r,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -103,9 +103,11 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // anything: every process of the run is counted there (`ceilings`). A ceiling asked
     // for that nothing here holds refuses the run.
     let cgroup = crate::ceilings::Offer::probe().make(&mut policy.ceilings, host.uid)?;
-    if let Some(cgroup) = &cgroup {
-        cgroup.adopt(pending.pid())?;
-    }
+    // The move is waited for before the bootstrap gets its manifest (it starts nothing
+    // before); the rest of the launch is prepared meanwhile.
+    let adopting = cgroup
+        .as_ref()
+        .map(|cgroup| cgroup.adopt_in_background(pending.pid()));
     announce(&policy);
     // A first launch: the agent's own absent state directories and files (placeholders
     // inside them need them).
@@ -211,6 +213,9 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // The run's private temporary directories, held from the target's start to say
     // after the run whether one was full.
     let mut tmp_watch = None;
+    if let Some(adopting) = adopting {
+        adopting.wait()?;
+    }
     let status = spawn_and_wait(
         Launch {
             manifest: &manifest,

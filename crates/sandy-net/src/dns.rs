@@ -258,7 +258,11 @@ mod tests {
         // Stopping wakes the thread at once: the run's end never waits for a poll.
         let t = Instant::now();
         relay.stop();
-        assert!(t.elapsed() < Duration::from_millis(100), "{:?}", t.elapsed());
+        assert!(
+            t.elapsed() < Duration::from_millis(100),
+            "{:?}",
+            t.elapsed()
+        );
     }
 
     #[test]
