@@ -202,15 +202,12 @@ impl Offer {
         })
     }
 
-    /// Makes the run's cgroup in every place that holds a ceiling of `ceilings`, with
-    /// their limits written, and records what holds each ceiling in `ceilings`. A place
-    /// that fails is left out (its ceilings fall back, or, asked for explicitly, refuse
-    /// the run: [`Ceilings::enforce_with`]).
-    pub fn make(
-        mut self,
-        ceilings: &mut Ceilings,
-        uid: u32,
-    ) -> Result<Option<RunCgroup>, SandyError> {
+    /// The run's cgroup made in every place that holds a ceiling, before the policy is
+    /// known: its directories, with the cpu controller only when `cpu` (a CPU ceiling
+    /// was asked for), and no limit yet. The launch moves the bootstrap in at once,
+    /// beside the policy's resolution, and [`Early::limit`] writes the limits before the
+    /// bootstrap starts anything.
+    pub fn make_dirs(mut self, cpu: bool) -> Early {
         let name = format!(
             "{PREFIX}{}-{}",
             std::process::id(),
@@ -220,7 +217,7 @@ impl Offer {
         let mut kept = Vec::new();
         // The cpu controller only for a CPU ceiling.
         for place in &mut self.places {
-            if ceilings.cpu.is_none() {
+            if !cpu {
                 place.controllers.retain(|c| *c != "cpu");
                 place.enable.retain(|c| *c != "cpu");
             }
@@ -240,16 +237,42 @@ impl Offer {
             }
         }
         self.places = kept;
-        let run = RunCgroup { made };
-        ceilings
-            .enforce_with(&self.available(uid))
-            .map_err(SandyError::Ceiling)?;
+        Early {
+            offer: self,
+            run: RunCgroup { made },
+        }
+    }
+}
+
+/// The run's cgroup made before the policy is known ([`Offer::make_dirs`]).
+pub struct Early {
+    offer: Offer,
+    run: RunCgroup,
+}
+
+impl Early {
+    /// The directories made, to move the bootstrap in ([`RunCgroup::adopt_in_background`]).
+    pub fn cgroup(&self) -> Option<&RunCgroup> {
+        (!self.run.made.is_empty()).then_some(&self.run)
+    }
+
+    /// Once the policy is known: records what holds each ceiling of
+    /// `ceilings` and writes the limits. A ceiling asked for that nothing here holds
+    /// refuses the run; so does a limit that cannot be written (the cgroup is then left
+    /// to be removed once its processes are gone: by this run's end, or a later run's
+    /// sweep when this one was killed).
+    pub fn limit(self, ceilings: &mut Ceilings, uid: u32) -> Result<Option<RunCgroup>, SandyError> {
+        let Early { offer, run } = self;
+        if let Err(e) = ceilings.enforce_with(&offer.available(uid)) {
+            run.remove_if_empty();
+            return Err(SandyError::Ceiling(e));
+        }
         if run.made.is_empty() {
             return Ok(None);
         }
         ceilings.cgroup = run.made.first().map(|m| m.dir.display().to_string());
         if let Err(e) = run.write_limits(ceilings) {
-            run.remove();
+            run.remove_if_empty();
             return Err(e);
         }
         Ok(Some(run))
@@ -464,6 +487,15 @@ impl RunCgroup {
         }
         self.remove();
         lines
+    }
+
+    /// Removes the directories that hold no process (one that still does is left for
+    /// the sweep of a later run).
+    #[allow(clippy::disallowed_methods)] // Sandy's own cgroup, under one the run cannot write
+    fn remove_if_empty(&self) {
+        for m in &self.made {
+            let _ = std::fs::remove_dir(&m.dir);
+        }
     }
 
     /// Removes the run's cgroup (empty once the run's processes are reaped; a process

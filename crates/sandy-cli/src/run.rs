@@ -46,6 +46,19 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
             args.explain != ExplainMode::Off,
         )?)
     };
+    // The run's cgroup is made now, and the bootstrap moved in beside the policy's
+    // resolution (a move waits for the kernel, up to tens of milliseconds on a v1
+    // hierarchy); the limits are written once the policy is known, before the bootstrap
+    // starts anything.
+    let early = pending
+        .as_ref()
+        .map(|_| crate::ceilings::Offer::probe().make_dirs(args.cpu.is_some()));
+    let adopting = match (&early, &pending) {
+        (Some(early), Some(pending)) => early
+            .cgroup()
+            .map(|cgroup| cgroup.adopt_in_background(pending.pid())),
+        _ => None,
+    };
     let (host, walked) = host::gather_walked(&args.read_write)?;
     let explain = args.explain;
     let tmp_base = crate::rundir::tmp_base(&host);
@@ -102,12 +115,10 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // The run's cgroup, with its limits, and the bootstrap in it before it starts
     // anything: every process of the run is counted there (`ceilings`). A ceiling asked
     // for that nothing here holds refuses the run.
-    let cgroup = crate::ceilings::Offer::probe().make(&mut policy.ceilings, host.uid)?;
-    // The move is waited for before the bootstrap gets its manifest (it starts nothing
-    // before); the rest of the launch is prepared meanwhile.
-    let adopting = cgroup
-        .as_ref()
-        .map(|cgroup| cgroup.adopt_in_background(pending.pid()));
+    let cgroup = match early {
+        Some(early) => early.limit(&mut policy.ceilings, host.uid)?,
+        None => None,
+    };
     announce(&policy);
     // A first launch: the agent's own absent state directories and files (placeholders
     // inside them need them).
