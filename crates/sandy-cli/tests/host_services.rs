@@ -327,3 +327,96 @@ print("attempts", done, flush=True)
         );
     });
 }
+
+/// A name server on the host's loopback (as systemd-resolved's 127.0.0.53): reached for
+/// DNS only, over UDP through the relay and over TCP, and nothing else at its address.
+/// The stand-in answers every query with 192.0.2.77; Sandy runs in a mount namespace of
+/// the test's own where `/etc/resolv.conf` names it (root: the unprivileged pass would
+/// need a user namespace of its own around Sandy's, and is left out).
+#[test]
+fn a_name_server_on_the_hosts_loopback_answers_and_nothing_else_there_does() {
+    const STUB: &str = r#"
+import socket, struct, sys, threading
+addr = sys.argv[1]
+def answer(q):
+    head = q[:2] + b"\x81\x80" + q[4:6] + b"\x00\x01\x00\x00\x00\x00"
+    qend = 12
+    while q[qend] != 0:
+        qend += q[qend] + 1
+    question = q[12:qend + 5]
+    return head + question + b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x3c\x00\x04" + bytes([192, 0, 2, 77])
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind((addr, 53))
+t = socket.socket(); t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); t.bind((addr, 53)); t.listen()
+o = socket.socket(); o.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); o.bind((addr, 80)); o.listen()
+def udp():
+    while True:
+        q, peer = u.recvfrom(4096); u.sendto(answer(q), peer)
+def tcp():
+    while True:
+        c, _ = t.accept(); n = struct.unpack(">H", c.recv(2))[0]; q = c.recv(n)
+        a = answer(q); c.sendall(struct.pack(">H", len(a)) + a); c.close()
+def other():
+    while True:
+        c, _ = o.accept(); print("other port reached", flush=True); c.close()
+for f in (udp, tcp, other):
+    threading.Thread(target=f, daemon=True).start()
+print("ready", flush=True)
+threading.Event().wait(120)
+"#;
+    const INSIDE: &str = r#"
+import json, socket, struct
+out = {"name": socket.gethostbyname("stub.test")}
+q = struct.pack(">HHHHHH", 7, 0x0100, 1, 0, 0, 0) + b"\x04stub\x04test\x00" + struct.pack(">HH", 1, 1)
+t = socket.create_connection(("127.0.0.54", 53), timeout=5)
+t.sendall(struct.pack(">H", len(q)) + q)
+out["tcp"] = socket.inet_ntoa(t.recv(512)[-4:])
+try:
+    socket.create_connection(("127.0.0.54", 80), timeout=3); out["other"] = "ok"
+except OSError as e:
+    out["other"] = e.errno
+print(json.dumps(out), flush=True)
+"#;
+    if !is_root() {
+        eprintln!("the loopback name server test needs root (a mount namespace for resolv.conf)");
+        return;
+    }
+    if !kernel_ready() {
+        return;
+    }
+    let w = World::new(User {
+        uid: 0,
+        gid: 0,
+        label: "root",
+    });
+    let stub = w.write("stub.py", STUB);
+    let mut cmd = Command::new(PYTHON);
+    cmd.arg(&stub).arg("127.0.0.54");
+    let (_stub, line) = start_announcing_line(cmd, "the name server stand-in");
+    assert_eq!(line.trim(), "ready");
+    w.write("home/project/inside.py", INSIDE);
+    let resolv = w.write("resolv.conf", "nameserver 127.0.0.54\noptions timeout:2\n");
+    let script = format!(
+        "mount --bind '{}' /etc/resolv.conf && exec '{}' run -- {PYTHON} inside.py",
+        resolv.display(),
+        sandy_bin().display()
+    );
+    let mut cmd = Command::new("unshare");
+    cmd.args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .current_dir(&w.project)
+        .env_clear()
+        .envs(w.base_env())
+        .stdin(std::process::Stdio::null());
+    let o = run_timeout(cmd, 60);
+    assert_code(&o, 0, "a run with a loopback name server");
+    let v: Value = serde_json::from_str(stdout(&o).lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&o), stderr(&o)));
+    eprintln!("inside: {v}");
+    assert_eq!(v["name"], "192.0.2.77", "{v}");
+    assert_eq!(v["tcp"], "192.0.2.77", "{v}");
+    assert_eq!(v["other"], 13, "{v}");
+    assert!(
+        stderr(&o).contains("refused: a connection to 127.0.0.54:80"),
+        "{}",
+        stderr(&o)
+    );
+}
