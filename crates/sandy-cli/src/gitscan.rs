@@ -403,10 +403,13 @@ impl Found {
 
 /// Describes every repository `roots` hold or belong to. `roots[0]` is the project.
 /// With it, what the walk saw of each tree walked, for the walk after the run.
+/// With `remember`, an answer git gave is remembered for the next launch (never by a
+/// dry run or a question, which change nothing on the host).
 pub fn scan(
     roots: &[PathBuf],
     home: Option<&Path>,
     env: &[(OsString, OsString)],
+    remember: bool,
 ) -> Result<(GitFacts, Vec<walk::Record>), GitScanError> {
     let mut dotgits = Vec::new();
     let mut records: Vec<walk::Record> = Vec::new();
@@ -434,8 +437,12 @@ pub fn scan(
         Some(facts) => facts,
         None => {
             let started = std::time::SystemTime::now();
-            let facts = describe(roots, dotgits.clone(), home, env)?;
-            crate::gitmemo::remember(home, env, roots, &dotgits, &key, &facts, started);
+            let (facts, asked) = describe(roots, dotgits.clone(), home, env)?;
+            // Only what git answered is worth remembering (a tree without a repository,
+            // where git is not asked, costs nothing to describe again).
+            if remember && asked {
+                crate::gitmemo::remember(home, env, roots, &dotgits, &key, &facts, started);
+            }
             facts
         }
     };
@@ -448,13 +455,13 @@ pub fn scan(
     Ok((facts, records))
 }
 
-/// The git facts of `roots`, whose walks found `dotgits`.
+/// The git facts of `roots`, whose walks found `dotgits`, and whether git was asked.
 fn describe(
     roots: &[PathBuf],
     dotgits: Vec<DotGit>,
     home: Option<&Path>,
     env: &[(OsString, OsString)],
-) -> Result<GitFacts, GitScanError> {
+) -> Result<(GitFacts, bool), GitScanError> {
     let mut found = Found::default();
     // A root inside a repository whose top is above it: git run there finds that one.
     let mut enclosing = Vec::new();
@@ -478,10 +485,13 @@ fn describe(
     // or a `git clone`, must be able to read them, and only git says which they are), or
     // names a template directory or a root (a program there that git runs elsewhere).
     if dotgits.is_empty() && enclosing.is_empty() && !worth_asking(home, env, roots) {
-        return Ok(GitFacts {
-            scanned: roots.to_vec(),
-            ..GitFacts::default()
-        });
+        return Ok((
+            GitFacts {
+                scanned: roots.to_vec(),
+                ..GitFacts::default()
+            },
+            false,
+        ));
     }
 
     let git = Git::new(env);
@@ -725,17 +735,20 @@ fn describe(
         found.notes.extend(remote_notes(&out, &here, roots, home));
     }
 
-    Ok(GitFacts {
-        scanned: roots.to_vec(),
-        work_trees: found.work_trees.into_iter().collect(),
-        git_dirs: found.git_dirs.into_iter().collect(),
-        config_files: found.configs.into_iter().collect(),
-        hook_dirs: found.hooks.into_iter().collect(),
-        command_paths,
-        // Filled by [`scan`] from its walk.
-        agent_dirs: Vec::new(),
-        notes: found.notes,
-    })
+    Ok((
+        GitFacts {
+            scanned: roots.to_vec(),
+            work_trees: found.work_trees.into_iter().collect(),
+            git_dirs: found.git_dirs.into_iter().collect(),
+            config_files: found.configs.into_iter().collect(),
+            hook_dirs: found.hooks.into_iter().collect(),
+            command_paths,
+            // Filled by [`scan`] from its walk.
+            agent_dirs: Vec::new(),
+            notes: found.notes,
+        },
+        true,
+    ))
 }
 
 /// What the configuration names as code git runs or copies, inside `roots`: each

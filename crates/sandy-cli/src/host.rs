@@ -11,13 +11,15 @@ use crate::gitscan;
 /// The host facts for a run that may write the project and the `read_write` grants: the
 /// git facts come from the user's git ([`gitscan`]), for the dry run as for the run.
 pub fn gather(read_write: &[PathBuf]) -> Result<HostContext, SandyError> {
-    gather_walked(read_write).map(|(host, _)| host)
+    gather_walked(read_write, false).map(|(host, _)| host)
 }
 
 /// [`gather`], with what the walk for repositories saw of each tree, for the check after
-/// the run ([`crate::verify`]).
+/// the run ([`crate::verify`]). With `remember` (a launch, not a dry run or a question),
+/// git's answers may be remembered for the next launch ([`crate::gitmemo`]).
 pub fn gather_walked(
     read_write: &[PathBuf],
+    remember: bool,
 ) -> Result<(HostContext, Vec<crate::walk::Record>), SandyError> {
     let mut host = gather_without_git()?;
     // The project and the top of every writable directory grant, canonical (resolution
@@ -37,7 +39,7 @@ pub fn gather_walked(
         .collect();
     let mut walked = Vec::new();
     if !roots.is_empty() {
-        (host.git, walked) = gitscan::scan(&roots, host.home.as_deref(), &host.env)?;
+        (host.git, walked) = gitscan::scan(&roots, host.home.as_deref(), &host.env, remember)?;
     }
     Ok((host, walked))
 }

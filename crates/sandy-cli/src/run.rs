@@ -59,7 +59,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
             .map(|cgroup| cgroup.adopt_in_background(pending.pid())),
         _ => None,
     };
-    let (host, walked) = host::gather_walked(&args.read_write)?;
+    let (host, walked) = host::gather_walked(&args.read_write, !args.dry_run)?;
     let explain = args.explain;
     let tmp_base = crate::rundir::tmp_base(&host);
 
