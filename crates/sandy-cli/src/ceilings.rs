@@ -261,21 +261,32 @@ impl Early {
     /// refuses the run; so does a limit that cannot be written (the cgroup is then left
     /// to be removed once its processes are gone: by this run's end, or a later run's
     /// sweep when this one was killed).
-    pub fn limit(self, ceilings: &mut Ceilings, uid: u32) -> Result<Option<RunCgroup>, SandyError> {
-        let Early { offer, run } = self;
-        if let Err(e) = ceilings.enforce_with(&offer.available(uid)) {
-            run.remove_if_empty();
-            return Err(SandyError::Ceiling(e));
-        }
-        if run.made.is_empty() {
+    pub fn limit(
+        &mut self,
+        ceilings: &mut Ceilings,
+        uid: u32,
+    ) -> Result<Option<RunCgroup>, SandyError> {
+        ceilings
+            .enforce_with(&self.offer.available(uid))
+            .map_err(SandyError::Ceiling)?;
+        if self.run.made.is_empty() {
             return Ok(None);
         }
-        ceilings.cgroup = run.made.first().map(|m| m.dir.display().to_string());
-        if let Err(e) = run.write_limits(ceilings) {
-            run.remove_if_empty();
-            return Err(e);
-        }
-        Ok(Some(run))
+        ceilings.cgroup = self.run.made.first().map(|m| m.dir.display().to_string());
+        self.run.write_limits(ceilings)?;
+        // From here on the run's own end removes it ([`RunCgroup::finish`]).
+        Ok(Some(RunCgroup {
+            made: std::mem::take(&mut self.run.made),
+        }))
+    }
+}
+
+/// A launch refused before its cgroup was handed on: the directories are removed, once
+/// the bootstrap is gone (the launch drops the bootstrap first). One that still holds a
+/// process is left to a later run's sweep.
+impl Drop for Early {
+    fn drop(&mut self) {
+        self.run.remove_if_empty();
     }
 }
 

@@ -39,6 +39,13 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // The bootstrap is forked at once and makes the run's namespaces while the policy is
     // resolved (a network namespace alone costs the kernel about a millisecond); it
     // gets the manifest once the policy is known. A dry run launches nothing.
+    // The run's cgroup, made before the bootstrap (and so dropped after it: a refused
+    // launch removes it once the bootstrap is gone). The bootstrap is moved in beside the
+    // policy's resolution (a move waits for the kernel, up to tens of milliseconds on a
+    // v1 hierarchy); the limits are written once the policy is known, before the
+    // bootstrap starts anything.
+    let mut early =
+        (!args.dry_run).then(|| crate::ceilings::Offer::probe().make_dirs(args.cpu.is_some()));
     let pending = if args.dry_run {
         None
     } else {
@@ -46,13 +53,6 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
             args.explain != ExplainMode::Off,
         )?)
     };
-    // The run's cgroup is made now, and the bootstrap moved in beside the policy's
-    // resolution (a move waits for the kernel, up to tens of milliseconds on a v1
-    // hierarchy); the limits are written once the policy is known, before the bootstrap
-    // starts anything.
-    let early = pending
-        .as_ref()
-        .map(|_| crate::ceilings::Offer::probe().make_dirs(args.cpu.is_some()));
     let adopting = match (&early, &pending) {
         (Some(early), Some(pending)) => early
             .cgroup()
@@ -115,7 +115,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // The run's cgroup, with its limits, and the bootstrap in it before it starts
     // anything: every process of the run is counted there (`ceilings`). A ceiling asked
     // for that nothing here holds refuses the run.
-    let cgroup = match early {
+    let cgroup = match early.as_mut() {
         Some(early) => early.limit(&mut policy.ceilings, host.uid)?,
         None => None,
     };
