@@ -213,8 +213,7 @@ fn claude_code_remembers_trust_in_a_terminal_and_drops_a_planted_server() {
 
         // First launch.
         let t = Tmux::start(&script);
-        let screen = t.expect(CLAUDE_TRUST, 60);
-        assert!(screen.contains("sandy: first launch"), "{screen}");
+        t.expect(CLAUDE_TRUST, 60);
         t.keys(&["Down", "Enter"]);
         t.expect(CLAUDE_KEY, 30);
         t.keys(&["Up", "Enter"]);
@@ -226,6 +225,8 @@ fn claude_code_remembers_trust_in_a_terminal_and_drops_a_planted_server() {
         t.expect("POISON-WRITTEN", 30);
         t.type_line("/exit");
         let screen = t.expect("SESSION-EXIT=0", 30);
+        // Quiet by default: the first launch is named in the one line after the run.
+        assert!(screen.contains("; first launch: created"), "{screen}");
         drop(t);
         let state = host_json(&w.home.join(".claude.json"));
         assert_eq!(
@@ -253,7 +254,7 @@ fn claude_code_remembers_trust_in_a_terminal_and_drops_a_planted_server() {
         let screen = t.expect("auto mode", 60);
         assert!(!screen.contains("trust this folder"), "{screen}");
         assert!(!screen.contains(CLAUDE_KEY), "{screen}");
-        assert!(!screen.contains("sandy: first launch"), "{screen}");
+        assert!(!screen.contains("first launch"), "{screen}");
         t.type_line("hi");
         t.expect(CLAUDE_ANSWER, 30);
         t.type_line("/exit");
@@ -307,7 +308,8 @@ fn gemini_cli_remembers_trust_in_a_terminal_and_only_for_its_folder() {
         t.expect(GEMINI_TRUST, 60);
         t.keys(&["Escape"]);
         let screen = t.expect("SESSION-EXIT=", 30);
-        assert!(screen.contains("sandy: first launch"), "{screen}");
+        // Quiet by default: the first launch is named in the one line after the run.
+        assert!(screen.contains("; first launch: created"), "{screen}");
         drop(t);
         w.write("home/.gemini/settings.json", GEMINI_SETTINGS);
         w.write(
@@ -412,7 +414,8 @@ fn codex_remembers_trust_in_a_terminal_and_drops_a_planted_notify() {
         t.type_line("/quit");
         // Codex's full-screen view hides Sandy's lines until it exits.
         let screen = t.expect("SESSION-EXIT=0", 30);
-        assert!(screen.contains("sandy: first launch"), "{screen}");
+        // Quiet by default: the first launch is named in the one line after the run.
+        assert!(screen.contains("; first launch: created"), "{screen}");
         drop(t);
         let text = std::fs::read_to_string(&config)
             .unwrap_or_else(|e| panic!("no config.toml: {e}\n{screen}"));
@@ -458,7 +461,7 @@ fn codex_remembers_trust_in_a_terminal_and_drops_a_planted_notify() {
         let t = Tmux::start(&script);
         let screen = t.expect(CODEX_READY, 60);
         assert!(!screen.contains(CODEX_TRUST), "{screen}");
-        assert!(!screen.contains("sandy: first launch"), "{screen}");
+        assert!(!screen.contains("first launch"), "{screen}");
         t.type_line("hi");
         t.expect(CODEX_ANSWER, 30);
         t.type_line("/quit");
