@@ -314,6 +314,56 @@ fn a_fork_bomb_stops_at_the_process_ceiling_and_the_host_can_still_fork() {
     });
 }
 
+/// The same bomb with the default ceilings (no flag): it stops at the default process
+/// ceiling, and a process of the same user outside still forks meanwhile.
+#[test]
+fn with_the_defaults_a_fork_bomb_stops_at_the_default_ceiling_and_the_host_can_still_fork() {
+    const DEFAULT_PROCS: u64 = 4096;
+    for_each_user(|w| {
+        let Some(cg) = TestCgroup::new(&w.user, DEFAULT_PROCS + 64, 4096 * MIB) else {
+            return;
+        };
+        let script = "sleep 4 & S=$!; b() { b | b & }; b 2>/dev/null; wait $S; echo target-done";
+        let mut cmd = cg.sandy(
+            w,
+            &["run", "--explain", "off", "--", "/bin/sh", "-c", script],
+        );
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let collector = Collector::start(&mut child);
+        std::thread::sleep(Duration::from_millis(2500));
+        let outside = w
+            .host("/bin/sh")
+            .args([
+                "-c",
+                "for i in 1 2 3 4 5 6 7 8; do /bin/true & done; wait; echo forked",
+            ])
+            .output()
+            .unwrap();
+        assert_code(&outside, 0, "forks outside during the bomb");
+        assert!(stdout(&outside).contains("forked"));
+        let status = wait_timeout(&mut child, 90, "the fork bomb run with the defaults");
+        let o = collector.finish(status);
+        let err = stderr(&o);
+        assert!(
+            err.contains(&format!(
+                "the run reached its process ceiling ({DEFAULT_PROCS} processes and threads)"
+            )),
+            "no ceiling line: {err}"
+        );
+        let peak = cg.pids_peak();
+        assert!(
+            (DEFAULT_PROCS..=DEFAULT_PROCS + 16).contains(&peak),
+            "peak {peak} processes\n{err}"
+        );
+        assert!(
+            !cg.own_cap_reached(),
+            "the test's own cap was reached: {err}"
+        );
+        assert!(cg.children().is_empty(), "left behind: {:?}", cg.children());
+    });
+}
+
 #[test]
 fn a_memory_hog_is_killed_at_the_memory_ceiling_with_137_and_a_line() {
     for_each_user(|w| {
