@@ -314,14 +314,24 @@ impl PreparedLayers {
     /// The work directories, in this run's layers, of runs whose supervisor is gone (this
     /// run's own and those of concurrent runs are not among them): each run leaves its
     /// own behind, and later runs remove them ([`remove_stale_work_dirs`]).
-    pub fn stale_work_dirs(&self) -> Vec<(Dir, OsString)> {
+    pub fn stale_work_dirs(&self) -> Vec<(std::sync::Arc<Dir>, OsString)> {
         let mut stale = Vec::new();
         for layer in &self.layers {
-            for name in left_by_gone_processes(layer, "work-") {
-                if let Ok(layer) = layer.try_clone() {
-                    stale.push((layer, name));
-                }
+            let names = left_by_gone_processes(layer, "work-");
+            if names.is_empty() {
+                continue;
             }
+            // One handle per layer, shared by its names: short runs leave one work
+            // directory each, and hundreds may wait for a longer run to remove them.
+            let Ok(handle) = layer.try_clone() else {
+                continue;
+            };
+            let handle = std::sync::Arc::new(handle);
+            stale.extend(
+                names
+                    .into_iter()
+                    .map(|n| (std::sync::Arc::clone(&handle), n)),
+            );
         }
         stale
     }
@@ -362,7 +372,7 @@ pub fn left_by_gone_processes(dir: &Dir, prefix: &str) -> Vec<OsString> {
 /// Removing a directory is what costs here: freeing its block waits for the disk (about
 /// 0.1 to 0.3 ms per directory on the ext4 of BENCHMARKS.md, against 20 µs to make one),
 /// and each work directory holds four.
-pub fn remove_stale_work_dirs(stale: &[(Dir, OsString)], stop: &AtomicBool) {
+pub fn remove_stale_work_dirs(stale: &[(std::sync::Arc<Dir>, OsString)], stop: &AtomicBool) {
     for (layer, name) in stale {
         let stopped = || stop.load(Ordering::Relaxed);
         if layer.remove_tree(name, &stopped).is_err() && stopped() {
@@ -614,8 +624,14 @@ mod tests {
         let b = kernel_work_dir(layer.path(), 2);
         let dir = Dir::open(layer.path()).unwrap();
         let stale = [
-            (dir.try_clone().unwrap(), OsString::from("work-1")),
-            (dir.try_clone().unwrap(), OsString::from("work-2")),
+            (
+                std::sync::Arc::new(dir.try_clone().unwrap()),
+                OsString::from("work-1"),
+            ),
+            (
+                std::sync::Arc::new(dir.try_clone().unwrap()),
+                OsString::from("work-2"),
+            ),
         ];
         remove_stale_work_dirs(&stale, &AtomicBool::new(true));
         assert!(

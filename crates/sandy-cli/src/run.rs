@@ -328,7 +328,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
 /// whose supervisor is gone.
 struct Leftovers {
     run_dirs: Stale,
-    work_dirs: Vec<(crate::hostfs::Dir, std::ffi::OsString)>,
+    work_dirs: Vec<(std::sync::Arc<crate::hostfs::Dir>, std::ffi::OsString)>,
 }
 
 impl Leftovers {
