@@ -281,7 +281,7 @@ fn listeners_on(ip: IpAddr, port: u16) -> Vec<u64> {
     let mut listening = Vec::new();
     let mut diag = true;
     for family in [libc::AF_INET, libc::AF_INET6] {
-        match diag_listeners(family) {
+        match sandy_linux::sys::listening_tcp(family) {
             Ok(found) => listening.extend(found),
             Err(_) => diag = false,
         }
@@ -294,82 +294,6 @@ fn listeners_on(ip: IpAddr, port: u16) -> Vec<u64> {
         .filter(|((bound, p), _)| *p == port && covers(*bound, ip))
         .map(|(_, inode)| inode)
         .collect()
-}
-
-/// Every listening TCP socket of `family` (`NETLINK_SOCK_DIAG`, `inet_diag`): its
-/// address, port and inode number.
-fn diag_listeners(family: libc::c_int) -> nix::Result<Vec<((IpAddr, u16), u64)>> {
-    use nix::sys::socket::{
-        recv, sendto, socket, AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol,
-        SockType,
-    };
-    use std::os::fd::AsRawFd;
-    const SOCK_DIAG_BY_FAMILY: u16 = 20;
-    const NLM_F_REQUEST: u16 = 0x1;
-    const NLM_F_DUMP: u16 = 0x300;
-    const NLMSG_DONE: u16 = 3;
-    const NLMSG_ERROR: u16 = 2;
-    const TCP_LISTEN: u32 = 10;
-    let sock = socket(
-        AddressFamily::Netlink,
-        SockType::Datagram,
-        SockFlag::SOCK_CLOEXEC,
-        SockProtocol::NetlinkSockDiag,
-    )?;
-    // struct nlmsghdr, then struct inet_diag_req_v2 (family, protocol, ext, pad, states,
-    // and an all-zero struct inet_diag_sockid but for the "no cookie" value).
-    let mut req = Vec::with_capacity(72);
-    req.extend_from_slice(&72u32.to_ne_bytes());
-    req.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
-    req.extend_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
-    req.extend_from_slice(&1u32.to_ne_bytes());
-    req.extend_from_slice(&0u32.to_ne_bytes());
-    req.extend_from_slice(&[family as u8, libc::IPPROTO_TCP as u8, 0, 0]);
-    req.extend_from_slice(&(1u32 << TCP_LISTEN).to_ne_bytes());
-    req.extend_from_slice(&[0u8; 40]);
-    req.extend_from_slice(&u32::MAX.to_ne_bytes());
-    req.extend_from_slice(&u32::MAX.to_ne_bytes());
-    sendto(
-        sock.as_raw_fd(),
-        &req,
-        &NetlinkAddr::new(0, 0),
-        MsgFlags::empty(),
-    )?;
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    // Bounded: a listening table of a million sockets is beyond any host.
-    for _ in 0..10_000 {
-        let n = recv(sock.as_raw_fd(), &mut buf, MsgFlags::empty())?;
-        let mut at = 0;
-        while at + 16 <= n {
-            let len =
-                u32::from_ne_bytes(buf[at..at + 4].try_into().map_err(|_| Errno::EPROTO)?) as usize;
-            let kind = u16::from_ne_bytes([buf[at + 4], buf[at + 5]]);
-            if len < 16 || at + len > n {
-                return Err(Errno::EPROTO);
-            }
-            match kind {
-                NLMSG_DONE => return Ok(out),
-                NLMSG_ERROR => return Err(Errno::EPROTO),
-                _ => {}
-            }
-            let msg = &buf[at + 16..at + len];
-            if msg.len() >= 72 {
-                let port = u16::from_be_bytes([msg[4], msg[5]]);
-                let ip = match i32::from(msg[0]) {
-                    libc::AF_INET => IpAddr::V4(Ipv4Addr::new(msg[8], msg[9], msg[10], msg[11])),
-                    _ => {
-                        let o: [u8; 16] = msg[8..24].try_into().map_err(|_| Errno::EPROTO)?;
-                        IpAddr::V6(Ipv6Addr::from(o))
-                    }
-                };
-                let inode = u32::from_ne_bytes(msg[68..72].try_into().map_err(|_| Errno::EPROTO)?);
-                out.push(((ip, port), u64::from(inode)));
-            }
-            at += (len + 3) & !3;
-        }
-    }
-    Err(Errno::EPROTO)
 }
 
 /// Every listening TCP socket from `/proc/thread-self/net/tcp` and `tcp6`.
@@ -518,7 +442,7 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let inode = nix::sys::stat::fstat(listener.as_fd()).unwrap().st_ino;
-        let diag = diag_listeners(libc::AF_INET).unwrap();
+        let diag = sandy_linux::sys::listening_tcp(libc::AF_INET).unwrap();
         let want = (("127.0.0.1".parse().unwrap(), port), inode);
         assert!(diag.contains(&want), "{diag:?}");
         assert!(proc_listeners().contains(&want));

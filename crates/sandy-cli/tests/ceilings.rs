@@ -251,117 +251,74 @@ fn bounded(cmd: Command, secs: u64) -> Output {
     run_timeout(cmd, secs)
 }
 
+/// A fork bomb beside a target that sleeps `seconds`, with `flags` (the ceilings asked
+/// for), inside a test cgroup capping `ceiling` processes and `memory` bytes: a process
+/// of the same user outside still forks meanwhile, the run names the ceiling it reached,
+/// the whole test's peak stayed at `ceiling` (Sandy's own processes within 16 of it), and
+/// nothing is left.
+fn fork_bomb(w: &World, flags: &[&str], ceiling: u64, memory: u64, seconds: u64) {
+    let Some(cg) = TestCgroup::new(&w.user, ceiling, memory) else {
+        return;
+    };
+    // The bomb runs beside the target, which ends then: Sandy ends the rest of the run
+    // with it.
+    let script = format!(
+        "sleep {seconds} & S=$!; b() {{ b | b & }}; b 2>/dev/null; wait $S; echo target-done"
+    );
+    let mut args = vec!["run", "--explain", "off"];
+    args.extend_from_slice(flags);
+    args.extend(["--", "/bin/sh", "-c", &script]);
+    let mut cmd = cg.sandy(w, &args);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let started = Instant::now();
+    let mut child = cmd.spawn().unwrap();
+    let collector = Collector::start(&mut child);
+    // Meanwhile a process of the same user outside still forks.
+    std::thread::sleep(Duration::from_millis(seconds * 1000 / 2));
+    let outside = w
+        .host("/bin/sh")
+        .args([
+            "-c",
+            "for i in 1 2 3 4 5 6 7 8; do /bin/true & done; wait; echo forked",
+        ])
+        .output()
+        .unwrap();
+    assert_code(&outside, 0, "forks outside during the bomb");
+    assert!(stdout(&outside).contains("forked"));
+    let status = wait_timeout(&mut child, 90, "the fork bomb run");
+    let o = collector.finish(status);
+    let err = stderr(&o);
+    assert!(started.elapsed() < Duration::from_secs(90));
+    assert!(
+        err.contains(&format!(
+            "sandy: the run reached its process ceiling ({ceiling} processes and threads)"
+        )) && err.contains("--max-procs"),
+        "no ceiling line: {err}"
+    );
+    // The peak of the whole test (Sandy's supervisor, bootstrap and init included)
+    // stayed at the ceiling: the bomb reached it and went no further.
+    let peak = cg.pids_peak();
+    assert!(
+        (ceiling..=ceiling + 16).contains(&peak),
+        "peak {peak} processes\n{err}"
+    );
+    assert!(
+        !cg.own_cap_reached(),
+        "the test's own cap was reached: {err}"
+    );
+    assert!(cg.children().is_empty(), "left behind: {:?}", cg.children());
+}
+
 #[test]
 fn a_fork_bomb_stops_at_the_process_ceiling_and_the_host_can_still_fork() {
-    for_each_user(|w| {
-        let Some(cg) = TestCgroup::new(&w.user, 64, 512 * MIB) else {
-            return;
-        };
-        // The bomb runs three seconds beside the target, which ends then: Sandy ends the
-        // rest of the run with it.
-        let script = "sleep 3 & S=$!; b() { b | b & }; b 2>/dev/null; wait $S; echo target-done";
-        let mut cmd = cg.sandy(
-            w,
-            &[
-                "run",
-                "--explain",
-                "off",
-                "--max-procs",
-                "40",
-                "--",
-                "/bin/sh",
-                "-c",
-                script,
-            ],
-        );
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let started = Instant::now();
-        let mut child = cmd.spawn().unwrap();
-        let collector = Collector::start(&mut child);
-        // Meanwhile a process of the same user outside still forks.
-        std::thread::sleep(Duration::from_millis(1500));
-        let outside = w
-            .host("/bin/sh")
-            .args([
-                "-c",
-                "for i in 1 2 3 4 5 6 7 8; do /bin/true & done; wait; echo forked",
-            ])
-            .output()
-            .unwrap();
-        assert_code(&outside, 0, "forks outside during the bomb");
-        assert!(stdout(&outside).contains("forked"));
-        let status = wait_timeout(&mut child, 60, "the fork bomb run");
-        let o = collector.finish(status);
-        let err = stderr(&o);
-        assert!(started.elapsed() < Duration::from_secs(60));
-        assert!(
-            err.contains("sandy: the run reached its process ceiling (40 processes and threads)")
-                && err.contains("--max-procs"),
-            "no ceiling line: {err}"
-        );
-        // The peak of the whole test (Sandy's supervisor, bootstrap and init included)
-        // stayed at the ceiling: the bomb reached it and went no further.
-        let peak = cg.pids_peak();
-        assert!(
-            (40..=40 + 16).contains(&peak),
-            "peak {peak} processes\n{err}"
-        );
-        assert!(
-            !cg.own_cap_reached(),
-            "the test's own cap was reached: {err}"
-        );
-        assert!(cg.children().is_empty(), "left behind: {:?}", cg.children());
-    });
+    for_each_user(|w| fork_bomb(w, &["--max-procs", "40"], 40, 512 * MIB, 3));
 }
 
 /// The same bomb with the default ceilings (no flag): it stops at the default process
-/// ceiling, and a process of the same user outside still forks meanwhile.
+/// ceiling.
 #[test]
 fn with_the_defaults_a_fork_bomb_stops_at_the_default_ceiling_and_the_host_can_still_fork() {
-    const DEFAULT_PROCS: u64 = 4096;
-    for_each_user(|w| {
-        let Some(cg) = TestCgroup::new(&w.user, DEFAULT_PROCS + 64, 4096 * MIB) else {
-            return;
-        };
-        let script = "sleep 4 & S=$!; b() { b | b & }; b 2>/dev/null; wait $S; echo target-done";
-        let mut cmd = cg.sandy(
-            w,
-            &["run", "--explain", "off", "--", "/bin/sh", "-c", script],
-        );
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
-        let collector = Collector::start(&mut child);
-        std::thread::sleep(Duration::from_millis(2500));
-        let outside = w
-            .host("/bin/sh")
-            .args([
-                "-c",
-                "for i in 1 2 3 4 5 6 7 8; do /bin/true & done; wait; echo forked",
-            ])
-            .output()
-            .unwrap();
-        assert_code(&outside, 0, "forks outside during the bomb");
-        assert!(stdout(&outside).contains("forked"));
-        let status = wait_timeout(&mut child, 90, "the fork bomb run with the defaults");
-        let o = collector.finish(status);
-        let err = stderr(&o);
-        assert!(
-            err.contains(&format!(
-                "the run reached its process ceiling ({DEFAULT_PROCS} processes and threads)"
-            )),
-            "no ceiling line: {err}"
-        );
-        let peak = cg.pids_peak();
-        assert!(
-            (DEFAULT_PROCS..=DEFAULT_PROCS + 16).contains(&peak),
-            "peak {peak} processes\n{err}"
-        );
-        assert!(
-            !cg.own_cap_reached(),
-            "the test's own cap was reached: {err}"
-        );
-        assert!(cg.children().is_empty(), "left behind: {:?}", cg.children());
-    });
+    for_each_user(|w| fork_bomb(w, &[], 4096, 4096 * MIB, 4));
 }
 
 #[test]

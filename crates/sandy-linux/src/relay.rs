@@ -93,17 +93,14 @@ pub fn hand_over_resolvers(
 /// The first byte of the message of [`hand_over_resolvers`].
 const RESOLVERS_TAG: u8 = b'R';
 
-/// In the supervisor: receives the name servers' sockets (at most `most`) with their
-/// addresses. `Ok(None)` when the bootstrap ended without sending them (it failed, and
-/// reports why itself).
-pub fn receive_resolvers(
+/// One message of data into `data` with the descriptors it carries (at most 64): how
+/// many bytes came, and the descriptors, owned.
+fn receive_with_fds(
     channel: &OwnedFd,
-    most: usize,
-) -> Result<Option<Vec<(std::net::IpAddr, std::net::UdpSocket)>>, std::io::Error> {
-    use std::net::{IpAddr, Ipv6Addr};
-    let mut data = vec![0u8; 1 + most * 17];
-    let mut iov = [IoSliceMut::new(&mut data)];
-    let mut space = nix::cmsg_space!([i32; 8]);
+    data: &mut [u8],
+) -> Result<(usize, Vec<OwnedFd>), std::io::Error> {
+    let mut iov = [IoSliceMut::new(data)];
+    let mut space = nix::cmsg_space!([i32; 64]);
     let msg = recvmsg::<()>(
         channel.as_raw_fd(),
         &mut iov,
@@ -116,8 +113,19 @@ pub fn receive_resolvers(
             fds.extend(received);
         }
     }
-    let owned = sys::adopt_received_fds(&fds);
-    let bytes = msg.bytes;
+    Ok((msg.bytes, sys::adopt_received_fds(&fds)))
+}
+
+/// In the supervisor: receives the name servers' sockets (at most `most`) with their
+/// addresses. `Ok(None)` when the bootstrap ended without sending them (it failed, and
+/// reports why itself).
+pub fn receive_resolvers(
+    channel: &OwnedFd,
+    most: usize,
+) -> Result<Option<Vec<(std::net::IpAddr, std::net::UdpSocket)>>, std::io::Error> {
+    use std::net::{IpAddr, Ipv6Addr};
+    let mut data = vec![0u8; 1 + most * 17];
+    let (bytes, owned) = receive_with_fds(channel, &mut data)?;
     if bytes == 0 && owned.is_empty() {
         return Ok(None);
     }
@@ -157,25 +165,11 @@ pub fn receive_listeners(
     count: usize,
 ) -> Result<Option<Vec<(u16, TcpListener)>>, std::io::Error> {
     let mut data = vec![0u8; count * 2];
-    let mut iov = [IoSliceMut::new(&mut data)];
-    let mut space = nix::cmsg_space!([i32; 64]);
-    let msg = recvmsg::<()>(
-        channel.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC,
-    )?;
-    let mut fds = Vec::new();
-    for cmsg in msg.cmsgs()? {
-        if let ControlMessageOwned::ScmRights(received) = cmsg {
-            fds.extend(received);
-        }
-    }
-    let owned = sys::adopt_received_fds(&fds);
-    if msg.bytes == 0 && owned.is_empty() {
+    let (bytes, owned) = receive_with_fds(channel, &mut data)?;
+    if bytes == 0 && owned.is_empty() {
         return Ok(None);
     }
-    if msg.bytes != count * 2 || owned.len() != count {
+    if bytes != count * 2 || owned.len() != count {
         return Err(std::io::Error::other("malformed local-port hand-over"));
     }
     let ports = data

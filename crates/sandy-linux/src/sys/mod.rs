@@ -200,10 +200,7 @@ pub fn loopback_up() -> nix::Result<()> {
 /// Puts `ip` (a host route: /32, /128) on the loopback interface of the current network
 /// namespace (`RTM_NEWADDR` over rtnetlink), so that datagrams to it stay on this host.
 pub fn add_loopback_address(ip: std::net::IpAddr) -> nix::Result<()> {
-    use nix::sys::socket::{
-        recv, sendto, socket, AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol,
-        SockType,
-    };
+    use nix::sys::socket::{recv, MsgFlags, SockProtocol};
     const RTM_NEWADDR: u16 = 20;
     const NLMSG_ERROR: u16 = 2;
     const NLM_F_REQUEST: u16 = 0x1;
@@ -233,26 +230,11 @@ pub fn add_loopback_address(ip: std::net::IpAddr) -> nix::Result<()> {
     body.extend_from_slice(&index.to_ne_bytes());
     attribute(IFA_LOCAL, &mut body);
     attribute(IFA_ADDRESS, &mut body);
-    // struct nlmsghdr.
-    let mut message = Vec::with_capacity(16 + body.len());
-    message.extend_from_slice(&((16 + body.len()) as u32).to_ne_bytes());
-    message.extend_from_slice(&RTM_NEWADDR.to_ne_bytes());
-    let flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_EXCL | NLM_F_CREATE;
-    message.extend_from_slice(&flags.to_ne_bytes());
-    message.extend_from_slice(&1u32.to_ne_bytes());
-    message.extend_from_slice(&0u32.to_ne_bytes());
-    message.extend_from_slice(&body);
-    let sock = socket(
-        AddressFamily::Netlink,
-        SockType::Raw,
-        SockFlag::SOCK_CLOEXEC,
+    let sock = netlink_request(
         SockProtocol::NetlinkRoute,
-    )?;
-    sendto(
-        sock.as_raw_fd(),
-        &message,
-        &NetlinkAddr::new(0, 0),
-        MsgFlags::empty(),
+        RTM_NEWADDR,
+        NLM_F_REQUEST | NLM_F_ACK | NLM_F_EXCL | NLM_F_CREATE,
+        &body,
     )?;
     let mut answer = [0u8; 1024];
     let n = recv(sock.as_raw_fd(), &mut answer, MsgFlags::empty())?;
@@ -305,6 +287,108 @@ pub fn socket_family_and_protocol(
         Errno::result(ret).map(|_| value)
     };
     Ok((get(libc::SO_DOMAIN)?, get(libc::SO_PROTOCOL)?))
+}
+
+/// A netlink socket of `protocol` with one request sent on it to the kernel: a
+/// `struct nlmsghdr` of `kind` and `flags` (sequence 1), then `body`.
+fn netlink_request(
+    protocol: nix::sys::socket::SockProtocol,
+    kind: u16,
+    flags: u16,
+    body: &[u8],
+) -> nix::Result<OwnedFd> {
+    use nix::sys::socket::{
+        sendto, socket, AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockType,
+    };
+    let sock = socket(
+        AddressFamily::Netlink,
+        SockType::Raw,
+        SockFlag::SOCK_CLOEXEC,
+        protocol,
+    )?;
+    let len = u32::try_from(16 + body.len()).map_err(|_| Errno::E2BIG)?;
+    let mut message = Vec::with_capacity(16 + body.len());
+    message.extend_from_slice(&len.to_ne_bytes());
+    message.extend_from_slice(&kind.to_ne_bytes());
+    message.extend_from_slice(&flags.to_ne_bytes());
+    message.extend_from_slice(&1u32.to_ne_bytes());
+    message.extend_from_slice(&0u32.to_ne_bytes());
+    message.extend_from_slice(body);
+    sendto(
+        sock.as_raw_fd(),
+        &message,
+        &NetlinkAddr::new(0, 0),
+        MsgFlags::empty(),
+    )?;
+    Ok(sock)
+}
+
+/// Every listening TCP socket of `family` in this thread's network namespace, asked of
+/// the kernel's socket diagnostics (`NETLINK_SOCK_DIAG`, `inet_diag`, a dump of the
+/// listening sockets only, which walks the listening table, not every connection): its
+/// address, port and inode number.
+pub fn listening_tcp(family: libc::c_int) -> nix::Result<Vec<((std::net::IpAddr, u16), u64)>> {
+    use nix::sys::socket::{recv, MsgFlags, SockProtocol};
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    const SOCK_DIAG_BY_FAMILY: u16 = 20;
+    const NLM_F_REQUEST: u16 = 0x1;
+    const NLM_F_DUMP: u16 = 0x300;
+    const NLMSG_DONE: u16 = 3;
+    const NLMSG_ERROR: u16 = 2;
+    const TCP_LISTEN: u32 = 10;
+    // struct inet_diag_req_v2: family, protocol, ext, pad, states, and an all-zero
+    // struct inet_diag_sockid but for the "no cookie" value.
+    let mut body = Vec::with_capacity(56);
+    body.extend_from_slice(&[family as u8, libc::IPPROTO_TCP as u8, 0, 0]);
+    body.extend_from_slice(&(1u32 << TCP_LISTEN).to_ne_bytes());
+    body.extend_from_slice(&[0u8; 40]);
+    body.extend_from_slice(&u32::MAX.to_ne_bytes());
+    body.extend_from_slice(&u32::MAX.to_ne_bytes());
+    let sock = netlink_request(
+        SockProtocol::NetlinkSockDiag,
+        SOCK_DIAG_BY_FAMILY,
+        NLM_F_REQUEST | NLM_F_DUMP,
+        &body,
+    )?;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    // Bounded: a listening table of a million sockets is beyond any host.
+    for _ in 0..10_000 {
+        let n = recv(sock.as_raw_fd(), &mut buf, MsgFlags::empty())?;
+        let mut at = 0;
+        while at + 16 <= n {
+            let word = |i: usize| [buf[i], buf[i + 1], buf[i + 2], buf[i + 3]];
+            let len = u32::from_ne_bytes(word(at)) as usize;
+            let kind = u16::from_ne_bytes([buf[at + 4], buf[at + 5]]);
+            if len < 16 || at + len > n {
+                return Err(Errno::EPROTO);
+            }
+            match kind {
+                NLMSG_DONE => return Ok(out),
+                NLMSG_ERROR => return Err(Errno::EPROTO),
+                _ => {}
+            }
+            // struct inet_diag_msg: family, state, timer, retrans, the socket id (source
+            // port, destination port, source and destination addresses, interface,
+            // cookie), expires, queues, uid, inode.
+            let msg = &buf[at + 16..at + len];
+            if msg.len() >= 72 {
+                let port = u16::from_be_bytes([msg[4], msg[5]]);
+                let ip = match i32::from(msg[0]) {
+                    libc::AF_INET => IpAddr::V4(Ipv4Addr::new(msg[8], msg[9], msg[10], msg[11])),
+                    _ => {
+                        let mut o = [0u8; 16];
+                        o.copy_from_slice(&msg[8..24]);
+                        IpAddr::V6(Ipv6Addr::from(o))
+                    }
+                };
+                let inode = u32::from_ne_bytes([msg[68], msg[69], msg[70], msg[71]]);
+                out.push(((ip, port), u64::from(inode)));
+            }
+            at += (len + 3) & !3;
+        }
+    }
+    Err(Errno::EPROTO)
 }
 
 /// Whether tasks `a` and `b` share one descriptor table (`kcmp(KCMP_FILES)`); false when
