@@ -405,6 +405,46 @@ pub fn rows_child(sandy: &Path, scratch: &Path) -> Res<()> {
         ],
     );
 
+    // 2b. The host's network (no flag): every connect is made by the supervisor after
+    // checking the destination. To a remote server (198.51.100.7, not the host's), and to
+    // a granted port of the host's loopback (the reference relay, `--allow-local-port`).
+    let host_network = |extra: &[&str], args: &[&str]| -> Command {
+        let mut cmd = Command::new(sandy);
+        cmd.arg("run")
+            .args(extra)
+            .args(["--", "./client", "__net-client"])
+            .args(args)
+            .current_dir(&project)
+            .stdin(Stdio::null())
+            .stderr(Stdio::null());
+        cmd
+    };
+    let relay_port = RELAY.rsplit(':').next().unwrap_or("3129");
+    for (what, extra, mode) in [
+        ("a remote server", &[][..], "direct"),
+        (
+            "a granted port of the host's loopback",
+            &["--allow-local-port", relay_port][..],
+            "relay",
+        ),
+    ] {
+        let d = Stats::of(samples(bare(&["latency", mode]))?);
+        let h = Stats::of(samples(host_network(extra, &["latency", mode]))?);
+        row(
+            &format!(
+                "host network: connect + request latency to {what}, median of {LATENCY_REQUESTS}"
+            ),
+            [
+                format!("{:.3} ms", d.median),
+                format!("{:.3} ms", h.median),
+                format!("{:+.3} ms", h.median - d.median),
+                format!("{:.3}", h.median / d.median),
+                "added ≤ 0.1 ms".to_owned(),
+                yes_no(h.median - d.median <= 0.1),
+            ],
+        );
+    }
+
     // 3. and 4. Concurrent connections, and the supervisor's peak RSS meanwhile.
     let direct_errors = samples(bare(&["concurrent", "direct"]))?;
     let mut cmd = sandboxed(&["concurrent", "proxy"]);
