@@ -382,16 +382,11 @@ pub fn rows_child(sandy: &Path, scratch: &Path) -> Res<()> {
     let d = Stats::of(samples(bare(&["latency", "direct"]))?);
     let p = Stats::of(samples(sandboxed(&["latency", "proxy"]))?);
     let (d99, p99) = (d.p99, p.p99);
-    row(
+    latency_row(
         &format!("egress: connect + request latency, median of {LATENCY_REQUESTS}"),
-        [
-            format!("{:.3} ms", d.median),
-            format!("{:.3} ms", p.median),
-            format!("{:+.3} ms", p.median - d.median),
-            format!("{:.3}", p.median / d.median),
-            "added ≤ 0.3 ms".to_owned(),
-            yes_no(p.median - d.median <= 0.3),
-        ],
+        &d,
+        &p,
+        0.3,
     );
     row(
         &format!("egress: connect + request latency, p99 of {LATENCY_REQUESTS}"),
@@ -430,18 +425,13 @@ pub fn rows_child(sandy: &Path, scratch: &Path) -> Res<()> {
     ] {
         let d = Stats::of(samples(bare(&["latency", mode]))?);
         let h = Stats::of(samples(host_network(extra, &["latency", mode]))?);
-        row(
+        latency_row(
             &format!(
                 "host network: connect + request latency to {what}, median of {LATENCY_REQUESTS}"
             ),
-            [
-                format!("{:.3} ms", d.median),
-                format!("{:.3} ms", h.median),
-                format!("{:+.3} ms", h.median - d.median),
-                format!("{:.3}", h.median / d.median),
-                "added ≤ 0.1 ms".to_owned(),
-                yes_no(h.median - d.median <= 0.1),
-            ],
+            &d,
+            &h,
+            0.1,
         );
     }
 
@@ -488,6 +478,23 @@ pub fn rows_child(sandy: &Path, scratch: &Path) -> Res<()> {
         ],
     );
     Ok(())
+}
+
+/// A latency row: the medians side by side, and whether the sandboxed one adds at most
+/// `budget_ms`.
+fn latency_row(workload: &str, direct: &Stats, sandboxed: &Stats, budget_ms: f64) {
+    let added = sandboxed.median - direct.median;
+    row(
+        workload,
+        [
+            format!("{:.3} ms", direct.median),
+            format!("{:.3} ms", sandboxed.median),
+            format!("{added:+.3} ms"),
+            format!("{:.3}", sandboxed.median / direct.median),
+            format!("added ≤ {budget_ms} ms"),
+            yes_no(added <= budget_ms),
+        ],
+    );
 }
 
 fn yes_no(b: bool) -> String {
