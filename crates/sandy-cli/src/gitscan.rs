@@ -413,11 +413,21 @@ pub fn scan(
 ) -> Result<(GitFacts, Vec<walk::Record>), GitScanError> {
     let mut dotgits = Vec::new();
     let mut records: Vec<walk::Record> = Vec::new();
+    let state = crate::gitmemo::state_dir(home, env);
     for root in roots {
         if records.iter().any(|w| root.starts_with(w.root())) {
             continue;
         }
-        let (found, record) = walk::walk(root, MAX_WALK_DIRS)?;
+        // Compared with the record the last launch kept, when there is one to trust:
+        // only what changed since is read.
+        let kept = state
+            .as_deref()
+            .and_then(|s| walk::recall(s, root, MAX_WALK_DIRS));
+        let (found, record) = match kept {
+            Some(before) => walk::walk_again(&before, MAX_WALK_DIRS)
+                .map(|(walked, record)| (walked.found, record))?,
+            None => walk::walk(root, MAX_WALK_DIRS)?,
+        };
         dotgits.extend(found);
         records.push(record);
     }

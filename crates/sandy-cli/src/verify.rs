@@ -329,6 +329,8 @@ pub struct Snapshot {
     env: Vec<(OsString, OsString)>,
     /// Where the pre-run copies of this run go (`sandy restore`).
     state: Option<PathBuf>,
+    /// Sandy's state directory, where the walk's record is kept for the next launch.
+    sandy_state: Option<PathBuf>,
     sigint_ignored: bool,
 }
 
@@ -482,6 +484,7 @@ pub fn before(policy: &ResolvedPolicy, host: &HostContext, walked: Vec<walk::Rec
             .home
             .as_deref()
             .map(|home| sandy_state_dir(home, host).join(RESTORE_DIR)),
+        sandy_state: host.home.as_deref().map(|home| sandy_state_dir(home, host)),
         sigint_ignored: sigint_ignored(),
     }
 }
@@ -1024,7 +1027,14 @@ fn report_new_repositories(
     for root in &snapshot.roots {
         let record = snapshot.walked.iter().find(|w| w.root() == root.as_path());
         let again = match record {
-            Some(record) => walk::walk_again(record, WALK_MAX),
+            Some(record) => walk::walk_again(record, WALK_MAX).map(|(again, now)| {
+                // Kept for the next launch, whose walk then reads only what changes
+                // until then.
+                if let Some(state) = &snapshot.sandy_state {
+                    walk::keep(state, &now);
+                }
+                again
+            }),
             None => gitscan::find_dotgits(root, WALK_MAX).map(|found| walk::Walked {
                 found,
                 ..walk::Walked::default()

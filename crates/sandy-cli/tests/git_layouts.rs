@@ -682,6 +682,44 @@ fn a_nested_repository_that_is_not_a_submodule_is_protected() {
     });
 }
 
+/// The walk before a launch reads only what changed since the last launch kept its
+/// record (issue 38): a repository made between two launches, outside Sandy, deep in a
+/// directory the record took on trust, and one moved there with its parent, are found
+/// and protected all the same.
+#[test]
+fn repositories_made_or_moved_between_launches_are_protected_by_the_next() {
+    for_each_user(|w| {
+        init_repo(w, &w.project);
+        for d in ["lib/a/b", "old/x/y", "pkgs/p"] {
+            std::fs::create_dir_all(w.project.join(d)).unwrap();
+        }
+        init_repo(w, &w.project.join("old/x/y/repo"));
+        // Old enough for the record to take every directory on trust.
+        std::thread::sleep(Duration::from_millis(1300));
+        let o = sandy_sh(w, &[], "true", &[]);
+        assert_code(&o, 0, "the first launch");
+        let kept = w.home.join(".local/state/sandy/walk");
+        let records = std::fs::read_dir(&kept).map(|d| d.count()).unwrap_or(0);
+        assert_eq!(
+            records,
+            1,
+            "the walk's record is kept in {}",
+            kept.display()
+        );
+        // Between the launches, outside Sandy.
+        let made = w.project.join("lib/a/b/made");
+        init_repo(w, &made);
+        std::fs::rename(w.project.join("old/x"), w.project.join("pkgs/p/x")).unwrap();
+        let moved = w.project.join("pkgs/p/x/y/repo");
+        for (repo, name) in [(&made, "made"), (&moved, "moved")] {
+            let marker = w.root.join(format!("pwned-{name}"));
+            let hooks = repo.join(".git/hooks");
+            let o = sandy_sh(w, &[], &plant_hook(&hooks, &marker), &[]);
+            judge_hook(w, &o, repo, &hooks, &marker, &[]);
+        }
+    });
+}
+
 #[test]
 fn a_bare_repository_inside_the_project_keeps_its_config_and_hooks() {
     for_each_user(|w| {
