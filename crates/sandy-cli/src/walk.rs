@@ -740,7 +740,12 @@ impl Clock {
         let mut boot = [0u8; BOOT_ID];
         let id = crate::hostfs::Dir::open(Path::new("/proc/sys/kernel/random"))
             .and_then(|dir| dir.read("boot_id", 64));
-        if let Some(id) = id.ok().flatten().as_deref().and_then(|id| id.get(..BOOT_ID)) {
+        if let Some(id) = id
+            .ok()
+            .flatten()
+            .as_deref()
+            .and_then(|id| id.get(..BOOT_ID))
+        {
             boot.copy_from_slice(id);
         }
         let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
