@@ -37,6 +37,11 @@
 //! only if what was opened is what was looked at), so that each child costs one lookup
 //! of its own name.
 //!
+//! **On several threads**: past the first few levels, the subtrees below are walked by
+//! one thread per processor (at most [`MAX_THREADS`]), each taking the next subtree when
+//! it is done with one; what each recorded is put in its place afterwards. Every
+//! directory is still looked at exactly as on one thread; only the order differs.
+//!
 //! **Between launches** ([`keep`], [`recall`]): the walk after a run keeps its record in
 //! Sandy's state directory, which no run can reach, and the next launch's walk compares
 //! each directory with it in the same way, instead of reading the whole tree. Nothing
@@ -60,12 +65,14 @@
 //!   subdirectory of exactly one before it); otherwise every directory is read.
 
 use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::ffi::{CString, OsStr};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rustix::fs::{openat, statat, AtFlags, FileType, Mode, OFlags, RawDir, Stat, CWD};
@@ -101,6 +108,11 @@ pub fn in_package_dir(dir: &Path) -> bool {
         .any(|c| PACKAGE_DIRS.iter().any(|p| c.as_os_str() == OsStr::new(p)))
 }
 
+/// The most threads a walk uses.
+const MAX_THREADS: usize = 8;
+/// How many subtrees a walk on several threads wants for each thread before it shares
+/// them out (a thread that finishes early takes another).
+const TASKS_PER_THREAD: usize = 16;
 /// The listing buffer: a directory of a few hundred entries is read in one call.
 const BUFFER: usize = 32 * 1024;
 /// A directory without subdirectories outside installed packages is listed when its
@@ -242,7 +254,7 @@ impl Record {
 struct Pending {
     /// Its parent, when the parent was opened (kept open while any child is pending, so
     /// that the open descriptors stay as many as the tree is deep).
-    parent: Option<Rc<OwnedFd>>,
+    parent: Option<Arc<OwnedFd>>,
     name: CString,
     path: PathBuf,
     /// Its index in the record being made (`None`: left out of it, see [`traverse`]).
@@ -290,17 +302,42 @@ fn traverse(
     limit: usize,
     before: Option<&Record>,
 ) -> Result<(Walked, Record), GitScanError> {
-    let started = now_ns();
+    let threads = threads();
+    traverse_with(root, limit, before, threads, threads * TASKS_PER_THREAD)
+}
+
+/// How many threads a walk uses: one per processor, at most [`MAX_THREADS`].
+fn threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(MAX_THREADS)
+}
+
+/// [`traverse`] on `threads` threads. The walk goes breadth first from the root until
+/// `split` directories are pending ([`TASKS_PER_THREAD`] for each thread; a small tree
+/// is done by then); then each pending directory's subtree is one task, taken by whichever
+/// thread is free, walked depth first, and its part of the record is put in its place
+/// afterwards. The record's only rule of order (a directory's subdirectories together,
+/// after it) holds either way.
+fn traverse_with(
+    root: &Path,
+    limit: usize,
+    before: Option<&Record>,
+    threads: usize,
+    split: usize,
+) -> Result<(Walked, Record), GitScanError> {
     let clock = Clock::now();
-    let mut buf = vec![MaybeUninit::<u8>::uninit(); BUFFER];
-    let mut dirs = vec![Seen::named((0, 0))];
-    let mut names = Vec::new();
-    let mut read = 0usize;
-    let mut out = Vec::new();
-    let mut unlisted = Vec::new();
-    let mut unsearchable = Vec::new();
-    let mut agent_dirs = Vec::new();
-    let mut stack = vec![Pending {
+    let visited = AtomicUsize::new(0);
+    let shared = Shared {
+        root,
+        limit,
+        before,
+        started: now_ns(),
+        visited: &visited,
+    };
+    let mut main = Walker::new(&shared);
+    let mut queue = VecDeque::from([Pending {
         parent: None,
         name: CString::default(),
         path: root.to_path_buf(),
@@ -308,14 +345,212 @@ fn traverse(
         earlier: Some(0),
         parent_fs: None,
         packages: in_package_dir(root),
-    }];
-    let mut visited = 0usize;
-    while let Some(pending) = stack.pop() {
-        visited += 1;
-        if visited > limit {
+    }]);
+    let mut next = Vec::new();
+    loop {
+        // One thread: depth first throughout (as few directories open as the tree is
+        // deep). More: breadth first until there is work to share.
+        let pending = if threads > 1 {
+            if queue.len() >= split {
+                break;
+            }
+            queue.pop_front()
+        } else {
+            queue.pop_back()
+        };
+        let Some(pending) = pending else {
+            break;
+        };
+        main.step(pending, &mut next)?;
+        queue.extend(next.drain(..));
+    }
+    if !queue.is_empty() {
+        let tasks = Mutex::new(queue);
+        let done = Mutex::new(Vec::new());
+        let failed = Mutex::new(None);
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| {
+                    let mut worker = Walker::new(&shared);
+                    let mut stack = Vec::new();
+                    loop {
+                        let task = tasks.lock().ok().and_then(|mut t| t.pop_front());
+                        let Some(task) = task else {
+                            break;
+                        };
+                        let at = task.index;
+                        let mut local = task;
+                        local.index = Some(0);
+                        worker.begin();
+                        stack.push(local);
+                        while let Some(pending) = stack.pop() {
+                            if let Err(e) = worker.step(pending, &mut stack) {
+                                if let Ok(mut f) = failed.lock() {
+                                    f.get_or_insert(e);
+                                }
+                                // Every other thread stops at its next directory.
+                                shared.visited.store(usize::MAX, Ordering::Relaxed);
+                                return;
+                            }
+                        }
+                        let part = worker.part();
+                        if let Ok(mut d) = done.lock() {
+                            d.push((at, part));
+                        }
+                    }
+                });
+            }
+        });
+        if let Some(e) = failed.into_inner().ok().flatten() {
+            return Err(e);
+        }
+        for (at, part) in done.into_inner().unwrap_or_default() {
+            main.graft(at, part);
+        }
+    }
+    Ok(main.finish(clock))
+}
+
+/// What every thread of one walk shares.
+struct Shared<'a> {
+    root: &'a Path,
+    limit: usize,
+    before: Option<&'a Record>,
+    /// When the walk started (see [`MARGIN_NS`]).
+    started: i64,
+    /// Directories looked at so far, by every thread ([`usize::MAX`]: a thread failed).
+    visited: &'a AtomicUsize,
+}
+
+/// One thread's walk, and what it found and recorded.
+struct Walker<'a> {
+    shared: &'a Shared<'a>,
+    buf: Vec<MaybeUninit<u8>>,
+    /// The record being made: `dirs[0]` is the directory the walk (or the task) started
+    /// at.
+    dirs: Vec<Seen>,
+    names: Vec<u8>,
+    read: usize,
+    out: Vec<DotGit>,
+    unlisted: Vec<PathBuf>,
+    unsearchable: Vec<PathBuf>,
+    agent_dirs: Vec<PathBuf>,
+}
+
+/// What one task (a subtree) found and recorded, with the subtree's top as `dirs[0]`.
+struct Part {
+    dirs: Vec<Seen>,
+    names: Vec<u8>,
+    read: usize,
+    out: Vec<DotGit>,
+    unlisted: Vec<PathBuf>,
+    unsearchable: Vec<PathBuf>,
+    agent_dirs: Vec<PathBuf>,
+}
+
+impl<'a> Walker<'a> {
+    fn new(shared: &'a Shared<'a>) -> Walker<'a> {
+        Walker {
+            shared,
+            buf: vec![MaybeUninit::<u8>::uninit(); BUFFER],
+            dirs: vec![Seen::named((0, 0))],
+            names: Vec::new(),
+            read: 0,
+            out: Vec::new(),
+            unlisted: Vec::new(),
+            unsearchable: Vec::new(),
+            agent_dirs: Vec::new(),
+        }
+    }
+
+    /// Starts a task: a record of its own, whose `dirs[0]` is the task's directory.
+    fn begin(&mut self) {
+        self.dirs = vec![Seen::named((0, 0))];
+        self.names = Vec::new();
+    }
+
+    /// What the task just walked found and recorded.
+    fn part(&mut self) -> Part {
+        Part {
+            dirs: std::mem::take(&mut self.dirs),
+            names: std::mem::take(&mut self.names),
+            read: std::mem::take(&mut self.read),
+            out: std::mem::take(&mut self.out),
+            unlisted: std::mem::take(&mut self.unlisted),
+            unsearchable: std::mem::take(&mut self.unsearchable),
+            agent_dirs: std::mem::take(&mut self.agent_dirs),
+        }
+    }
+
+    /// Puts a task's part in its place: its top at `at` (where the breadth-first walk
+    /// recorded its name; `None`: it has no place, and neither has anything below it),
+    /// the rest after everything so far.
+    fn graft(&mut self, at: Option<u32>, part: Part) {
+        self.read += part.read;
+        self.out.extend(part.out);
+        self.unlisted.extend(part.unlisted);
+        self.unsearchable.extend(part.unsearchable);
+        self.agent_dirs.extend(part.agent_dirs);
+        let Some(at) = at.map(|i| i as usize).filter(|i| *i < self.dirs.len()) else {
+            return;
+        };
+        let (Ok(offset), Ok(names_at)) = (
+            u32::try_from(self.dirs.len()),
+            u32::try_from(self.names.len()),
+        ) else {
+            // Beyond what a record holds: the directory is read again next time.
+            self.dirs[at].identity = None;
+            return;
+        };
+        // Indices in the part move by `offset - 1` (its `dirs[0]` is not appended).
+        let moved = |mut seen: Seen, name: Option<(u32, u32)>| {
+            seen.name = name.unwrap_or((seen.name.0.saturating_add(names_at), seen.name.1));
+            if seen.count > 0 {
+                seen.first = seen.first.saturating_add(offset - 1);
+            }
+            seen
+        };
+        let mut dirs = part.dirs.into_iter();
+        if let Some(top) = dirs.next() {
+            let name = self.dirs[at].name;
+            self.dirs[at] = moved(top, Some(name));
+        }
+        self.dirs.extend(dirs.map(|seen| moved(seen, None)));
+        self.names.extend_from_slice(&part.names);
+    }
+
+    fn finish(mut self, clock: Clock) -> (Walked, Record) {
+        self.out.sort();
+        self.unlisted.sort();
+        self.unsearchable.sort();
+        self.agent_dirs.sort();
+        let record = Record {
+            root: self.shared.root.to_path_buf(),
+            dirs: self.dirs,
+            names: self.names,
+            unlisted: self.unlisted.clone(),
+            unsearchable: self.unsearchable.clone(),
+            agent_dirs: self.agent_dirs.clone(),
+            clock,
+            kept: self.read == 0 && self.shared.before.is_some_and(|b| b.kept),
+        };
+        let walked = Walked {
+            found: self.out,
+            unlisted: self.unlisted,
+            unsearchable: self.unsearchable,
+            agent_dirs: self.agent_dirs,
+        };
+        (walked, record)
+    }
+
+    /// Looks at one directory, records it, and adds its subdirectories to `next`.
+    fn step(&mut self, pending: Pending, next: &mut Vec<Pending>) -> Result<(), GitScanError> {
+        let shared = self.shared;
+        let visited = shared.visited.fetch_add(1, Ordering::Relaxed);
+        if visited >= shared.limit {
             return Err(GitScanError::TooLarge {
-                root: root.to_path_buf(),
-                limit,
+                root: shared.root.to_path_buf(),
+                limit: shared.limit,
             });
         }
         let at = pending.index.map(|i| i as usize);
@@ -328,16 +563,18 @@ fn traverse(
             // Its parent lists it but cannot be searched (mode `r--`): what it is stays
             // unknown, to git as to the walk.
             Err(rustix::io::Errno::ACCESS) => {
-                unsearchable.push(pending.path.clone());
-                continue;
+                self.unsearchable.push(pending.path.clone());
+                return Ok(());
             }
-            Err(_) => continue,
+            Err(_) => return Ok(()),
         };
         if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
-            continue;
+            return Ok(());
         }
         let identity = Identity::of(&st);
-        let earlier = before.and_then(|b| Some((b, b.dirs.get(pending.earlier? as usize)?)));
+        let earlier = shared
+            .before
+            .and_then(|b| Some((b, b.dirs.get(pending.earlier? as usize)?)));
         if let Some((b, seen)) = earlier.filter(|(_, seen)| seen.identity == Some(identity)) {
             // Its subdirectories are looked at relative to it (one name each to look up,
             // not their whole path): it is opened without reading (`O_PATH`), and only
@@ -347,39 +584,38 @@ fn traverse(
                 _ => handle(&pending)
                     .ok()
                     .filter(|fd| rustix::fs::fstat(fd).is_ok_and(|s| Identity::of(&s) == identity))
-                    .map(|fd| Some(Rc::new(fd))),
+                    .map(|fd| Some(Arc::new(fd))),
             };
             // Else it changed in between, and is read below.
             if let Some(handle) = handle {
                 // Unchanged since the earlier walk: it holds what it held then.
-                found(&mut out, &pending.path, seen.dotgit, seen.head);
+                found(&mut self.out, &pending.path, seen.dotgit, seen.head);
                 if seen.agent {
-                    agent_dirs.push(pending.path.clone());
+                    self.agent_dirs.push(pending.path.clone());
                 }
-                let subdirs: Vec<(u32, &[u8])> =
-                    b.subdirs(seen).map(|(i, c)| (i, b.name(c))).collect();
-                let first = dirs.len();
+                let first = self.dirs.len();
                 let mut count = 0u32;
-                for (child, name) in &subdirs {
-                    let Ok(cname) = CString::new(*name) else {
+                for (child, c) in b.subdirs(seen) {
+                    let name = b.name(c);
+                    let Ok(cname) = CString::new(name) else {
                         continue;
                     };
-                    let index = record_name(&mut dirs, &mut names, at, name);
+                    let index = record_name(&mut self.dirs, &mut self.names, at, name);
                     count += u32::from(index.is_some());
-                    stack.push(Pending {
+                    next.push(Pending {
                         parent: handle.clone(),
                         path: pending.path.join(OsStr::from_bytes(name)),
                         packages: pending.packages || is_package_dir(name),
                         name: cname,
                         index,
-                        earlier: Some(*child),
+                        earlier: Some(child),
                         parent_fs: Some((identity.dev, true)),
                     });
                 }
                 if let Some(at) = at {
-                    dirs[at] = Seen {
-                        name: dirs[at].name,
-                        identity: Some(identity).filter(|_| count as usize == subdirs.len()),
+                    self.dirs[at] = Seen {
+                        name: self.dirs[at].name,
+                        identity: Some(identity).filter(|_| count == seen.count),
                         first: u32::try_from(first).unwrap_or(0),
                         count,
                         dotgit: seen.dotgit,
@@ -387,10 +623,10 @@ fn traverse(
                         agent: seen.agent,
                     };
                 }
-                continue;
+                return Ok(());
             }
         }
-        read += 1;
+        self.read += 1;
         // On its parent's file system, trusted as its parent's is; else asked.
         let inherited = pending
             .parent_fs
@@ -426,7 +662,7 @@ fn traverse(
             None => match open(&pending) {
                 Ok(fd) => {
                     let trusted = inherited.unwrap_or_else(|| fs_trusted(&fd));
-                    (list(&fd, &mut buf), trusted, Some(Rc::new(fd)))
+                    (list(&fd, &mut self.buf), trusted, Some(Arc::new(fd)))
                 }
                 // Not readable, but perhaps searchable: git can pass through such a
                 // directory, so what it holds by name is looked up, and the directory
@@ -435,10 +671,10 @@ fn traverse(
                 Err(rustix::io::Errno::ACCESS | rustix::io::Errno::PERM) => {
                     let Some((dotgit, head, agent)) = leaf_entries(&pending) else {
                         // Not even searchable (mode `000`): git cannot enter it now either.
-                        unsearchable.push(pending.path.clone());
-                        continue;
+                        self.unsearchable.push(pending.path.clone());
+                        return Ok(());
                     };
-                    unlisted.push(pending.path.clone());
+                    self.unlisted.push(pending.path.clone());
                     let listing = Listing {
                         dotgit,
                         head,
@@ -448,12 +684,12 @@ fn traverse(
                     };
                     (listing, inherited.unwrap_or(false), None)
                 }
-                Err(_) => continue,
+                Err(_) => return Ok(()),
             },
         };
-        found(&mut out, &pending.path, listing.dotgit, listing.head);
+        found(&mut self.out, &pending.path, listing.dotgit, listing.head);
         if listing.agent && !pending.packages {
-            agent_dirs.push(pending.path.clone());
+            self.agent_dirs.push(pending.path.clone());
         }
         let fs = Some((identity.dev, trusted));
         // Each subdirectory is matched by name with what the earlier walk saw here, and
@@ -464,13 +700,13 @@ fn traverse(
         // Its subdirectories are recorded together, after everything so far (every
         // directory has its place in the record, bounded well below `u32::MAX` by the
         // walk's limit).
-        let first = dirs.len();
+        let first = self.dirs.len();
         let (wanted, mut count) = (listing.subdirs.len(), 0u32);
         for name in listing.subdirs {
             let bytes = name.as_bytes();
-            let index = record_name(&mut dirs, &mut names, at, bytes);
+            let index = record_name(&mut self.dirs, &mut self.names, at, bytes);
             count += u32::from(index.is_some());
-            stack.push(Pending {
+            next.push(Pending {
                 parent: fd.clone(),
                 path: pending.path.join(OsStr::from_bytes(bytes)),
                 packages: pending.packages || is_package_dir(bytes),
@@ -481,10 +717,10 @@ fn traverse(
             });
         }
         if let Some(at) = at {
-            let old_enough = identity.ctime_ns < started.saturating_sub(MARGIN_NS);
+            let old_enough = identity.ctime_ns < shared.started.saturating_sub(MARGIN_NS);
             // A subdirectory left out of the record: read this one again next time.
             let whole = listing.complete && count as usize == wanted;
-            let seen = &mut dirs[at];
+            let seen = &mut self.dirs[at];
             seen.identity = Some(identity).filter(|_| trusted && whole && old_enough);
             seen.dotgit = listing.dotgit;
             seen.head = listing.head;
@@ -492,28 +728,8 @@ fn traverse(
             seen.first = u32::try_from(first).unwrap_or(0);
             seen.count = count;
         }
+        Ok(())
     }
-    out.sort();
-    unlisted.sort();
-    unsearchable.sort();
-    agent_dirs.sort();
-    let record = Record {
-        root: root.to_path_buf(),
-        dirs,
-        names,
-        unlisted: unlisted.clone(),
-        unsearchable: unsearchable.clone(),
-        agent_dirs: agent_dirs.clone(),
-        clock,
-        kept: read == 0 && before.is_some_and(|b| b.kept),
-    };
-    let walked = Walked {
-        found: out,
-        unlisted,
-        unsearchable,
-        agent_dirs,
-    };
-    Ok((walked, record))
 }
 
 /// Gives a subdirectory of the directory at `parent` in the record its place there
@@ -804,7 +1020,8 @@ pub fn keep(state: &Path, record: &Record) {
     let Ok(dir) = crate::hostfs::open_or_create(&state.join("walk"), 0o700) else {
         return;
     };
-    let _ = dir.replace(kept_name(&record.root), &encode(record), 0o600, None);
+    // Not synced to the disk: a record is used only in the boot it was made in.
+    let _ = dir.replace_for_this_boot(kept_name(&record.root), &encode(record), 0o600);
 }
 
 fn encode(record: &Record) -> Vec<u8> {
@@ -1290,6 +1507,58 @@ mod tests {
             boot: [0; BOOT_ID],
             ..now
         }));
+    }
+
+    /// The walk on several threads finds and records exactly what one thread does, on
+    /// a tree with every kind of entry, unchanged and changed, split at every size.
+    #[test]
+    fn walks_on_several_threads_agree_with_one() {
+        let t = old_tree();
+        let r = t.path();
+        for i in 0..40 {
+            fs::create_dir_all(r.join(format!("node_modules/p{i}/lib/x"))).unwrap();
+            if i % 7 == 0 {
+                fs::create_dir_all(r.join(format!("node_modules/p{i}/lib/x/.git"))).unwrap();
+            }
+            if i % 5 == 0 {
+                fs::create_dir_all(r.join(format!("w{i}/.claude"))).unwrap();
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        let (one, one_record) = traverse_with(r, 1000, None, 1, 0).unwrap();
+        assert_eq!(one.found, by_reference(r));
+        for (threads, split) in [(2, 1), (3, 2), (4, 7), (2, 30), (8, 100)] {
+            let (many, record) = traverse_with(r, 1000, None, threads, split).unwrap();
+            assert_eq!(many, one, "{threads} threads, split at {split}");
+            assert_eq!(record.dirs.len(), one_record.dirs.len());
+            // The record, read again on one thread or several, gives the same answer
+            // and reads nothing.
+            let bytes = encode(&record);
+            let kept = decode(&bytes, r, 1000).expect("a tree");
+            let (again, now) = traverse_with(r, 1000, Some(&kept), threads, split).unwrap();
+            assert_eq!(again, one);
+            assert!(
+                now.kept,
+                "{threads} threads, split at {split}: nothing read"
+            );
+            let (again, _) = traverse_with(r, 1000, Some(&record), 1, 0).unwrap();
+            assert_eq!(again, one);
+        }
+        // Changes, found alike whatever the split.
+        fs::create_dir_all(r.join("node_modules/p3/lib/x/.git")).unwrap();
+        fs::remove_dir_all(r.join("node_modules/p7/lib/x/.git")).unwrap();
+        fs::create_dir_all(r.join("w10/new/.git")).unwrap();
+        fs::write(r.join("node_modules/p9/lib/HEAD"), "ref: x\n").unwrap();
+        let want = by_reference(r);
+        for (threads, split) in [(1, 0), (2, 1), (3, 5), (8, 64)] {
+            let (again, _) = traverse_with(r, 1000, Some(&one_record), threads, split).unwrap();
+            assert_eq!(again.found, want, "{threads} threads, split at {split}");
+        }
+        // The bound holds on several threads too.
+        assert!(matches!(
+            traverse_with(r, 20, None, 3, 2),
+            Err(GitScanError::TooLarge { .. })
+        ));
     }
 
     #[test]

@@ -493,7 +493,29 @@ impl Dir {
         mode: u32,
         owner: Option<(u32, u32)>,
     ) -> io::Result<()> {
-        let name = component(name.as_ref())?;
+        self.replace_with(name.as_ref(), content, mode, owner, true)
+    }
+
+    /// [`Dir::replace`], without waiting for the disk: for what is used only in the boot
+    /// it was written in (a crash before the data reached the disk also ends that boot).
+    pub fn replace_for_this_boot(
+        &self,
+        name: impl AsRef<OsStr>,
+        content: &[u8],
+        mode: u32,
+    ) -> io::Result<()> {
+        self.replace_with(name.as_ref(), content, mode, None, false)
+    }
+
+    fn replace_with(
+        &self,
+        name: &OsStr,
+        content: &[u8],
+        mode: u32,
+        owner: Option<(u32, u32)>,
+        sync: bool,
+    ) -> io::Result<()> {
+        let name = component(name)?;
         if self
             .entry(name)?
             .is_some_and(|st| st.kind == Kind::Directory)
@@ -521,7 +543,9 @@ impl Dir {
                 }
             }
             rustix::fs::fchmod(&file, Mode::from_bits_truncate(mode))?;
-            file.sync_all()?;
+            if sync {
+                file.sync_all()?;
+            }
             self.rename(&temp, self, name)
         })();
         if result.is_err() {
