@@ -292,9 +292,10 @@ impl Cause {
 fn container_fix(runtime: Runtime, barrier: Barrier) -> String {
     match (runtime, barrier) {
         (Runtime::Docker | Runtime::Podman, Barrier::Seccomp) => format!(
-            "start the container with a seccomp profile that allows user namespaces: `{} run \
-             --security-opt seccomp=unconfined ...` (Sandy installs its own seccomp floor \
-             inside the sandbox)",
+            "start the container with Sandy's seccomp profile, the default one plus the \
+             namespaces and mounts Sandy needs: `{} run --security-opt \
+             seccomp=sandy-seccomp.json ...` (packaging/containers/ in Sandy's source, \
+             docs/containers.md)",
             runtime_cli(runtime)
         ),
         (Runtime::Docker | Runtime::Podman, Barrier::AppArmor) => format!(
@@ -321,8 +322,8 @@ fn container_fix(runtime: Runtime, barrier: Barrier) -> String {
                 .to_owned()
         }
         _ => "start the container with user namespaces and mounts in them allowed (for \
-              Docker or Podman: `--security-opt seccomp=unconfined --security-opt \
-              apparmor=unconfined --security-opt systempaths=unconfined`)"
+              Docker or Podman: `--security-opt seccomp=sandy-seccomp.json --security-opt \
+              apparmor=unconfined --security-opt systempaths=unconfined`, docs/containers.md)"
             .to_owned(),
     }
 }
@@ -672,7 +673,7 @@ mod tests {
         assert!(c.line().contains("Docker container"), "{}", c.line());
         assert!(c
             .fix(Path::new(EXE))
-            .contains("docker run --security-opt seccomp="));
+            .contains("docker run --security-opt seccomp=sandy-seccomp.json ..."));
         let c = cause(&docker(), fail(NsStep::Tmpfs, libc::EPERM));
         assert_eq!(c.id(), "container_apparmor");
         assert!(c.line().contains("(docker-default)"), "{}", c.line());
