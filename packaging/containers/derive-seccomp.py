@@ -8,7 +8,8 @@ golang-github-docker-docker-dev, under /usr/share/gocode/src/github.com/docker/d
 The output is that profile unchanged, plus the rules below, which allow a process
 without CAP_SYS_ADMIN or CAP_SYS_PTRACE exactly the system calls Sandy makes that the
 default refuses it (found by tracing `sandy doctor`, `sandy doctor --selftest` and runs
-with a project cache, --explain and connects on the host's network). Everything else
+with a package cache, --explain and connects on the host's network, and checked against
+Sandy's code; docs/containers.md says what each is for). Everything else
 stays as Docker has it: `clone` with namespace flags, `clone3`, `setns`, `pivot_root`,
 `umount2`, `chroot`, `bpf`, `keyctl`, `process_vm_writev`, `ptrace` of other programs'
 memory, ... Podman's own default (containers-common) already allows all of these; the

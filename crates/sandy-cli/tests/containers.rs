@@ -345,18 +345,20 @@ fn dockers_default_seccomp_profile_is_named_with_sandys_profile_as_the_fix() {
     });
 }
 
-/// A run that writes in the project and outside it (the home), each write's status
-/// printed.
+/// A run that writes in the project, outside it (the home) and in a package cache (a
+/// copy-on-write overlay inside), each write's status printed.
 const WRITES: &[&str] = &[
     "run",
     "--",
     "/bin/sh",
     "-c",
-    "echo inside > written-inside; echo in=$?; echo outside > ../written-outside; echo out=$?",
+    "echo inside > written-inside; echo in=$?; echo outside > ../written-outside; \
+     echo out=$?; echo cache=$(cat ~/.npm/cached); echo new > ~/.npm/new; echo overlay=$?",
 ];
 
 /// The full tier in the container: doctor's verdict, and a run whose write in the project
-/// lands and whose write outside is refused, judged from outside the container.
+/// lands, whose write outside is refused and whose write to a package cache stays in its
+/// overlay, judged from outside the container.
 fn assert_full_tier(w: &World, out: &BTreeMap<String, Output>) {
     let who = w.user.label;
     let doc = doctor_json(&out["json"], who);
@@ -383,6 +385,13 @@ fn assert_full_tier(w: &World, out: &BTreeMap<String, Output>) {
         !w.home.join("written-outside").exists(),
         "as {who}: the write outside the project landed"
     );
+    // The package cache: read through the overlay, written to its upper layer only.
+    assert_field(&o, "cache", "old");
+    assert_field(&o, "overlay", "0");
+    assert!(
+        !w.home.join(".npm/new").exists(),
+        "as {who}: the write to the cache reached the real cache"
+    );
     // --block-net: its private sysfs and network namespace work here too.
     let blocked = &out["block_net"];
     assert_code(blocked, 0, &format!("run --block-net, as {who}"));
@@ -405,6 +414,7 @@ fn sandys_seccomp_profile_with_unmasked_paths_runs_the_full_tier() {
     }
     let seccomp = format!("seccomp={}", sandy_profile().display());
     in_containers(|w| {
+        w.write("home/.npm/cached", "old\n");
         if let Some(out) = Container::new(w, &[&seccomp, "unmask=ALL"]).run(FULL_TIER_STEPS) {
             assert_full_tier(w, &out);
         }
@@ -416,6 +426,7 @@ fn sandys_seccomp_profile_with_unmasked_paths_runs_the_full_tier() {
 #[test]
 fn podmans_default_profile_with_unmasked_paths_runs_the_full_tier() {
     in_containers(|w| {
+        w.write("home/.npm/cached", "old\n");
         if let Some(out) = Container::new(w, &["unmask=ALL"]).run(FULL_TIER_STEPS) {
             assert_full_tier(w, &out);
         }
