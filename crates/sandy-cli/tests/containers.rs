@@ -246,8 +246,8 @@ fn assert_refused(w: &World, o: &Output, cause: &str, fix: &str) {
     assert!(line.contains(&format!("; fix: {fix}")), "as {who}: {line}");
 }
 
-const MASKED_PROC: &str = "this is a Podman container whose masked /proc entries forbid a \
-                           fresh /proc in a new user namespace";
+const MASKED_PROC: &str = "this is a Podman container whose masked /proc and /sys entries \
+                           forbid a fresh /proc or /sys in a new user namespace";
 const UNMASK_FIX: &str = "start the container with `podman run --security-opt unmask=ALL ...`";
 
 #[test]
@@ -307,6 +307,60 @@ fn default_profile_doctor_names_the_masked_proc_and_run_refuses() {
         }
 
         assert_refused(w, &out["run"], MASKED_PROC, UNMASK_FIX);
+    });
+}
+
+/// With only `/proc` unmasked, a run works but `--block-net`'s private sysfs is refused
+/// (`/sys/firmware` and `/sys/dev/block` stay masked): doctor's network probe mounts that
+/// sysfs too, so it does not call `--block-net` available.
+#[test]
+fn only_proc_unmasked_doctor_finds_block_net_refused_as_it_is() {
+    in_containers(|w| {
+        let who = w.user.label;
+        let Some(out) = Container::new(w, &["unmask=/proc/*"]).run(&[
+            ("json", &["doctor", "--json"]),
+            ("run", &["run", "--", "/bin/echo", "ran"]),
+            (
+                "block_net",
+                &[
+                    "run",
+                    "--block-net",
+                    "--",
+                    "/bin/sh",
+                    "-c",
+                    "touch marker; echo target-ran",
+                ],
+            ),
+        ]) else {
+            return;
+        };
+        let doc = doctor_json(&out["json"], who);
+        assert_eq!(doc["block_net_available"], false, "as {who}: {doc}");
+        assert_eq!(
+            doc["cause"]["id"], "container_masked_proc",
+            "as {who}: {doc}"
+        );
+        let net = layer(&doc, "network_namespace");
+        assert_eq!(net["available"], false, "as {who}: {net}");
+        assert_eq!(net["failed_step"], "mount_proc", "as {who}: {net}");
+        let detail = net["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("mounting a private sysfs on /sys failed: EPERM"),
+            "{detail}"
+        );
+        assert_eq!(
+            layer(&doc, "mount_namespace")["available"],
+            true,
+            "as {who}: {doc}"
+        );
+
+        assert_code(
+            &out["run"],
+            0,
+            &format!("run with /proc unmasked, as {who}"),
+        );
+        assert_eq!(stdout(&out["run"]).trim(), "ran", "as {who}");
+        assert_refused(w, &out["block_net"], MASKED_PROC, UNMASK_FIX);
     });
 }
 

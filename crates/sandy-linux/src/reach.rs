@@ -70,7 +70,7 @@ pub enum NsStep {
     MapIds,
     /// `unshare` of the mount, PID, IPC or network namespace inside the user namespace.
     Unshare,
-    /// A fresh procfs mount.
+    /// A fresh procfs mount, or a fresh sysfs (a `--block-net` run's).
     Proc,
     /// A fresh devpts mount.
     Devpts,
@@ -135,7 +135,7 @@ pub enum Barrier {
     Seccomp,
     /// Its AppArmor profile (`docker-default`, ...) refuses mounts.
     AppArmor,
-    /// Its masked `/proc` entries forbid a fresh procfs.
+    /// Its masked `/proc` or `/sys` entries forbid a fresh procfs or sysfs.
     MaskedProc,
     /// Something else in its security settings.
     Unknown,
@@ -225,8 +225,8 @@ impl Cause {
                         label.as_deref().unwrap_or("confined")
                     ),
                     Barrier::MaskedProc => format!(
-                        "this is a {who} container whose masked /proc entries forbid a fresh \
-                         /proc in a new user namespace"
+                        "this is a {who} container whose masked /proc and /sys entries forbid \
+                         a fresh /proc or /sys in a new user namespace"
                     ),
                     Barrier::Unknown => format!(
                         "this is a {who} container whose security settings refuse new user \
