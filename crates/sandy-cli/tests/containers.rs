@@ -148,7 +148,12 @@ impl<'w> Container<'w> {
         }
         cmd.args(["--rootfs", "/:O", "/bin/sh", "-c", &script]);
         let o = run_timeout(cmd, 180);
+        // The script itself always exits 0; 125 to 127 are Podman's own failures.
         if !o.status.success() {
+            assert!(
+                matches!(o.status.code(), Some(125..=127)),
+                "the script in the container failed: {o:?}"
+            );
             skip(&format!(
                 "podman cannot start a container here (exit {:?}): {}",
                 o.status.code(),
