@@ -934,6 +934,8 @@ fn now_ns() -> i64 {
 // walk before it. Why that cannot miss a repository is in the module's text; what it
 // adds is time between the two walks, so the record also says when it was made.
 
+/// The fewest directories a tree has for its record to be kept between launches.
+const KEEP_FROM_DIRS: usize = 2_000;
 /// The record's layout.
 const KEPT_MAGIC: &[u8; 8] = b"SANDYWK1";
 /// The bytes of one directory in a kept record.
@@ -1010,11 +1012,13 @@ pub fn recall(state: &Path, root: &Path, limit: usize) -> Option<Record> {
     record.clock.trusts_from(&Clock::now()).then_some(record)
 }
 
-/// Keeps `record` in `state` for the next launch, unless it is what is kept already. A
+/// Keeps `record` in `state` for the next launch, unless it is what is kept already or
+/// of fewer than [`KEEP_FROM_DIRS`] directories. A
 /// record that cannot be written is simply not kept: the next launch reads every
 /// directory.
 pub fn keep(state: &Path, record: &Record) {
-    if record.kept {
+    // A small tree is walked in less time than a record takes to write and read.
+    if record.kept || record.dirs.len() < KEEP_FROM_DIRS {
         return;
     }
     let Ok(dir) = crate::hostfs::open_or_create(&state.join("walk"), 0o700) else {
@@ -1420,13 +1424,23 @@ mod tests {
     /// The record kept between launches: written, read back, taken as the earlier
     /// walk, and every change made between the two (outside Sandy: a repository made,
     /// a directory renamed, a `.git` that appears through a rename of its parent) found.
+    /// [`keep`], whatever the tree's size.
+    fn keep_any_size(state: &Path, record: &Record) {
+        let dir = crate::hostfs::open_or_create(&state.join("walk"), 0o700).unwrap();
+        dir.replace_for_this_boot(kept_name(&record.root), &encode(record), 0o600)
+            .unwrap();
+    }
+
     #[test]
     fn a_kept_record_finds_every_change_made_between_launches() {
         let t = old_tree();
         let r = t.path();
         let state = tempfile::tempdir().unwrap();
         let (_, first) = walk(r, 1000).unwrap();
+        // A small tree's record is not kept.
         keep(state.path(), &first);
+        assert!(recall(state.path(), r, 1000).is_none());
+        keep_any_size(state.path(), &first);
         let kept = recall(state.path(), r, 1000).expect("kept");
         assert_eq!(kept.dirs.len(), first.dirs.len());
         // Nothing changed: nothing read, the same answer, nothing to write again.
@@ -1444,7 +1458,7 @@ mod tests {
         assert_eq!(again.found, full(r));
         assert!(!now.kept);
         // The next record is kept, and answers alike.
-        keep(state.path(), &now);
+        keep_any_size(state.path(), &now);
         let kept = recall(state.path(), r, 1000).expect("kept again");
         assert_eq!(walk_again(&kept, 1000).unwrap().0.found, full(r));
         // Another tree's record is not this one's.
