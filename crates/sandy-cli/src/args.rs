@@ -82,6 +82,17 @@ pub enum Command {
                       only prints the profile. Exit status: 0 done, 1 not root, 125 error."
     )]
     Setup(SetupArgs),
+    /// Write or check the user configuration (~/.config/sandy/config.toml).
+    #[command(
+        long_about = "The user configuration holds what every `sandy run` adds: grants, \
+                      network rules, local ports, environment passes and ceilings, for \
+                      every run or per profile ([profile.NAME]). `init` writes a commented \
+                      starter ($XDG_CONFIG_HOME/sandy/config.toml when XDG_CONFIG_HOME is \
+                      set); `check` parses it and every user profile strictly and resolves \
+                      a run of `true` in the current directory with it. Exit status: 0 \
+                      valid, 125 refused (one line naming the file and why)."
+    )]
+    Config(ConfigArgs),
     /// Print a shell completion script for bash, zsh or fish.
     #[command(
         long_about = "Prints a completion script generated from Sandy's own option \
@@ -120,6 +131,17 @@ pub enum NetMode {
 fn parse_pattern(text: &str) -> Result<sandy_net::Pattern, String> {
     text.parse()
         .map_err(|e: sandy_net::PatternError| e.to_string())
+}
+
+fn parse_profile_name(text: &str) -> Result<String, String> {
+    if sandy_policy::files::valid_profile_name(text) {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "a built-in profile ({}) or a user profile's name (letters, digits, - and _)",
+            sandy_policy::builtin_names().join(", ")
+        ))
+    }
 }
 
 fn parse_max_procs(text: &str) -> Result<u64, String> {
@@ -246,13 +268,27 @@ pub struct RunArgs {
     #[arg(long)]
     pub kontext: bool,
     /// Use this agent profile (claude, codex, gemini, generic, opencode) instead of the
-    /// one detected from the command name.
-    #[arg(
-        long,
-        value_name = "NAME",
-        value_parser = clap::builder::PossibleValuesParser::new(sandy_policy::builtin_names())
-    )]
+    /// one detected from the command name, or the user profile NAME
+    /// (~/.config/sandy/profiles/NAME.toml, which extends a built-in one).
+    #[arg(long, value_name = "NAME", value_parser = parse_profile_name)]
     pub profile: Option<String>,
+    /// Use the user profile in this file (strict TOML, `extends = "claude"`; see
+    /// docs/profile-format.md). Refused where the sandbox could write it.
+    #[arg(long = "profile-file", value_name = "PATH", conflicts_with = "profile")]
+    pub profile_file: Option<PathBuf>,
+    /// Take the complete policy from this file (TOML, or JSON for tools; see
+    /// docs/policy-files.md) instead of grant and network flags and the user
+    /// configuration. Refused where the sandbox could write it.
+    #[arg(
+        long = "policy-file",
+        value_name = "PATH",
+        conflicts_with_all = [
+            "read", "read_write", "block_net", "allow_domain", "deny_domain", "net",
+            "allow_local_port", "numbat_collector", "profile", "profile_file", "pass_env",
+            "max_procs", "max_memory", "max_file_size", "max_tmp", "cpu",
+        ]
+    )]
+    pub policy_file: Option<PathBuf>,
     /// Keep the variable NAME in the command's environment although its name or value
     /// looks like a credential (repeatable). Without it, such variables are removed
     /// (the agent profile's own model key passes).
@@ -423,6 +459,20 @@ impl BootstrapArgs {
             _ => Err(()),
         })
     }
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    #[command(subcommand)]
+    pub command: ConfigCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Write a commented starter configuration (never over an existing one).
+    Init,
+    /// Validate the configuration and the user profiles.
+    Check,
 }
 
 #[derive(Debug, Args)]

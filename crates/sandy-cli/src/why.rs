@@ -71,7 +71,9 @@ pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
             allow: args.allow_domain.clone(),
             deny: args.deny_domain.clone(),
             agent: args.net == Some(crate::args::NetMode::Agent),
+            ..Default::default()
         },
+        files: Default::default(),
     };
     let policy = resolve(&request, &host, &HostFs)?;
     if args.connect {
@@ -429,6 +431,7 @@ mod inside {
             agent_home_files: Vec::new(),
             agent_state: Vec::new(),
             watched: Vec::new(),
+            files: Default::default(),
             reopened: Vec::new(),
         };
         let question = super::question(args);
