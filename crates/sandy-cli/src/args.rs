@@ -180,7 +180,7 @@ pub struct CacheArgs {
 #[command(
     group = clap::ArgGroup::new("allowlist").args(["allow_domain", "net"]).multiple(true),
     group = clap::ArgGroup::new("private_network")
-        .args(["block_net", "allow_domain", "net"])
+        .args(["block_net", "allow_domain", "net", "policy_file"])
         .multiple(true),
     after_help = "All options go before `--`; everything after it is the command, passed \
                   through byte for byte.\n\nExit status: the command's own, or 128+N when \
@@ -231,7 +231,8 @@ pub struct RunArgs {
     )]
     pub net: Option<NetMode>,
     /// Write one JSON line per network decision (time, host, port, decision, rule, bytes
-    /// up and down) to FILE (appended).
+    /// up and down) to FILE (appended). With a network flag or a policy file (ignored
+    /// when its network is the host's).
     #[arg(long = "net-log", value_name = "FILE", requires = "private_network")]
     pub net_log: Option<PathBuf>,
     /// Open one of the host's own services: with the host's network, connections to
@@ -718,6 +719,24 @@ mod tests {
             ),
             ("sandy run --block-net --numbat-collector -- x", true),
             ("sandy run --profile codex --explain=off -- codex -x", true),
+            ("sandy run --profile team -- claude", true),
+            ("sandy run --profile-file p.toml --read /a -- x", true),
+            ("sandy run --policy-file p.json --net-log l -- x", true),
+            (
+                "sandy run --policy-file p.json --explain off --kontext -- x",
+                true,
+            ),
+            ("sandy run --policy-file p.json --read /a -- x", false),
+            ("sandy run --policy-file p.json --block-net -- x", false),
+            (
+                "sandy run --policy-file p.json --profile claude -- x",
+                false,
+            ),
+            (
+                "sandy run --profile-file p.toml --profile claude -- x",
+                false,
+            ),
+            ("sandy run --profile ../x -- x", false),
             ("sandy run --explain full -- x -- --help", true),
             ("sandy run -- --help", true),
             ("sandy run -- --version -V", true),

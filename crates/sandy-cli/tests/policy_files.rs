@@ -109,6 +109,20 @@ fn a_config_grant_shows_its_origin_works_and_leaves_its_neighbour_denied() {
         );
         assert!(!w.home.join("out-neighbour/made.txt").exists());
 
+        // `sandy why` resolves with the configuration too.
+        let o = w
+            .sandy(["why", "--json", lib.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert_code(&o, 0, "sandy why of the config's grant");
+        let why: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(why["origin"], "config");
+        let o = w
+            .sandy(["why", neighbour.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert_code(&o, 1, "sandy why of the neighbour");
+
         // A flag adds to the configuration.
         let doc = dry_run(w, &["--read", neighbour.to_str().unwrap()], &[]);
         assert_eq!(grant_of(&doc, &neighbour).unwrap()["origin"], "flag");
