@@ -859,7 +859,7 @@ fn dry_run_prints_the_documented_document() {
         for g in grants {
             assert_eq!(
                 keys(g),
-                sorted(&["path", "access", "scope", "origin"]),
+                sorted(&["path", "access", "scope", "origin", "reason"]),
                 "{g}"
             );
             let path = g["path"].as_str().unwrap();
