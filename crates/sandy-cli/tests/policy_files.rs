@@ -426,7 +426,7 @@ fn a_policy_file_reads_as_toml_and_json_and_excludes_grant_flags() {
         let validator = jsonschema::draft202012::new(&schema).unwrap();
         let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
         assert!(validator.is_valid(&doc));
-        let mut bad = doc.clone();
+        let mut bad = doc;
         bad["landlock_rules"] = serde_json::json!([]);
         assert!(!validator.is_valid(&bad));
 

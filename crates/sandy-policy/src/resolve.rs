@@ -714,7 +714,7 @@ fn egress_request(request: &RunRequest) -> crate::egress::EgressRequest {
 fn ceilings(request: &RunRequest) -> crate::ceilings::Ceilings {
     use crate::ceilings::{Ceiling, CeilingOrigin};
     let files = &request.files.ceilings;
-    let mut asked = request.ceilings.clone();
+    let mut asked = request.ceilings;
     let pick = |flag: &mut Option<u64>, file: crate::files::FileCeiling| match (*flag, file) {
         (None, Some((value, origin))) => {
             *flag = Some(value);

@@ -271,7 +271,7 @@ max_memory = "2G"
     assert_eq!(t.profile, j.profile);
     let mut tr = t.rules.clone();
     tr.sources.clear();
-    let mut jr = j.rules.clone();
+    let mut jr = j.rules;
     jr.sources.clear();
     assert_eq!(tr, jr);
     assert_eq!(t.rules.block_net, Some(Origin::PolicyFile));
@@ -330,11 +330,13 @@ fn sizes_formats_and_names() {
 #[test]
 fn the_starter_configuration_parses() {
     let c = config(CONFIG_STARTER).unwrap();
-    assert_eq!(c.rules, {
-        let mut r = FileRules::default();
-        r.sources = c.rules.sources.clone();
-        r
-    });
+    assert_eq!(
+        c.rules,
+        FileRules {
+            sources: c.rules.sources.clone(),
+            ..Default::default()
+        }
+    );
     // Every commented key, uncommented, is one this version reads.
     let uncommented: String = CONFIG_STARTER
         .lines()
