@@ -378,12 +378,8 @@ pub struct WhyArgs {
     /// A `--read-write` grant of the launch asked about (as for `sandy run`).
     #[arg(long = "read-write", value_name = "GRANTED")]
     pub read_write: Vec<PathBuf>,
-    /// The launch asked about uses this profile.
-    #[arg(
-        long,
-        value_name = "NAME",
-        value_parser = clap::builder::PossibleValuesParser::new(sandy_policy::builtin_names())
-    )]
+    /// The launch asked about uses this profile (built-in, or a user profile's name).
+    #[arg(long, value_name = "NAME", value_parser = parse_profile_name)]
     pub profile: Option<String>,
     /// The path asked about (relative to the current directory), or with --connect the
     /// HOST[:PORT].

@@ -369,6 +369,13 @@ fn a_profile_file_extends_claude_and_adds_to_it() {
             grant_of(&doc, lib.parent().unwrap()).unwrap()["origin"],
             "profile_file"
         );
+        let o = w
+            .sandy(["why", "--json", "--profile", "team", lib.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert_code(&o, 0, "sandy why with the user profile");
+        let why: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(why["origin"], "profile_file");
         // A name that is neither built in nor a file: one line, 125.
         let o = w
             .sandy(["run", "--profile", "nobody", "--", "true"])
