@@ -308,12 +308,22 @@ pub fn check() -> Result<u8, SandyError> {
     let mut request = crate::integrations::status_request(&host, "generic", false);
     request.profile = loaded.profile.clone();
     request.files = loaded.rules.clone();
-    let policy = sandy_policy::resolve(&request, &host, &hostfs::HostFs)?;
-    loaded.refuse_writable(&policy)?;
-    lines.push(format!(
-        "ok: a run in {} resolves with it",
-        sandy_policy::text::Shown(&host.cwd)
-    ));
+    match sandy_policy::resolve(&request, &host, &hostfs::HostFs) {
+        Ok(policy) => {
+            loaded.refuse_writable(&policy)?;
+            lines.push(format!(
+                "ok: a run in {} resolves with it",
+                sandy_policy::text::Shown(&host.cwd)
+            ));
+        }
+        // Not a directory a run may start in (the home directory): the files parsed;
+        // their grants are checked where a run can be.
+        Err(sandy_policy::ResolveError::UnsafeProject { reason, .. }) => lines.push(format!(
+            "not resolved here ({reason}): run `sandy config check` in a project directory \
+             to check the grants too"
+        )),
+        Err(e) => return Err(e.into()),
+    }
     for line in lines {
         print(&line)?;
     }
