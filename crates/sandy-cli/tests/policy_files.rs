@@ -477,3 +477,49 @@ fn a_policy_file_reads_as_toml_and_json_and_excludes_grant_flags() {
         assert!(stderr(&o).contains("cannot be used with"), "{}", stderr(&o));
     });
 }
+
+#[test]
+fn a_writable_grant_from_a_file_keeps_the_protections_a_flag_gets() {
+    for_each_user(|w| {
+        // Another repository of the user's, made writable by the configuration.
+        let repo = w.home.join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        w.chown_all();
+        let git = w
+            .host("/usr/bin/git")
+            .args(["init", "-q"])
+            .arg(&repo)
+            .output()
+            .unwrap();
+        assert_code(&git, 0, "git init on the host");
+        config(
+            w,
+            "version = 1\n[[grants]]\npath = \"~/repo\"\naccess = \"read_write\"\n\
+             reason = \"the sibling checkout\"\n",
+        );
+        let hook = repo.join(".git/hooks/pre-commit");
+        let doc = dry_run(w, &[], &[]);
+        assert_eq!(grant_of(&doc, &repo).unwrap()["origin"], "config");
+        assert!(
+            doc["protections"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["path"] == repo.join(".git/hooks").to_str().unwrap()
+                    && p["kind"] == "read_only"),
+            "the repository's hooks are protected"
+        );
+        let script = format!(
+            "echo made > {repo}/file.txt; printf '#!/bin/sh\\necho PWNED\\n' > {hook} \
+             && echo PLANTED; exit 0",
+            repo = repo.display(),
+            hook = hook.display()
+        );
+        let o = w.sh(&[], &script);
+        assert_code(&o, 0, "a run writing the configured repository");
+        assert!(!stdout(&o).contains("PLANTED"), "{}", stdout(&o));
+        // From the host: the grant wrote, the hook was not planted.
+        assert!(repo.join("file.txt").exists());
+        assert!(!hook.exists());
+    });
+}
