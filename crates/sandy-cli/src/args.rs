@@ -82,6 +82,17 @@ pub enum Command {
                       only prints the profile. Exit status: 0 done, 1 not root, 125 error."
     )]
     Setup(SetupArgs),
+    /// Write or check the user configuration (~/.config/sandy/config.toml).
+    #[command(
+        long_about = "The user configuration holds what every `sandy run` adds: grants, \
+                      network rules, local ports, environment passes and ceilings, for \
+                      every run or per profile ([profile.NAME]). `init` writes a commented \
+                      starter ($XDG_CONFIG_HOME/sandy/config.toml when XDG_CONFIG_HOME is \
+                      set); `check` parses it and every user profile strictly and resolves \
+                      a run of `true` in the current directory with it. Exit status: 0 \
+                      valid, 125 refused (one line naming the file and why)."
+    )]
+    Config(ConfigArgs),
     /// Print a shell completion script for bash, zsh or fish.
     #[command(
         long_about = "Prints a completion script generated from Sandy's own option \
@@ -122,6 +133,17 @@ fn parse_pattern(text: &str) -> Result<sandy_net::Pattern, String> {
         .map_err(|e: sandy_net::PatternError| e.to_string())
 }
 
+fn parse_profile_name(text: &str) -> Result<String, String> {
+    if sandy_policy::files::valid_profile_name(text) {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "a built-in profile ({}) or a user profile's name (letters, digits, - and _)",
+            sandy_policy::builtin_names().join(", ")
+        ))
+    }
+}
+
 fn parse_max_procs(text: &str) -> Result<u64, String> {
     use sandy_policy::ceilings::{count_at_least, MIN_MAX_PROCS};
     count_at_least(MIN_MAX_PROCS, text).map_err(|e| e.to_string())
@@ -158,7 +180,7 @@ pub struct CacheArgs {
 #[command(
     group = clap::ArgGroup::new("allowlist").args(["allow_domain", "net"]).multiple(true),
     group = clap::ArgGroup::new("private_network")
-        .args(["block_net", "allow_domain", "net"])
+        .args(["block_net", "allow_domain", "net", "policy_file"])
         .multiple(true),
     after_help = "All options go before `--`; everything after it is the command, passed \
                   through byte for byte.\n\nExit status: the command's own, or 128+N when \
@@ -209,7 +231,8 @@ pub struct RunArgs {
     )]
     pub net: Option<NetMode>,
     /// Write one JSON line per network decision (time, host, port, decision, rule, bytes
-    /// up and down) to FILE (appended).
+    /// up and down) to FILE (appended). With a network flag or a policy file (ignored
+    /// when its network is the host's).
     #[arg(long = "net-log", value_name = "FILE", requires = "private_network")]
     pub net_log: Option<PathBuf>,
     /// Open one of the host's own services: with the host's network, connections to
@@ -246,13 +269,27 @@ pub struct RunArgs {
     #[arg(long)]
     pub kontext: bool,
     /// Use this agent profile (claude, codex, gemini, generic, opencode) instead of the
-    /// one detected from the command name.
-    #[arg(
-        long,
-        value_name = "NAME",
-        value_parser = clap::builder::PossibleValuesParser::new(sandy_policy::builtin_names())
-    )]
+    /// one detected from the command name, or the user profile NAME
+    /// (~/.config/sandy/profiles/NAME.toml, which extends a built-in one).
+    #[arg(long, value_name = "NAME", value_parser = parse_profile_name)]
     pub profile: Option<String>,
+    /// Use the user profile in this file (strict TOML, `extends = "claude"`; see
+    /// docs/profile-format.md). Refused where the sandbox could write it.
+    #[arg(long = "profile-file", value_name = "PATH", conflicts_with = "profile")]
+    pub profile_file: Option<PathBuf>,
+    /// Take the complete policy from this file (TOML, or JSON for tools; see
+    /// docs/policy-files.md) instead of grant and network flags and the user
+    /// configuration. Refused where the sandbox could write it.
+    #[arg(
+        long = "policy-file",
+        value_name = "PATH",
+        conflicts_with_all = [
+            "read", "read_write", "block_net", "allow_domain", "deny_domain", "net",
+            "allow_local_port", "numbat_collector", "profile", "profile_file", "pass_env",
+            "max_procs", "max_memory", "max_file_size", "max_tmp", "cpu",
+        ]
+    )]
+    pub policy_file: Option<PathBuf>,
     /// Keep the variable NAME in the command's environment although its name or value
     /// looks like a credential (repeatable). Without it, such variables are removed
     /// (the agent profile's own model key passes).
@@ -341,12 +378,8 @@ pub struct WhyArgs {
     /// A `--read-write` grant of the launch asked about (as for `sandy run`).
     #[arg(long = "read-write", value_name = "GRANTED")]
     pub read_write: Vec<PathBuf>,
-    /// The launch asked about uses this profile.
-    #[arg(
-        long,
-        value_name = "NAME",
-        value_parser = clap::builder::PossibleValuesParser::new(sandy_policy::builtin_names())
-    )]
+    /// The launch asked about uses this profile (built-in, or a user profile's name).
+    #[arg(long, value_name = "NAME", value_parser = parse_profile_name)]
     pub profile: Option<String>,
     /// The path asked about (relative to the current directory), or with --connect the
     /// HOST[:PORT].
@@ -423,6 +456,20 @@ impl BootstrapArgs {
             _ => Err(()),
         })
     }
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    #[command(subcommand)]
+    pub command: ConfigCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Write a commented starter configuration (never over an existing one).
+    Init,
+    /// Validate the configuration and the user profiles.
+    Check,
 }
 
 #[derive(Debug, Args)]
@@ -668,6 +715,24 @@ mod tests {
             ),
             ("sandy run --block-net --numbat-collector -- x", true),
             ("sandy run --profile codex --explain=off -- codex -x", true),
+            ("sandy run --profile team -- claude", true),
+            ("sandy run --profile-file p.toml --read /a -- x", true),
+            ("sandy run --policy-file p.json --net-log l -- x", true),
+            (
+                "sandy run --policy-file p.json --explain off --kontext -- x",
+                true,
+            ),
+            ("sandy run --policy-file p.json --read /a -- x", false),
+            ("sandy run --policy-file p.json --block-net -- x", false),
+            (
+                "sandy run --policy-file p.json --profile claude -- x",
+                false,
+            ),
+            (
+                "sandy run --profile-file p.toml --profile claude -- x",
+                false,
+            ),
+            ("sandy run --profile ../x -- x", false),
             ("sandy run --explain full -- x -- --help", true),
             ("sandy run -- --help", true),
             ("sandy run -- --version -V", true),

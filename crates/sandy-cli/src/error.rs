@@ -32,6 +32,10 @@ pub enum SandyError {
     Placeholder(#[from] crate::placeholders::PlaceholderError),
     #[error(transparent)]
     Git(#[from] crate::gitscan::GitScanError),
+    /// A configuration, profile or policy file refused (unreadable, invalid, or where
+    /// the sandbox could write it): exit 125, as any policy error.
+    #[error(transparent)]
+    PolicyFile(#[from] sandy_policy::files::FileError),
     #[error(
         "already inside a Sandy sandbox: run the command directly here, or start Sandy \
          outside with the access the command needs"

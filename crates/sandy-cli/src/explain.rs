@@ -1060,6 +1060,15 @@ fn reason(rule: &Rule, path: &Path, policy: &ResolvedPolicy) -> Option<String> {
                 (Origin::Baseline, Some(why)) => {
                     format!("{why}; read-only inside, change it outside the sandbox")
                 }
+                (Origin::Config | Origin::ProfileFile | Origin::PolicyFile, why) => format!(
+                    "your {} keeps it read-only ({}); change it outside the sandbox",
+                    match origin {
+                        Origin::Config => "configuration",
+                        Origin::PolicyFile => "policy file",
+                        _ => "profile file",
+                    },
+                    why.unwrap_or("no reason given")
+                ),
                 (Origin::Profile, _) => "the agent's launch configuration, read-only inside; \
                                          change it outside the sandbox"
                     .to_owned(),

@@ -29,6 +29,7 @@ pub fn status_request(
         pass_env: Vec::new(),
         ceilings: Default::default(),
         egress: sandy_policy::EgressRequest::default(),
+        files: Default::default(),
     }
 }
 

@@ -31,6 +31,7 @@ mod hostfs;
 mod integrations;
 mod kontext;
 mod placeholders;
+mod policyfiles;
 mod reference;
 mod run;
 mod rundir;
@@ -95,5 +96,9 @@ fn dispatch(cli: args::Cli) -> Result<u8, error::SandyError> {
         args::Command::Completions(c) => reference::completions(c.shell),
         args::Command::Man => reference::man(),
         args::Command::Setup(s) => setup::setup(s),
+        args::Command::Config(c) => match c.command {
+            args::ConfigCommand::Init => policyfiles::init(),
+            args::ConfigCommand::Check => policyfiles::check(),
+        },
     }
 }

@@ -44,8 +44,23 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // policy's resolution (a move waits for the kernel, up to tens of milliseconds on a
     // v1 hierarchy); the limits are written once the policy is known, before the
     // bootstrap starts anything.
-    let mut early =
-        (!args.dry_run).then(|| crate::ceilings::Offer::probe().make_dirs(args.cpu.is_some()));
+    // The user's configuration, profile or policy file, read before anything else: a
+    // CPU ceiling it sets needs its controller in the run's cgroup.
+    let host = host::gather_without_git()?;
+    let mut loaded = crate::policyfiles::load(
+        &crate::policyfiles::Asked {
+            profile: args.profile.as_deref(),
+            profile_file: args.profile_file.as_deref(),
+            policy_file: args.policy_file.as_deref(),
+            argv0: args
+                .command
+                .first()
+                .map_or(std::ffi::OsStr::new(""), |a| a.as_os_str()),
+        },
+        &host,
+    )?;
+    let cpu = args.cpu.is_some() || loaded.rules.ceilings.cpu.is_some();
+    let mut early = (!args.dry_run).then(|| crate::ceilings::Offer::probe().make_dirs(cpu));
     let pending = if args.dry_run {
         None
     } else {
@@ -59,7 +74,18 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
             .map(|cgroup| cgroup.adopt_in_background(pending.pid())),
         _ => None,
     };
-    let (host, walked) = host::gather_walked(&args.read_write, !args.dry_run)?;
+    let read_write: Vec<std::path::PathBuf> = args
+        .read_write
+        .iter()
+        .cloned()
+        .chain(
+            loaded
+                .rules
+                .read_write_paths()
+                .map(std::path::Path::to_path_buf),
+        )
+        .collect();
+    let (host, walked) = host::walk(host, &read_write, !args.dry_run)?;
     let explain = args.explain;
     let tmp_base = crate::rundir::tmp_base(&host);
 
@@ -77,8 +103,9 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
             allow: args.allow_domain,
             deny: args.deny_domain,
             agent: args.net == Some(crate::args::NetMode::Agent),
+            ..Default::default()
         },
-        profile: args.profile,
+        profile: loaded.profile.take(),
         pass_env: args.pass_env,
         ceilings: sandy_policy::CeilingRequest {
             max_procs: args.max_procs,
@@ -88,6 +115,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
             cpu: args.cpu,
             memory_total: crate::ceilings::memory_total(),
         },
+        files: std::mem::take(&mut loaded.rules),
     };
 
     let kontext = if args.kontext {
@@ -96,7 +124,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         crate::kontext::Mode::Optional
     };
     let Some(mut pending) = pending else {
-        return dry_run(&request, &host, kontext, args.format);
+        return dry_run(&request, &host, kontext, args.format, &loaded);
     };
     // The cache overlays of earlier runs' layers, mounted by the bootstrap while the
     // policy is resolved; the policy then says which are used. The resolution asks about
@@ -111,6 +139,9 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     request.private_tmp = private_tmp.path.clone();
     let mut policy = resolve(&request, &host, &fs)?;
     drop(fs);
+    // A file the policy came from that this sandbox could write: refused before
+    // anything is created or started.
+    loaded.refuse_writable(&policy)?;
     crate::kontext::attach(&mut policy, &host, kontext)?;
     // The run's cgroup, with its limits, and the bootstrap in it before it starts
     // anything: every process of the run is counted there (`ceilings`). A ceiling asked
@@ -393,8 +424,10 @@ fn dry_run(
     host: &sandy_policy::HostContext,
     kontext: crate::kontext::Mode,
     format: DryRunFormat,
+    loaded: &crate::policyfiles::Loaded,
 ) -> Result<u8, SandyError> {
     let mut policy = resolve(request, host, &HostFs)?;
+    loaded.refuse_writable(&policy)?;
     crate::kontext::attach(&mut policy, host, kontext)?;
     // What would hold each ceiling; nothing is made.
     let offer = crate::ceilings::Offer::probe();

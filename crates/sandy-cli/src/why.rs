@@ -55,6 +55,18 @@ pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
     } else {
         args.command.clone()
     };
+    // The user's configuration applies as it does to `sandy run`.
+    let loaded = crate::policyfiles::load(
+        &crate::policyfiles::Asked {
+            profile: args.profile.as_deref(),
+            profile_file: None,
+            policy_file: None,
+            argv0: command
+                .first()
+                .map_or(std::ffi::OsStr::new(""), |a| a.as_os_str()),
+        },
+        &host,
+    )?;
     let request = RunRequest {
         command,
         read: args.read.clone(),
@@ -64,16 +76,19 @@ pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
         allow_local_ports: args.allow_local_port.clone(),
         numbat_collector: None,
         numbat: false,
-        profile: args.profile.clone(),
+        profile: loaded.profile.clone(),
         pass_env: Vec::new(),
         ceilings: Default::default(),
         egress: sandy_policy::EgressRequest {
             allow: args.allow_domain.clone(),
             deny: args.deny_domain.clone(),
             agent: args.net == Some(crate::args::NetMode::Agent),
+            ..Default::default()
         },
+        files: loaded.rules.clone(),
     };
     let policy = resolve(&request, &host, &HostFs)?;
+    loaded.refuse_writable(&policy)?;
     if args.connect {
         return connect::why(&args, &policy);
     }
@@ -429,6 +444,7 @@ mod inside {
             agent_home_files: Vec::new(),
             agent_state: Vec::new(),
             watched: Vec::new(),
+            files: Default::default(),
             reopened: Vec::new(),
         };
         let question = super::question(args);

@@ -825,6 +825,7 @@ fn dry_run_prints_the_documented_document() {
                 "local_port_grants",
                 "egress",
                 "file_grants",
+                "policy_files",
                 "protections",
                 "views",
                 "created_at_launch",
@@ -837,7 +838,7 @@ fn dry_run_prints_the_documented_document() {
                 "ceilings",
             ])
         );
-        assert_eq!(doc["dry_run_schema_version"], json!(4));
+        assert_eq!(doc["dry_run_schema_version"], json!(5));
         let command = doc["command"].as_str().unwrap();
         assert!(
             Path::new(command).is_absolute() && command.ends_with("/sh"),
@@ -858,7 +859,7 @@ fn dry_run_prints_the_documented_document() {
         for g in grants {
             assert_eq!(
                 keys(g),
-                sorted(&["path", "access", "scope", "origin"]),
+                sorted(&["path", "access", "scope", "origin", "reason"]),
                 "{g}"
             );
             let path = g["path"].as_str().unwrap();

@@ -9,7 +9,7 @@ use crate::policy::{
 };
 
 /// Bumped whenever a key is added, removed or changes meaning.
-pub const DRY_RUN_SCHEMA_VERSION: u32 = 4;
+pub const DRY_RUN_SCHEMA_VERSION: u32 = 5;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DryRunGrant {
@@ -17,6 +17,17 @@ pub struct DryRunGrant {
     pub access: Access,
     pub scope: Scope,
     pub origin: Origin,
+    /// The reason a configuration, profile or policy file gives for the grant; `null`
+    /// for every other origin.
+    pub reason: Option<String>,
+}
+
+/// A configuration, profile or policy file the run's rules come from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DryRunPolicyFile {
+    /// `config`, `profile_file` or `policy_file`: the origin its rules carry.
+    pub origin: Origin,
+    pub path: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -145,6 +156,8 @@ pub struct DryRunDocument {
     /// The egress proxy; `null` when the network is open.
     pub egress: Option<DryRunEgress>,
     pub file_grants: Vec<DryRunGrant>,
+    /// The configuration, profile and policy files read, in the order they apply.
+    pub policy_files: Vec<DryRunPolicyFile>,
     pub protections: Vec<DryRunProtection>,
     /// Host files the sandbox sees as a prepared copy.
     pub views: Vec<DryRunView>,
@@ -360,6 +373,21 @@ impl DryRunDocument {
                     access: g.access,
                     scope: g.scope,
                     origin: g.origin,
+                    reason: policy
+                        .files
+                        .grant_reasons
+                        .iter()
+                        .find(|(path, origin, _)| *path == g.path && *origin == g.origin)
+                        .map(|(_, _, reason)| reason.clone()),
+                })
+                .collect(),
+            policy_files: policy
+                .files
+                .sources
+                .iter()
+                .map(|(origin, path)| DryRunPolicyFile {
+                    origin: *origin,
+                    path: lossy(path.as_os_str()),
                 })
                 .collect(),
             protections: policy

@@ -84,8 +84,21 @@ pub enum ResolveError {
     },
     #[error("port must be between 1 and 65535")]
     InvalidPort,
-    #[error("--block-net cannot be combined with --allow-domain, --deny-domain or --net")]
+    #[error(
+        "--block-net (or a file's network.mode = \"block\") cannot be combined with \
+         --allow-domain, --deny-domain or --net (or a file's network rules)"
+    )]
     NetworkConflict,
+    #[error(
+        "{what} {}: a protection may not cover the project ({})",
+        crate::text::Shown(path),
+        crate::text::Shown(project)
+    )]
+    ProtectionCoversProject {
+        what: &'static str,
+        path: PathBuf,
+        project: PathBuf,
+    },
     #[error(
         "--deny-domain needs --allow-domain or --net agent (everything else is already denied)"
     )]

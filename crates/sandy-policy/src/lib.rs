@@ -27,6 +27,7 @@ mod chain;
 mod dryrun;
 mod egress;
 mod error;
+pub mod files;
 pub mod filter;
 mod gitfacts;
 mod hooks;
@@ -67,9 +68,9 @@ pub use manifest::{
 };
 pub use osbytes::OsBytes;
 pub use policy::{
-    Access, FileView, FilterRule, Grant, LaunchCreation, LocalPort, Network, Origin, Placeholder,
-    PortOrigin, ProfileInfo, Protection, ProtectionKind, ResolvedPolicy, RuntimeHook, Scope,
-    StateFile, ViewKind, WithheldVar,
+    Access, FileSources, FileView, FilterRule, Grant, LaunchCreation, LocalPort, Network, Origin,
+    Placeholder, PortOrigin, ProfileInfo, Protection, ProtectionKind, ResolvedPolicy, RuntimeHook,
+    Scope, StateFile, ViewKind, WithheldVar,
 };
 pub use profile::{
     builtin_names, builtin_profiles, parse as parse_profile, select as select_profile, Profile,

@@ -45,6 +45,24 @@ pub enum Origin {
     Profile,
     /// An explicit `--read` or `--read-write` flag.
     Flag,
+    /// The user configuration (`~/.config/sandy/config.toml`).
+    Config,
+    /// A user profile (`--profile-file`, or `~/.config/sandy/profiles/NAME.toml`).
+    ProfileFile,
+    /// `--policy-file`.
+    PolicyFile,
+}
+
+impl Origin {
+    /// Whether the user asked for the rule: a flag, or a file of the user's. Such grants
+    /// are checked strictly (they must exist and may not expose a sensitive path), and a
+    /// writable one gets the protections the project gets.
+    pub fn is_explicit(self) -> bool {
+        matches!(
+            self,
+            Origin::Flag | Origin::Config | Origin::ProfileFile | Origin::PolicyFile
+        )
+    }
 }
 
 /// One filesystem permission.
@@ -229,6 +247,12 @@ pub enum PortOrigin {
     OpenaiBaseUrl,
     /// `GOOGLE_GEMINI_BASE_URL` names an endpoint on the local host (host's network only).
     GoogleGeminiBaseUrl,
+    /// The user configuration's `network.local_ports`.
+    Config,
+    /// A user profile's `network.local_ports`.
+    ProfileFile,
+    /// The policy file's `network.local_ports`.
+    PolicyFile,
 }
 
 impl PortOrigin {
@@ -240,6 +264,9 @@ impl PortOrigin {
             PortOrigin::AnthropicBaseUrl => "ANTHROPIC_BASE_URL",
             PortOrigin::OpenaiBaseUrl => "OPENAI_BASE_URL",
             PortOrigin::GoogleGeminiBaseUrl => "GOOGLE_GEMINI_BASE_URL",
+            PortOrigin::Config => "the configuration file",
+            PortOrigin::ProfileFile => "the profile file",
+            PortOrigin::PolicyFile => "the policy file",
         }
     }
 }
@@ -336,6 +363,19 @@ pub struct ResolvedPolicy {
     /// Writable names of an agent's state inside a directory protected read-only as one
     /// ([`crate::statedirs::walk_at_launch`]): mounted writable again on top of it.
     pub reopened: Vec<PathBuf>,
+    /// The configuration, profile and policy files the rules come from, in the order
+    /// they apply, and the reasons their grants give.
+    pub files: FileSources,
+}
+
+/// Where the rules of a run's files come from ([`crate::files`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FileSources {
+    /// Each file read, with the origin its rules carry.
+    pub sources: Vec<(Origin, PathBuf)>,
+    /// The reason of each grant a file adds: (the granted path, as resolved; its origin;
+    /// the reason).
+    pub grant_reasons: Vec<(PathBuf, Origin, String)>,
 }
 
 impl ResolvedPolicy {

@@ -42,6 +42,9 @@ pub struct RunRequest {
     pub pass_env: Vec<String>,
     /// `--max-procs`, `--max-memory`, `--max-file-size`, `--max-tmp`, `--cpu`.
     pub ceilings: crate::ceilings::CeilingRequest,
+    /// What the user's configuration, profile or policy file adds ([`crate::files`]),
+    /// each rule with its origin. The flags add to it.
+    pub files: crate::files::FileRules,
 }
 
 /// Environment variables removed from the target's environment: agent and bus sockets
@@ -308,8 +311,9 @@ pub fn resolve(
     // tree the sandbox can write (a link in the project's `node_modules/.bin` on `PATH`)
     // is what an earlier run may have planted: it gets its executable alone, never the
     // package a link of its leads into.
-    let planted = std::iter::once(&project)
-        .chain(&request.read_write)
+    let planted = std::iter::once(project.as_path())
+        .chain(request.read_write.iter().map(PathBuf::as_path))
+        .chain(request.files.read_write_paths())
         .any(|root| program.starts_with(root));
     if planted {
         ctx.grant_exact_executable(&program, &mut grants);
@@ -359,6 +363,18 @@ pub fn resolve(
             grants.push(canonical, access, scope, Origin::Flag);
         }
     }
+    // The files' grants, checked as strictly as the flags' (the same code).
+    let mut grant_reasons = Vec::new();
+    for g in &request.files.grants {
+        let label = match g.origin {
+            Origin::Config => crate::files::FileRole::Config.grant_label(),
+            Origin::PolicyFile => crate::files::FileRole::PolicyFile.grant_label(),
+            _ => crate::files::FileRole::ProfileFile.grant_label(),
+        };
+        let (canonical, scope) = ctx.check_explicit(label, g.access, &g.path, &project)?;
+        grant_reasons.push((canonical.clone(), g.origin, g.reason.clone()));
+        grants.push(canonical, g.access, scope, g.origin);
+    }
 
     // Every agent's launch configuration, whatever the profile: a generic run (`make`,
     // `npm test`) or another agent's must not plant what an agent runs at its next launch.
@@ -398,6 +414,7 @@ pub fn resolve(
         .iter()
         .chain(&applied.pass_env)
         .chain(&request.pass_env)
+        .chain(&request.files.pass_env)
         .map(String::as_str)
         .collect();
     let Environment {
@@ -419,11 +436,12 @@ pub fn resolve(
         environment.push((name.into(), value.into()));
         set_env.push(name.clone());
     }
-    let open_network = !request.block_net && !request.egress.any();
+    let block_net = request.block_net || request.files.block_net.is_some();
+    let egress_request = egress_request(request);
+    let open_network = !block_net && !egress_request.any();
     let local_ports = local_ports(request, host, open_network)?;
     let ports: Vec<u16> = local_ports.iter().map(|p| p.port).collect();
-    let egress =
-        crate::egress::resolve_egress(&request.egress, request.block_net, &profile, host, &ports)?;
+    let egress = crate::egress::resolve_egress(&egress_request, block_net, &profile, host, &ports)?;
     if let Some(e) = &egress {
         // Every client that honours the usual variables goes through the proxy; the
         // caller's own proxy settings would lead nowhere inside.
@@ -499,9 +517,7 @@ pub fn resolve(
         grants
             .iter()
             .filter(|g| {
-                g.origin == Origin::Flag
-                    && g.access == Access::ReadWrite
-                    && g.scope == Scope::Subtree
+                g.origin.is_explicit() && g.access == Access::ReadWrite && g.scope == Scope::Subtree
             })
             .map(|g| g.path.clone()),
     );
@@ -514,10 +530,19 @@ pub fn resolve(
         })
     };
     let mut named: Vec<Protection> = Vec::new();
+    // The files' protections: a mask over an existing path (wherever it is), a
+    // read-only path wherever a writable grant reaches it.
+    let (file_masks, file_read_only) = ctx.file_protections(&request.files, &project)?;
+    for mask in file_masks {
+        if !protections.iter().any(|p| p.path == mask.path) {
+            protections.push(mask);
+        }
+    }
     for p in git
         .into_iter()
         .chain(applied.protections.iter().cloned())
         .chain(every_profile)
+        .chain(file_read_only)
     {
         // Each name once: the first producer's (git's, then the detected profile's).
         if named.iter().any(|q| q.path == p.path) {
@@ -623,7 +648,7 @@ pub fn resolve(
         set_env,
         grants,
         protections,
-        network: if request.block_net || egress.is_some() {
+        network: if block_net || egress.is_some() {
             Network::BlockAll
         } else {
             Network::AllowAll
@@ -640,7 +665,7 @@ pub fn resolve(
             detected,
         },
         private_tmp: request.private_tmp.clone(),
-        ceilings: crate::ceilings::Ceilings::resolve(&request.ceilings),
+        ceilings: ceilings(request),
         runtime_dir,
         notices,
         views,
@@ -653,7 +678,72 @@ pub fn resolve(
         agent_state: applied.agent_state,
         watched: applied.watched,
         reopened: applied.reopened,
+        files: crate::policy::FileSources {
+            sources: request.files.sources.clone(),
+            grant_reasons,
+        },
     })
+}
+
+/// The network request: the flags' rules, then the files'.
+fn egress_request(request: &RunRequest) -> crate::egress::EgressRequest {
+    let rule_origin = |origin: Origin| match origin {
+        Origin::Config => sandy_net::RuleOrigin::Config,
+        Origin::PolicyFile => sandy_net::RuleOrigin::PolicyFile,
+        _ => sandy_net::RuleOrigin::ProfileFile,
+    };
+    let files = &request.files;
+    let mut egress = request.egress.clone();
+    egress.agent |= files.agent_net.is_some();
+    egress.from_files.extend(
+        files
+            .deny
+            .iter()
+            .map(|(p, o)| (sandy_net::Action::Deny, p.clone(), rule_origin(*o)))
+            .chain(
+                files
+                    .allow
+                    .iter()
+                    .map(|(p, o)| (sandy_net::Action::Allow, p.clone(), rule_origin(*o))),
+            ),
+    );
+    egress
+}
+
+/// The ceilings: a flag's value, else a file's, else the default; each with its origin.
+fn ceilings(request: &RunRequest) -> crate::ceilings::Ceilings {
+    use crate::ceilings::{Ceiling, CeilingOrigin};
+    let files = &request.files.ceilings;
+    let mut asked = request.ceilings;
+    let pick = |flag: &mut Option<u64>, file: crate::files::FileCeiling| match (*flag, file) {
+        (None, Some((value, origin))) => {
+            *flag = Some(value);
+            Some(match origin {
+                Origin::PolicyFile => CeilingOrigin::PolicyFile,
+                _ => CeilingOrigin::Config,
+            })
+        }
+        _ => None,
+    };
+    let procs = pick(&mut asked.max_procs, files.max_procs);
+    let memory = pick(&mut asked.max_memory, files.max_memory);
+    let file_size = pick(&mut asked.max_file_size, files.max_file_size);
+    let tmp = pick(&mut asked.max_tmp, files.max_tmp);
+    let cpu = pick(&mut asked.cpu, files.cpu);
+    let mut c = crate::ceilings::Ceilings::resolve(&asked);
+    let set = |ceiling: &mut Ceiling, origin: Option<CeilingOrigin>| {
+        if let Some(origin) = origin {
+            ceiling.origin = origin;
+        }
+    };
+    set(&mut c.max_procs, procs);
+    set(&mut c.max_memory, memory);
+    set(&mut c.max_file_size, file_size);
+    set(&mut c.max_tmp, tmp);
+    if let Some(ceiling) = c.cpu.as_mut() {
+        set(ceiling, cpu);
+    }
+    c
 }
 
 /// The local ports, each once: with a blocked network, the ports relayed in; with the
@@ -676,7 +766,21 @@ fn local_ports(
         .chain(request.allow_local_ports.iter().map(|&port| LocalPort {
             port,
             origin: PortOrigin::Flag,
-        }));
+        }))
+        .chain(
+            request
+                .files
+                .local_ports
+                .iter()
+                .map(|&(port, origin)| LocalPort {
+                    port,
+                    origin: match origin {
+                        Origin::Config => PortOrigin::Config,
+                        Origin::PolicyFile => PortOrigin::PolicyFile,
+                        _ => PortOrigin::ProfileFile,
+                    },
+                }),
+        );
     let mut ports: Vec<LocalPort> = Vec::new();
     for p in requested {
         if p.port == 0 {
@@ -775,6 +879,58 @@ impl Ctx<'_> {
             return refuse("it overlaps a sensitive path");
         }
         Ok(())
+    }
+
+    /// The protections of the user's files: masks (each existing path, canonical) and
+    /// read-only names (lexical, as a tool names them; the caller keeps those a writable
+    /// grant reaches). A path that does not exist has nothing to mask. None may cover the
+    /// project.
+    fn file_protections(
+        &self,
+        files: &crate::files::FileRules,
+        project: &Path,
+    ) -> Result<(Vec<Protection>, Vec<Protection>), ResolveError> {
+        let mut masks = Vec::new();
+        let mut read_only = Vec::new();
+        for p in &files.protections {
+            let what = match p.origin {
+                Origin::Config => "a protection of the configuration file",
+                Origin::PolicyFile => "a protection of the policy file",
+                _ => "a protection of the profile file",
+            };
+            let lexical = normalize(&p.path);
+            let canonical = self.fs.canonicalize(&lexical).ok();
+            for candidate in std::iter::once(&lexical).chain(canonical.as_ref()) {
+                if project.starts_with(candidate) {
+                    return Err(ResolveError::ProtectionCoversProject {
+                        what,
+                        path: p.path.clone(),
+                        project: project.to_path_buf(),
+                    });
+                }
+            }
+            let protection = |path: PathBuf, exists: bool| Protection {
+                path,
+                kind: p.kind,
+                origin: p.origin,
+                exists,
+                placeholder: None,
+                reason: Some(p.reason.clone()),
+                at_launch: false,
+            };
+            match p.kind {
+                ProtectionKind::Deny => {
+                    if let Some(canonical) = canonical {
+                        masks.push(protection(canonical, true));
+                    }
+                }
+                ProtectionKind::ReadOnly => {
+                    let exists = self.fs.kind(&lexical).is_some();
+                    read_only.push(protection(lexical, exists));
+                }
+            }
+        }
+        Ok((masks, read_only))
     }
 
     /// Refuses a grant of `path` that reaches a place of Sandy's own: one inside Sandy's

@@ -51,6 +51,9 @@ pub fn render_with(
         Origin::Path => " (PATH toolchain)",
         Origin::Profile => " (profile)",
         Origin::Flag => " (flag)",
+        Origin::Config => " (config)",
+        Origin::ProfileFile => " (profile file)",
+        Origin::PolicyFile => " (policy file)",
     };
 
     let mut out = String::new();
@@ -264,6 +267,9 @@ fn allowlist(egress: &crate::egress::Egress, local_ports: &[crate::policy::Local
             (RuleOrigin::Profile, None) => "profile".to_owned(),
             (RuleOrigin::BaseUrl, Some(n)) => format!("base URL: {}", escape(n)),
             (RuleOrigin::BaseUrl, None) => "base URL".to_owned(),
+            (RuleOrigin::Config, _) => "config".to_owned(),
+            (RuleOrigin::ProfileFile, _) => "profile file".to_owned(),
+            (RuleOrigin::PolicyFile, _) => "policy file".to_owned(),
         };
         format!("{}{ports} [{origin}]", escape(&r.pattern.to_string()))
     };

@@ -163,6 +163,7 @@ fn request(cmd: &[&str]) -> RunRequest {
         profile: None,
         pass_env: vec![],
         ceilings: Default::default(),
+        files: Default::default(),
     }
 }
 
@@ -293,6 +294,7 @@ fn plain_run_resolves_to_the_default_policy() {
         agent_state: vec![],
         watched: vec![],
         reopened: vec![],
+        files: Default::default(),
     };
     assert_eq!(policy, expected);
 }
@@ -1928,4 +1930,225 @@ fn the_cgroups_are_never_writable_through_a_grant() {
         resolve(&r, &h, &fs),
         Err(ResolveError::OwnGrant { .. })
     ));
+}
+
+// Policies as files (`crate::files`): their grants go through the flags' checks, keep
+// their origin, and a file the run could write is refused.
+
+fn file_rules(text: &str) -> crate::files::FileRules {
+    crate::files::parse_config(
+        text,
+        Path::new("/home/u/.config/sandy/config.toml"),
+        Some(Path::new("/home/u")),
+    )
+    .unwrap()
+    .rules
+}
+
+#[test]
+fn a_file_grant_carries_its_origin_and_reason_and_the_flags_add_to_it() {
+    let fs = base_fs().dir("/home/u/lib").dir("/home/u/data");
+    let mut req = request(&["/usr/bin/true"]);
+    req.files = file_rules(
+        "version = 1\n[[grants]]\npath = \"~/lib\"\naccess = \"read\"\nreason = \"the library\"\n",
+    );
+    req.read_write = vec!["/home/u/data".into()];
+    let policy = resolve(&req, &host("/usr/bin"), &fs).unwrap();
+    assert!(policy.grants.contains(&g(
+        "/home/u/lib",
+        Access::Read,
+        Scope::Subtree,
+        Origin::Config
+    )));
+    assert!(policy.grants.contains(&g(
+        "/home/u/data",
+        Access::ReadWrite,
+        Scope::Subtree,
+        Origin::Flag
+    )));
+    assert_eq!(
+        policy.files.grant_reasons,
+        vec![(
+            PathBuf::from("/home/u/lib"),
+            Origin::Config,
+            "the library".to_owned()
+        )]
+    );
+    let doc = crate::DryRunDocument::new(&policy, 4);
+    let lib = doc
+        .file_grants
+        .iter()
+        .find(|g| g.path == "/home/u/lib")
+        .unwrap();
+    assert_eq!(lib.reason.as_deref(), Some("the library"));
+    assert_eq!(doc.policy_files.len(), 1);
+}
+
+#[test]
+fn a_file_cannot_grant_what_a_flag_cannot() {
+    let fs = base_fs();
+    for (path, access) in [
+        ("~/.ssh", "read"),
+        ("~/.ssh/id_ed25519", "read"),
+        ("~", "read_write"),
+        ("/", "read"),
+        ("~/missing", "read"),
+    ] {
+        let mut req = request(&["/usr/bin/true"]);
+        let text = if path == "~" {
+            "version = 1\n[[grants]]\npath = \"/home/u\"\naccess = \"read_write\"\nreason = \"r\"\n"
+                .to_owned()
+        } else {
+            format!(
+                "version = 1\n[[grants]]\npath = \"{path}\"\naccess = \"{access}\"\nreason = \"r\"\n"
+            )
+        };
+        req.files = file_rules(&text);
+        let err = resolve(&req, &host("/usr/bin"), &fs).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("a grant of the configuration file"),
+            "{path}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_file_protection_masks_or_keeps_read_only_and_never_covers_the_project() {
+    let fs = base_fs()
+        .dir("/home/u/proj/secrets")
+        .file("/home/u/proj/Makefile")
+        .dir("/home/u/lib");
+    let mut req = request(&["/usr/bin/true"]);
+    req.files = file_rules(
+        "version = 1\n\
+         [[protections]]\npath = \"/home/u/proj/secrets\"\nkind = \"deny\"\nreason = \"keys\"\n\
+         [[protections]]\npath = \"/home/u/proj/Makefile\"\nkind = \"read_only\"\nreason = \"build\"\n\
+         [[protections]]\npath = \"/home/u/proj/absent\"\nkind = \"deny\"\nreason = \"nothing\"\n",
+    );
+    let policy = resolve(&req, &host("/usr/bin"), &fs).unwrap();
+    let find = |p: &str| policy.protections.iter().find(|q| q.path == Path::new(p));
+    let mask = find("/home/u/proj/secrets").unwrap();
+    assert_eq!(
+        (mask.kind, mask.origin, mask.reason.as_deref()),
+        (ProtectionKind::Deny, Origin::Config, Some("keys"))
+    );
+    let ro = find("/home/u/proj/Makefile").unwrap();
+    assert_eq!(
+        (ro.kind, ro.origin),
+        (ProtectionKind::ReadOnly, Origin::Config)
+    );
+    assert!(find("/home/u/proj/absent").is_none());
+
+    for covering in ["/home/u/proj", "/home/u"] {
+        let mut req = request(&["/usr/bin/true"]);
+        req.files = file_rules(&format!(
+            "version = 1\n[[protections]]\npath = \"{covering}\"\nkind = \"read_only\"\nreason = \"r\"\n"
+        ));
+        let err = resolve(&req, &host("/usr/bin"), &fs).unwrap_err();
+        assert!(
+            err.to_string().contains("may not cover the project"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn file_network_rules_ports_and_ceilings_carry_their_origin() {
+    let fs = base_fs();
+    let mut req = request(&["/usr/bin/true"]);
+    req.files = file_rules(
+        "version = 1\n[network]\nallow = [\"api.example.com\"]\ndeny = [\"bad.example.com\"]\n\
+         local_ports = [5432]\n[ceilings]\nmax_procs = 100\nmax_memory = \"1G\"\n",
+    );
+    req.ceilings.max_memory = Some(2 << 30);
+    let policy = resolve(&req, &host("/usr/bin"), &fs).unwrap();
+    let egress = policy.egress.as_ref().unwrap();
+    assert!(egress
+        .policy
+        .rules
+        .iter()
+        .all(|r| r.origin == sandy_net::RuleOrigin::Config));
+    assert_eq!(egress.policy.rules.len(), 2);
+    assert_eq!(policy.local_ports[0].origin, PortOrigin::Config);
+    assert_eq!(policy.ceilings.max_procs.value, 100);
+    assert_eq!(
+        policy.ceilings.max_procs.origin,
+        crate::ceilings::CeilingOrigin::Config
+    );
+    // The flag's value replaces the file's.
+    assert_eq!(policy.ceilings.max_memory.value, 2 << 30);
+    assert_eq!(
+        policy.ceilings.max_memory.origin,
+        crate::ceilings::CeilingOrigin::Flag
+    );
+
+    // A file's `mode = "block"` conflicts with a flag's allowlist, in one line.
+    let mut req = request(&["/usr/bin/true"]);
+    req.files = file_rules("version = 1\n[network]\nmode = \"block\"\n");
+    let blocked = resolve(&req, &host("/usr/bin"), &fs).unwrap();
+    assert_eq!(blocked.network, Network::BlockAll);
+    req.egress.allow = vec!["example.com".parse().unwrap()];
+    assert!(matches!(
+        resolve(&req, &host("/usr/bin"), &fs),
+        Err(ResolveError::NetworkConflict)
+    ));
+}
+
+#[test]
+fn a_file_the_run_could_write_is_refused() {
+    use crate::files::{check_not_writable, FileRole};
+    let fs = base_fs()
+        .dir("/home/u/.config")
+        .dir("/home/u/.config/sandy")
+        .file("/home/u/.config/sandy/config.toml")
+        .file("/home/u/proj/cfg.toml")
+        .dir("/home/u/proj/cfgdir")
+        .file("/home/u/proj/cfgdir/config.toml")
+        .dir("/home/u/dotfiles")
+        .file("/home/u/dotfiles/config.toml")
+        .dir("/home/u/data")
+        .file("/home/u/data/config.toml");
+    let mut req = request(&["/usr/bin/true"]);
+    req.read_write = vec!["/home/u/data".into()];
+    let policy = resolve(&req, &host("/usr/bin"), &fs).unwrap();
+    let role = FileRole::Config;
+    let ok = |fs: &FakeFs, p: &str| check_not_writable(role, Path::new(p), &policy, fs);
+    // Outside every writable place: fine.
+    assert!(ok(&fs, "/home/u/.config/sandy/config.toml").is_ok());
+    assert!(ok(&fs, "/home/u/dotfiles/config.toml").is_ok());
+    // In the project, in a --read-write grant.
+    for p in ["/home/u/proj/cfg.toml", "/home/u/data/config.toml"] {
+        let err = ok(&fs, p).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("refusing the configuration file"),
+            "{err}"
+        );
+    }
+    // A link into the project.
+    let linked = base_fs()
+        .dir("/home/u/.config")
+        .dir("/home/u/.config/sandy")
+        .file("/home/u/proj/cfg.toml")
+        .link("/home/u/.config/sandy/config.toml", "/home/u/proj/cfg.toml");
+    assert!(ok(&linked, "/home/u/.config/sandy/config.toml").is_err());
+    // A directory on the way that is a link into the project.
+    let dir_link = base_fs()
+        .dir("/home/u/.config")
+        .dir("/home/u/proj/cfgdir")
+        .file("/home/u/proj/cfgdir/config.toml")
+        .link("/home/u/.config/sandy", "/home/u/proj/cfgdir");
+    assert!(ok(&dir_link, "/home/u/.config/sandy/config.toml").is_err());
+    // A link the run could replace, although it leads outside today.
+    let hop = base_fs()
+        .dir("/home/u/.config")
+        .dir("/home/u/dotfiles")
+        .file("/home/u/dotfiles/config.toml")
+        .link("/home/u/proj/hop", "/home/u/dotfiles")
+        .link("/home/u/.config/sandy", "/home/u/proj/hop");
+    assert!(ok(&hop, "/home/u/.config/sandy/config.toml").is_err());
+    // The private /tmp is not the host's: a file in the host's /tmp is not refused.
+    let tmp = base_fs().file("/tmp/policy.toml");
+    assert!(ok(&tmp, "/tmp/policy.toml").is_ok());
 }
