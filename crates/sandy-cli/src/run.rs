@@ -123,6 +123,17 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // A first launch: the agent's own absent state directories and files (placeholders
     // inside them need them).
     let created = agentstate::create_at_launch(&policy)?;
+    // The project's history directory in Sandy's state (shell and editor history): made
+    // when absent, never looked into. Without it the run keeps no history.
+    if let Some(dir) = policy.history.as_ref().map(|h| h.directory.clone()) {
+        if let Err(e) = crate::hostfs::open_or_create(&dir, 0o700) {
+            say!(
+                "note: shell and editor history is not kept in this run: cannot create {}: {e}",
+                sandy_policy::text::Tilde(&dir)
+            );
+            policy.drop_history();
+        }
+    }
     // The state of everything protected, before anything runs (placeholders included
     // as absent: they are gone again after the run).
     let snapshot = verify::before(&policy, &host, walked);

@@ -919,10 +919,10 @@ impl Was {
     /// What `sandy restore` does to the path, in words.
     fn undo(&self) -> &'static str {
         match self {
-            Was::Absent => 
+            Was::Absent => {
                 "did not exist before the run; restore removes it (moves a directory aside \
                  when it holds more than the run's recorded paths)"
-            ,
+            }
             Was::Directory { .. } => "a directory before the run; restore puts it back",
             Was::Symlink { .. } => "a symbolic link before the run; restore puts it back",
             Was::File { .. } => "changed by the run; restore puts the file back",
@@ -1041,10 +1041,7 @@ struct NewRepositories {
 /// New `.git` entries, linked worktrees and submodule git directories, and directories
 /// git now takes as git directories themselves. `reported` holds the paths already
 /// named.
-fn find_new_repositories(
-    snapshot: &Snapshot,
-    reported: &mut BTreeSet<PathBuf>,
-) -> NewRepositories {
+fn find_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>) -> NewRepositories {
     // Made only when needed: finding git looks along PATH.
     let git = std::cell::OnceCell::new();
     let git = || git.get_or_init(|| gitscan::Git::new(&snapshot.env));
@@ -1351,11 +1348,7 @@ pub fn restore(run: Option<&str>) -> Result<u8, crate::error::SandyError> {
             let _ = crate::print_line(&format!("{}:", Shown(Path::new(&id))));
             for (path, was) in paths {
                 let path = Path::new(OsStr::from_bytes(&path));
-                let _ = crate::print_line(&format!(
-                    "  {}: {}",
-                    Tilde(path),
-                    was.undo()
-                ));
+                let _ = crate::print_line(&format!("  {}: {}", Tilde(path), was.undo()));
             }
         }
         if any {

@@ -430,6 +430,7 @@ mod inside {
             agent_state: Vec::new(),
             watched: Vec::new(),
             reopened: Vec::new(),
+            history: None,
         };
         let question = super::question(args);
         let cwd = std::env::current_dir().unwrap_or_else(|_| doc.working_directory.clone());

@@ -1913,17 +1913,26 @@ fn a_repository_the_run_created_is_taken_away_by_restore() {
         assert_code(&listed, 0, "sandy restore (list)");
         let out = stdout(&listed);
         assert!(out.contains(&format!("{run}:\n")), "{out}");
-        assert!(out.contains("sub/deep/.git: did not exist before the run"), "{out}");
+        assert!(
+            out.contains("sub/deep/.git: did not exist before the run"),
+            "{out}"
+        );
         assert!(!out.contains("\\t"), "an escaped tab: {out}");
         // Control: git there runs the planted fsmonitor before the restore.
         let _ = git(w, &nested, &["status", "--short"]);
-        assert!(marker.exists(), "control: the planted fsmonitor did not run");
+        assert!(
+            marker.exists(),
+            "control: the planted fsmonitor did not run"
+        );
         std::fs::remove_file(&marker).unwrap();
         let restored = run_timeout(w.sandy(["restore", &run]), 30);
         assert_code(&restored, 0, "sandy restore RUN");
         assert!(!nested.join(".git").exists(), "{}", stdout(&restored));
         let _ = git(w, &nested, &["status", "--short"]);
-        assert!(!marker.exists(), "the new repository's fsmonitor ran after restore");
+        assert!(
+            !marker.exists(),
+            "the new repository's fsmonitor ran after restore"
+        );
         let listed = run_timeout(w.sandy(["restore"]), 30);
         assert!(!stdout(&listed).contains(&run), "{}", stdout(&listed));
         // Nothing of the run's copies is left in Sandy's state.
@@ -1954,7 +1963,11 @@ fn restore_accepts_the_run_ids_of_older_builds() {
         .unwrap();
         w.chown_all();
         let listed = run_timeout(w.sandy(["restore"]), 30);
-        assert!(stdout(&listed).contains("1764900000-4242:"), "{}", stdout(&listed));
+        assert!(
+            stdout(&listed).contains("1764900000-4242:"),
+            "{}",
+            stdout(&listed)
+        );
         let restored = run_timeout(w.sandy(["restore", "1764900000-4242"]), 30);
         assert_code(&restored, 0, "restore an old id");
         assert!(!planted.exists());

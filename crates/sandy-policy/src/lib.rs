@@ -29,6 +29,7 @@ mod egress;
 mod error;
 pub mod filter;
 mod gitfacts;
+pub mod history;
 mod hooks;
 mod host;
 mod inspect;

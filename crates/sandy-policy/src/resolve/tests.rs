@@ -197,20 +197,48 @@ fn plain_run_resolves_to_the_default_policy() {
         && p.kind == ProtectionKind::ReadOnly
         && !p.exists
         && p.placeholder.is_none()));
+    // The project's history, in Sandy's state (crate::history's own tests say what each
+    // variable is).
+    let history = crate::history::plan(
+        &host("/usr/bin:/bin"),
+        Path::new("/home/u/proj"),
+        std::ffi::OsStr::new("true"),
+    )
+    .unwrap();
+    assert_eq!(
+        history.directory,
+        crate::history::directory(
+            Path::new("/home/u/.local/state/sandy"),
+            Path::new("/home/u/proj")
+        )
+    );
+    let mut environment: Vec<(std::ffi::OsString, std::ffi::OsString)> = vec![
+        ("PATH".into(), "/usr/bin:/bin".into()),
+        ("HOME".into(), "/home/u".into()),
+        ("TMPDIR".into(), "/tmp".into()),
+        ("LANG".into(), "C.UTF-8".into()),
+        ("SANDY".into(), "1".into()),
+    ];
+    environment.extend(history.environment.iter().cloned());
     let expected = ResolvedPolicy {
         program: "/usr/bin/true".into(),
         argv: vec!["true".into(), "a b".into()],
         working_directory: "/home/u/proj".into(),
-        environment: vec![
-            ("PATH".into(), "/usr/bin:/bin".into()),
-            ("HOME".into(), "/home/u".into()),
-            ("TMPDIR".into(), "/tmp".into()),
-            ("LANG".into(), "C.UTF-8".into()),
-            ("SANDY".into(), "1".into()),
-        ],
+        environment,
         removed_env: vec!["LD_PRELOAD".into(), "SSH_AUTH_SOCK".into()],
         withheld_env: vec![],
-        set_env: vec!["SANDY".into(), "TMPDIR".into()],
+        set_env: [
+            "HISTFILE",
+            "LESSHISTFILE",
+            "NODE_REPL_HISTORY",
+            "PYTHONSTARTUP",
+            "PYTHON_HISTORY",
+            "SANDY",
+            "TMPDIR",
+            "VIMINIT",
+        ]
+        .map(String::from)
+        .to_vec(),
         grants: vec![
             g("/usr", Access::ReadExec, Scope::Subtree, Origin::Baseline),
             g("/etc", Access::Read, Scope::Subtree, Origin::Baseline),
@@ -293,6 +321,7 @@ fn plain_run_resolves_to_the_default_policy() {
         agent_state: vec![],
         watched: vec![],
         reopened: vec![],
+        history: Some(history),
     };
     assert_eq!(policy, expected);
 }
