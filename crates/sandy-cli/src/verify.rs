@@ -1358,10 +1358,14 @@ pub fn restore(run: Option<&str>) -> Result<u8, crate::error::SandyError> {
         }
         return Ok(0);
     };
-    let not_a_run = |source| SandyError::File {
-        step: "cannot read the saved copies of the run",
+    let not_a_run = |source: std::io::Error| SandyError::File {
+        step: "cannot restore run",
         path: PathBuf::from(run),
-        source,
+        source: if source.kind() == std::io::ErrorKind::NotFound {
+            std::io::Error::other("no such run is kept (`sandy restore` lists the runs kept)")
+        } else {
+            source
+        },
     };
     let base = base.ok_or_else(|| not_a_run(std::io::ErrorKind::NotFound.into()))?;
     let record = read_record(&base, OsStr::new(run)).map_err(not_a_run)?;

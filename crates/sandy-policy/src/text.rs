@@ -116,14 +116,20 @@ impl fmt::Display for Shown<'_> {
     }
 }
 
-/// The home directory [`Tilde`] shows as `~`, given once by the program that prints
-/// (this crate never reads the environment).
-static HOME: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+/// The home directory [`Tilde`] shows as `~` (as given, and its canonical form), set by
+/// the program that prints (this crate never reads the environment).
+static HOME: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
 
-/// Sets the home directory [`Tilde`] shows as `~`; only the first call counts.
+/// Adds a name of the home directory [`Tilde`] shows as `~` (the `HOME` given, its
+/// canonical form).
 pub fn set_home(home: &Path) {
-    if home.is_absolute() && home != Path::new("/") {
-        let _ = HOME.set(home.to_path_buf());
+    if !home.is_absolute() || home == Path::new("/") {
+        return;
+    }
+    if let Ok(mut homes) = HOME.lock() {
+        if !homes.iter().any(|h| h == home) {
+            homes.push(home.to_path_buf());
+        }
     }
 }
 
@@ -143,9 +149,14 @@ pub struct Tilde<'a>(pub &'a Path);
 
 impl fmt::Display for Tilde<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match HOME.get().and_then(|h| self.0.strip_prefix(h).ok()) {
+        let rest = HOME.lock().ok().and_then(|homes| {
+            homes
+                .iter()
+                .find_map(|h| self.0.strip_prefix(h).ok().map(Path::to_path_buf))
+        });
+        match rest {
             Some(rest) if rest.as_os_str().is_empty() => f.write_str("~"),
-            Some(rest) => write!(f, "~/{}", Shown(rest)),
+            Some(rest) => write!(f, "~/{}", Shown(&rest)),
             None => Shown(self.0).fmt(f),
         }
     }
