@@ -76,17 +76,6 @@ fn assert_private_dir(w: &World, path: &Path) {
 // ---------------------------------------------------------------------------------------
 // First launch.
 
-/// Removes what Sandy keeps of its own in the home: its cache (OpenCode's cache layer)
-/// and its state (the project's shell history directory), with the parents it made for
-/// them when nothing else is in them.
-fn drop_sandys_own(w: &World) {
-    let _ = std::fs::remove_dir_all(w.home.join(".cache/sandy"));
-    let _ = std::fs::remove_dir_all(w.home.join(".local/state/sandy"));
-    for parent in [".local/state", ".local"] {
-        let _ = std::fs::remove_dir(w.home.join(parent));
-    }
-}
-
 /// Each profile's state directories are created before launch: mode 0700, the user's,
 /// one stderr line for all of them, and nothing else appears in the home directory.
 #[test]
@@ -118,7 +107,7 @@ fn a_first_launch_creates_the_state_directories_and_nothing_else() {
             // (besides Sandy's own cache, which holds OpenCode's cache layer).
             let o = run(w, &["--profile", profile, "--", "/bin/true"], &[]);
             assert_code(&o, 0, profile);
-            drop_sandys_own(w);
+            let _ = std::fs::remove_dir_all(w.home.join(".cache/sandy"));
             let after = listing(&w.home, &w.project);
             assert_eq!(after, expected.to_vec(), "{profile}: {}", stderr(&o));
             for dir in expected {
@@ -137,7 +126,7 @@ fn a_first_launch_creates_the_state_directories_and_nothing_else() {
             let again = run(w, &["--profile", profile, "--", "/bin/true"], &[]);
             assert_code(&again, 0, profile);
             assert!(first_launch_lines(&again).is_empty(), "{}", stderr(&again));
-            drop_sandys_own(w);
+            let _ = std::fs::remove_dir_all(w.home.join(".cache/sandy"));
             assert_eq!(listing(&w.home, &w.project), expected.to_vec());
             for dir in expected.iter().rev() {
                 std::fs::remove_dir(w.home.join(dir)).unwrap();

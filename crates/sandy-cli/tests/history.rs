@@ -16,7 +16,8 @@ use std::process::{Output, Stdio};
 use common::*;
 
 /// `pty_run.py --send-after MARKER BYTES... -- sandy run -- COMMAND...` as the test user
-/// in `dir`, with `env` added to the caller's environment.
+/// in `dir`, with `env` added to the caller's environment (`COMMAND` may start with
+/// `sandy run`'s flags, up to its own `--`).
 fn on_terminal(
     w: &World,
     dir: &Path,
@@ -34,11 +35,12 @@ fn on_terminal(
     for (marker, bytes) in sends {
         cmd.args(["--send-after", marker, bytes]);
     }
-    cmd.arg("--")
-        .arg(sandy_bin())
-        .args(["run", "--"])
-        .args(command)
-        .stdin(Stdio::null());
+    cmd.arg("--").arg(sandy_bin()).arg("run");
+    // `sandy run`'s own flags before the command, when it starts with them.
+    if !command.contains(&"--") {
+        cmd.arg("--");
+    }
+    cmd.args(command).stdin(Stdio::null());
     run_timeout(cmd, 40)
 }
 
@@ -210,7 +212,7 @@ fn links_a_run_plants_in_its_history_lead_nowhere() {
             bash_host.display(),
             victim.display()
         );
-        let o = w.sh(&[], &plant);
+        let o = on_terminal(w, &project, &[], &[], &["/bin/sh", "-c", &plant]);
         assert_code(&o, 0, "plant the links");
         let dir = history_dir(w, "project").unwrap();
         assert!(std::fs::symlink_metadata(dir.join("bash_history"))
@@ -241,25 +243,35 @@ fn links_a_run_plants_in_its_history_lead_nowhere() {
         );
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me\n");
         // The directory itself cannot be swapped for a link: it is a mount inside.
-        let o = w.sh(
+        let o = on_terminal(
+            w,
+            &project,
             &[],
-            "rm -rf /tmp/.sandy-history || mv /tmp/.sandy-history /tmp/moved; \
-             ls -d /tmp/.sandy-history",
+            &[],
+            &[
+                "/bin/sh",
+                "-c",
+                "rm -rf /tmp/.sandy-history || mv /tmp/.sandy-history /tmp/moved; \
+                 ls -d /tmp/.sandy-history",
+            ],
         );
-        assert!(stdout(&o).contains("/tmp/.sandy-history"), "{}", stderr(&o));
+        assert!(stdout(&o).contains("/tmp/.sandy-history"), "{}", stdout(&o));
         assert!(dir.is_dir());
     });
 }
 
-/// The dry run names every history kept, the variable that carries it and the host file
-/// it stands in for, and says that the host's files are not used; a state directory that
+/// The dry run on a terminal names every history kept, the variable that carries it and
+/// the host file it stands in for, and says that the host's files are not used; without a
+/// terminal no tool keeps history, and nothing is kept or made. A state directory that
 /// cannot be made keeps no history (one line) and the run goes on.
 #[test]
 fn the_dry_run_names_the_history_and_an_unusable_state_directory_is_survived() {
     for_each_user(|w| {
-        let o = run_timeout(w.sandy(["run", "--dry-run", "--", "bash"]), 30);
+        let project = w.project.clone();
+        let o = on_terminal(w, &project, &[], &[], &["--dry-run", "--", "bash"]);
         assert_code(&o, 0, "dry run");
-        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let text = stdout(&o).replace("\r\n", "\n");
+        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
         let history = &doc["history"];
         assert_eq!(history["inside"], "/tmp/.sandy-history");
         assert_eq!(history["host_files_used"], false);
@@ -276,18 +288,32 @@ fn the_dry_run_names_the_history_and_an_unusable_state_directory_is_survived() {
         assert!(history["not_kept"][0]["tool"] == "fish", "{history}");
         // A dry run makes nothing.
         assert!(!w.home.join(".local/state/sandy/history").exists());
+        // Without a terminal: none, and a run makes nothing either.
+        let o = run_timeout(w.sandy(["run", "--dry-run", "--", "bash"]), 30);
+        assert_code(&o, 0, "dry run without a terminal");
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(doc["history"], serde_json::Value::Null);
+        let o = w.sh(&[], "echo \"histfile=${HISTFILE:-unset}\"");
+        assert!(stdout(&o).contains("histfile=unset"), "{}", stdout(&o));
+        assert!(!w.home.join(".local/state/sandy/history").exists());
 
         // `~/.local/state` is a file: no history directory can be made.
         w.write("home/.local/state", "not a directory\n");
-        let o = w.sh(&[], "echo \"histfile=${HISTFILE:-unset}\"");
+        let o = on_terminal(
+            w,
+            &project,
+            &[],
+            &[],
+            &["/bin/sh", "-c", "echo \"histfile=${HISTFILE:-unset}\""],
+        );
         assert_code(&o, 0, "a run without a usable state directory");
-        assert!(stdout(&o).contains("histfile=unset"), "{}", stdout(&o));
-        let err = stderr(&o);
+        let out = stdout(&o);
+        assert!(out.contains("histfile=unset"), "{out}");
         assert!(
-            err.contains(
+            out.contains(
                 "history is not kept in this run: cannot create ~/.local/state/sandy/history/"
             ),
-            "{err}"
+            "{out}"
         );
     });
 }

@@ -6,7 +6,8 @@
 //! typed, and a run that could append to it could put a command in the user's next
 //! Ctrl-R (a line that runs when recalled), or read what the user typed elsewhere.
 //!
-//! Each project instead gets its own history directory in Sandy's state
+//! Each project instead gets its own history directory in Sandy's state, for the runs
+//! that have a terminal (no tool keeps history without one)
 //! (`$XDG_STATE_HOME/sandy/history/NAME-HASH`, named like the cache layers of
 //! [`crate::caches::project_layers`]), made 0700 by the supervisor and bound by the
 //! bootstrap at [`INSIDE`] (in the run's private `/tmp`, the only writable place it
@@ -266,9 +267,13 @@ fn vim_init(user: Option<&OsStr>, viminfo: &Path) -> OsString {
     }
 }
 
-/// The history of a run of `command` in `project`: `None` without a home (no state
-/// directory to keep it in).
+/// The history of a run of `command` in `project`: `None` without a terminal (the tools
+/// keep history only when they are used on one, so a scripted run leaves nothing in
+/// Sandy's state) or without a home (no state directory to keep it in).
 pub fn plan(host: &HostContext, project: &Path, command: &OsStr) -> Option<History> {
+    if host.terminals.is_empty() {
+        return None;
+    }
     let home = host.home.as_deref()?;
     let state = crate::caches::sandy_state_dir(home, host);
     let directory = directory(&state, project);
@@ -321,7 +326,7 @@ mod tests {
                 .collect(),
             resolvers: Vec::new(),
             cwd: "/p/a".into(),
-            terminals: Vec::new(),
+            terminals: vec!["/dev/pts/0".into()],
             supervisor_pid: 7,
             uid: 1000,
             git: crate::GitFacts::default(),
@@ -359,6 +364,12 @@ mod tests {
             ..host(&[])
         };
         assert!(plan(&homeless, Path::new("/p"), OsStr::new("x")).is_none());
+        // Without a terminal nothing keeps history: nothing is made.
+        let scripted = HostContext {
+            terminals: Vec::new(),
+            ..host(&[])
+        };
+        assert!(plan(&scripted, Path::new("/p"), OsStr::new("bash")).is_none());
     }
 
     /// A `HISTFILE` (or `PYTHONSTARTUP`) of the user's names a host file: replaced; the

@@ -197,48 +197,20 @@ fn plain_run_resolves_to_the_default_policy() {
         && p.kind == ProtectionKind::ReadOnly
         && !p.exists
         && p.placeholder.is_none()));
-    // The project's history, in Sandy's state (crate::history's own tests say what each
-    // variable is).
-    let history = crate::history::plan(
-        &host("/usr/bin:/bin"),
-        Path::new("/home/u/proj"),
-        std::ffi::OsStr::new("true"),
-    )
-    .unwrap();
-    assert_eq!(
-        history.directory,
-        crate::history::directory(
-            Path::new("/home/u/.local/state/sandy"),
-            Path::new("/home/u/proj")
-        )
-    );
-    let mut environment: Vec<(std::ffi::OsString, std::ffi::OsString)> = vec![
-        ("PATH".into(), "/usr/bin:/bin".into()),
-        ("HOME".into(), "/home/u".into()),
-        ("TMPDIR".into(), "/tmp".into()),
-        ("LANG".into(), "C.UTF-8".into()),
-        ("SANDY".into(), "1".into()),
-    ];
-    environment.extend(history.environment.iter().cloned());
     let expected = ResolvedPolicy {
         program: "/usr/bin/true".into(),
         argv: vec!["true".into(), "a b".into()],
         working_directory: "/home/u/proj".into(),
-        environment,
+        environment: vec![
+            ("PATH".into(), "/usr/bin:/bin".into()),
+            ("HOME".into(), "/home/u".into()),
+            ("TMPDIR".into(), "/tmp".into()),
+            ("LANG".into(), "C.UTF-8".into()),
+            ("SANDY".into(), "1".into()),
+        ],
         removed_env: vec!["LD_PRELOAD".into(), "SSH_AUTH_SOCK".into()],
         withheld_env: vec![],
-        set_env: [
-            "HISTFILE",
-            "LESSHISTFILE",
-            "NODE_REPL_HISTORY",
-            "PYTHONSTARTUP",
-            "PYTHON_HISTORY",
-            "SANDY",
-            "TMPDIR",
-            "VIMINIT",
-        ]
-        .map(String::from)
-        .to_vec(),
+        set_env: vec!["SANDY".into(), "TMPDIR".into()],
         grants: vec![
             g("/usr", Access::ReadExec, Scope::Subtree, Origin::Baseline),
             g("/etc", Access::Read, Scope::Subtree, Origin::Baseline),
@@ -321,7 +293,8 @@ fn plain_run_resolves_to_the_default_policy() {
         agent_state: vec![],
         watched: vec![],
         reopened: vec![],
-        history: Some(history),
+        // No terminal: no history kept (crate::history).
+        history: None,
     };
     assert_eq!(policy, expected);
 }
@@ -1957,4 +1930,44 @@ fn the_cgroups_are_never_writable_through_a_grant() {
         resolve(&r, &h, &fs),
         Err(ResolveError::OwnGrant { .. })
     ));
+}
+
+/// With a terminal, the run keeps its history in the project's own directory: every
+/// variable of `crate::history` is set, and named among those Sandy sets.
+#[test]
+fn a_run_on_a_terminal_keeps_its_history_in_the_projects_directory() {
+    let mut h = host("/usr/bin:/bin");
+    h.terminals = vec!["/dev/pts/3".into()];
+    h.env
+        .push(("HISTFILE".into(), "/home/u/.bash_history".into()));
+    let policy = resolve(&request(&["true"]), &h, &base_fs()).unwrap();
+    let history = policy.history.clone().unwrap();
+    assert_eq!(
+        history.directory,
+        crate::history::directory(
+            Path::new("/home/u/.local/state/sandy"),
+            Path::new("/home/u/proj")
+        )
+    );
+    for (name, value) in &history.environment {
+        assert!(
+            policy
+                .environment
+                .iter()
+                .any(|(k, v)| k == name && v == value),
+            "{name:?}"
+        );
+        assert!(policy
+            .set_env
+            .contains(&name.to_string_lossy().into_owned()));
+    }
+    let histfile: Vec<_> = policy
+        .environment
+        .iter()
+        .filter(|(k, _)| k == "HISTFILE")
+        .collect();
+    assert_eq!(
+        histfile,
+        [&("HISTFILE".into(), "/tmp/.sandy-history/bash_history".into())]
+    );
 }
