@@ -1186,6 +1186,7 @@ mod tests {
                 views: vec![],
                 policy_document: None,
                 overlays: vec![],
+                history: None,
             }
         );
     }
@@ -1251,6 +1252,7 @@ mod tests {
             views: vec![],
             policy_document: None,
             overlays: vec![],
+            history: None,
         };
         let fs = Fake(vec![
             ("/p", None),
