@@ -1138,7 +1138,7 @@ mod tests {
             policy_document: None,
             overlays: vec![],
             reopened: vec![],
-            history: None,
+            history: Some("/home/u/.local/state/sandy/history/proj-0123".into()),
             ceilings: sandy_policy::ManifestCeilings {
                 nproc: None,
                 file_size: 1 << 30,
@@ -1186,7 +1186,8 @@ mod tests {
                 views: vec![],
                 policy_document: None,
                 overlays: vec![],
-                history: None,
+                // The project's history directory, bound at /tmp/.sandy-history by apply.
+                history: Some("/home/u/.local/state/sandy/history/proj-0123".into()),
             }
         );
     }
