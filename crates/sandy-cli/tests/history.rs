@@ -286,6 +286,20 @@ fn the_dry_run_names_the_history_and_an_unusable_state_directory_is_survived() {
             assert!(kept.iter().any(|k| k["tool"] == tool), "{tool}: {history}");
         }
         assert!(history["not_kept"][0]["tool"] == "fish", "{history}");
+        // The dry run for people says it in one line.
+        let o = on_terminal(
+            w,
+            &project,
+            &[],
+            &[],
+            &["--dry-run", "--format", "text", "--", "bash"],
+        );
+        assert_code(&o, 0, "dry run as text");
+        assert!(
+            stdout(&o).contains("history:    bash, python, node, less, vim kept in ~/.local/state/sandy/history/project-"),
+            "{}",
+            stdout(&o)
+        );
         // A dry run makes nothing.
         assert!(!w.home.join(".local/state/sandy/history").exists());
         // Without a terminal: none, and a run makes nothing either.
@@ -365,5 +379,38 @@ fn node_less_and_vim_keep_theirs_in_the_project_directory() {
         for host in [".node_repl_history", ".lesshst", ".viminfo"] {
             assert!(!w.home.join(host).exists(), "{host} written in the home");
         }
+    });
+}
+
+/// A start-up file that sets `HISTFILE` back to the host's file wins inside (the shell
+/// reads it after its environment): the write is refused, the host file unchanged, and
+/// the line after the run says where the history goes instead, never that a flag would
+/// open the home.
+#[test]
+fn a_start_up_file_naming_the_hosts_history_is_refused_and_explained() {
+    for_each_user(|w| {
+        let bash_host = w.write("home/.bash_history", "host-only-command\n");
+        w.write("home/.bashrc", "HISTFILE=~/.bash_history\n");
+        let project = w.project.clone();
+        let o = on_terminal(
+            w,
+            &project,
+            &[],
+            &[("", "echo typed-inside; exit\n")],
+            &["bash", "-i"],
+        );
+        assert_code(&o, 0, "bash with a HISTFILE of its start-up file");
+        let out = stdout(&o);
+        assert!(
+            out.contains(
+                "write ~/.bash_history: refused; protected: no flag (your own bash history"
+            ),
+            "{out}"
+        );
+        assert!(!out.contains("--read-write"), "{out}");
+        assert_eq!(
+            std::fs::read_to_string(&bash_host).unwrap(),
+            "host-only-command\n"
+        );
     });
 }
