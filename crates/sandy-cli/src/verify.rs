@@ -578,7 +578,7 @@ pub fn after(snapshot: Snapshot) {
             }
         }
     }
-    let run_id = run_id(&snapshot.project);
+    let mut run_id = run_id(&snapshot.project);
     reported.extend(changes.iter().map(|c| c.path.clone()));
     // A repository the run created is named below, by what in it can run code; its
     // `.git` is saved as absent, so that `sandy restore` takes it out of git's way.
@@ -594,7 +594,7 @@ pub fn after(snapshot: Snapshot) {
             });
         }
     }
-    let saved = save_copies(&snapshot, &looker, &changes, &run_id);
+    let saved = save_copies(&snapshot, &looker, &changes, &mut run_id);
     for c in changes.iter().filter(|c| !named_below.contains(&c.path)) {
         if let Some(keys) = snapshot.accounts.get(&c.path) {
             if account_replaced(&looker, c, keys) {
@@ -814,9 +814,10 @@ fn restore_hint(saved: &BTreeSet<PathBuf>, path: &Path, run_id: &str) -> String 
     }
 }
 
-/// A run's name for `sandy restore`: when it ended (UTC) and its project folder's name,
-/// with the supervisor's pid to tell apart runs of the same second
-/// (`20261205-043512-myproject-4242`). Only letters, digits, `.`, `_` and `-`.
+/// A run's name for `sandy restore`: when it ended (UTC) and its project folder's name
+/// (`20261205-043512-myproject`; [`save_copies`] adds `-2`, `-3`, ... to tell apart runs
+/// of the same project that ended in the same second). Only letters, digits, `.`, `_`
+/// and `-`. Older builds named runs `EPOCH-PID`; `sandy restore` takes those as well.
 fn run_id(project: &Path) -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -844,11 +845,10 @@ fn run_id(project: &Path) -> String {
         name
     };
     format!(
-        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}-{name}-{}",
+        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}-{name}",
         rest / 3600,
         rest % 3600 / 60,
-        rest % 60,
-        std::process::id()
+        rest % 60
     )
 }
 
@@ -942,19 +942,38 @@ fn save_copies(
     snapshot: &Snapshot,
     looker: &Looker<'_>,
     changes: &[Change],
-    run_id: &str,
+    run_id: &mut String,
 ) -> BTreeSet<PathBuf> {
     let mut saved = BTreeSet::new();
     let Some(base) = snapshot.state.as_ref().filter(|_| !changes.is_empty()) else {
         return saved;
     };
-    let dir = crate::hostfs::open_or_create(base, 0o700).and_then(|b| b.create_dir(run_id, 0o700));
+    // The run's name, or, when a run of the same project ended in the same second, the
+    // first of `NAME-2`, `NAME-3`, ... that is free.
+    let dir = crate::hostfs::open_or_create(base, 0o700).and_then(|b| {
+        let first = run_id.clone();
+        for n in 1..=100 {
+            let name = if n == 1 {
+                first.clone()
+            } else {
+                format!("{first}-{n}")
+            };
+            match b.create_dir(&name, 0o700) {
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                other => {
+                    *run_id = name;
+                    return other;
+                }
+            }
+        }
+        Err(std::io::ErrorKind::AlreadyExists.into())
+    });
     let dir = match dir {
         Ok(dir) => dir,
         Err(e) => {
             say!(
                 "warning: cannot keep the pre-run copies in {}: {e}",
-                Shown(base)
+                Tilde(base)
             );
             return saved;
         }
@@ -1627,6 +1646,29 @@ mod tests {
         };
         put_back(&copies, &target, &was).unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"planted");
+    }
+
+    #[test]
+    fn a_run_is_named_by_its_time_and_project() {
+        for (project, tail) in [
+            ("/home/u/my project", "-my_project"),
+            ("/home/u/.hidden", "-run.hidden"),
+            ("/", "-run"),
+        ] {
+            let id = run_id(Path::new(project));
+            let (date, rest) = id.split_at(15);
+            assert!(
+                date.bytes().enumerate().all(|(i, b)| if i == 8 {
+                    b == b'-'
+                } else {
+                    b.is_ascii_digit()
+                }),
+                "{id}"
+            );
+            assert_eq!(rest, tail, "{id}");
+        }
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(20_792), (2026, 12, 5));
     }
 
     #[test]

@@ -1632,7 +1632,7 @@ fn a_created_include_target_is_reported_and_sandy_restore_puts_it_back() {
         assert!(
             run.len() > 16
                 && run[..8].bytes().all(|b| b.is_ascii_digit())
-                && run.contains(&format!("-{project}-")),
+                && run.ends_with(&format!("-{project}")),
             "{run}"
         );
         let restored = run_timeout(w.sandy(["restore", run]), 30);
