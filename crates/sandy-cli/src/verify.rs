@@ -1432,11 +1432,15 @@ pub fn restore(run: Option<&str>) -> Result<u8, crate::error::SandyError> {
                 Shown(Path::new(run))
             );
         }
-        // The last run restored: Sandy's directory of copies goes too (only if empty).
+        // The last run restored: Sandy's directory of copies goes too, and its state
+        // directory when nothing else is kept there (each only if empty).
         drop(base);
-        if let (Some(state), Some(name)) = (base_path.parent(), base_path.file_name()) {
-            if let Ok(state) = Dir::open_exact(state) {
-                let _ = state.remove_dir(name);
+        let state = base_path.parent();
+        for path in [Some(base_path.as_path()), state].into_iter().flatten() {
+            if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
+                if let Ok(parent) = Dir::open_exact(parent) {
+                    let _ = parent.remove_dir(name);
+                }
             }
         }
     }

@@ -1939,8 +1939,13 @@ fn a_repository_the_run_created_is_taken_away_by_restore() {
         );
         let listed = run_timeout(w.sandy(["restore"]), 30);
         assert!(!stdout(&listed).contains(&run), "{}", stdout(&listed));
-        // Nothing of the run's copies is left in Sandy's state.
+        // Nothing of the run's copies is left in Sandy's state, nor an empty directory.
         assert!(!w.home.join(".local/state/sandy/restore").exists());
+        let state = w.home.join(".local/state/sandy");
+        assert!(
+            !state.exists() || std::fs::read_dir(&state).unwrap().next().is_some(),
+            "an empty state directory was left"
+        );
         // A second restore of it says it is not kept, in one line.
         let again = run_timeout(w.sandy(["restore", &run]), 30);
         assert_code(&again, 125, "restore of a restored run");
