@@ -248,10 +248,17 @@ pub fn directory(state: &Path, project: &Path) -> PathBuf {
 
 /// vim reads `VIMINIT` instead of searching for the user's vimrc: Sandy's does that
 /// search as vim does (`~/.vimrc`, then `~/.vim/vimrc`, else vim's `defaults.vim`), then
-/// sets `viminfofile` after it, so a vimrc that names `~/.viminfo` is overridden too. A
-/// `VIMINIT` of the user's own is kept, with the `viminfofile` appended.
+/// sets `viminfofile` after it, so a vimrc that names `~/.viminfo` is overridden too.
+/// Neovim reads `VIMINIT` too, instead of its `init.lua` or `init.vim`: Sandy's loads
+/// those as Neovim does, then sets its `shadafile` (Neovim's history) beside. A `VIMINIT`
+/// of the user's own is kept, with the settings appended.
 fn vim_init(user: Option<&OsStr>, viminfo: &Path) -> OsString {
-    let set = format!("set viminfofile={}", viminfo.display());
+    let shada = viminfo.with_file_name("nvim.shada");
+    let set = format!(
+        "if has('nvim') | set shadafile={} | else | set viminfofile={} | endif",
+        shada.display(),
+        viminfo.display()
+    );
     match user.filter(|u| !u.is_empty()) {
         Some(user) => {
             let mut v = user.to_os_string();
@@ -260,7 +267,12 @@ fn vim_init(user: Option<&OsStr>, viminfo: &Path) -> OsString {
             v
         }
         None => OsString::from(format!(
-            "if filereadable(expand('~/.vimrc')) | source ~/.vimrc \
+            "if has('nvim') \
+             | if filereadable(stdpath('config') . '/init.lua') \
+             | exe 'luafile' stdpath('config') . '/init.lua' \
+             | elseif filereadable(stdpath('config') . '/init.vim') \
+             | exe 'source' stdpath('config') . '/init.vim' | endif \
+             | elseif filereadable(expand('~/.vimrc')) | source ~/.vimrc \
              | elseif filereadable(expand('~/.vim/vimrc')) | source ~/.vim/vimrc \
              | else | source $VIMRUNTIME/defaults.vim | endif | {set}"
         )),
@@ -397,7 +409,8 @@ mod tests {
         assert_eq!(
             var(&p, "VIMINIT"),
             Some(OsStr::new(
-                "set ts=3 | set viminfofile=/tmp/.sandy-history/viminfo"
+                "set ts=3 | if has('nvim') | set shadafile=/tmp/.sandy-history/nvim.shada \
+                 | else | set viminfofile=/tmp/.sandy-history/viminfo | endif"
             ))
         );
         let z = plan(&h, Path::new("/p/a"), OsStr::new("zsh")).unwrap();
@@ -412,10 +425,11 @@ mod tests {
         let plain = plan(&host(&[]), Path::new("/p/a"), OsStr::new("vim")).unwrap();
         let vim = var(&plain, "VIMINIT").unwrap().to_str().unwrap();
         assert!(
-            vim.starts_with("if filereadable(expand('~/.vimrc'))"),
+            vim.starts_with("if has('nvim') | if filereadable("),
             "{vim}"
         );
-        assert!(vim.ends_with("| set viminfofile=/tmp/.sandy-history/viminfo"));
+        assert!(vim.contains("| elseif filereadable(expand('~/.vimrc')) | source ~/.vimrc"));
+        assert!(vim.ends_with("| else | set viminfofile=/tmp/.sandy-history/viminfo | endif"));
         assert_eq!(var(&plain, USER_PYTHON_STARTUP), None);
         assert!(plain
             .stands_in_for(Path::new("/home/u/.bash_history"))
