@@ -271,7 +271,8 @@ fn the_dry_run_names_the_history_and_an_unusable_state_directory_is_survived() {
         let o = on_terminal(w, &project, &[], &[], &["--dry-run", "--", "bash"]);
         assert_code(&o, 0, "dry run");
         let text = stdout(&o).replace("\r\n", "\n");
-        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        // As published: `schemas/dry-run.v5.schema.json`.
+        let doc = parse_dry_run(text.as_bytes(), "dry run on a terminal");
         let history = &doc["history"];
         assert_eq!(history["inside"], "/tmp/.sandy-history");
         assert_eq!(history["host_files_used"], false);
@@ -305,7 +306,7 @@ fn the_dry_run_names_the_history_and_an_unusable_state_directory_is_survived() {
         // Without a terminal: none, and a run makes nothing either.
         let o = run_timeout(w.sandy(["run", "--dry-run", "--", "bash"]), 30);
         assert_code(&o, 0, "dry run without a terminal");
-        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let doc = parse_dry_run(&o.stdout, "dry run without a terminal");
         assert_eq!(doc["history"], serde_json::Value::Null);
         let o = w.sh(&[], "echo \"histfile=${HISTFILE:-unset}\"");
         assert!(stdout(&o).contains("histfile=unset"), "{}", stdout(&o));
