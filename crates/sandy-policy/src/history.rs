@@ -90,11 +90,23 @@ def _sandy_history():
 _sandy_history()
 del _sandy_history
 _sandy_user = _sandy_os.environ.get("SANDY_USER_PYTHONSTARTUP")
-del _sandy_os, _sandy_sys
+del _sandy_os
 if _sandy_user:
-    with open(_sandy_user) as _sandy_file:
-        exec(compile(_sandy_file.read(), _sandy_user, "exec"))
-    del _sandy_file
+    # As Python does with a start-up file it cannot open: a note, and on.
+    try:
+        with open(_sandy_user) as _sandy_file:
+            _sandy_code = compile(_sandy_file.read(), _sandy_user, "exec")
+        del _sandy_file
+    except OSError as _sandy_error:
+        _sandy_sys.stderr.write(f"Could not open PYTHONSTARTUP\n{_sandy_error!r}\n")
+        _sandy_code = None
+        del _sandy_error
+    del _sandy_sys
+    if _sandy_code is not None:
+        exec(_sandy_code)
+    del _sandy_code
+else:
+    del _sandy_sys
 del _sandy_user
 "#;
 
