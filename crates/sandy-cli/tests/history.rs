@@ -118,6 +118,10 @@ fn bash_and_python_keep_history_per_project_and_never_touch_the_hosts() {
         assert!(!out.contains("refused"), "{out}");
 
         // Python: a line typed in one run is the first history item of the next.
+        let startup = w
+            .write("home/project/startup.py", "user_startup = 7\n")
+            .display()
+            .to_string();
         let o = on_terminal(
             w,
             &project,
@@ -129,11 +133,12 @@ fn bash_and_python_keep_history_per_project_and_never_touch_the_hosts() {
         let o = on_terminal(
             w,
             &project,
-            &[],
+            // The user's own start-up file still runs (Sandy's runs it).
+            &[("PYTHONSTARTUP", startup.as_str())],
             &[
                 (
                     ">>> ",
-                    "import readline; print('item', readline.get_history_item(1))\n",
+                    "import readline; print('item', readline.get_history_item(1), user_startup)\n",
                 ),
                 (
                     ">>> ",
@@ -145,7 +150,7 @@ fn bash_and_python_keep_history_per_project_and_never_touch_the_hosts() {
         );
         assert_code(&o, 0, "second python");
         let out = stdout(&o);
-        assert!(out.contains("item x = 4242"), "{out}");
+        assert!(out.contains("item x = 4242 7"), "{out}");
         assert!(
             out.contains("PermissionError"),
             "the host's file was read: {out}"
