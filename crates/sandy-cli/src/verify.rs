@@ -920,8 +920,8 @@ impl Was {
     fn undo(&self) -> &'static str {
         match self {
             Was::Absent => {
-                "did not exist before the run; restore removes it (moves a directory aside \
-                 when it holds more than the run's recorded paths)"
+                "did not exist before the run; restore removes it (a directory holding \
+                 more is moved aside)"
             }
             Was::Directory { .. } => "a directory before the run; restore puts it back",
             Was::Symlink { .. } => "a symbolic link before the run; restore puts it back",
