@@ -917,7 +917,22 @@ fn classify(
         if d.allowed || unenforced(&d.rule, policy) {
             continue;
         }
-        match reason(&d.rule, path, policy) {
+        // The home's own history file of a tool whose history this run keeps elsewhere:
+        // something set the tool's variable back to it (a start-up file). No flag opens
+        // it; the line says where the history goes instead.
+        let history = policy
+            .history
+            .as_ref()
+            .and_then(|h| h.stands_in_for(path))
+            .map(|k| {
+                format!(
+                    "your own {} history, never written by a run; this run keeps it per \
+                     project in Sandy's state through {}, which something set back to \
+                     this file, such as a start-up file",
+                    k.tool, k.variable
+                )
+            });
+        match history.or_else(|| reason(&d.rule, path, policy)) {
             Some(reason) => {
                 *protected
                     .entry(reason)

@@ -53,27 +53,30 @@ const POINTER_MAX: usize = 64 * 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum GitScanError {
     #[error(
-        "cannot run git to find the configuration of the repository at {repo}: {reason}; \
+        "cannot run git to find the configuration of the repository at {}: {reason}; \
          Sandy protects a repository only with git's own answers (install git, or put it \
-         on PATH)"
+         on PATH)",
+        sandy_policy::text::Tilde(repo)
     )]
     CannotRun { repo: PathBuf, reason: String },
     #[error(
-        "git gave an answer Sandy cannot use for {repo} ({what}); refusing to run without \
-         protecting that repository"
+        "git gave an answer Sandy cannot use for {} ({what}); refusing to run without \
+         protecting that repository",
+        sandy_policy::text::Tilde(repo)
     )]
     Nonsense { repo: PathBuf, what: String },
     #[error(
-        "{root} holds more than {limit} directories: Sandy cannot look through all of them \
-         for git repositories to protect; run Sandy in a smaller directory"
+        "{} holds more than {limit} directories: Sandy cannot look through all of them \
+         for git repositories to protect; run Sandy in a smaller directory",
+        sandy_policy::text::Tilde(root)
     )]
     TooLarge { root: PathBuf, limit: usize },
     #[error(
         "{} can be passed through but not listed (no read permission): Sandy cannot look \
          below it for git repositories to protect, while git can reach them; make it \
          readable (chmod u+r {}) or run Sandy elsewhere",
-        dir.display(),
-        dir.display()
+        sandy_policy::text::Tilde(dir),
+        sandy_policy::text::Tilde(dir)
     )]
     Unlisted { dir: PathBuf },
 }

@@ -64,6 +64,9 @@ pub fn gather_without_git() -> Result<HostContext, SandyError> {
         .filter(|h| h.is_absolute())
         .and_then(|h| crate::hostfs::canonicalize(h).ok())
         .filter(|h| h.is_dir());
+    if let Some(home) = &home {
+        sandy_policy::text::set_home(home);
+    }
     let terminals = (0..=2)
         .filter_map(|fd| std::fs::read_link(format!("/proc/self/fd/{fd}")).ok())
         .filter(|p| is_terminal_device(p))

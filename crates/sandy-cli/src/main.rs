@@ -57,6 +57,11 @@ use clap::Parser;
 static ALLOCATOR: sandy_linux::sys::alloc::SpinDlmalloc = sandy_linux::sys::alloc::SpinDlmalloc;
 
 fn main() -> ExitCode {
+    // Paths under the home are shown as `~/...` in what Sandy prints (its canonical form
+    // is added once the host is gathered).
+    if let Some(home) = std::env::var_os("HOME") {
+        sandy_policy::text::set_home(std::path::Path::new(&home));
+    }
     // The bootstrap runs on every launch: its fixed argument list is read directly rather
     // than through clap, which would build the whole command tree first.
     let result = match args::BootstrapArgs::from_argv(std::env::args_os()) {

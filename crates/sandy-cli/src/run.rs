@@ -154,6 +154,24 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // A first launch: the agent's own absent state directories and files (placeholders
     // inside them need them).
     let created = agentstate::create_at_launch(&policy)?;
+    // The project's history directory in Sandy's state (shell and editor history): made
+    // when absent, never looked into. Without it the run keeps no history.
+    if let Some(dir) = policy.history.as_ref().map(|h| h.directory.clone()) {
+        if let Err(e) = crate::hostfs::open_or_create(&dir, 0o700) {
+            let owner = match e.kind() {
+                std::io::ErrorKind::PermissionDenied => crate::error::owner_problem(&dir)
+                    .map(|p| format!("; {p}"))
+                    .unwrap_or_default(),
+                _ => String::new(),
+            };
+            say!(
+                "note: shell and editor history is not kept in this run: cannot create \
+                 {}: {e}{owner}",
+                sandy_policy::text::Tilde(&dir)
+            );
+            policy.drop_history();
+        }
+    }
     // The state of everything protected, before anything runs (placeholders included
     // as absent: they are gone again after the run).
     let snapshot = verify::before(&policy, &host, walked);

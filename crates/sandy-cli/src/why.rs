@@ -446,6 +446,7 @@ mod inside {
             watched: Vec::new(),
             files: Default::default(),
             reopened: Vec::new(),
+            history: None,
         };
         let question = super::question(args);
         let cwd = std::env::current_dir().unwrap_or_else(|_| doc.working_directory.clone());

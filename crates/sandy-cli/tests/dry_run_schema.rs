@@ -225,6 +225,16 @@ fn reference_document() -> Value {
                 "variable": null
             }
         ],
+        "history": {
+            "directory": "/home/u/.local/state/sandy/history/project-0123456789abcdef",
+            "inside": "/tmp/.sandy-history",
+            "kept": [
+                { "tool": "bash", "variable": "HISTFILE",
+                  "file": "/tmp/.sandy-history/bash_history", "instead_of": "/home/u/.bash_history" }
+            ],
+            "not_kept": [ { "tool": "fish", "reason": "no variable names its file" } ],
+            "host_files_used": false
+        },
         "environment": { "removed": ["LD_PRELOAD", "SSH_AUTH_SOCK"], "set": ["TMP", "TMPDIR"] },
         "runtime_controls": [
             { "service": "Kontext", "enabled": false, "version": null,
@@ -405,6 +415,12 @@ fn documents_that_break_the_schema_are_rejected() {
         }),
         ("an extra key in the enforcement", |d| {
             d["enforcement"]["details"] = json!("");
+        }),
+        ("the host's history files used", |d| {
+            d["history"]["host_files_used"] = json!(true);
+        }),
+        ("an extra key in the history", |d| {
+            d["history"]["kept"][0]["host"] = json!("");
         }),
         ("a missing top-level key", |d| {
             d.as_object_mut().unwrap().remove("protections");

@@ -167,6 +167,9 @@ pub struct DryRunDocument {
     pub state_files: Vec<DryRunStateFile>,
     /// Tool caches the sandbox sees copy-on-write; the host copy never changes.
     pub caches: Vec<DryRunCache>,
+    /// Shell and editor history, kept per project in Sandy's state: the host's own
+    /// history files are never written, nor read inside; `null` without a home.
+    pub history: Option<crate::history::DryRunHistory>,
     /// The agent's state directories, default-deny: which names the sandbox may write
     /// (`writable`, `watched` memory, the `login`) and which it reads (`read_only`);
     /// a name no rule covers is read-only too.
@@ -443,6 +446,7 @@ impl DryRunDocument {
                     variable: c.variable.clone(),
                 })
                 .collect(),
+            history: policy.history.as_ref().map(|h| h.dry_run()),
             agent_state: policy
                 .agent_state
                 .iter()

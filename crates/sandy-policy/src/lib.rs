@@ -30,6 +30,7 @@ mod error;
 pub mod files;
 pub mod filter;
 mod gitfacts;
+pub mod history;
 mod hooks;
 mod host;
 mod inspect;

@@ -363,6 +363,9 @@ pub struct ResolvedPolicy {
     /// Writable names of an agent's state inside a directory protected read-only as one
     /// ([`crate::statedirs::walk_at_launch`]): mounted writable again on top of it.
     pub reopened: Vec<PathBuf>,
+    /// Shell and editor history, kept in the project's own directory in Sandy's state
+    /// ([`crate::history`]); `None` without a home.
+    pub history: Option<crate::history::History>,
     /// The configuration, profile and policy files the rules come from, in the order
     /// they apply, and the reasons their grants give.
     pub files: FileSources,
@@ -379,6 +382,20 @@ pub struct FileSources {
 }
 
 impl ResolvedPolicy {
+    /// Keeps no history after all (its directory could not be made): the variables that
+    /// pointed the tools at it are taken out again, so each tool falls back to its
+    /// default in the home, where its writes are refused.
+    pub fn drop_history(&mut self) {
+        let Some(history) = self.history.take() else {
+            return;
+        };
+        for (name, value) in &history.environment {
+            self.environment.retain(|(k, v)| !(k == name && v == value));
+            let name = name.to_string_lossy();
+            self.set_env.retain(|s| *s != name);
+        }
+    }
+
     /// Every host path the sandbox may write below (the project, `--read-write` grants,
     /// state directories, the private `/tmp`): where a name may have been put by a run.
     pub fn writable_paths(&self) -> impl Iterator<Item = &Path> + Clone {

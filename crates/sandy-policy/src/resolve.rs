@@ -451,6 +451,13 @@ pub fn resolve(
             set_env.push(name);
         }
     }
+    // Shell and editor history: each tool pointed at the project's own file.
+    let history = crate::history::plan(host, &project, argv0);
+    for (name, value) in history.iter().flat_map(|h| &h.environment) {
+        environment.retain(|(k, _)| k != name);
+        environment.push((name.clone(), value.clone()));
+        set_env.push(name.to_string_lossy().into_owned());
+    }
     removed_env.sort();
     removed_env.dedup();
     set_env.sort();
@@ -682,6 +689,7 @@ pub fn resolve(
             sources: request.files.sources.clone(),
             grant_reasons,
         },
+        history,
     })
 }
 

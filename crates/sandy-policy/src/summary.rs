@@ -182,6 +182,16 @@ pub fn render_with(
         let _ = writeln!(out, "copies:     {}", list(views));
     }
 
+    if let Some(history) = &policy.history {
+        let tools: Vec<&str> = history.kept.iter().map(|k| k.tool).collect();
+        let _ = writeln!(
+            out,
+            "history:    {} kept in {} (your own history files are never written or read)",
+            tools.join(", "),
+            show(&history.directory)
+        );
+    }
+
     if !policy.withheld_env.is_empty() {
         let withheld: Vec<String> = policy
             .withheld_env

@@ -295,6 +295,8 @@ fn plain_run_resolves_to_the_default_policy() {
         watched: vec![],
         reopened: vec![],
         files: Default::default(),
+        // No terminal: no history kept (crate::history).
+        history: None,
     };
     assert_eq!(policy, expected);
 }
@@ -2151,4 +2153,44 @@ fn a_file_the_run_could_write_is_refused() {
     // The private /tmp is not the host's: a file in the host's /tmp is not refused.
     let tmp = base_fs().file("/tmp/policy.toml");
     assert!(ok(&tmp, "/tmp/policy.toml").is_ok());
+}
+
+/// With a terminal, the run keeps its history in the project's own directory: every
+/// variable of `crate::history` is set, and named among those Sandy sets.
+#[test]
+fn a_run_on_a_terminal_keeps_its_history_in_the_projects_directory() {
+    let mut h = host("/usr/bin:/bin");
+    h.terminals = vec!["/dev/pts/3".into()];
+    h.env
+        .push(("HISTFILE".into(), "/home/u/.bash_history".into()));
+    let policy = resolve(&request(&["true"]), &h, &base_fs()).unwrap();
+    let history = policy.history.clone().unwrap();
+    assert_eq!(
+        history.directory,
+        crate::history::directory(
+            Path::new("/home/u/.local/state/sandy"),
+            Path::new("/home/u/proj")
+        )
+    );
+    for (name, value) in &history.environment {
+        assert!(
+            policy
+                .environment
+                .iter()
+                .any(|(k, v)| k == name && v == value),
+            "{name:?}"
+        );
+        assert!(policy
+            .set_env
+            .contains(&name.to_string_lossy().into_owned()));
+    }
+    let histfile: Vec<_> = policy
+        .environment
+        .iter()
+        .filter(|(k, _)| k == "HISTFILE")
+        .collect();
+    assert_eq!(
+        histfile,
+        [&("HISTFILE".into(), "/tmp/.sandy-history/bash_history".into())]
+    );
 }
