@@ -194,6 +194,10 @@ pub struct RunArgs {
     /// Grant read/write access to an existing path.
     #[arg(long = "read-write", value_name = "PATH")]
     pub read_write: Vec<PathBuf>,
+    /// Run programs from an existing path without reading or writing it otherwise: its
+    /// programs, scripts and shared libraries run; its other files stay unreadable.
+    #[arg(long = "execute", value_name = "PATH")]
+    pub execute: Vec<PathBuf>,
     /// Block the network: a private network namespace with only loopback, so nothing
     /// outside the sandbox (not even the host's own loopback services) is reachable.
     #[arg(long)]
@@ -284,7 +288,7 @@ pub struct RunArgs {
         long = "policy-file",
         value_name = "PATH",
         conflicts_with_all = [
-            "read", "read_write", "block_net", "allow_domain", "deny_domain", "net",
+            "read", "read_write", "execute", "block_net", "allow_domain", "deny_domain", "net",
             "allow_local_port", "numbat_collector", "profile", "profile_file", "pass_env",
             "max_procs", "max_memory", "max_file_size", "max_tmp", "cpu",
         ]
@@ -698,6 +702,8 @@ mod tests {
         let cases = [
             ("sandy run -- true", true),
             ("sandy run --read /a --read=/b --read-write /c -- x", true),
+            ("sandy run --execute /t --execute=/u --read /a -- x", true),
+            ("sandy run --policy-file p.toml --execute /t -- x", false),
             ("sandy run --block-net --dry-run -- sh -c --read", true),
             ("sandy run --dry-run --format text -- claude", true),
             (

@@ -93,6 +93,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         command: args.command,
         read: args.read,
         read_write: args.read_write,
+        execute: args.execute,
         // Replaced by the real directory below; a dry run creates nothing.
         private_tmp: crate::rundir::unmade_private_tmp(&host),
         block_net: args.block_net,

@@ -29,6 +29,7 @@ pub fn rights(access: Access) -> BitFlags<AccessFs> {
     let read = AccessFs::ReadFile | AccessFs::ReadDir;
     match access {
         Access::List => AccessFs::ReadDir.into(),
+        Access::Execute => AccessFs::Execute.into(),
         Access::Read => read,
         Access::ReadExec => read | AccessFs::Execute,
         Access::ReadWrite => AccessFs::from_all(PINNED_LANDLOCK_ABI),

@@ -9,7 +9,7 @@ use crate::policy::{
 };
 
 /// Bumped whenever a key is added, removed or changes meaning.
-pub const DRY_RUN_SCHEMA_VERSION: u32 = 5;
+pub const DRY_RUN_SCHEMA_VERSION: u32 = 6;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DryRunGrant {

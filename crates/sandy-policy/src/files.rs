@@ -150,7 +150,7 @@ pub enum FileError {
 pub struct FileGrant {
     /// Absolute (a leading `~/` already replaced by the home directory).
     pub path: PathBuf,
-    /// `Read` or `ReadWrite`: nothing a flag could not grant.
+    /// `Read`, `ReadWrite` or `Execute`: nothing a flag could not grant.
     pub access: Access,
     pub reason: String,
     pub origin: Origin,
@@ -327,6 +327,7 @@ struct RawGrant {
 enum RawAccess {
     Read,
     ReadWrite,
+    Execute,
 }
 
 #[derive(Debug, Deserialize)]
@@ -720,6 +721,7 @@ impl Cx<'_> {
                 access: match g.access {
                     RawAccess::Read => Access::Read,
                     RawAccess::ReadWrite => Access::ReadWrite,
+                    RawAccess::Execute => Access::Execute,
                 },
                 reason: self.reason(&format!("{key}.reason"), &g.reason)?,
                 origin,

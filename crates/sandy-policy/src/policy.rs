@@ -11,15 +11,36 @@ pub enum Access {
     /// List a directory's names, nothing else (not read its files): a directory whose
     /// files a start-up file sources by a pattern (`~/.bashrc.d/*`), each of them a view.
     List,
+    /// Run programs, nothing else (`--execute`): the kernel's execute right, which
+    /// alone lets no file be opened. A program's own file also needs reading (the kernel
+    /// opens it for reading to run it, a script's interpreter reads it, the dynamic
+    /// loader maps a library): those files get an exact [`Access::ReadExec`] grant each.
+    Execute,
     Read,
     ReadExec,
     ReadWrite,
 }
 
 impl Access {
-    /// Whether `self` allows at least everything `other` allows.
+    /// The rights, as bits: listing, executing, reading files, writing.
+    fn bits(self) -> u8 {
+        const LIST: u8 = 1;
+        const EXECUTE: u8 = 2;
+        const READ: u8 = 4;
+        const WRITE: u8 = 8;
+        match self {
+            Access::List => LIST,
+            Access::Execute => EXECUTE,
+            Access::Read => LIST | READ,
+            Access::ReadExec => LIST | READ | EXECUTE,
+            Access::ReadWrite => LIST | READ | EXECUTE | WRITE,
+        }
+    }
+
+    /// Whether `self` allows at least everything `other` allows (reading does not allow
+    /// executing, nor executing reading).
     pub fn covers(self, other: Access) -> bool {
-        self >= other
+        self.bits() & other.bits() == other.bits()
     }
 }
 

@@ -24,6 +24,9 @@ pub struct RunRequest {
     pub read: Vec<PathBuf>,
     /// `--read-write` paths, as typed.
     pub read_write: Vec<PathBuf>,
+    /// `--execute` paths, as typed: programs run from there, nothing else read
+    /// ([`Access::Execute`]).
+    pub execute: Vec<PathBuf>,
     /// The private per-run temporary directory the supervisor created (or will create).
     pub private_tmp: PathBuf,
     /// `--block-net`.
@@ -363,6 +366,9 @@ pub fn resolve(
             grants.push(canonical, access, scope, Origin::Flag);
         }
     }
+    for path in &request.execute {
+        ctx.grant_execute("--execute", path, Origin::Flag, &project, &mut grants)?;
+    }
     // The files' grants, checked as strictly as the flags' (the same code).
     let mut grant_reasons = Vec::new();
     for g in &request.files.grants {
@@ -371,6 +377,11 @@ pub fn resolve(
             Origin::PolicyFile => crate::files::FileRole::PolicyFile.grant_label(),
             _ => crate::files::FileRole::ProfileFile.grant_label(),
         };
+        if g.access == Access::Execute {
+            let canonical = ctx.grant_execute(label, &g.path, g.origin, &project, &mut grants)?;
+            grant_reasons.push((canonical, g.origin, g.reason.clone()));
+            continue;
+        }
         let (canonical, scope) = ctx.check_explicit(label, g.access, &g.path, &project)?;
         grant_reasons.push((canonical.clone(), g.origin, g.reason.clone()));
         grants.push(canonical, g.access, scope, g.origin);
@@ -1126,6 +1137,70 @@ impl Ctx<'_> {
         }
     }
 
+    /// An `--execute` grant (a flag's, or a file's `access = "execute"`), checked as
+    /// `--read` is (it must exist, may not lie inside a sensitive path or one of Sandy's
+    /// own; one covering such a path leaves it masked). A directory gets the execute
+    /// right over its subtree, and each program and library below it an exact grant to
+    /// read and execute it: regular files with an execute bit (programs, scripts) and
+    /// files named as shared libraries (`*.so`, `*.so.*`), which the dynamic loader reads
+    /// without an execute bit. Every other file stays unreadable, the directories
+    /// unlistable, and nothing there writable. Symbolic links are not followed (a link's
+    /// target inside the tree is granted there; one outside is not). A file is granted
+    /// alone. Returns the canonical path.
+    fn grant_execute(
+        &self,
+        flag: &'static str,
+        path: &Path,
+        origin: Origin,
+        project: &Path,
+        grants: &mut GrantSet,
+    ) -> Result<PathBuf, ResolveError> {
+        let (canonical, scope) = self.check_explicit(flag, Access::Execute, path, project)?;
+        if scope == Scope::Exact {
+            grants.push(canonical.clone(), Access::ReadExec, Scope::Exact, origin);
+            return Ok(canonical);
+        }
+        grants.push(canonical.clone(), Access::Execute, Scope::Subtree, origin);
+        let too_large = |what, max| ResolveError::ExecuteTooLarge {
+            flag,
+            path: path.to_path_buf(),
+            what,
+            max,
+        };
+        // What the mount layer masks is not walked.
+        let masked = |p: &Path| {
+            self.sensitive.iter().any(|s| p.starts_with(s))
+                || self.own.iter().any(|(own, _)| p.starts_with(own))
+        };
+        let mut pending = vec![canonical.clone()];
+        let mut dirs = 0usize;
+        let mut files = 0usize;
+        while let Some(dir) = pending.pop() {
+            dirs += 1;
+            if dirs > MAX_EXECUTE_DIRS {
+                return Err(too_large("directories", MAX_EXECUTE_DIRS));
+            }
+            for file in self.fs.files_in(&dir, MAX_EXECUTE_ENTRIES) {
+                if masked(&file) || !runnable(&file, self.fs) {
+                    continue;
+                }
+                files += 1;
+                if files > MAX_EXECUTE_FILES {
+                    return Err(too_large("programs and libraries", MAX_EXECUTE_FILES));
+                }
+                grants.push(file, Access::ReadExec, Scope::Exact, origin);
+            }
+            pending.extend(
+                self.fs
+                    .subdirs(&dir, MAX_EXECUTE_ENTRIES)
+                    .into_iter()
+                    .filter(|d| !masked(d))
+                    .rev(),
+            );
+        }
+        Ok(canonical)
+    }
+
     /// The canonical path of `path` when it is an executable regular file.
     fn executable_file(&self, path: &Path) -> Option<PathBuf> {
         let canonical = self.fs.canonicalize(path).ok()?;
@@ -1269,6 +1344,29 @@ impl Ctx<'_> {
             self.check_own(flag, access, candidate)?;
         }
         Ok((canonical, scope))
+    }
+}
+
+/// The most directories one `--execute` grant walks.
+const MAX_EXECUTE_DIRS: usize = 10_000;
+/// The most programs and libraries one `--execute` grant makes readable.
+const MAX_EXECUTE_FILES: usize = 4_096;
+/// The most entries read of one directory below an `--execute` grant.
+const MAX_EXECUTE_ENTRIES: usize = 65_536;
+
+/// Whether the name is, itself (no link followed), a file a program run from an
+/// `--execute` directory needs to read: a regular file with an execute bit, or one named
+/// as a shared library.
+fn runnable(path: &Path, fs: &dyn PathInspector) -> bool {
+    match fs.entry(path) {
+        Some(crate::inspect::Entry::Object(FileKind::File { executable })) => {
+            executable
+                || path.file_name().is_some_and(|n| {
+                    let n = n.as_bytes();
+                    n.ends_with(b".so") || n.windows(4).any(|w| w == b".so.")
+                })
+        }
+        _ => false,
     }
 }
 

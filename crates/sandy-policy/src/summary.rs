@@ -101,6 +101,7 @@ pub fn render_with(
             let how = match g.access {
                 Access::ReadExec => "read, execute",
                 Access::List => "list names",
+                Access::Execute => "execute only",
                 _ => "read",
             };
             format!("{} [{how}]{}", show(&g.path), origin(g.origin))

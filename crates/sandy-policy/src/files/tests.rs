@@ -145,14 +145,19 @@ fn every_grant_gives_a_reason_and_a_usable_path_and_access() {
     assert!(err.to_string().contains("grants[0].reason"), "{err}");
     let err = grant("path = \"src\"\naccess = \"read\"\nreason = \"r\"").unwrap_err();
     assert!(err.to_string().contains("grants[0].path"), "{err}");
-    // No access beyond what a flag grants: no execute, no raw kernel rule.
-    for access in ["read_exec", "execute", "list", "landlock"] {
+    // No access beyond what a flag grants: no read-and-execute, no raw kernel rule.
+    for access in ["read_exec", "list", "landlock", "exec"] {
         let text = format!("path = \"/a\"\naccess = \"{access}\"\nreason = \"r\"");
         assert!(
             matches!(grant(&text).unwrap_err(), FileError::Syntax { .. }),
             "{access}"
         );
     }
+    // `execute` is what `--execute` grants.
+    let rules = grant("path = \"/a\"\naccess = \"execute\"\nreason = \"r\"")
+        .unwrap()
+        .rules;
+    assert_eq!(rules.grants[0].access, Access::Execute);
     let long = "x".repeat(MAX_REASON_CHARS + 1);
     assert!(grant(&format!(
         "path = \"/a\"\naccess = \"read\"\nreason = \"{long}\""
