@@ -93,6 +93,21 @@ pub enum Command {
                       valid, 125 refused (one line naming the file and why)."
     )]
     Config(ConfigArgs),
+    /// Trust the project's sandy.toml: show what it adds, confirm, record its hash.
+    #[command(
+        long_about = "A project's sandy.toml (at the top of the working directory) holds the \
+                      grants a repository needs: paths to read, write or run programs from, \
+                      domains for an allowlist, local ports. It lies in the project, which \
+                      every run may write, so Sandy applies it only while its content is the \
+                      one you approved here, outside the sandbox: `sandy trust` shows what it \
+                      adds, in words and as dry-run rules, asks on the terminal (or takes \
+                      --yes), and records its SHA-256 with the project's path under \
+                      ~/.config/sandy/trusted/. Runs ignore an untrusted sandy.toml with one \
+                      line, and refuse one changed since it was trusted (exit 125). Exit \
+                      status: 0 trusted (or revoked), 1 declined, 2 no terminal to confirm \
+                      on without --yes, 125 refused (one line)."
+    )]
+    Trust(TrustArgs),
     /// Print a shell completion script for bash, zsh or fish.
     #[command(
         long_about = "Prints a completion script generated from Sandy's own option \
@@ -460,6 +475,16 @@ impl BootstrapArgs {
             _ => Err(()),
         })
     }
+}
+
+#[derive(Debug, Args)]
+pub struct TrustArgs {
+    /// Trust without asking (after reading what it adds).
+    #[arg(long, conflicts_with = "revoke")]
+    pub yes: bool,
+    /// Stop trusting this project's sandy.toml: runs here ignore it again.
+    #[arg(long)]
+    pub revoke: bool,
 }
 
 #[derive(Debug, Args)]

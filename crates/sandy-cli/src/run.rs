@@ -830,7 +830,7 @@ fn finish_uploads(ports: &[u16]) {
 /// `no_new_privs` is set. Neither can be undone from inside, unlike an environment
 /// variable.
 #[allow(clippy::disallowed_methods)] // procfs, which no run writes
-fn inside_sandy() -> bool {
+pub(crate) fn inside_sandy() -> bool {
     let init = std::fs::read_to_string("/proc/1/comm")
         .is_ok_and(|c| c.trim_end() == sandy_linux::INIT_NAME);
     init && host::no_new_privs()

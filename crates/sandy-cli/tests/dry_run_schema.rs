@@ -138,6 +138,7 @@ fn reference_document() -> Value {
             { "path": "/tmp", "access": "read_write", "scope": "subtree", "origin": "baseline", "reason": null }
         ],
         "policy_files": [],
+        "project_policy": null,
         "protections": [
             { "path": "/home/u/.ssh", "kind": "deny", "origin": "baseline", "exists": true, "placeholder": null, "reason": null },
             {

@@ -72,6 +72,10 @@ pub enum Origin {
     ProfileFile,
     /// `--policy-file`.
     PolicyFile,
+    /// The project policy: `sandy.toml` at the top of the project, honoured once the
+    /// user trusted it (`sandy trust`). Not `Project`, which is the current directory's
+    /// own grant.
+    ProjectFile,
 }
 
 impl Origin {
@@ -81,7 +85,11 @@ impl Origin {
     pub fn is_explicit(self) -> bool {
         matches!(
             self,
-            Origin::Flag | Origin::Config | Origin::ProfileFile | Origin::PolicyFile
+            Origin::Flag
+                | Origin::Config
+                | Origin::ProfileFile
+                | Origin::PolicyFile
+                | Origin::ProjectFile
         )
     }
 }
@@ -274,6 +282,8 @@ pub enum PortOrigin {
     ProfileFile,
     /// The policy file's `network.local_ports`.
     PolicyFile,
+    /// The project policy's `network.local_ports`.
+    ProjectFile,
 }
 
 impl PortOrigin {
@@ -288,6 +298,7 @@ impl PortOrigin {
             PortOrigin::Config => "the configuration file",
             PortOrigin::ProfileFile => "the profile file",
             PortOrigin::PolicyFile => "the policy file",
+            PortOrigin::ProjectFile => "the project policy",
         }
     }
 }
@@ -397,6 +408,8 @@ pub struct FileSources {
     /// The reason of each grant a file adds: (the granted path, as resolved; its origin;
     /// the reason).
     pub grant_reasons: Vec<(PathBuf, Origin, String)>,
+    /// The project's `sandy.toml`, when there is one: applied (trusted) or ignored.
+    pub project: Option<crate::files::ProjectPolicyState>,
 }
 
 impl ResolvedPolicy {

@@ -375,6 +375,7 @@ pub fn resolve(
         let label = match g.origin {
             Origin::Config => crate::files::FileRole::Config.grant_label(),
             Origin::PolicyFile => crate::files::FileRole::PolicyFile.grant_label(),
+            Origin::ProjectFile => crate::files::FileRole::Project.grant_label(),
             _ => crate::files::FileRole::ProfileFile.grant_label(),
         };
         if g.access == Access::Execute {
@@ -692,6 +693,7 @@ pub fn resolve(
         files: crate::policy::FileSources {
             sources: request.files.sources.clone(),
             grant_reasons,
+            project: request.files.project.clone(),
         },
     })
 }
@@ -701,20 +703,34 @@ fn egress_request(request: &RunRequest) -> crate::egress::EgressRequest {
     let rule_origin = |origin: Origin| match origin {
         Origin::Config => sandy_net::RuleOrigin::Config,
         Origin::PolicyFile => sandy_net::RuleOrigin::PolicyFile,
+        Origin::ProjectFile => sandy_net::RuleOrigin::ProjectFile,
         _ => sandy_net::RuleOrigin::ProfileFile,
     };
     let files = &request.files;
     let mut egress = request.egress.clone();
     egress.agent |= files.agent_net.is_some();
+    // The project policy's domains join an allowlist the run has already (a flag's, a
+    // user file's, `--net agent`); they never turn the host's network into one, nor
+    // meet `--block-net`: a project adds, it does not choose the network.
+    let blocked = request.block_net || files.block_net.is_some();
+    let listed = egress.any()
+        || files
+            .allow
+            .iter()
+            .chain(&files.deny)
+            .any(|(_, o)| *o != Origin::ProjectFile);
+    let applies = |o: &Origin| *o != Origin::ProjectFile || (listed && !blocked);
     egress.from_files.extend(
         files
             .deny
             .iter()
+            .filter(|(_, o)| applies(o))
             .map(|(p, o)| (sandy_net::Action::Deny, p.clone(), rule_origin(*o)))
             .chain(
                 files
                     .allow
                     .iter()
+                    .filter(|(_, o)| applies(o))
                     .map(|(p, o)| (sandy_net::Action::Allow, p.clone(), rule_origin(*o))),
             ),
     );
@@ -788,6 +804,7 @@ fn local_ports(
                     origin: match origin {
                         Origin::Config => PortOrigin::Config,
                         Origin::PolicyFile => PortOrigin::PolicyFile,
+                        Origin::ProjectFile => PortOrigin::ProjectFile,
                         _ => PortOrigin::ProfileFile,
                     },
                 }),
@@ -907,6 +924,7 @@ impl Ctx<'_> {
             let what = match p.origin {
                 Origin::Config => "a protection of the configuration file",
                 Origin::PolicyFile => "a protection of the policy file",
+                Origin::ProjectFile => "a protection of the project policy",
                 _ => "a protection of the profile file",
             };
             let lexical = normalize(&p.path);
