@@ -2321,3 +2321,37 @@ fn a_files_execute_grant_carries_its_origin_and_reason() {
         )]
     );
 }
+
+#[test]
+fn a_project_policys_domains_only_join_an_allowlist_the_run_has() {
+    let project_allow = |req: &mut RunRequest| {
+        req.files.allow.push((
+            "registry.example.com".parse().unwrap(),
+            Origin::ProjectFile,
+        ));
+    };
+    // The host's network stays the host's: the project does not make it an allowlist.
+    let mut req = request(&["true"]);
+    project_allow(&mut req);
+    let policy = resolve(&req, &host("/usr/bin"), &base_fs()).unwrap();
+    assert_eq!(policy.network, Network::AllowAll);
+    assert!(policy.egress.is_none());
+    // --block-net stays blocked, without a conflict.
+    let mut req = request(&["true"]);
+    req.block_net = true;
+    project_allow(&mut req);
+    let policy = resolve(&req, &host("/usr/bin"), &base_fs()).unwrap();
+    let egress = policy.egress.unwrap();
+    assert_eq!(egress.policy.mode, sandy_net::Mode::Blocked);
+    assert!(egress.policy.rules.is_empty());
+    // With an allowlist (--allow-domain), the project's domain joins it.
+    let mut req = request(&["true"]);
+    req.egress.allow.push("api.example.com".parse().unwrap());
+    project_allow(&mut req);
+    let policy = resolve(&req, &host("/usr/bin"), &base_fs()).unwrap();
+    let rules = policy.egress.unwrap().policy.rules;
+    assert!(rules
+        .iter()
+        .any(|r| r.origin == sandy_net::RuleOrigin::ProjectFile
+            && r.pattern.to_string() == "registry.example.com"));
+}
