@@ -321,3 +321,40 @@ fn a_project_policy_cannot_grant_the_sensitive_set_or_drop_a_protection() {
         assert!(!hook.exists(), "a hook planted through the project policy");
     });
 }
+
+#[test]
+fn a_trust_record_the_run_could_write_is_refused() {
+    for_each_user(|w| {
+        let notes = sibling(w);
+        project_file(w, SIBLING_POLICY);
+        let config_home = w.root.join("config");
+        std::fs::create_dir_all(&config_home).unwrap();
+        w.chown_all();
+        let xdg = ("XDG_CONFIG_HOME", config_home.to_str().unwrap());
+        let o = w.sandy(["trust", "--yes"]).env(xdg.0, xdg.1).output().unwrap();
+        assert_code(&o, 0, "sandy trust --yes with XDG_CONFIG_HOME");
+        assert!(config_home.join("sandy/trusted").is_dir());
+
+        let script = format!("cat {}; exit 0", notes.display());
+        let o = w
+            .sandy(["run", "--", "/bin/sh", "-c", &script])
+            .env(xdg.0, xdg.1)
+            .output()
+            .unwrap();
+        assert_code(&o, 0, "a run with the record out of reach");
+        assert!(stdout(&o).contains(SIBLING));
+
+        // A run that could write the record could trust anything for the next one.
+        let grant = format!("--read-write={}", config_home.display());
+        let o = w
+            .sandy(["run", &grant, "--", "/bin/sh", "-c", &script])
+            .env(xdg.0, xdg.1)
+            .output()
+            .unwrap();
+        assert_code(&o, 125, "a run that could write the trust record");
+        assert!(!stdout(&o).contains(SIBLING));
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+        assert!(err.contains("trust record"), "{err}");
+    });
+}
