@@ -79,7 +79,7 @@ pub enum ForLaunch {
     Unusable(String),
     /// Trusted: its rules, and the trust record they rest on (refused if the run could
     /// write it).
-    Applied(FileRules, PathBuf),
+    Applied(Box<FileRules>, PathBuf),
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
@@ -235,7 +235,7 @@ pub fn for_launch(host: &HostContext) -> Result<ForLaunch, SandyError> {
                 sha256,
                 trusted: true,
             });
-            Ok(ForLaunch::Applied(rules, record))
+            Ok(ForLaunch::Applied(Box::new(rules), record))
         }
         Some(_) => Err(TrustError::Changed { path }.into()),
         None => {
@@ -269,7 +269,7 @@ pub fn add_to(
         }
         ForLaunch::Unusable(line) => say!("{line}"),
         ForLaunch::Applied(rules, record) => {
-            loaded.rules.extend(rules);
+            loaded.rules.extend(*rules);
             loaded.read.push((FileRole::TrustRecord, record));
         }
     }

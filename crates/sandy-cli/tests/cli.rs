@@ -826,6 +826,7 @@ fn dry_run_prints_the_documented_document() {
                 "egress",
                 "file_grants",
                 "policy_files",
+                "project_policy",
                 "protections",
                 "views",
                 "created_at_launch",

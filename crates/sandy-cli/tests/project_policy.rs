@@ -67,7 +67,10 @@ fn trust(w: &World, args: &[&str]) -> std::process::Output {
 }
 
 fn dry_run(w: &World) -> Value {
-    let o = w.sandy(["run", "--dry-run", "--", "true"]).output().unwrap();
+    let o = w
+        .sandy(["run", "--dry-run", "--", "true"])
+        .output()
+        .unwrap();
     assert_code(&o, 0, "dry run");
     parse_dry_run(&o.stdout, "dry run")
 }
@@ -120,7 +123,11 @@ fn an_untrusted_project_policy_is_ignored_and_a_trusted_one_applies_until_revoke
         // No terminal and no --yes: shown, not trusted.
         let o = trust(w, &[]);
         assert_code(&o, 2, "sandy trust without a terminal");
-        assert!(stdout(&o).contains("the sibling checkout"), "{}", stdout(&o));
+        assert!(
+            stdout(&o).contains("the sibling checkout"),
+            "{}",
+            stdout(&o)
+        );
         assert!(record_files(w).is_empty());
 
         // Trusted: what it adds, in words and as dry-run rules; the record on the host.
@@ -201,7 +208,10 @@ fn a_run_that_rewrites_the_trusted_project_policy_gains_nothing_from_it() {
             err.contains("changed since you trusted it: review with `sandy trust`"),
             "{err}"
         );
-        let o = w.sandy(["run", "--dry-run", "--", "true"]).output().unwrap();
+        let o = w
+            .sandy(["run", "--dry-run", "--", "true"])
+            .output()
+            .unwrap();
         assert_code(&o, 125, "a dry run after the rewrite");
         // Not even the grant trusted before applies.
         let o = read_inside(w, &notes);
@@ -211,11 +221,7 @@ fn a_run_that_rewrites_the_trusted_project_policy_gains_nothing_from_it() {
         std::fs::write(&file, SIBLING_POLICY).unwrap();
         let o = w.sh(
             &[],
-            &format!(
-                "cat {}; cat {}; exit 0",
-                notes.display(),
-                secret.display()
-            ),
+            &format!("cat {}; cat {}; exit 0", notes.display(), secret.display()),
         );
         assert_code(&o, 0, "a launch with the trusted content back");
         assert!(stdout(&o).contains(SIBLING) && !stdout(&o).contains(SECRET));
@@ -331,7 +337,11 @@ fn a_trust_record_the_run_could_write_is_refused() {
         std::fs::create_dir_all(&config_home).unwrap();
         w.chown_all();
         let xdg = ("XDG_CONFIG_HOME", config_home.to_str().unwrap());
-        let o = w.sandy(["trust", "--yes"]).env(xdg.0, xdg.1).output().unwrap();
+        let o = w
+            .sandy(["trust", "--yes"])
+            .env(xdg.0, xdg.1)
+            .output()
+            .unwrap();
         assert_code(&o, 0, "sandy trust --yes with XDG_CONFIG_HOME");
         assert!(config_home.join("sandy/trusted").is_dir());
 

@@ -400,13 +400,21 @@ local_ports = [5432]
     assert_eq!(
         grants,
         vec![
-            (Path::new("/home/u/sibling"), Access::Read, Origin::ProjectFile),
+            (
+                Path::new("/home/u/sibling"),
+                Access::Read,
+                Origin::ProjectFile
+            ),
             (
                 Path::new("/home/u/.cache/tool"),
                 Access::ReadWrite,
                 Origin::ProjectFile
             ),
-            (Path::new("/opt/sdk/bin"), Access::Execute, Origin::ProjectFile),
+            (
+                Path::new("/opt/sdk/bin"),
+                Access::Execute,
+                Origin::ProjectFile
+            ),
         ]
     );
     assert_eq!(rules.allow.len(), 1);
@@ -414,9 +422,15 @@ local_ports = [5432]
     assert_eq!(rules.local_ports, vec![(5432, Origin::ProjectFile)]);
     assert_eq!(
         rules.sources,
-        vec![(Origin::ProjectFile, PathBuf::from("/home/u/proj/sandy.toml"))]
+        vec![(
+            Origin::ProjectFile,
+            PathBuf::from("/home/u/proj/sandy.toml")
+        )]
     );
-    assert!(rules.project.is_none(), "the caller records the trust state");
+    assert!(
+        rules.project.is_none(),
+        "the caller records the trust state"
+    );
 }
 
 #[test]
@@ -446,7 +460,8 @@ fn a_project_policy_cannot_remove_protect_choose_the_network_pass_or_set_ceiling
     ));
     assert!(project("{\"version\": 1}").is_err());
     // Every grant gives its reason.
-    let err = project("version = 1\n[[grants]]\npath = \"../x\"\naccess = \"read\"\nreason = \"\"\n")
-        .unwrap_err();
+    let err =
+        project("version = 1\n[[grants]]\npath = \"../x\"\naccess = \"read\"\nreason = \"\"\n")
+            .unwrap_err();
     assert!(err.to_string().contains("grants[0].reason"), "{err}");
 }

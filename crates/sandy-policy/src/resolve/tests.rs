@@ -2325,10 +2325,9 @@ fn a_files_execute_grant_carries_its_origin_and_reason() {
 #[test]
 fn a_project_policys_domains_only_join_an_allowlist_the_run_has() {
     let project_allow = |req: &mut RunRequest| {
-        req.files.allow.push((
-            "registry.example.com".parse().unwrap(),
-            Origin::ProjectFile,
-        ));
+        req.files
+            .allow
+            .push(("registry.example.com".parse().unwrap(), Origin::ProjectFile));
     };
     // The host's network stays the host's: the project does not make it an allowlist.
     let mut req = request(&["true"]);
