@@ -368,3 +368,32 @@ fn a_trust_record_the_run_could_write_is_refused() {
         assert!(err.contains("trust record"), "{err}");
     });
 }
+
+#[test]
+fn sandy_trust_asks_on_the_terminal() {
+    for_each_user(|w| {
+        let notes = sibling(w);
+        project_file(w, SIBLING_POLICY);
+        let script = helper(w, "pty_run.py");
+        let ask = |answer: &str| {
+            let mut cmd = w.host("/usr/bin/python3");
+            cmd.arg(&script)
+                .args(["--timeout", "20", "--send-after", "[y/N]", answer, "--"])
+                .arg(sandy_bin())
+                .arg("trust")
+                .stdin(std::process::Stdio::null());
+            run_timeout(cmd, 40)
+        };
+        // Declined: exit 1, nothing recorded, the grant does not apply.
+        let o = ask("n\\r");
+        assert_code(&o, 1, "sandy trust, declined");
+        assert!(stdout(&o).contains("not trusted"), "{}", stdout(&o));
+        assert!(record_files(w).is_empty());
+        assert!(!stdout(&read_inside(w, &notes)).contains(SIBLING));
+        // Confirmed: recorded, and the grant applies.
+        let o = ask("y\\r");
+        assert_code(&o, 0, "sandy trust, confirmed");
+        assert_eq!(record_files(w).len(), 1);
+        assert!(stdout(&read_inside(w, &notes)).contains(SIBLING));
+    });
+}
