@@ -218,6 +218,14 @@ mod tests {
     }
 
     #[test]
+    fn execute_alone_is_the_execute_right_and_nothing_else() {
+        assert_eq!(rights(Access::Execute), AccessFs::Execute);
+        assert!(!rights(Access::Execute).contains(AccessFs::ReadFile));
+        assert!(!rights(Access::Execute).contains(AccessFs::ReadDir));
+        assert!(!rights(Access::Read).contains(AccessFs::Execute));
+    }
+
+    #[test]
     fn every_right_of_the_pinned_abi_is_handled() {
         let all = handled();
         for right in [
