@@ -189,6 +189,13 @@ fn execute_refuses_the_sensitive_set_and_sandys_own_places() {
             assert_eq!(err.lines().count(), 1, "one line: {err}");
             assert!(err.contains("sensitive"), "{err}");
         }
+        // Sandy's own directory of runs (made by the runs above).
+        assert!(w.runs().is_dir());
+        let flag = format!("--execute={}", w.runs().display());
+        let o = w.sh(&[&flag], "echo TARGET-RAN");
+        assert_code(&o, 125, "--execute of Sandy's own directory of runs");
+        assert!(!stdout(&o).contains("TARGET-RAN"));
+        assert!(stderr(&o).contains("Sandy's own"), "{}", stderr(&o));
         // A missing path is refused too.
         let o = w.sh(&["--execute=/nonexistent-sandy-execute"], "echo TARGET-RAN");
         assert_code(&o, 125, "--execute of a missing path");
