@@ -93,6 +93,21 @@ pub enum Command {
                       valid, 125 refused (one line naming the file and why)."
     )]
     Config(ConfigArgs),
+    /// Trust the project's sandy.toml: show what it adds, confirm, record its hash.
+    #[command(
+        long_about = "A project's sandy.toml (at the top of the working directory) holds the \
+                      grants a repository needs: paths to read, write or run programs from, \
+                      domains for an allowlist, local ports. It lies in the project, which \
+                      every run may write, so Sandy applies it only while its content is the \
+                      one you approved here, outside the sandbox: `sandy trust` shows what it \
+                      adds, in words and as dry-run rules, asks on the terminal (or takes \
+                      --yes), and records its SHA-256 with the project's path under \
+                      ~/.config/sandy/trusted/. Runs ignore an untrusted sandy.toml with one \
+                      line, and refuse one changed since it was trusted (exit 125). Exit \
+                      status: 0 trusted (or revoked), 1 declined, 2 no terminal to confirm \
+                      on without --yes, 125 refused (one line)."
+    )]
+    Trust(TrustArgs),
     /// Print a shell completion script for bash, zsh or fish.
     #[command(
         long_about = "Prints a completion script generated from Sandy's own option \
@@ -194,6 +209,10 @@ pub struct RunArgs {
     /// Grant read/write access to an existing path.
     #[arg(long = "read-write", value_name = "PATH")]
     pub read_write: Vec<PathBuf>,
+    /// Run programs from an existing path without reading or writing it otherwise: its
+    /// programs, scripts and shared libraries run; its other files stay unreadable.
+    #[arg(long = "execute", value_name = "PATH")]
+    pub execute: Vec<PathBuf>,
     /// Block the network: a private network namespace with only loopback, so nothing
     /// outside the sandbox (not even the host's own loopback services) is reachable.
     #[arg(long)]
@@ -284,7 +303,7 @@ pub struct RunArgs {
         long = "policy-file",
         value_name = "PATH",
         conflicts_with_all = [
-            "read", "read_write", "block_net", "allow_domain", "deny_domain", "net",
+            "read", "read_write", "execute", "block_net", "allow_domain", "deny_domain", "net",
             "allow_local_port", "numbat_collector", "profile", "profile_file", "pass_env",
             "max_procs", "max_memory", "max_file_size", "max_tmp", "cpu",
         ]
@@ -456,6 +475,16 @@ impl BootstrapArgs {
             _ => Err(()),
         })
     }
+}
+
+#[derive(Debug, Args)]
+pub struct TrustArgs {
+    /// Trust without asking (after reading what it adds).
+    #[arg(long, conflicts_with = "revoke")]
+    pub yes: bool,
+    /// Stop trusting this project's sandy.toml: runs here ignore it again.
+    #[arg(long)]
+    pub revoke: bool,
 }
 
 #[derive(Debug, Args)]
@@ -698,6 +727,8 @@ mod tests {
         let cases = [
             ("sandy run -- true", true),
             ("sandy run --read /a --read=/b --read-write /c -- x", true),
+            ("sandy run --execute /t --execute=/u --read /a -- x", true),
+            ("sandy run --policy-file p.toml --execute /t -- x", false),
             ("sandy run --block-net --dry-run -- sh -c --read", true),
             ("sandy run --dry-run --format text -- claude", true),
             (

@@ -36,6 +36,10 @@ pub enum SandyError {
     /// the sandbox could write it): exit 125, as any policy error.
     #[error(transparent)]
     PolicyFile(#[from] sandy_policy::files::FileError),
+    /// The project policy refused: changed since it was trusted, not a regular file
+    /// (exit 125, the target never runs).
+    #[error(transparent)]
+    Trust(#[from] crate::trust::TrustError),
     #[error(
         "already inside a Sandy sandbox: run the command directly here, or start Sandy \
          outside with the access the command needs"

@@ -1075,11 +1075,15 @@ fn reason(rule: &Rule, path: &Path, policy: &ResolvedPolicy) -> Option<String> {
                 (Origin::Baseline, Some(why)) => {
                     format!("{why}; read-only inside, change it outside the sandbox")
                 }
-                (Origin::Config | Origin::ProfileFile | Origin::PolicyFile, why) => format!(
+                (
+                    Origin::Config | Origin::ProfileFile | Origin::PolicyFile | Origin::ProjectFile,
+                    why,
+                ) => format!(
                     "your {} keeps it read-only ({}); change it outside the sandbox",
                     match origin {
                         Origin::Config => "configuration",
                         Origin::PolicyFile => "policy file",
+                        Origin::ProjectFile => "project policy",
                         _ => "profile file",
                     },
                     why.unwrap_or("no reason given")

@@ -37,6 +37,7 @@ mod run;
 mod rundir;
 mod selftest;
 mod setup;
+mod trust;
 mod verify;
 mod views;
 mod walk;
@@ -101,6 +102,7 @@ fn dispatch(cli: args::Cli) -> Result<u8, error::SandyError> {
         args::Command::Completions(c) => reference::completions(c.shell),
         args::Command::Man => reference::man(),
         args::Command::Setup(s) => setup::setup(s),
+        args::Command::Trust(t) => trust::trust(t.yes, t.revoke),
         args::Command::Config(c) => match c.command {
             args::ConfigCommand::Init => policyfiles::init(),
             args::ConfigCommand::Check => policyfiles::check(),

@@ -8,7 +8,8 @@
 //! configuration's top level, its `[profile.BASE]` section for the built-in profile that
 //! applies, its `[profile.NAME]` section for a user profile, the user profile, then the
 //! flags. A policy file is the complete caller-controlled policy: with it, neither the
-//! configuration nor any grant flag applies.
+//! configuration nor any grant flag applies, nor the project policy. The project policy
+//! (`sandy.toml`, [`crate::trust`]) comes after the user profile, before the flags.
 
 use std::path::{Path, PathBuf};
 
@@ -197,6 +198,8 @@ pub fn load(asked: &Asked, host: &HostContext) -> Result<Loaded, SandyError> {
     } else if let Some(name) = asked.profile {
         loaded.profile = Some(name.to_owned());
     }
+    // The project's `sandy.toml`, last of the files: applied only while trusted.
+    crate::trust::add_to(&mut loaded, host)?;
     Ok(loaded)
 }
 

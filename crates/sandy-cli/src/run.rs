@@ -93,6 +93,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         command: args.command,
         read: args.read,
         read_write: args.read_write,
+        execute: args.execute,
         // Replaced by the real directory below; a dry run creates nothing.
         private_tmp: crate::rundir::unmade_private_tmp(&host),
         block_net: args.block_net,
@@ -847,7 +848,7 @@ fn finish_uploads(ports: &[u16]) {
 /// `no_new_privs` is set. Neither can be undone from inside, unlike an environment
 /// variable.
 #[allow(clippy::disallowed_methods)] // procfs, which no run writes
-fn inside_sandy() -> bool {
+pub(crate) fn inside_sandy() -> bool {
     let init = std::fs::read_to_string("/proc/1/comm")
         .is_ok_and(|c| c.trim_end() == sandy_linux::INIT_NAME);
     init && host::no_new_privs()

@@ -71,6 +71,7 @@ pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
         command,
         read: args.read.clone(),
         read_write: args.read_write.clone(),
+        execute: Vec::new(),
         private_tmp: crate::rundir::unmade_private_tmp(&host),
         block_net: args.block_net,
         allow_local_ports: args.allow_local_port.clone(),

@@ -826,6 +826,7 @@ fn dry_run_prints_the_documented_document() {
                 "egress",
                 "file_grants",
                 "policy_files",
+                "project_policy",
                 "protections",
                 "views",
                 "created_at_launch",
@@ -839,7 +840,7 @@ fn dry_run_prints_the_documented_document() {
                 "ceilings",
             ])
         );
-        assert_eq!(doc["dry_run_schema_version"], json!(5));
+        assert_eq!(doc["dry_run_schema_version"], json!(6));
         let command = doc["command"].as_str().unwrap();
         assert!(
             Path::new(command).is_absolute() && command.ends_with("/sh"),

@@ -255,6 +255,8 @@ pub enum RuleOrigin {
     ProfileFile,
     /// The policy file's `network.allow` or `network.deny`.
     PolicyFile,
+    /// The project policy's `network.allow` (`sandy.toml`, trusted with `sandy trust`).
+    ProjectFile,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
@@ -284,6 +286,7 @@ impl fmt::Display for Rule {
             RuleOrigin::Config => write!(f, "{flag} {} (configuration file)", self.pattern),
             RuleOrigin::ProfileFile => write!(f, "{flag} {} (profile file)", self.pattern),
             RuleOrigin::PolicyFile => write!(f, "{flag} {} (policy file)", self.pattern),
+            RuleOrigin::ProjectFile => write!(f, "{flag} {} (project policy)", self.pattern),
         }
     }
 }

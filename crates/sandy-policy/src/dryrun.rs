@@ -9,7 +9,7 @@ use crate::policy::{
 };
 
 /// Bumped whenever a key is added, removed or changes meaning.
-pub const DRY_RUN_SCHEMA_VERSION: u32 = 5;
+pub const DRY_RUN_SCHEMA_VERSION: u32 = 6;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DryRunGrant {
@@ -20,6 +20,18 @@ pub struct DryRunGrant {
     /// The reason a configuration, profile or policy file gives for the grant; `null`
     /// for every other origin.
     pub reason: Option<String>,
+}
+
+/// The project's `sandy.toml` and whether its rules apply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DryRunProjectPolicy {
+    pub path: String,
+    /// The SHA-256 of its content, lowercase hexadecimal.
+    pub sha256: String,
+    /// `trusted`: the user approved this content (`sandy trust`) and its rules apply,
+    /// with the origin `project_file`; `untrusted`: never approved, ignored. (A trusted
+    /// file changed since is refused before launch, so no dry run shows one.)
+    pub trust: &'static str,
 }
 
 /// A configuration, profile or policy file the run's rules come from.
@@ -158,6 +170,8 @@ pub struct DryRunDocument {
     pub file_grants: Vec<DryRunGrant>,
     /// The configuration, profile and policy files read, in the order they apply.
     pub policy_files: Vec<DryRunPolicyFile>,
+    /// The project's `sandy.toml`; `null` when there is none.
+    pub project_policy: Option<DryRunProjectPolicy>,
     pub protections: Vec<DryRunProtection>,
     /// Host files the sandbox sees as a prepared copy.
     pub views: Vec<DryRunView>,
@@ -393,6 +407,11 @@ impl DryRunDocument {
                     path: lossy(path.as_os_str()),
                 })
                 .collect(),
+            project_policy: policy.files.project.as_ref().map(|p| DryRunProjectPolicy {
+                path: lossy(p.path.as_os_str()),
+                sha256: p.sha256.clone(),
+                trust: if p.trusted { "trusted" } else { "untrusted" },
+            }),
             protections: policy
                 .protections
                 .iter()

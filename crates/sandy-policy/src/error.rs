@@ -52,6 +52,17 @@ pub enum ResolveError {
         crate::text::Tilde(path)
     )]
     HomeGrant { flag: &'static str, path: PathBuf },
+    #[error(
+        "{flag} {}: more than {max} {what} below it; name the directory of the programs \
+         themselves",
+        crate::text::Shown(path)
+    )]
+    ExecuteTooLarge {
+        flag: &'static str,
+        path: PathBuf,
+        what: &'static str,
+        max: usize,
+    },
     #[error("{flag} / would expose the whole filesystem; grant a narrower path")]
     RootGrant { flag: &'static str },
     #[error("path contains a NUL byte: {}", crate::text::Tilde(path))]

@@ -39,6 +39,11 @@ pub enum FileRole {
     ProfileFile,
     /// `--policy-file`.
     PolicyFile,
+    /// The project policy, `sandy.toml` at the top of the project ([`parse_project_file`]).
+    Project,
+    /// The record of the user's approval of a project policy (`sandy trust`), under
+    /// `~/.config/sandy/trusted/`.
+    TrustRecord,
 }
 
 impl FileRole {
@@ -48,6 +53,7 @@ impl FileRole {
             FileRole::Config => Origin::Config,
             FileRole::ProfileFile => Origin::ProfileFile,
             FileRole::PolicyFile => Origin::PolicyFile,
+            FileRole::Project | FileRole::TrustRecord => Origin::ProjectFile,
         }
     }
 
@@ -57,6 +63,8 @@ impl FileRole {
             FileRole::Config => "configuration file",
             FileRole::ProfileFile => "profile file",
             FileRole::PolicyFile => "policy file",
+            FileRole::Project => "project policy",
+            FileRole::TrustRecord => "trust record",
         }
     }
 
@@ -66,6 +74,7 @@ impl FileRole {
             FileRole::Config => "a grant of the configuration file",
             FileRole::ProfileFile => "a grant of the profile file",
             FileRole::PolicyFile => "a grant of the policy file",
+            FileRole::Project | FileRole::TrustRecord => "a grant of the project policy",
         }
     }
 }
@@ -150,7 +159,7 @@ pub enum FileError {
 pub struct FileGrant {
     /// Absolute (a leading `~/` already replaced by the home directory).
     pub path: PathBuf,
-    /// `Read` or `ReadWrite`: nothing a flag could not grant.
+    /// `Read`, `ReadWrite` or `Execute`: nothing a flag could not grant.
     pub access: Access,
     pub reason: String,
     pub origin: Origin,
@@ -195,6 +204,18 @@ pub struct FileRules {
     pub ceilings: FileCeilings,
     /// The files read, in the order they apply.
     pub sources: Vec<(Origin, PathBuf)>,
+    /// The project's `sandy.toml`, when there is one, and whether it applies.
+    pub project: Option<ProjectPolicyState>,
+}
+
+/// The project policy of a launch: its file, its content's SHA-256, and whether the user
+/// trusted this content (its rules then apply; otherwise none of them does).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectPolicyState {
+    pub path: PathBuf,
+    /// Lowercase hexadecimal.
+    pub sha256: String,
+    pub trusted: bool,
 }
 
 impl FileRules {
@@ -222,6 +243,9 @@ impl FileRules {
             }
         }
         self.sources.extend(later.sources);
+        if later.project.is_some() {
+            self.project = later.project;
+        }
     }
 
     /// The `--read-write` paths of the files (for the host's scan of writable trees).
@@ -327,6 +351,7 @@ struct RawGrant {
 enum RawAccess {
     Read,
     ReadWrite,
+    Execute,
 }
 
 #[derive(Debug, Deserialize)]
@@ -456,6 +481,27 @@ struct RawPolicyFile {
     ceilings: Option<RawCeilings>,
 }
 
+/// The project policy: only what a repository needs and a flag could add.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProjectFile {
+    #[allow(dead_code)] // checked before, by `version_of`
+    version: u32,
+    #[serde(default)]
+    grants: Vec<RawGrant>,
+    network: Option<RawProjectNetwork>,
+}
+
+/// A project's network additions: domains for an allowlist the run has, local ports.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProjectNetwork {
+    #[serde(default)]
+    allow: Vec<String>,
+    #[serde(default)]
+    local_ports: Vec<u16>,
+}
+
 /// Only the version, read before the strict parse (a newer file's new keys are then
 /// reported as a version it does not read, not as unknown keys).
 #[derive(Debug, Deserialize)]
@@ -467,7 +513,12 @@ struct VersionOnly {
 pub fn parse_config(text: &str, path: &Path, home: Option<&Path>) -> Result<Config, FileError> {
     let raw: RawConfig = document(text, path)?;
     let origin = Origin::Config;
-    let cx = Cx { path, home, origin };
+    let cx = Cx {
+        path,
+        home,
+        origin,
+        relative_to: None,
+    };
     let mut rules = cx.rules(
         "",
         raw.grants,
@@ -508,7 +559,12 @@ pub fn parse_profile_file(
 ) -> Result<UserProfile, FileError> {
     let raw: RawProfileFile = document(text, path)?;
     let origin = Origin::ProfileFile;
-    let cx = Cx { path, home, origin };
+    let cx = Cx {
+        path,
+        home,
+        origin,
+        relative_to: None,
+    };
     if !builtin.contains(&raw.extends.as_str()) {
         return Err(cx.invalid(
             "extends",
@@ -544,7 +600,12 @@ pub fn parse_policy_file(
 ) -> Result<PolicyFile, FileError> {
     let raw: RawPolicyFile = document(text, path)?;
     let origin = Origin::PolicyFile;
-    let cx = Cx { path, home, origin };
+    let cx = Cx {
+        path,
+        home,
+        origin,
+        relative_to: None,
+    };
     if let Some(profile) = &raw.profile {
         if !builtin.contains(&profile.as_str()) {
             return Err(cx.invalid(
@@ -569,6 +630,46 @@ pub fn parse_policy_file(
         profile: raw.profile,
         rules,
     })
+}
+
+/// The project policy's name, at the top of the project.
+pub const PROJECT_FILE_NAME: &str = "sandy.toml";
+
+/// Parses a project policy (`sandy.toml`, TOML only) at `path`: `version`, `grants`
+/// (`read`, `read_write`, `execute`; paths absolute, below `~/`, or relative to
+/// `project`, such as `../sibling`), and `[network]` with `allow` and `local_ports`.
+/// Nothing else: no protection, mask, network mode, deny rule, environment pass or
+/// ceiling, each of which a repository has no business choosing for its user.
+pub fn parse_project_file(
+    text: &str,
+    path: &Path,
+    home: Option<&Path>,
+    project: &Path,
+) -> Result<FileRules, FileError> {
+    if Format::of(path, text) != Format::Toml {
+        return Err(FileError::Invalid {
+            path: path.to_path_buf(),
+            key: "version".to_owned(),
+            message: "a project policy is TOML".to_owned(),
+        });
+    }
+    let raw: RawProjectFile = document(text, path)?;
+    let origin = Origin::ProjectFile;
+    let cx = Cx {
+        path,
+        home,
+        origin,
+        relative_to: Some(project),
+    };
+    let network = raw.network.map(|n| RawNetwork {
+        mode: None,
+        allow: n.allow,
+        deny: Vec::new(),
+        local_ports: n.local_ports,
+    });
+    let mut rules = cx.rules("", raw.grants, Vec::new(), network, None, None)?;
+    rules.sources.push((origin, path.to_path_buf()));
+    Ok(rules)
 }
 
 /// Deserializes `text` strictly, after checking its version.
@@ -648,6 +749,9 @@ struct Cx<'a> {
     path: &'a Path,
     home: Option<&'a Path>,
     origin: Origin,
+    /// The directory a relative path is below (the project, for a project policy);
+    /// `None`: relative paths are refused.
+    relative_to: Option<&'a Path>,
 }
 
 impl Cx<'_> {
@@ -675,7 +779,10 @@ impl Cx<'_> {
         }
         let path = PathBuf::from(text);
         if !path.is_absolute() {
-            return Err(self.invalid(key, format!("{text:?} is neither absolute nor below ~/")));
+            return match self.relative_to {
+                Some(base) if !text.is_empty() => Ok(crate::resolve::normalize(&base.join(path))),
+                _ => Err(self.invalid(key, format!("{text:?} is neither absolute nor below ~/"))),
+            };
         }
         Ok(path)
     }
@@ -720,6 +827,7 @@ impl Cx<'_> {
                 access: match g.access {
                     RawAccess::Read => Access::Read,
                     RawAccess::ReadWrite => Access::ReadWrite,
+                    RawAccess::Execute => Access::Execute,
                 },
                 reason: self.reason(&format!("{key}.reason"), &g.reason)?,
                 origin,

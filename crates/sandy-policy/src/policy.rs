@@ -11,15 +11,36 @@ pub enum Access {
     /// List a directory's names, nothing else (not read its files): a directory whose
     /// files a start-up file sources by a pattern (`~/.bashrc.d/*`), each of them a view.
     List,
+    /// Run programs, nothing else (`--execute`): the kernel's execute right, which
+    /// alone lets no file be opened. A program's own file also needs reading (the kernel
+    /// opens it for reading to run it, a script's interpreter reads it, the dynamic
+    /// loader maps a library): those files get an exact [`Access::ReadExec`] grant each.
+    Execute,
     Read,
     ReadExec,
     ReadWrite,
 }
 
 impl Access {
-    /// Whether `self` allows at least everything `other` allows.
+    /// The rights, as bits: listing, executing, reading files, writing.
+    fn bits(self) -> u8 {
+        const LIST: u8 = 1;
+        const EXECUTE: u8 = 2;
+        const READ: u8 = 4;
+        const WRITE: u8 = 8;
+        match self {
+            Access::List => LIST,
+            Access::Execute => EXECUTE,
+            Access::Read => LIST | READ,
+            Access::ReadExec => LIST | READ | EXECUTE,
+            Access::ReadWrite => LIST | READ | EXECUTE | WRITE,
+        }
+    }
+
+    /// Whether `self` allows at least everything `other` allows (reading does not allow
+    /// executing, nor executing reading).
     pub fn covers(self, other: Access) -> bool {
-        self >= other
+        self.bits() & other.bits() == other.bits()
     }
 }
 
@@ -51,6 +72,10 @@ pub enum Origin {
     ProfileFile,
     /// `--policy-file`.
     PolicyFile,
+    /// The project policy: `sandy.toml` at the top of the project, honoured once the
+    /// user trusted it (`sandy trust`). Not `Project`, which is the current directory's
+    /// own grant.
+    ProjectFile,
 }
 
 impl Origin {
@@ -60,7 +85,11 @@ impl Origin {
     pub fn is_explicit(self) -> bool {
         matches!(
             self,
-            Origin::Flag | Origin::Config | Origin::ProfileFile | Origin::PolicyFile
+            Origin::Flag
+                | Origin::Config
+                | Origin::ProfileFile
+                | Origin::PolicyFile
+                | Origin::ProjectFile
         )
     }
 }
@@ -253,6 +282,8 @@ pub enum PortOrigin {
     ProfileFile,
     /// The policy file's `network.local_ports`.
     PolicyFile,
+    /// The project policy's `network.local_ports`.
+    ProjectFile,
 }
 
 impl PortOrigin {
@@ -267,6 +298,7 @@ impl PortOrigin {
             PortOrigin::Config => "the configuration file",
             PortOrigin::ProfileFile => "the profile file",
             PortOrigin::PolicyFile => "the policy file",
+            PortOrigin::ProjectFile => "the project policy",
         }
     }
 }
@@ -379,6 +411,8 @@ pub struct FileSources {
     /// The reason of each grant a file adds: (the granted path, as resolved; its origin;
     /// the reason).
     pub grant_reasons: Vec<(PathBuf, Origin, String)>,
+    /// The project's `sandy.toml`, when there is one: applied (trusted) or ignored.
+    pub project: Option<crate::files::ProjectPolicyState>,
 }
 
 impl ResolvedPolicy {

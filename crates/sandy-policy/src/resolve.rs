@@ -24,6 +24,9 @@ pub struct RunRequest {
     pub read: Vec<PathBuf>,
     /// `--read-write` paths, as typed.
     pub read_write: Vec<PathBuf>,
+    /// `--execute` paths, as typed: programs run from there, nothing else read
+    /// ([`Access::Execute`]).
+    pub execute: Vec<PathBuf>,
     /// The private per-run temporary directory the supervisor created (or will create).
     pub private_tmp: PathBuf,
     /// `--block-net`.
@@ -363,14 +366,23 @@ pub fn resolve(
             grants.push(canonical, access, scope, Origin::Flag);
         }
     }
+    for path in &request.execute {
+        ctx.grant_execute("--execute", path, Origin::Flag, &project, &mut grants)?;
+    }
     // The files' grants, checked as strictly as the flags' (the same code).
     let mut grant_reasons = Vec::new();
     for g in &request.files.grants {
         let label = match g.origin {
             Origin::Config => crate::files::FileRole::Config.grant_label(),
             Origin::PolicyFile => crate::files::FileRole::PolicyFile.grant_label(),
+            Origin::ProjectFile => crate::files::FileRole::Project.grant_label(),
             _ => crate::files::FileRole::ProfileFile.grant_label(),
         };
+        if g.access == Access::Execute {
+            let canonical = ctx.grant_execute(label, &g.path, g.origin, &project, &mut grants)?;
+            grant_reasons.push((canonical, g.origin, g.reason.clone()));
+            continue;
+        }
         let (canonical, scope) = ctx.check_explicit(label, g.access, &g.path, &project)?;
         grant_reasons.push((canonical.clone(), g.origin, g.reason.clone()));
         grants.push(canonical, g.access, scope, g.origin);
@@ -688,6 +700,7 @@ pub fn resolve(
         files: crate::policy::FileSources {
             sources: request.files.sources.clone(),
             grant_reasons,
+            project: request.files.project.clone(),
         },
         history,
     })
@@ -698,20 +711,34 @@ fn egress_request(request: &RunRequest) -> crate::egress::EgressRequest {
     let rule_origin = |origin: Origin| match origin {
         Origin::Config => sandy_net::RuleOrigin::Config,
         Origin::PolicyFile => sandy_net::RuleOrigin::PolicyFile,
+        Origin::ProjectFile => sandy_net::RuleOrigin::ProjectFile,
         _ => sandy_net::RuleOrigin::ProfileFile,
     };
     let files = &request.files;
     let mut egress = request.egress.clone();
     egress.agent |= files.agent_net.is_some();
+    // The project policy's domains join an allowlist the run has already (a flag's, a
+    // user file's, `--net agent`); they never turn the host's network into one, nor
+    // meet `--block-net`: a project adds, it does not choose the network.
+    let blocked = request.block_net || files.block_net.is_some();
+    let listed = egress.any()
+        || files
+            .allow
+            .iter()
+            .chain(&files.deny)
+            .any(|(_, o)| *o != Origin::ProjectFile);
+    let applies = |o: &Origin| *o != Origin::ProjectFile || (listed && !blocked);
     egress.from_files.extend(
         files
             .deny
             .iter()
+            .filter(|(_, o)| applies(o))
             .map(|(p, o)| (sandy_net::Action::Deny, p.clone(), rule_origin(*o)))
             .chain(
                 files
                     .allow
                     .iter()
+                    .filter(|(_, o)| applies(o))
                     .map(|(p, o)| (sandy_net::Action::Allow, p.clone(), rule_origin(*o))),
             ),
     );
@@ -785,6 +812,7 @@ fn local_ports(
                     origin: match origin {
                         Origin::Config => PortOrigin::Config,
                         Origin::PolicyFile => PortOrigin::PolicyFile,
+                        Origin::ProjectFile => PortOrigin::ProjectFile,
                         _ => PortOrigin::ProfileFile,
                     },
                 }),
@@ -904,6 +932,7 @@ impl Ctx<'_> {
             let what = match p.origin {
                 Origin::Config => "a protection of the configuration file",
                 Origin::PolicyFile => "a protection of the policy file",
+                Origin::ProjectFile => "a protection of the project policy",
                 _ => "a protection of the profile file",
             };
             let lexical = normalize(&p.path);
@@ -1134,6 +1163,70 @@ impl Ctx<'_> {
         }
     }
 
+    /// An `--execute` grant (a flag's, or a file's `access = "execute"`), checked as
+    /// `--read` is (it must exist, may not lie inside a sensitive path or one of Sandy's
+    /// own; one covering such a path leaves it masked). A directory gets the execute
+    /// right over its subtree, and each program and library below it an exact grant to
+    /// read and execute it: regular files with an execute bit (programs, scripts) and
+    /// files named as shared libraries (`*.so`, `*.so.*`), which the dynamic loader reads
+    /// without an execute bit. Every other file stays unreadable, the directories
+    /// unlistable, and nothing there writable. Symbolic links are not followed (a link's
+    /// target inside the tree is granted there; one outside is not). A file is granted
+    /// alone. Returns the canonical path.
+    fn grant_execute(
+        &self,
+        flag: &'static str,
+        path: &Path,
+        origin: Origin,
+        project: &Path,
+        grants: &mut GrantSet,
+    ) -> Result<PathBuf, ResolveError> {
+        let (canonical, scope) = self.check_explicit(flag, Access::Execute, path, project)?;
+        if scope == Scope::Exact {
+            grants.push(canonical.clone(), Access::ReadExec, Scope::Exact, origin);
+            return Ok(canonical);
+        }
+        grants.push(canonical.clone(), Access::Execute, Scope::Subtree, origin);
+        let too_large = |what, max| ResolveError::ExecuteTooLarge {
+            flag,
+            path: path.to_path_buf(),
+            what,
+            max,
+        };
+        // What the mount layer masks is not walked.
+        let masked = |p: &Path| {
+            self.sensitive.iter().any(|s| p.starts_with(s))
+                || self.own.iter().any(|(own, _)| p.starts_with(own))
+        };
+        let mut pending = vec![canonical.clone()];
+        let mut dirs = 0usize;
+        let mut files = 0usize;
+        while let Some(dir) = pending.pop() {
+            dirs += 1;
+            if dirs > MAX_EXECUTE_DIRS {
+                return Err(too_large("directories", MAX_EXECUTE_DIRS));
+            }
+            for file in self.fs.files_in(&dir, MAX_EXECUTE_ENTRIES) {
+                if masked(&file) || !runnable(&file, self.fs) {
+                    continue;
+                }
+                files += 1;
+                if files > MAX_EXECUTE_FILES {
+                    return Err(too_large("programs and libraries", MAX_EXECUTE_FILES));
+                }
+                grants.push(file, Access::ReadExec, Scope::Exact, origin);
+            }
+            pending.extend(
+                self.fs
+                    .subdirs(&dir, MAX_EXECUTE_ENTRIES)
+                    .into_iter()
+                    .filter(|d| !masked(d))
+                    .rev(),
+            );
+        }
+        Ok(canonical)
+    }
+
     /// The canonical path of `path` when it is an executable regular file.
     fn executable_file(&self, path: &Path) -> Option<PathBuf> {
         let canonical = self.fs.canonicalize(path).ok()?;
@@ -1277,6 +1370,29 @@ impl Ctx<'_> {
             self.check_own(flag, access, candidate)?;
         }
         Ok((canonical, scope))
+    }
+}
+
+/// The most directories one `--execute` grant walks.
+const MAX_EXECUTE_DIRS: usize = 10_000;
+/// The most programs and libraries one `--execute` grant makes readable.
+const MAX_EXECUTE_FILES: usize = 4_096;
+/// The most entries read of one directory below an `--execute` grant.
+const MAX_EXECUTE_ENTRIES: usize = 65_536;
+
+/// Whether the name is, itself (no link followed), a file a program run from an
+/// `--execute` directory needs to read: a regular file with an execute bit, or one named
+/// as a shared library.
+fn runnable(path: &Path, fs: &dyn PathInspector) -> bool {
+    match fs.entry(path) {
+        Some(crate::inspect::Entry::Object(FileKind::File { executable })) => {
+            executable
+                || path.file_name().is_some_and(|n| {
+                    let n = n.as_bytes();
+                    n.ends_with(b".so") || n.windows(4).any(|w| w == b".so.")
+                })
+        }
+        _ => false,
     }
 }
 

@@ -54,6 +54,7 @@ pub fn render_with(
         Origin::Config => " (config)",
         Origin::ProfileFile => " (profile file)",
         Origin::PolicyFile => " (policy file)",
+        Origin::ProjectFile => " (project policy)",
     };
 
     let mut out = String::new();
@@ -101,6 +102,7 @@ pub fn render_with(
             let how = match g.access {
                 Access::ReadExec => "read, execute",
                 Access::List => "list names",
+                Access::Execute => "execute only",
                 _ => "read",
             };
             format!("{} [{how}]{}", show(&g.path), origin(g.origin))
@@ -280,6 +282,7 @@ fn allowlist(egress: &crate::egress::Egress, local_ports: &[crate::policy::Local
             (RuleOrigin::Config, _) => "config".to_owned(),
             (RuleOrigin::ProfileFile, _) => "profile file".to_owned(),
             (RuleOrigin::PolicyFile, _) => "policy file".to_owned(),
+            (RuleOrigin::ProjectFile, _) => "project policy".to_owned(),
         };
         format!("{}{ports} [{origin}]", escape(&r.pattern.to_string()))
     };

@@ -145,14 +145,19 @@ fn every_grant_gives_a_reason_and_a_usable_path_and_access() {
     assert!(err.to_string().contains("grants[0].reason"), "{err}");
     let err = grant("path = \"src\"\naccess = \"read\"\nreason = \"r\"").unwrap_err();
     assert!(err.to_string().contains("grants[0].path"), "{err}");
-    // No access beyond what a flag grants: no execute, no raw kernel rule.
-    for access in ["read_exec", "execute", "list", "landlock"] {
+    // No access beyond what a flag grants: no read-and-execute, no raw kernel rule.
+    for access in ["read_exec", "list", "landlock", "exec"] {
         let text = format!("path = \"/a\"\naccess = \"{access}\"\nreason = \"r\"");
         assert!(
             matches!(grant(&text).unwrap_err(), FileError::Syntax { .. }),
             "{access}"
         );
     }
+    // `execute` is what `--execute` grants.
+    let rules = grant("path = \"/a\"\naccess = \"execute\"\nreason = \"r\"")
+        .unwrap()
+        .rules;
+    assert_eq!(rules.grants[0].access, Access::Execute);
     let long = "x".repeat(MAX_REASON_CHARS + 1);
     assert!(grant(&format!(
         "path = \"/a\"\naccess = \"read\"\nreason = \"{long}\""
@@ -350,4 +355,113 @@ fn the_starter_configuration_parses() {
     assert_eq!(c.rules.grants.len(), 1);
     assert_eq!(c.rules.protections.len(), 1);
     assert!(c.profiles.contains_key("claude"));
+}
+
+fn project(text: &str) -> Result<FileRules, FileError> {
+    parse_project_file(
+        text,
+        Path::new("/home/u/proj/sandy.toml"),
+        Some(Path::new("/home/u")),
+        Path::new("/home/u/proj"),
+    )
+}
+
+#[test]
+fn a_project_policy_adds_grants_domains_and_ports_relative_to_the_project() {
+    let rules = project(
+        r#"version = 1
+
+[[grants]]
+path = "../sibling"
+access = "read"
+reason = "the sibling checkout"
+
+[[grants]]
+path = "~/.cache/tool"
+access = "read_write"
+reason = "the tool's cache"
+
+[[grants]]
+path = "/opt/sdk/bin"
+access = "execute"
+reason = "the SDK's compilers"
+
+[network]
+allow = ["registry.example.com"]
+local_ports = [5432]
+"#,
+    )
+    .unwrap();
+    let grants: Vec<(&Path, Access, Origin)> = rules
+        .grants
+        .iter()
+        .map(|g| (g.path.as_path(), g.access, g.origin))
+        .collect();
+    assert_eq!(
+        grants,
+        vec![
+            (
+                Path::new("/home/u/sibling"),
+                Access::Read,
+                Origin::ProjectFile
+            ),
+            (
+                Path::new("/home/u/.cache/tool"),
+                Access::ReadWrite,
+                Origin::ProjectFile
+            ),
+            (
+                Path::new("/opt/sdk/bin"),
+                Access::Execute,
+                Origin::ProjectFile
+            ),
+        ]
+    );
+    assert_eq!(rules.allow.len(), 1);
+    assert_eq!(rules.allow[0].1, Origin::ProjectFile);
+    assert_eq!(rules.local_ports, vec![(5432, Origin::ProjectFile)]);
+    assert_eq!(
+        rules.sources,
+        vec![(
+            Origin::ProjectFile,
+            PathBuf::from("/home/u/proj/sandy.toml")
+        )]
+    );
+    assert!(
+        rules.project.is_none(),
+        "the caller records the trust state"
+    );
+}
+
+#[test]
+fn a_project_policy_cannot_remove_protect_choose_the_network_pass_or_set_ceilings() {
+    // Each key a repository has no business choosing for its user is unknown.
+    for body in [
+        "[[protections]]\npath = \"/x\"\nkind = \"deny\"\nreason = \"r\"",
+        "[network]\nmode = \"host\"",
+        "[network]\ndeny = [\"example.com\"]",
+        "[environment]\npass = [\"GITHUB_TOKEN\"]",
+        "[ceilings]\nmax_procs = 100",
+        "profile = \"claude\"",
+        "[unmask]\npath = \"~/.ssh\"",
+        "[[grants]]\npath = \"/a\"\naccess = \"read_exec\"\nreason = \"r\"",
+    ] {
+        let err = project(&format!("version = 1\n{body}\n")).unwrap_err();
+        assert!(matches!(err, FileError::Syntax { .. }), "{body}: {err}");
+    }
+    // Strict and versioned like every other file; JSON is not a project policy.
+    assert!(matches!(
+        project("[[grants]]\n").unwrap_err(),
+        FileError::NoVersion { .. }
+    ));
+    assert!(matches!(
+        project("version = 2\n").unwrap_err(),
+        FileError::Version { found: 2, .. }
+    ));
+    assert!(project("{\"version\": 1}").is_err());
+    // Every grant gives its reason.
+    let err =
+        project("version = 1\n[[grants]]\npath = \"../x\"\naccess = \"read\"\nreason = \"\"\n")
+            .unwrap_err();
+    assert!(err.to_string().contains("grants[0].reason"), "{err}");
 }

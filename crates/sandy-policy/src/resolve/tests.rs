@@ -91,6 +91,23 @@ impl PathInspector for FakeFs {
             .map(|(p, _)| p.clone())
             .collect()
     }
+    fn files_in(&self, path: &Path, _max: usize) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = self
+            .nodes
+            .iter()
+            .filter(|(p, k)| p.parent() == Some(path) && **k != FileKind::Directory)
+            .map(|(p, _)| p.clone())
+            .chain(
+                self.links
+                    .keys()
+                    .filter(|p| p.parent() == Some(path))
+                    .cloned(),
+            )
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
     fn symlinks_in(&self, path: &Path, _max: usize) -> Vec<PathBuf> {
         let mut out: Vec<PathBuf> = self
             .links
@@ -154,6 +171,7 @@ fn request(cmd: &[&str]) -> RunRequest {
         command: cmd.iter().map(OsString::from).collect(),
         read: vec![],
         read_write: vec![],
+        execute: vec![],
         private_tmp: "/tmp/sandy-1".into(),
         block_net: false,
         allow_local_ports: vec![],
@@ -2193,4 +2211,188 @@ fn a_run_on_a_terminal_keeps_its_history_in_the_projects_directory() {
         histfile,
         [&("HISTFILE".into(), "/tmp/.sandy-history/bash_history".into())]
     );
+}
+
+/// A tools directory outside the project: programs, a script, a library without an
+/// execute bit, data, a link, and a sensitive directory inside.
+fn tools_fs() -> FakeFs {
+    base_fs()
+        .dir("/srv")
+        .dir("/srv/tools")
+        .dir("/srv/tools/bin")
+        .exe("/srv/tools/bin/tool")
+        .script("/srv/tools/bin/run.sh", "#!/bin/sh\n")
+        .dir("/srv/tools/lib")
+        .file("/srv/tools/lib/libtool.so.1")
+        .file("/srv/tools/lib/libplain.so")
+        .file("/srv/tools/data.txt")
+        .link("/srv/tools/bin/alias", "tool")
+}
+
+fn grants_below<'a>(policy: &'a ResolvedPolicy, root: &str) -> Vec<&'a Grant> {
+    policy
+        .grants
+        .iter()
+        .filter(|g| g.path.starts_with(root))
+        .collect()
+}
+
+#[test]
+fn execute_grants_running_and_the_reads_running_needs_and_nothing_else() {
+    let mut req = request(&["true"]);
+    req.execute = vec!["/srv/tools".into()];
+    let policy = resolve(&req, &host("/usr/bin"), &tools_fs()).unwrap();
+    let got: Vec<Grant> = grants_below(&policy, "/srv/tools")
+        .into_iter()
+        .cloned()
+        .collect();
+    let flag = Origin::Flag;
+    assert_eq!(
+        got,
+        vec![
+            g("/srv/tools", Access::Execute, Scope::Subtree, flag),
+            g(
+                "/srv/tools/bin/run.sh",
+                Access::ReadExec,
+                Scope::Exact,
+                flag
+            ),
+            g("/srv/tools/bin/tool", Access::ReadExec, Scope::Exact, flag),
+            g(
+                "/srv/tools/lib/libplain.so",
+                Access::ReadExec,
+                Scope::Exact,
+                flag
+            ),
+            g(
+                "/srv/tools/lib/libtool.so.1",
+                Access::ReadExec,
+                Scope::Exact,
+                flag
+            ),
+        ]
+    );
+    // Reading does not give executing, nor executing reading.
+    assert!(!Access::Read.covers(Access::Execute));
+    assert!(!Access::Execute.covers(Access::Read));
+    assert!(!Access::Execute.covers(Access::List));
+    assert!(Access::ReadExec.covers(Access::Execute));
+    assert!(Access::ReadWrite.covers(Access::Execute));
+    assert!(Access::Read.covers(Access::List));
+}
+
+#[test]
+fn execute_of_one_file_grants_it_alone() {
+    let mut req = request(&["true"]);
+    req.execute = vec!["/srv/tools/bin/tool".into()];
+    let policy = resolve(&req, &host("/usr/bin"), &tools_fs()).unwrap();
+    assert_eq!(
+        grants_below(&policy, "/srv/tools"),
+        vec![&g(
+            "/srv/tools/bin/tool",
+            Access::ReadExec,
+            Scope::Exact,
+            Origin::Flag
+        )]
+    );
+}
+
+#[test]
+fn execute_is_refused_where_read_is_and_skips_what_is_masked() {
+    let fs = tools_fs().exe("/home/u/.ssh/helper");
+    for path in ["/home/u/.ssh", "/home/u/.ssh/helper", "/srv/none"] {
+        let mut req = request(&["true"]);
+        req.execute = vec![path.into()];
+        let err = resolve(&req, &host("/usr/bin"), &fs).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ResolveError::SensitiveGrant {
+                    flag: "--execute",
+                    ..
+                } | ResolveError::MissingPath {
+                    flag: "--execute",
+                    ..
+                }
+            ),
+            "{path}: {err:?}"
+        );
+    }
+    // Covering a sensitive directory (as --read may): nothing in it is granted.
+    let mut req = request(&["true"]);
+    req.execute = vec!["/home/u".into()];
+    let fs = fs.exe("/home/u/other/tool");
+    let policy = resolve(&req, &host("/usr/bin"), &fs).unwrap();
+    assert!(grants_below(&policy, "/home/u/.ssh").is_empty());
+    assert!(policy.grants.contains(&g(
+        "/home/u/other/tool",
+        Access::ReadExec,
+        Scope::Exact,
+        Origin::Flag
+    )));
+}
+
+#[test]
+fn a_files_execute_grant_carries_its_origin_and_reason() {
+    let mut req = request(&["true"]);
+    req.files.grants.push(crate::files::FileGrant {
+        path: "/srv/tools".into(),
+        access: Access::Execute,
+        reason: "the team's linters".into(),
+        origin: Origin::Config,
+    });
+    let policy = resolve(&req, &host("/usr/bin"), &tools_fs()).unwrap();
+    assert!(policy.grants.contains(&g(
+        "/srv/tools",
+        Access::Execute,
+        Scope::Subtree,
+        Origin::Config
+    )));
+    assert!(policy.grants.contains(&g(
+        "/srv/tools/bin/tool",
+        Access::ReadExec,
+        Scope::Exact,
+        Origin::Config
+    )));
+    assert_eq!(
+        policy.files.grant_reasons,
+        vec![(
+            PathBuf::from("/srv/tools"),
+            Origin::Config,
+            "the team's linters".to_owned()
+        )]
+    );
+}
+
+#[test]
+fn a_project_policys_domains_only_join_an_allowlist_the_run_has() {
+    let project_allow = |req: &mut RunRequest| {
+        req.files
+            .allow
+            .push(("registry.example.com".parse().unwrap(), Origin::ProjectFile));
+    };
+    // The host's network stays the host's: the project does not make it an allowlist.
+    let mut req = request(&["true"]);
+    project_allow(&mut req);
+    let policy = resolve(&req, &host("/usr/bin"), &base_fs()).unwrap();
+    assert_eq!(policy.network, Network::AllowAll);
+    assert!(policy.egress.is_none());
+    // --block-net stays blocked, without a conflict.
+    let mut req = request(&["true"]);
+    req.block_net = true;
+    project_allow(&mut req);
+    let policy = resolve(&req, &host("/usr/bin"), &base_fs()).unwrap();
+    let egress = policy.egress.unwrap();
+    assert_eq!(egress.policy.mode, sandy_net::Mode::Blocked);
+    assert!(egress.policy.rules.is_empty());
+    // With an allowlist (--allow-domain), the project's domain joins it.
+    let mut req = request(&["true"]);
+    req.egress.allow.push("api.example.com".parse().unwrap());
+    project_allow(&mut req);
+    let policy = resolve(&req, &host("/usr/bin"), &base_fs()).unwrap();
+    let rules = policy.egress.unwrap().policy.rules;
+    assert!(rules
+        .iter()
+        .any(|r| r.origin == sandy_net::RuleOrigin::ProjectFile
+            && r.pattern.to_string() == "registry.example.com"));
 }
