@@ -718,15 +718,23 @@ impl Started {
     }
 }
 
+/// How often the wait for the target looks at the children without being signalled.
+const CHILD_CHECK: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Waits for the target, the supervisor's own child: forwards signals, follows its stops
 /// (job control), and returns its status.
 fn wait_target(run: &mut Started, waited: &SigSet) -> Result<u8, SandyError> {
     let target = run.target;
     loop {
-        let sig = waited.wait().map_err(|source| SandyError::Sys {
-            step: "cannot wait for signals",
-            source,
-        })?;
+        // The children are also looked at every so often without a signal: a SIGCHLD
+        // taken by another thread of the supervisor (one that does not block it) would
+        // otherwise leave the run waiting for an exit that already happened.
+        let sig = sandy_linux::sys::process::wait_signal_timeout(waited, CHILD_CHECK)
+            .map_err(|source| SandyError::Sys {
+                step: "cannot wait for signals",
+                source,
+            })?
+            .unwrap_or(Signal::SIGCHLD);
         if sig != Signal::SIGCHLD {
             // The target may already be gone; its exit arrives as SIGCHLD. SIGCONT: the
             // shell resumed the job; the target follows even if it left the job's
