@@ -839,22 +839,17 @@ fn dotgit_kind(kind: FileType) -> DotGitKind {
 /// Opens a directory only to look up names in it (`O_PATH`: nothing is read), named as
 /// [`stat`] names it.
 fn handle(pending: &Pending) -> rustix::io::Result<OwnedFd> {
-    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    match (&pending.parent, pending.name.is_empty()) {
-        (Some(parent), _) => openat(
-            parent,
-            &pending.name,
-            flags | OFlags::NOFOLLOW,
-            Mode::empty(),
-        ),
-        (None, true) => openat(CWD, &pending.path, flags, Mode::empty()),
-        (None, false) => openat(CWD, &pending.path, flags | OFlags::NOFOLLOW, Mode::empty()),
-    }
+    open_with(pending, OFlags::PATH)
 }
 
 /// Opens a directory to list it, named as [`stat`] names it.
 fn open(pending: &Pending) -> rustix::io::Result<OwnedFd> {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    open_with(pending, OFlags::RDONLY)
+}
+
+/// Opens the directory `pending` names, as [`stat`] names it, with `how`.
+fn open_with(pending: &Pending, how: OFlags) -> rustix::io::Result<OwnedFd> {
+    let flags = how | OFlags::DIRECTORY | OFlags::CLOEXEC;
     match (&pending.parent, pending.name.is_empty()) {
         (Some(parent), _) => openat(
             parent,
