@@ -46,6 +46,7 @@ pub mod statedirs;
 pub mod statemerge;
 pub mod summary;
 pub mod text;
+mod tier;
 pub mod why;
 
 pub use ceilings::{Ceiling, CeilingOrigin, CeilingRequest, Ceilings, ManifestCeilings, Mechanism};
@@ -81,3 +82,4 @@ pub use resolve::{
     REMOVED_ENV_PREFIXES,
 };
 pub use sensitive::{sensitive_paths, SENSITIVE_HOME_PATHS};
+pub use tier::{weaken, Keeping, Tier, TierError, TierPromise, LANDLOCK_PROMISES};

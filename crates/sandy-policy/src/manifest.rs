@@ -136,6 +136,10 @@ pub struct LaunchManifest {
     /// The ceilings the bootstrap applies: rlimits, the OOM preference, the size of the
     /// private tmpfs mounts (required: a manifest without them is refused).
     pub ceilings: crate::ceilings::ManifestCeilings,
+    /// The protection tier: `landlock` launches without namespaces (and so without the
+    /// mounts, the views, the overlays and the name servers' relay of this manifest).
+    #[serde(default)]
+    pub tier: crate::Tier,
 }
 
 impl LaunchManifest {
@@ -185,7 +189,11 @@ impl LaunchManifest {
                 Network::BlockAll => policy.local_ports.iter().map(|p| p.port).collect(),
                 Network::AllowAll => Vec::new(),
             },
-            resolvers: policy.resolvers.clone(),
+            // The relay's sockets live on the loopback of the run's network namespace.
+            resolvers: match policy.tier {
+                crate::Tier::Full => policy.resolvers.clone(),
+                crate::Tier::Landlock => Vec::new(),
+            },
             proxy_port: policy.egress.as_ref().map(|e| e.proxy_port),
             restore_default_signals,
             views: Vec::new(),
@@ -202,6 +210,7 @@ impl LaunchManifest {
                 .collect(),
             reopened: policy.reopened.iter().map(|p| p.as_path().into()).collect(),
             ceilings: (&policy.ceilings).into(),
+            tier: policy.tier,
         }
     }
 }

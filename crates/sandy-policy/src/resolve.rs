@@ -42,6 +42,8 @@ pub struct RunRequest {
     pub pass_env: Vec<String>,
     /// `--max-procs`, `--max-memory`, `--max-file-size`, `--max-tmp`, `--cpu`.
     pub ceilings: crate::ceilings::CeilingRequest,
+    /// The protection tier (`--tier`): the weaker `landlock` tier only when chosen.
+    pub tier: crate::Tier,
 }
 
 /// Environment variables removed from the target's environment: agent and bus sockets
@@ -422,8 +424,13 @@ pub fn resolve(
     let open_network = !request.block_net && !request.egress.any();
     let local_ports = local_ports(request, host, open_network)?;
     let ports: Vec<u16> = local_ports.iter().map(|p| p.port).collect();
-    let egress =
-        crate::egress::resolve_egress(&request.egress, request.block_net, &profile, host, &ports)?;
+    // The weaker tier blocks the network with Landlock and seccomp: no proxy answers
+    // inside (there is no namespace to put its listener in).
+    let egress = if request.tier == crate::Tier::Landlock && request.block_net {
+        None
+    } else {
+        crate::egress::resolve_egress(&request.egress, request.block_net, &profile, host, &ports)?
+    };
     if let Some(e) = &egress {
         // Every client that honours the usual variables goes through the proxy; the
         // caller's own proxy settings would lead nowhere inside.
@@ -613,7 +620,7 @@ pub fn resolve(
         &mut set_env,
     );
 
-    Ok(ResolvedPolicy {
+    let mut policy = ResolvedPolicy {
         program,
         argv: request.command.clone(),
         working_directory: project,
@@ -653,7 +660,12 @@ pub fn resolve(
         agent_state: applied.agent_state,
         watched: applied.watched,
         reopened: applied.reopened,
-    })
+        tier: crate::Tier::Full,
+    };
+    if request.tier == crate::Tier::Landlock {
+        crate::tier::weaken(&mut policy)?;
+    }
+    Ok(policy)
 }
 
 /// The local ports, each once: with a blocked network, the ports relayed in; with the

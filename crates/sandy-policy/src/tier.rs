@@ -1,0 +1,361 @@
+//! The protection tier of a run: the full tier (every layer, namespaces included) or the
+//! named weaker tier, `landlock` (Landlock, seccomp, `no_new_privs` and the supervisor,
+//! without user, mount, network or PID namespaces), which runs only when the user chose
+//! it (`sandy run --tier landlock`). A typed field of the request, the resolved policy and
+//! the launch manifest, so that a persistent setting can choose it the same way later.
+//!
+//! [`weaken`] turns a policy resolved for the full tier into what the weaker tier can
+//! enforce, and refuses what it cannot (one line each). [`LANDLOCK_PROMISES`] says, for
+//! each promise of the design, whether the weaker tier keeps it, keeps it differently or
+//! drops it: the dry run's `tier` section and `docs/tiers.md` list the same table.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::policy::{Access, Origin, Protection, ProtectionKind, ResolvedPolicy, Scope};
+use crate::resolve::{POLICY_DOCUMENT_DIR, PRIVATE_SHM, PRIVATE_TMP, PRIVATE_VAR_TMP};
+
+/// Which layers a run gets.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Tier {
+    /// Every layer: namespaces and mounts, `no_new_privs`, Landlock, seccomp.
+    #[default]
+    Full,
+    /// Landlock, seccomp, `no_new_privs` and the supervisor, without namespaces; only
+    /// when chosen.
+    Landlock,
+}
+
+impl Tier {
+    /// The name the flag and the dry run use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Full => "full",
+            Tier::Landlock => "landlock",
+        }
+    }
+}
+
+/// What a tier does with one promise of the design.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Keeping {
+    Kept,
+    KeptDifferently,
+    Dropped,
+}
+
+/// One promise and what the weaker tier does with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TierPromise {
+    /// A short name of the promise (stable: tests and documents refer to it).
+    pub promise: &'static str,
+    pub status: Keeping,
+    /// How, in one sentence.
+    pub how: &'static str,
+}
+
+/// The promises of the design (ARCHITECTURE.md sections 1 and 3) in the `landlock` tier.
+pub const LANDLOCK_PROMISES: &[TierPromise] = &[
+    TierPromise {
+        promise: "resolved_before_launch",
+        status: Keeping::Kept,
+        how: "the same resolution; nothing the run writes is read as policy",
+    },
+    TierPromise {
+        promise: "fail_closed",
+        status: Keeping::Kept,
+        how: "any layer of this tier that cannot be applied stops the launch; the tier runs only when chosen and says so at every launch",
+    },
+    TierPromise {
+        promise: "whole_tree_irreversible",
+        status: Keeping::Kept,
+        how: "no_new_privs, every capability dropped, Landlock and seccomp, inherited by every descendant",
+    },
+    TierPromise {
+        promise: "process_tree_ends_with_the_run",
+        status: Keeping::KeptDifferently,
+        how: "the supervisor is a child subreaper: orphans of the run become its children and are killed at the run's end; if the supervisor itself is killed with SIGKILL, only the target gets its parent-death signal",
+    },
+    TierPromise {
+        promise: "own_processes_only_in_proc",
+        status: Keeping::KeptDifferently,
+        how: "no PID namespace: the host's processes are listed in /proc, but Landlock refuses ptrace and /proc/PID access (environ, memory, descriptors) to processes outside the run",
+    },
+    TierPromise {
+        promise: "native_feel",
+        status: Keeping::KeptDifferently,
+        how: "the same terminal, signals, job control and exit status; new terminals (ptys) cannot be opened inside: the host's /dev/pts is not granted",
+    },
+    TierPromise {
+        promise: "sensitive_paths_hidden",
+        status: Keeping::KeptDifferently,
+        how: "not granted by Landlock: a read grant that covers one is split into grants of its other entries (that directory is then not listable); a writable grant that covers one is refused",
+    },
+    TierPromise {
+        promise: "other_projects_and_home_hidden",
+        status: Keeping::Kept,
+        how: "never granted",
+    },
+    TierPromise {
+        promise: "protected_paths_read_only",
+        status: Keeping::KeptDifferently,
+        how: "no read-only mount without a namespace: every protected path inside a writable tree is compared after the run, and a change is reported and restored automatically",
+    },
+    TierPromise {
+        promise: "private_tmp",
+        status: Keeping::KeptDifferently,
+        how: "/tmp, /var/tmp, /dev/shm and /run are closed; the run gets a per-run directory on the host named by TMPDIR (removed after the run)",
+    },
+    TierPromise {
+        promise: "tmp_size_ceiling",
+        status: Keeping::Dropped,
+        how: "the per-run directory is not a tmpfs of its own; --max-file-size still bounds each file",
+    },
+    TierPromise {
+        promise: "filtered_start_up_files",
+        status: Keeping::KeptDifferently,
+        how: "no filtered copy can be shown in place: shell start-up files, git's and npm's configuration are not readable at all",
+    },
+    TierPromise {
+        promise: "tool_caches_copy_on_write",
+        status: Keeping::KeptDifferently,
+        how: "no overlay: the host's caches are read-only inside",
+    },
+    TierPromise {
+        promise: "agent_state_files_merged",
+        status: Keeping::Dropped,
+        how: "no private copy of the agent's state file can be shown in place: it is not readable inside",
+    },
+    TierPromise {
+        promise: "metadata_changes_outside_grants",
+        status: Keeping::Dropped,
+        how: "chmod, chown, utimes and xattrs outside the writable grants are governed only by file ownership (the full tier remounts everything read-only)",
+    },
+    TierPromise {
+        promise: "block_net",
+        status: Keeping::KeptDifferently,
+        how: "Landlock refuses every TCP connect and bind (no port granted) and seccomp refuses IPv4, IPv6 and MPTCP sockets, raw and packet sockets; Unix sockets stay",
+    },
+    TierPromise {
+        promise: "host_services_closed",
+        status: Keeping::KeptDifferently,
+        how: "TCP connects go through the supervisor's connect broker as in the full tier; UDP is not confined (no network namespace), so the host's UDP services are reachable",
+    },
+    TierPromise {
+        promise: "egress_allowlist",
+        status: Keeping::Dropped,
+        how: "--allow-domain, --net agent and --allow-local-port with --block-net need the network namespace: refused in this tier",
+    },
+    TierPromise {
+        promise: "abstract_sockets_and_signals_scoped",
+        status: Keeping::Kept,
+        how: "Landlock ABI 6 scopes",
+    },
+    TierPromise {
+        promise: "host_pathname_sockets_closed",
+        status: Keeping::Dropped,
+        how: "Landlock cannot refuse connect() to a pathname Unix socket before ABI 9: sockets in /run, /tmp and $XDG_RUNTIME_DIR can be reached by name",
+    },
+    TierPromise {
+        promise: "resource_ceilings",
+        status: Keeping::KeptDifferently,
+        how: "the run's cgroup and rlimits as in the full tier; without a cgroup, --max-procs counts every process of the user (RLIMIT_NPROC has no user namespace to count in)",
+    },
+    TierPromise {
+        promise: "policy_readable_inside",
+        status: Keeping::Dropped,
+        how: "no private /run: the policy document is not shown at /run/sandy inside",
+    },
+];
+
+/// Why the weaker tier cannot run this policy.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TierError {
+    #[error(
+        "--tier landlock cannot hide {} inside the writable grant {}: Landlock cannot take \
+         a path out of a writable tree; grant a narrower path, or use the full tier",
+        hidden.display(),
+        grant.display()
+    )]
+    WritableCoversHidden { grant: PathBuf, hidden: PathBuf },
+    #[error(
+        "--tier landlock has no network namespace for {what}: use the full tier (sandy \
+         doctor says how to get it here)"
+    )]
+    NeedsNetworkNamespace { what: &'static str },
+}
+
+/// Names of the variables that point into the private `/tmp`.
+const TMP_VARS: &[&str] = &["TMPDIR", "TMP", "TEMP", "TEMPDIR"];
+
+/// The directories the full tier replaces with private ones.
+fn private_dirs(runtime_dir: Option<&Path>) -> Vec<PathBuf> {
+    [PRIVATE_TMP, PRIVATE_VAR_TMP, PRIVATE_SHM, "/run"]
+        .iter()
+        .map(PathBuf::from)
+        .chain(runtime_dir.map(Path::to_path_buf))
+        .collect()
+}
+
+/// Turns a policy resolved for the full tier into the `landlock` tier's: what the mount
+/// layer would have shown (the private directories, filtered copies, copy-on-write
+/// caches, the policy document) is closed or read-only, the per-run directory on the host
+/// is granted and named by `TMPDIR`, and what needs a namespace is refused. Pure.
+pub fn weaken(policy: &mut ResolvedPolicy) -> Result<(), TierError> {
+    policy.tier = Tier::Landlock;
+    if policy.egress.is_some() {
+        return Err(TierError::NeedsNetworkNamespace {
+            what: "the egress allowlist (--allow-domain, --net agent)",
+        });
+    }
+    if policy.network == crate::Network::BlockAll && !policy.local_ports.is_empty() {
+        return Err(TierError::NeedsNetworkNamespace {
+            what: "--allow-local-port under --block-net",
+        });
+    }
+    let privates = private_dirs(policy.runtime_dir.as_deref());
+    let private_tmp = policy.private_tmp.clone();
+
+    // The sandbox-side places of the full tier (its private directories and what Sandy
+    // puts there) are not the host's: never granted here. A host path below one that the
+    // project or a flag names (a project in /tmp/x) stays granted.
+    policy.grants.retain(|g| {
+        let sandbox_side = privates.iter().any(|p| g.path.starts_with(p))
+            && (privates.contains(&g.path)
+                || g.path.starts_with(POLICY_DOCUMENT_DIR)
+                || g.origin == Origin::Baseline);
+        !sandbox_side
+    });
+    // The filtered and private copies cannot be shown in place: their originals, which
+    // hold what the filter takes out, are hidden.
+    let hidden_views: Vec<PathBuf> = policy.views.iter().map(|v| v.target.clone()).collect();
+    policy.grants.retain(|g| !hidden_views.contains(&g.path));
+    for target in hidden_views {
+        if !policy.protections.iter().any(|p| p.path == target) {
+            policy.protections.push(Protection {
+                path: target,
+                kind: ProtectionKind::Deny,
+                origin: Origin::Baseline,
+                exists: true,
+                placeholder: None,
+                reason: Some(
+                    "--tier landlock shows no filtered copy: the original is not readable"
+                        .to_owned(),
+                ),
+                at_launch: false,
+            });
+        }
+    }
+    policy.views.clear();
+    policy.state_files.clear();
+    // Copy-on-write caches have no overlay: the host's cache is read-only inside.
+    let overlays: Vec<PathBuf> = policy
+        .caches
+        .iter()
+        .filter(|c| c.kind == crate::caches::CacheKind::Overlay)
+        .map(|c| c.path.clone())
+        .collect();
+    for g in &mut policy.grants {
+        if g.access == Access::ReadWrite && overlays.contains(&g.path) {
+            g.access = Access::ReadExec;
+        }
+    }
+    policy
+        .caches
+        .retain(|c| c.kind != crate::caches::CacheKind::Overlay);
+    // Redirected caches and TMPDIR point into the per-run directory on the host.
+    let tmp = Path::new(PRIVATE_TMP);
+    for cache in &mut policy.caches {
+        let Ok(rest) = cache.layer.strip_prefix(tmp) else {
+            continue;
+        };
+        let now = private_tmp.join(rest);
+        if let (Some(var), Some(old), Some(new)) =
+            (&cache.variable, cache.layer.to_str(), now.to_str())
+        {
+            for (name, value) in &mut policy.environment {
+                if name.as_os_str() == var.as_str() {
+                    if let Some(v) = value.to_str() {
+                        *value = OsString::from(v.replace(old, new));
+                    }
+                }
+            }
+        }
+        cache.layer = now;
+    }
+    for (name, value) in &mut policy.environment {
+        if TMP_VARS.iter().any(|t| name.as_os_str() == *t) && value.as_os_str() == tmp {
+            *value = private_tmp.clone().into_os_string();
+        }
+    }
+    if !policy
+        .grants
+        .iter()
+        .any(|g| g.path == private_tmp && g.access == Access::ReadWrite)
+    {
+        policy.grants.push(crate::policy::Grant {
+            path: private_tmp.clone(),
+            access: Access::ReadWrite,
+            scope: Scope::Subtree,
+            origin: Origin::Baseline,
+        });
+    }
+    // A hidden path inside a writable tree cannot be taken out of it by Landlock.
+    for p in policy
+        .protections
+        .iter()
+        .filter(|p| p.kind == ProtectionKind::Deny)
+    {
+        if let Some(g) = policy.grants.iter().find(|g| {
+            g.access == Access::ReadWrite
+                && g.scope == Scope::Subtree
+                && p.path.starts_with(&g.path)
+                && p.path != g.path
+        }) {
+            return Err(TierError::WritableCoversHidden {
+                grant: g.path.clone(),
+                hidden: p.path.clone(),
+            });
+        }
+    }
+    // Nothing is mounted: placeholders for absent protected names would be host files
+    // for nothing (a name the run creates is found and removed after the run).
+    for p in &mut policy.protections {
+        p.placeholder = None;
+    }
+    policy.runtime_dir = None;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_promise_is_named_once() {
+        let mut names: Vec<&str> = LANDLOCK_PROMISES.iter().map(|p| p.promise).collect();
+        let n = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), n);
+        assert!(LANDLOCK_PROMISES
+            .iter()
+            .any(|p| p.status == Keeping::Dropped));
+    }
+
+    #[test]
+    fn tiers_have_names() {
+        assert_eq!(Tier::default(), Tier::Full);
+        assert_eq!(Tier::Landlock.name(), "landlock");
+        assert_eq!(
+            serde_json::to_string(&Tier::Landlock).unwrap(),
+            "\"landlock\""
+        );
+    }
+}
