@@ -146,6 +146,22 @@ fn parse_cpu(text: &str) -> Result<u64, String> {
     sandy_policy::ceilings::parse_cpus(text).map_err(|e| e.to_string())
 }
 
+/// `--tier`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TierArg {
+    Full,
+    Landlock,
+}
+
+impl From<TierArg> for sandy_policy::Tier {
+    fn from(t: TierArg) -> Self {
+        match t {
+            TierArg::Full => sandy_policy::Tier::Full,
+            TierArg::Landlock => sandy_policy::Tier::Landlock,
+        }
+    }
+}
+
 /// `sandy cache`.
 #[derive(Debug, Args)]
 pub struct CacheArgs {
@@ -278,6 +294,12 @@ pub struct RunArgs {
     /// CPU share of the run, in CPUs, e.g. 1.5 (default: no ceiling).
     #[arg(long = "cpu", value_name = "CPUS", value_parser = parse_cpu)]
     pub cpu: Option<u64>,
+    /// Protection tier: `full` (default: namespaces, mounts, Landlock, seccomp) or
+    /// `landlock`, the weaker tier for where namespaces are unavailable (containers, CI,
+    /// Ubuntu without Sandy's AppArmor profile): Landlock, seccomp and the supervisor
+    /// only. Every launch in it says so; docs/tiers.md lists what it keeps and drops.
+    #[arg(long, value_enum, value_name = "TIER", default_value_t = TierArg::Full)]
+    pub tier: TierArg,
     /// Print the fully resolved launch and run nothing.
     #[arg(long)]
     pub dry_run: bool,

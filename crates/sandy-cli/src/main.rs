@@ -36,6 +36,7 @@ mod run;
 mod rundir;
 mod selftest;
 mod setup;
+mod tier;
 mod verify;
 mod views;
 mod walk;

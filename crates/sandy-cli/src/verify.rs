@@ -518,7 +518,8 @@ struct Change {
 }
 
 /// Compares after the run, prints one line per change, and saves the pre-run copies.
-pub fn after(snapshot: Snapshot) {
+/// The run's name for `sandy restore` when a pre-run copy was saved.
+pub fn after(snapshot: Snapshot) -> Option<String> {
     // The run is over: termination requests end Sandy again, even mid-check.
     if !snapshot.sigint_ignored {
         let _ = sandy_linux::sys::default_signal(Signal::SIGINT);
@@ -651,6 +652,15 @@ pub fn after(snapshot: Snapshot) {
     }
     report_new_repositories(&snapshot, &mut looker, &mut reported);
     report_operations_in_progress(&snapshot, &mut looker);
+    (!saved.is_empty()).then_some(run_id)
+}
+
+/// The `landlock` tier, which has no read-only mount: every protected path the run
+/// changed is put back at once from its pre-run copy ([`after`]), one line each.
+pub fn restore_after_run(run_id: &str) {
+    if let Err(err) = restore_inner(Some(run_id), true) {
+        say!("cannot restore what the run changed: {err}; run `sandy restore {run_id}`");
+    }
 }
 
 /// A login file that named an account at launch and names another one now (or none):
@@ -1235,6 +1245,11 @@ fn report_settings(looker: &mut Looker<'_>, git: &gitscan::Git, file: &Path) {
 /// launch, reached with no link on the way, and only from a copy whose digest matches.
 /// When every path is back, the run's copies are removed: it is no longer pending.
 pub fn restore(run: Option<&str>) -> Result<u8, crate::error::SandyError> {
+    restore_inner(run, false)
+}
+
+/// [`restore`]; `automatic`: right after the run, each line on stderr.
+fn restore_inner(run: Option<&str>, automatic: bool) -> Result<u8, crate::error::SandyError> {
     use crate::error::SandyError;
     let host = crate::host::gather_without_git()?;
     let Some(home) = host.home.as_deref() else {
@@ -1315,7 +1330,11 @@ pub fn restore(run: Option<&str>) -> Result<u8, crate::error::SandyError> {
                 } else {
                     format!("{} (at {})", Shown(&path), Shown(&at))
                 };
-                let _ = crate::print_line(&format!("restored {shown} ({what})"));
+                if automatic {
+                    say!("restored {shown} ({what}): --tier landlock cannot keep it read-only");
+                } else {
+                    let _ = crate::print_line(&format!("restored {shown} ({what})"));
+                }
             }
             Err(err) => {
                 failed = 1;

@@ -67,6 +67,7 @@ pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
         profile: args.profile.clone(),
         pass_env: Vec::new(),
         ceilings: Default::default(),
+        tier: Default::default(),
         egress: sandy_policy::EgressRequest {
             allow: args.allow_domain.clone(),
             deny: args.deny_domain.clone(),
@@ -430,6 +431,7 @@ mod inside {
             agent_state: Vec::new(),
             watched: Vec::new(),
             reopened: Vec::new(),
+            tier: Default::default(),
         };
         let question = super::question(args);
         let cwd = std::env::current_dir().unwrap_or_else(|_| doc.working_directory.clone());

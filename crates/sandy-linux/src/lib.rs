@@ -35,12 +35,13 @@ mod probe;
 pub mod reach;
 pub mod relay;
 pub mod seccomp;
+pub mod tier;
 #[allow(unsafe_code)]
 pub mod sys;
 
 pub use apply::{launch, launch_forked, Ahead, ExecFailure, FREEZE, INIT_NAME, THAW};
 pub use error::{LinuxError, PlanError};
-pub use plan::{check_support, plan, EnforcementPlan};
+pub use plan::{check_support, plan, plan_listing, EnforcementPlan};
 pub use probe::{
     host_facts, notify_receive_ends_with_filter, probe, userns_hint, KernelSupport,
     MIN_LANDLOCK_ABI, PINNED_LANDLOCK_ABI,

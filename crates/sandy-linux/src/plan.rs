@@ -1,4 +1,4 @@
-use sandy_policy::{Network, ValidatedManifest};
+use sandy_policy::{Network, ProtectionKind, Tier, ValidatedManifest};
 use seccompiler::BpfProgram;
 
 use crate::error::PlanError;
@@ -20,7 +20,8 @@ pub struct EnforcementPlan {
 /// Checks that this kernel can carry every promise a launch needs and returns the Landlock
 /// ABI in use, without building anything (the supervisor's early check; the bootstrap
 /// builds the rules once, in [`plan`]).
-pub fn check_support(support: &KernelSupport) -> Result<u32, PlanError> {
+/// The weaker `landlock` tier needs no user namespace.
+pub fn check_support(support: &KernelSupport, tier: Tier) -> Result<u32, PlanError> {
     let abi = match support.landlock_abi {
         Ok(abi) => abi,
         Err(errno) => {
@@ -46,7 +47,7 @@ pub fn check_support(support: &KernelSupport) -> Result<u32, PlanError> {
     }
     // The other user-namespace restrictions only show when one is attempted (the
     // bootstrap names them); this one is certain from here.
-    if support.max_user_namespaces == Some(0) {
+    if tier == Tier::Full && support.max_user_namespaces == Some(0) {
         return Err(PlanError::UserNamespacesDisabled);
     }
     Ok(abi)
@@ -58,16 +59,44 @@ pub fn plan(
     manifest: &ValidatedManifest,
     support: &KernelSupport,
 ) -> Result<EnforcementPlan, PlanError> {
-    let abi = check_support(support)?;
+    plan_listing(manifest, support, &crate::tier::list_dir)
+}
+
+/// [`plan`] with the listing of directories the `landlock` tier splits around hidden
+/// paths ([`crate::tier::split_around`]) given as data.
+pub fn plan_listing(
+    manifest: &ValidatedManifest,
+    support: &KernelSupport,
+    list: &dyn Fn(&std::path::Path) -> Option<Vec<crate::tier::Entry>>,
+) -> Result<EnforcementPlan, PlanError> {
     let m = manifest.manifest();
-    Ok(EnforcementPlan {
-        landlock_abi: abi,
-        mounts: mount_plan(manifest),
-        landlock_rules: landlock::rules(&m.file_grants)
+    let abi = check_support(support, m.tier)?;
+    let landlock_rules = match m.tier {
+        Tier::Full => landlock::rules(&m.file_grants)
             .into_iter()
             .chain(landlock::terminal_rules())
             .collect(),
-        seccomp: seccomp::compile(m.network)?,
+        // No mounts: a hidden path is not granted, and the host's ptys are not the run's
+        // (the inherited terminal gets its own rule at launch).
+        Tier::Landlock => {
+            let hidden: Vec<std::path::PathBuf> = m
+                .protections
+                .iter()
+                .filter(|p| p.kind == ProtectionKind::Deny)
+                .map(|p| p.path.as_path().to_path_buf())
+                .collect();
+            crate::tier::split_around(landlock::rules(&m.file_grants), &hidden, list)
+        }
+    };
+    Ok(EnforcementPlan {
+        landlock_abi: abi,
+        mounts: mount_plan(manifest),
+        landlock_rules,
+        // Without a network namespace, --block-net refuses every IP socket here too.
+        seccomp: seccomp::compile_for(
+            m.network,
+            m.tier == Tier::Landlock && m.network == Network::BlockAll,
+        )?,
         network: m.network,
     })
 }
@@ -104,6 +133,7 @@ mod tests {
                 tmp_size: 1 << 30,
                 oom_score_adj: 500,
             },
+            tier: Tier::Full,
         })
         .unwrap()
     }

@@ -964,6 +964,43 @@ fn errno_action(e: i32) -> u32 {
 ///    own errno (`EPROTONOSUPPORT` for the refused netlink protocols), the call allowed
 ///    when none holds.
 pub fn compile(network: Network) -> Result<BpfProgram, PlanError> {
+    compile_for(network, false)
+}
+
+/// The refusals of IPv4 and IPv6 sockets of every type, for `--block-net` without a
+/// network namespace (the `landlock` tier): with Landlock's TCP rules, nothing but Unix
+/// sockets (and netlink, which carries no traffic out) is left.
+pub fn inet_refused() -> Vec<Deny> {
+    [libc::AF_INET as u32, libc::AF_INET6 as u32]
+        .into_iter()
+        .flat_map(|family| {
+            [
+                Deny {
+                    name: "socket",
+                    nr: libc::SYS_socket,
+                    errno: libc::EPERM,
+                    when: vec![ArgCheck::Eq32 {
+                        index: 0,
+                        value: family,
+                    }],
+                },
+                Deny {
+                    name: "socketpair",
+                    nr: libc::SYS_socketpair,
+                    errno: libc::EPERM,
+                    when: vec![ArgCheck::Eq32 {
+                        index: 0,
+                        value: family,
+                    }],
+                },
+            ]
+        })
+        .collect()
+}
+
+/// [`compile`], with every IPv4 and IPv6 socket refused too when `refuse_inet`
+/// ([`inet_refused`]).
+pub fn compile_for(network: Network, refuse_inet: bool) -> Result<BpfProgram, PlanError> {
     let nr = |n: i64| {
         u32::try_from(n).map_err(|e| PlanError::Seccomp {
             reason: e.to_string(),
@@ -978,7 +1015,12 @@ pub fn compile(network: Network) -> Result<BpfProgram, PlanError> {
         fixed.insert(nr(call.nr)?, Leaf::Allow);
     }
     let mut conditional: BTreeMap<u32, Vec<(Vec<ArgCheck>, i32)>> = BTreeMap::new();
-    for deny in floor(network) {
+    let extra = if refuse_inet {
+        inet_refused()
+    } else {
+        Vec::new()
+    };
+    for deny in floor(network).into_iter().chain(extra) {
         let number = nr(deny.nr)?;
         if deny.when.is_empty() {
             fixed.insert(number, Leaf::Errno(deny.errno));

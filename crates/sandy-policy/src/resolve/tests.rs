@@ -163,6 +163,7 @@ fn request(cmd: &[&str]) -> RunRequest {
         profile: None,
         pass_env: vec![],
         ceilings: Default::default(),
+        tier: Default::default(),
     }
 }
 
@@ -293,6 +294,7 @@ fn plain_run_resolves_to_the_default_policy() {
         agent_state: vec![],
         watched: vec![],
         reopened: vec![],
+        tier: Default::default(),
     };
     assert_eq!(policy, expected);
 }
