@@ -354,9 +354,17 @@ impl Report {
                 .cause()
                 .map(|(_, line, _)| format!("; cause: {line}"))
                 .unwrap_or_default();
+            // The weaker tier needs Landlock and seccomp only.
+            let weaker = self
+                .findings
+                .iter()
+                .filter(|f| matches!(f.layer, Layer::Landlock | Layer::Seccomp))
+                .all(|f| f.available)
+                .then(|| format!("; {}", sandy_linux::reach::WEAKER_TIER))
+                .unwrap_or_default();
             format!(
                 "NOT enforceable: `sandy run` refuses to run (exit 125) on this machine; \
-                 missing: {}{because}",
+                 missing: {}{because}{weaker}",
                 missing.join(", ")
             )
         }
@@ -430,6 +438,12 @@ impl Report {
             "enforceable": self.enforceable,
             "block_net_available": self.block_net,
             "verdict": self.verdict(),
+            // `sandy run --tier landlock` (docs/tiers.md): Landlock and seccomp suffice.
+            "landlock_tier_available": self
+                .findings
+                .iter()
+                .filter(|f| matches!(f.layer, Layer::Landlock | Layer::Seccomp))
+                .all(|f| f.available),
             "cause": self.cause().map(|(id, line, fix)| json!({
                 "id": id, "line": line, "fix": fix,
             })),

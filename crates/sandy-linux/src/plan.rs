@@ -85,7 +85,15 @@ pub fn plan_listing(
                 .filter(|p| p.kind == ProtectionKind::Deny)
                 .map(|p| p.path.as_path().to_path_buf())
                 .collect();
-            crate::tier::split_around(landlock::rules(&m.file_grants), &hidden, list)
+            // The run's own directory lies in the directory of runs, which is hidden
+            // (other runs' directories are there): granted after the split.
+            let private_tmp = m.private_tmp.as_path();
+            let (own, rest): (Vec<_>, Vec<_>) = landlock::rules(&m.file_grants)
+                .into_iter()
+                .partition(|r| r.path == private_tmp);
+            let mut rules = crate::tier::split_around(rest, &hidden, list);
+            rules.extend(own);
+            rules
         }
     };
     Ok(EnforcementPlan {
@@ -176,5 +184,44 @@ mod tests {
         };
         let err = plan(&manifest(), &no_userns).unwrap_err();
         assert!(err.to_string().contains("max_user_namespaces"), "{err}");
+    }
+
+    #[test]
+    fn the_landlock_tier_needs_no_user_namespace_and_grants_no_hidden_path() {
+        let mut m = manifest().manifest().clone();
+        m.tier = Tier::Landlock;
+        m.network = Network::BlockAll;
+        m.file_grants = vec![sandy_policy::ManifestGrant {
+            path: "/etc".into(),
+            access: sandy_policy::Access::Read,
+            scope: sandy_policy::Scope::Subtree,
+        }];
+        m.protections = vec![sandy_policy::ManifestProtection {
+            path: "/etc/shadow".into(),
+            kind: ProtectionKind::Deny,
+            at_launch: false,
+        }];
+        let m = ValidatedManifest::new(m).unwrap();
+        let no_userns = KernelSupport {
+            landlock_abi: Ok(6),
+            seccomp_filter: true,
+            max_user_namespaces: Some(0),
+        };
+        let list = |dir: &std::path::Path| {
+            (dir == std::path::Path::new("/etc")).then(|| {
+                ["hosts", "shadow"]
+                    .iter()
+                    .map(|n| crate::tier::Entry {
+                        name: (*n).into(),
+                        symlink: false,
+                    })
+                    .collect()
+            })
+        };
+        let plan = plan_listing(&m, &no_userns, &list).unwrap();
+        let paths: Vec<_> = plan.landlock_rules.iter().map(|r| r.path.clone()).collect();
+        // No devpts rules either: the host's ptys are not the run's.
+        assert_eq!(paths, vec![std::path::PathBuf::from("/etc/hosts")]);
+        assert_ne!(plan.seccomp, crate::seccomp::compile(Network::BlockAll).unwrap());
     }
 }

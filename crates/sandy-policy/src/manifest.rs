@@ -516,6 +516,7 @@ mod tests {
                 tmp_size: 1 << 30,
                 oom_score_adj: 500,
             },
+            tier: Default::default(),
         }
     }
 
