@@ -116,9 +116,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let fs = sandy_policy::Memo::new(&HostFs);
     // The `landlock` tier mounts no overlay: no layer is prepared for it.
     let expected = match tier {
-        sandy_policy::Tier::Full => {
-            sandy_policy::caches::expected_overlays(&host, &fs)
-        }
+        sandy_policy::Tier::Full => sandy_policy::caches::expected_overlays(&host, &fs),
         sandy_policy::Tier::Landlock => Vec::new(),
     };
     let expected = crate::cache::prepare_expected(&expected);
@@ -198,7 +196,8 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // The `landlock` tier has no PID namespace: the supervisor holds the run's tree as a
     // child subreaper (every orphan of the run becomes its child) and ends it.
     if tier == sandy_policy::Tier::Landlock {
-        nix::sys::prctl::set_child_subreaper(true).map_err(sys("cannot become a child subreaper"))?;
+        nix::sys::prctl::set_child_subreaper(true)
+            .map_err(sys("cannot become a child subreaper"))?;
     }
     // The sandbox can read its own policy (`sandy why` inside uses it): rendered once
     // the manifest is sent, while the bootstrap decodes it, and sent after it.

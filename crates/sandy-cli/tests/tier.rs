@@ -65,7 +65,10 @@ fn without_the_flag_the_refusal_names_both_paths() {
         let err = stderr(&o);
         assert_eq!(err.lines().count(), 1, "as {who}: one line: {err}");
         assert!(err.contains(" setup`"), "as {who}: {err}");
-        assert!(err.contains("`sandy run --tier landlock`"), "as {who}: {err}");
+        assert!(
+            err.contains("`sandy run --tier landlock`"),
+            "as {who}: {err}"
+        );
         assert_eq!(tier_lines(&err), 0, "never a silent fallback: {err}");
 
         let doctor = in_ubuntu(w, &["doctor"]);
@@ -165,7 +168,10 @@ fn hidden_paths_stay_unreadable_inside_a_read_grant() {
     }
     for_each_user(|w| {
         let who = w.user.label;
-        w.write("home/.config/gh/hosts.yml", "oauth_token: SECRET-TIER-TOKEN\n");
+        w.write(
+            "home/.config/gh/hosts.yml",
+            "oauth_token: SECRET-TIER-TOKEN\n",
+        );
         w.write("home/.config/tool/settings", "visible-setting\n");
         let config = w.home.join(".config");
         let o = landlock_sh(
@@ -219,7 +225,11 @@ fn writes_outside_the_project_and_the_run_directory_are_refused() {
         assert!(!host_tmp.exists(), "as {who}: wrote the host's /tmp");
         assert!(!in_home.exists(), "as {who}: wrote the home");
         assert!(!std::path::Path::new("/var/tmp").join(&name).exists());
-        assert!(w.project.join("inside").exists(), "as {who}: {}", stderr(&o));
+        assert!(
+            w.project.join("inside").exists(),
+            "as {who}: {}",
+            stderr(&o)
+        );
         assert!(stderr(&o).contains("Permission denied"), "{}", stderr(&o));
     });
 }

@@ -35,9 +35,9 @@ mod probe;
 pub mod reach;
 pub mod relay;
 pub mod seccomp;
-pub mod tier;
 #[allow(unsafe_code)]
 pub mod sys;
+pub mod tier;
 
 pub use apply::{launch, launch_forked, Ahead, ExecFailure, FREEZE, INIT_NAME, THAW};
 pub use error::{LinuxError, PlanError};

@@ -222,6 +222,9 @@ mod tests {
         let paths: Vec<_> = plan.landlock_rules.iter().map(|r| r.path.clone()).collect();
         // No devpts rules either: the host's ptys are not the run's.
         assert_eq!(paths, vec![std::path::PathBuf::from("/etc/hosts")]);
-        assert_ne!(plan.seccomp, crate::seccomp::compile(Network::BlockAll).unwrap());
+        assert_ne!(
+            plan.seccomp,
+            crate::seccomp::compile(Network::BlockAll).unwrap()
+        );
     }
 }

@@ -134,7 +134,12 @@ mod tests {
 
     fn fake(dir: &Path) -> Option<Vec<Entry>> {
         let names: &[(&str, bool)] = match dir.to_str()? {
-            "/etc" => &[("passwd", false), ("shadow", false), ("ssl", false), ("mtab", true)],
+            "/etc" => &[
+                ("passwd", false),
+                ("shadow", false),
+                ("ssl", false),
+                ("mtab", true),
+            ],
             "/home/u" => &[(".ssh", false), (".config", false), ("notes", false)],
             "/home/u/.config" => &[("gh", false), ("git", false)],
             _ => return None,
@@ -151,10 +156,7 @@ mod tests {
     }
 
     fn paths(rules: &[PathRule]) -> Vec<String> {
-        rules
-            .iter()
-            .map(|r| r.path.display().to_string())
-            .collect()
+        rules.iter().map(|r| r.path.display().to_string()).collect()
     }
 
     #[test]
