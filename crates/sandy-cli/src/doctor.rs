@@ -340,6 +340,15 @@ impl Report {
         })
     }
 
+    /// Whether `sandy run --tier landlock` can run here: it needs Landlock and seccomp
+    /// only.
+    fn landlock_tier_available(&self) -> bool {
+        self.findings
+            .iter()
+            .filter(|f| matches!(f.layer, Layer::Landlock | Layer::Seccomp))
+            .all(|f| f.available)
+    }
+
     fn verdict(&self) -> String {
         if self.enforceable {
             "enforceable: `sandy run` can enforce its default sandbox, and --block-net".to_owned()
@@ -354,14 +363,11 @@ impl Report {
                 .cause()
                 .map(|(_, line, _)| format!("; cause: {line}"))
                 .unwrap_or_default();
-            // The weaker tier needs Landlock and seccomp only.
-            let weaker = self
-                .findings
-                .iter()
-                .filter(|f| matches!(f.layer, Layer::Landlock | Layer::Seccomp))
-                .all(|f| f.available)
-                .then(|| format!("; {}", sandy_linux::reach::WEAKER_TIER))
-                .unwrap_or_default();
+            let weaker = if self.landlock_tier_available() {
+                format!("; {}", sandy_linux::reach::WEAKER_TIER)
+            } else {
+                String::new()
+            };
             format!(
                 "NOT enforceable: `sandy run` refuses to run (exit 125) on this machine; \
                  missing: {}{because}{weaker}",
@@ -439,11 +445,7 @@ impl Report {
             "block_net_available": self.block_net,
             "verdict": self.verdict(),
             // `sandy run --tier landlock` (docs/tiers.md): Landlock and seccomp suffice.
-            "landlock_tier_available": self
-                .findings
-                .iter()
-                .filter(|f| matches!(f.layer, Layer::Landlock | Layer::Seccomp))
-                .all(|f| f.available),
+            "landlock_tier_available": self.landlock_tier_available(),
             "cause": self.cause().map(|(id, line, fix)| json!({
                 "id": id, "line": line, "fix": fix,
             })),

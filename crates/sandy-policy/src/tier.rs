@@ -300,7 +300,7 @@ pub fn weaken(policy: &mut ResolvedPolicy) -> Result<(), TierError> {
         .any(|g| g.path == private_tmp && g.access == Access::ReadWrite)
     {
         policy.grants.push(crate::policy::Grant {
-            path: private_tmp.clone(),
+            path: private_tmp,
             access: Access::ReadWrite,
             scope: Scope::Subtree,
             origin: Origin::Baseline,
