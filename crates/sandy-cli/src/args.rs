@@ -488,6 +488,10 @@ pub struct DoctorArgs {
     /// allows reading it, so that the check must report ESCAPED.
     #[arg(long, hide = true, requires = "selftest")]
     pub selftest_unprotected_canary: bool,
+    /// With --selftest: run the canaries in this tier (`landlock`: the weaker tier of
+    /// `sandy run --tier landlock`, reporting which escapes it stops).
+    #[arg(long, value_enum, value_name = "TIER", requires = "selftest")]
+    pub tier: Option<TierArg>,
     /// Check the Numbat installation registered in the agent's configuration instead
     /// (exit 0 when `sandy run --numbat` would keep it working, 1 with the reason and the
     /// setup command when not). Never installs or repairs anything.
