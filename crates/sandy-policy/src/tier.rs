@@ -130,7 +130,7 @@ pub const LANDLOCK_PROMISES: &[TierPromise] = &[
     TierPromise {
         promise: "agent_state_files_merged",
         status: Keeping::Dropped,
-        how: "no private copy of the agent's state file can be shown in place: it is not readable inside",
+        how: "no private copy of the agent's state or settings file can be shown in place: inside its writable state directory the agent sees the original (unfiltered), and a change is put back after the run rather than merged",
     },
     TierPromise {
         promise: "metadata_changes_outside_grants",
@@ -232,25 +232,46 @@ pub fn weaken(policy: &mut ResolvedPolicy) -> Result<(), TierError> {
                 || g.origin == Origin::Baseline);
         !sandbox_side
     });
-    // The filtered and private copies cannot be shown in place: their originals, which
-    // hold what the filter takes out, are hidden.
-    let hidden_views: Vec<PathBuf> = policy.views.iter().map(|v| v.target.clone()).collect();
-    policy.grants.retain(|g| !hidden_views.contains(&g.path));
-    for target in hidden_views {
-        if !policy.protections.iter().any(|p| p.path == target) {
-            policy.protections.push(Protection {
-                path: target,
-                kind: ProtectionKind::Deny,
-                origin: Origin::Baseline,
-                exists: true,
-                placeholder: None,
-                reason: Some(
-                    "--tier landlock shows no filtered copy: the original is not readable"
-                        .to_owned(),
-                ),
-                at_launch: false,
-            });
+    // The filtered and private copies cannot be shown in place. An original outside
+    // every writable tree is hidden (it holds what the filter takes out); one inside a
+    // writable tree (an agent's state or settings file in its state directory) cannot be
+    // taken out of it: the agent sees its original, and a change is put back after the
+    // run like any protected path.
+    let views: Vec<PathBuf> = policy.views.iter().map(|v| v.target.clone()).collect();
+    let writable_tree = |p: &Path, grants: &[crate::policy::Grant]| {
+        grants.iter().any(|g| {
+            g.access == Access::ReadWrite && g.scope == Scope::Subtree && p.starts_with(&g.path)
+        })
+    };
+    for target in views {
+        let in_writable = writable_tree(&target, &policy.grants);
+        if !in_writable {
+            policy.grants.retain(|g| g.path != target);
         }
+        if policy.protections.iter().any(|p| p.path == target) {
+            continue;
+        }
+        let (kind, reason) = if in_writable {
+            (
+                ProtectionKind::ReadOnly,
+                "--tier landlock shows the original in its writable directory; a change is \
+                 put back after the run",
+            )
+        } else {
+            (
+                ProtectionKind::Deny,
+                "--tier landlock shows no filtered copy: the original is not readable",
+            )
+        };
+        policy.protections.push(Protection {
+            path: target,
+            kind,
+            origin: Origin::Baseline,
+            exists: true,
+            placeholder: None,
+            reason: Some(reason.to_owned()),
+            at_launch: false,
+        });
     }
     policy.views.clear();
     policy.state_files.clear();
@@ -357,5 +378,20 @@ mod tests {
             serde_json::to_string(&Tier::Landlock).unwrap(),
             "\"landlock\""
         );
+    }
+
+    /// docs/tiers.md lists the same table as the dry run.
+    #[test]
+    fn the_documented_table_is_this_one() {
+        let doc = include_str!("../../../docs/tiers.md");
+        for p in LANDLOCK_PROMISES {
+            let status = match p.status {
+                Keeping::Kept => "kept",
+                Keeping::KeptDifferently => "kept differently",
+                Keeping::Dropped => "dropped",
+            };
+            let row = format!("| `{}` | {status} | {} |", p.promise, p.how);
+            assert!(doc.contains(&row), "docs/tiers.md lacks: {row}");
+        }
     }
 }
