@@ -146,7 +146,10 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // as absent: they are gone again after the run).
     let snapshot = verify::before(&policy, &host, walked);
     // The `landlock` tier mounts nothing on them: no placeholder is made.
-    let placeholders = crate::placeholders::create(&mut policy)?;
+    let placeholders = match tier {
+        sandy_policy::Tier::Full => crate::placeholders::create(&mut policy)?,
+        sandy_policy::Tier::Landlock => Default::default(),
+    };
     // Copy-on-write layers of the tool caches (kept in Sandy's own cache); those not
     // expected are mounted by the bootstrap while the rest of the launch is prepared.
     let layers =
@@ -184,7 +187,22 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
 
     // Copies the sandbox sees in place of host files (filtered or private).
     let writable: Vec<&std::path::Path> = policy.writable_paths().collect();
-    let mut views = PreparedViews::prepare(&policy.views, &policy.state_files, &runs, &writable)?;
+    // The `landlock` tier binds nothing: its only copies (git's configuration, filtered)
+    // are files in the run's own directory.
+    let mut views = match tier {
+        sandy_policy::Tier::Full => {
+            PreparedViews::prepare(&policy.views, &policy.state_files, &runs, &writable)?
+        }
+        sandy_policy::Tier::Landlock => {
+            crate::views::write_tier_copies(
+                &policy.views,
+                private_tmp.dir(),
+                &policy.private_tmp,
+                &writable,
+            )?;
+            PreparedViews::prepare(&[], &[], &runs, &writable)?
+        }
+    };
     drop(writable);
     let mut launch = LaunchManifest::from_policy(&policy, host.supervisor_pid, restore);
     launch.views = views.manifest_views();
@@ -308,7 +326,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // Without a read-only mount, what the run changed of a protected path is put back.
     if tier == sandy_policy::Tier::Landlock {
         if let Some(run_id) = changed {
-            verify::restore_after_run(&run_id);
+            verify::restore_after_run(&run_id, &crate::tier::kept_read_only(&policy));
         }
     }
     agentstate::merge_after_run(&policy, &mut views);

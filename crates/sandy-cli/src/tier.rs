@@ -43,6 +43,23 @@ fn namespaces_work() -> bool {
         .unwrap_or(false)
 }
 
+/// What the full tier keeps read-only, which the `landlock` tier restores after the run:
+/// every read-only protection that existed at launch or would have had a placeholder
+/// (everything below each, for a directory). The rest of what the check after the run
+/// reports (a repository created in the run, the agent's memory) is only reported, as in
+/// the full tier.
+pub fn kept_read_only(policy: &sandy_policy::ResolvedPolicy) -> Vec<std::path::PathBuf> {
+    policy
+        .protections
+        .iter()
+        .filter(|p| {
+            p.kind == sandy_policy::ProtectionKind::ReadOnly
+                && (p.exists || p.placeholder.is_some())
+        })
+        .map(|p| p.path.clone())
+        .collect()
+}
+
 /// Kills every process left of the run and reaps it: with the supervisor a child
 /// subreaper, every orphan of the run (a daemon, a double fork, a process in a session of
 /// its own) has become its child. Repeated until none is left, since the children of a

@@ -655,10 +655,11 @@ pub fn after(snapshot: Snapshot) -> Option<String> {
     (!saved.is_empty()).then_some(run_id)
 }
 
-/// The `landlock` tier, which has no read-only mount: every protected path the run
-/// changed is put back at once from its pre-run copy ([`after`]), one line each.
-pub fn restore_after_run(run_id: &str) {
-    if let Err(err) = restore_inner(Some(run_id), true) {
+/// The `landlock` tier, which has no read-only mount: every path the run changed at or
+/// below `only` (what the full tier keeps read-only) is put back at once from its
+/// pre-run copy ([`after`]), one line each; the rest stays for `sandy restore`.
+pub fn restore_after_run(run_id: &str, only: &[PathBuf]) {
+    if let Err(err) = restore_inner(Some(run_id), Some(only)) {
         say!("cannot restore what the run changed: {err}; run `sandy restore {run_id}`");
     }
 }
@@ -1245,11 +1246,15 @@ fn report_settings(looker: &mut Looker<'_>, git: &gitscan::Git, file: &Path) {
 /// launch, reached with no link on the way, and only from a copy whose digest matches.
 /// When every path is back, the run's copies are removed: it is no longer pending.
 pub fn restore(run: Option<&str>) -> Result<u8, crate::error::SandyError> {
-    restore_inner(run, false)
+    restore_inner(run, None)
 }
 
-/// [`restore`]; `automatic`: right after the run, each line on stderr.
-fn restore_inner(run: Option<&str>, automatic: bool) -> Result<u8, crate::error::SandyError> {
+/// [`restore`]; `automatic`: right after the run, only what lies at or below one of
+/// these paths, each line on stderr.
+fn restore_inner(
+    run: Option<&str>,
+    automatic: Option<&[PathBuf]>,
+) -> Result<u8, crate::error::SandyError> {
     use crate::error::SandyError;
     let host = crate::host::gather_without_git()?;
     let Some(home) = host.home.as_deref() else {
@@ -1312,6 +1317,7 @@ fn restore_inner(run: Option<&str>, automatic: bool) -> Result<u8, crate::error:
     let record = read_record(&base, OsStr::new(run)).map_err(not_a_run)?;
     let copies = base.open_dir(run).map_err(not_a_run)?;
     let mut failed = 0u8;
+    let mut left = false;
     for entry in &record.entries {
         let (Some(path), Some(at)) = (unhex(&entry.path), unhex(&entry.at)) else {
             failed = 1;
@@ -1323,6 +1329,12 @@ fn restore_inner(run: Option<&str>, automatic: bool) -> Result<u8, crate::error:
         };
         let path = PathBuf::from(OsStr::from_bytes(&path));
         let at = PathBuf::from(OsStr::from_bytes(&at));
+        if let Some(only) = automatic {
+            if !only.iter().any(|p| path.starts_with(p)) {
+                left = true;
+                continue;
+            }
+        }
         match put_back(&copies, &at, &entry.was) {
             Ok(what) => {
                 let shown = if at == path {
@@ -1330,7 +1342,7 @@ fn restore_inner(run: Option<&str>, automatic: bool) -> Result<u8, crate::error:
                 } else {
                     format!("{} (at {})", Shown(&path), Shown(&at))
                 };
-                if automatic {
+                if automatic.is_some() {
                     say!("restored {shown} ({what}): --tier landlock cannot keep it read-only");
                 } else {
                     let _ = crate::print_line(&format!("restored {shown} ({what})"));
@@ -1343,7 +1355,7 @@ fn restore_inner(run: Option<&str>, automatic: bool) -> Result<u8, crate::error:
         }
     }
     // Every path is back: the run is no longer pending, and its copies go.
-    if failed == 0 {
+    if failed == 0 && !left {
         drop(copies);
         if base.remove_tree(run, &|| false).is_err() {
             say!(

@@ -82,4 +82,4 @@ pub use resolve::{
     REMOVED_ENV_PREFIXES,
 };
 pub use sensitive::{sensitive_paths, SENSITIVE_HOME_PATHS};
-pub use tier::{weaken, Keeping, Tier, TierError, TierPromise, LANDLOCK_PROMISES};
+pub use tier::{git_copy, weaken, Keeping, Tier, TierError, TierPromise, LANDLOCK_PROMISES};

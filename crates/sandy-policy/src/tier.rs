@@ -191,6 +191,22 @@ pub enum TierError {
     NeedsNetworkNamespace { what: &'static str },
 }
 
+/// Where the `landlock` tier puts the filtered copy of a git configuration file, and the
+/// variable that names it to git (`GIT_CONFIG_GLOBAL`, `GIT_CONFIG_SYSTEM`): git refuses
+/// to run when a configuration file it looks for is unreadable, and the original, with
+/// what the filter takes out, is hidden. `None` for every other view.
+pub fn git_copy(private_tmp: &Path, view: &crate::FileView) -> Option<(&'static str, PathBuf)> {
+    if view.rule != crate::FilterRule::Git || view.kind != crate::ViewKind::Filtered {
+        return None;
+    }
+    let (var, name) = if view.target.starts_with("/etc") {
+        ("GIT_CONFIG_SYSTEM", ".sandy-gitconfig-system")
+    } else {
+        ("GIT_CONFIG_GLOBAL", ".sandy-gitconfig-global")
+    };
+    Some((var, private_tmp.join(name)))
+}
+
 /// Names of the variables that point into the private `/tmp`.
 const TMP_VARS: &[&str] = &["TMPDIR", "TMP", "TEMP", "TEMPDIR"];
 
@@ -273,7 +289,30 @@ pub fn weaken(policy: &mut ResolvedPolicy) -> Result<(), TierError> {
             at_launch: false,
         });
     }
-    policy.views.clear();
+    // Git's configuration files: a filtered copy in the run's directory, named by git's
+    // own variables (the supervisor writes it), one per variable.
+    let mut copies: Vec<crate::FileView> = Vec::new();
+    for view in &policy.views {
+        let Some((var, dest)) = git_copy(&private_tmp, view) else {
+            continue;
+        };
+        if writable_tree(&view.target, &policy.grants)
+            || copies
+                .iter()
+                .any(|c| git_copy(&private_tmp, c).is_some_and(|(v, _)| v == var))
+        {
+            continue;
+        }
+        policy.environment.retain(|(k, _)| k.as_os_str() != var);
+        policy
+            .environment
+            .push((OsString::from(var), dest.into_os_string()));
+        policy.set_env.push(var.to_owned());
+        copies.push(view.clone());
+    }
+    policy.set_env.sort();
+    policy.set_env.dedup();
+    policy.views = copies;
     policy.state_files.clear();
     // Copy-on-write caches have no overlay: the host's cache is read-only inside.
     let overlays: Vec<PathBuf> = policy
@@ -345,11 +384,9 @@ pub fn weaken(policy: &mut ResolvedPolicy) -> Result<(), TierError> {
             });
         }
     }
-    // Nothing is mounted: placeholders for absent protected names would be host files
-    // for nothing (a name the run creates is found and removed after the run).
-    for p in &mut policy.protections {
-        p.placeholder = None;
-    }
+    // Nothing is mounted: the supervisor makes no placeholder for an absent protected
+    // name (one the run creates there is removed after the run); the policy keeps them
+    // to say which absent names the full tier would keep read-only.
     policy.runtime_dir = None;
     Ok(())
 }
