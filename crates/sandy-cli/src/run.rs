@@ -136,9 +136,6 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         None => None,
     };
     announce(&policy);
-    if tier == sandy_policy::Tier::Landlock {
-        crate::tier::announce();
-    }
     // A first launch: the agent's own absent state directories and files (placeholders
     // inside them need them).
     let created = agentstate::create_at_launch(&policy)?;
@@ -148,7 +145,10 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // The `landlock` tier mounts nothing on them: no placeholder is made.
     let placeholders = match tier {
         sandy_policy::Tier::Full => crate::placeholders::create(&mut policy)?,
-        sandy_policy::Tier::Landlock => Default::default(),
+        sandy_policy::Tier::Landlock => {
+            crate::placeholders::check_links(&policy)?;
+            Default::default()
+        }
     };
     // Copy-on-write layers of the tool caches (kept in Sandy's own cache); those not
     // expected are mounted by the bootstrap while the rest of the launch is prepared.
@@ -231,6 +231,11 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let manifest = ValidatedManifest::new(launch)?;
     // The wire form, which the bootstrap reads (within its bound).
     let encoded = manifest.encode()?;
+    // Every launch in the weaker tier says so, once everything that could refuse it has
+    // passed.
+    if tier == sandy_policy::Tier::Landlock {
+        crate::tier::announce();
+    }
 
     // Relayed into a blocked network; with the host's network they are connect grants
     // (`connects`), nothing to relay.

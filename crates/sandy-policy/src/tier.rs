@@ -110,7 +110,7 @@ pub const LANDLOCK_PROMISES: &[TierPromise] = &[
     TierPromise {
         promise: "private_tmp",
         status: Keeping::KeptDifferently,
-        how: "/tmp, /var/tmp, /dev/shm and /run are closed; the run gets a per-run directory on the host named by TMPDIR (removed after the run)",
+        how: "/tmp, /var/tmp, /dev/shm and /run are closed (POSIX semaphores fail: Python's process pools need --read-write /dev/shm, which shares the host's); the run gets a per-run directory on the host named by TMPDIR (removed after the run)",
     },
     TierPromise {
         promise: "tmp_size_ceiling",
@@ -239,13 +239,12 @@ pub fn weaken(policy: &mut ResolvedPolicy) -> Result<(), TierError> {
     let private_tmp = policy.private_tmp.clone();
 
     // The sandbox-side places of the full tier (its private directories and what Sandy
-    // puts there) are not the host's: never granted here. A host path below one that the
-    // project or a flag names (a project in /tmp/x) stays granted.
+    // puts there) are not the host's: never granted here. A host path there that the
+    // project, a profile or a flag names (a project in /tmp/x, `--read-write /dev/shm`
+    // to share the host's on purpose) stays granted.
     policy.grants.retain(|g| {
-        let sandbox_side = privates.iter().any(|p| g.path.starts_with(p))
-            && (privates.contains(&g.path)
-                || g.path.starts_with(POLICY_DOCUMENT_DIR)
-                || g.origin == Origin::Baseline);
+        let sandbox_side = g.path.starts_with(POLICY_DOCUMENT_DIR)
+            || (g.origin == Origin::Baseline && privates.iter().any(|p| g.path.starts_with(p)));
         !sandbox_side
     });
     // The filtered and private copies cannot be shown in place. An original outside
