@@ -120,7 +120,7 @@ pub const LANDLOCK_PROMISES: &[TierPromise] = &[
     TierPromise {
         promise: "filtered_start_up_files",
         status: Keeping::KeptDifferently,
-        how: "no filtered copy can be shown in place: shell start-up files, git's and npm's configuration are not readable at all",
+        how: "no filtered copy can be shown in place: shell start-up files and npm's configuration are not readable at all; git reads filtered copies of its global and system configuration named by GIT_CONFIG_GLOBAL and GIT_CONFIG_SYSTEM",
     },
     TierPromise {
         promise: "tool_caches_copy_on_write",
