@@ -424,3 +424,80 @@ fn the_self_test_runs_its_canaries_in_the_landlock_tier() {
         assert_eq!(status("pathname_unix_socket"), "ESCAPED", "as {who}: {doc}");
     });
 }
+
+#[test]
+fn the_default_network_keeps_the_hosts_tcp_services_closed_through_the_broker() {
+    if !x86_64_only() {
+        return;
+    }
+    for_each_user(|w| {
+        let who = w.user.label;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let script = format!(
+            "python3 -c '
+import socket
+s = socket.socket(); s.settimeout(3)
+try:
+    s.connect((\"127.0.0.1\", {port})); print(\"connected\")
+except OSError as e: print(\"refused\", e.errno)
+'"
+        );
+        let o = landlock_sh(w, &[], &script);
+        assert_code(&o, 0, &format!("as {who}"));
+        assert!(
+            stdout(&o).contains("refused 13"),
+            "as {who}: {}",
+            stderr(&o)
+        );
+        match listener.accept() {
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            other => panic!("as {who}: the listener was reached: {other:?}"),
+        }
+        // Granted, the same port is reached (the supervisor connects it).
+        let o = landlock_sh(w, &["--allow-local-port", &port.to_string()], &script);
+        assert_code(&o, 0, &format!("as {who}"));
+        assert!(stdout(&o).contains("connected"), "as {who}: {}", stderr(&o));
+        assert!(
+            listener.accept().is_ok(),
+            "as {who}: nothing reached the host"
+        );
+    });
+}
+
+#[test]
+fn git_reads_a_filtered_copy_of_the_users_configuration() {
+    if !x86_64_only() {
+        return;
+    }
+    for_each_user(|w| {
+        let who = w.user.label;
+        w.write(
+            "home/.gitconfig",
+            "[user]\n\tname = Tier Tester\n\temail = tier@example.com\n\
+             [http]\n\textraHeader = Authorization: Bearer SECRET-TIER-GIT\n",
+        );
+        let o = landlock_sh(
+            w,
+            &[],
+            "git init -q && echo a > a && git add a && git commit -qm first && \
+             git log -1 --format=%an && cat \"$GIT_CONFIG_GLOBAL\"; cat ~/.gitconfig; true",
+        );
+        assert_code(&o, 0, &format!("as {who}"));
+        let out = stdout(&o);
+        assert!(
+            out.contains("Tier Tester"),
+            "as {who}: {out} {}",
+            stderr(&o)
+        );
+        assert!(!out.contains("SECRET-TIER-GIT"), "as {who}: {out}");
+        // Judged from the host: the commit is there, by that author.
+        let log = w
+            .host("/usr/bin/git")
+            .args(["log", "-1", "--format=%an"])
+            .output()
+            .unwrap();
+        assert_eq!(stdout(&log), "Tier Tester\n", "as {who}: {}", stderr(&log));
+    });
+}
