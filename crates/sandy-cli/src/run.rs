@@ -599,7 +599,9 @@ where
     (meanwhile.while_starting)();
     // The notifier's listener comes with the target's pid when the target watches its
     // writes (`--explain`) or its sockets are brokered (the host's network).
-    let (launched, listener) = match receive_target(&ours, observe || broker) {
+    // The `landlock` tier hands every connect over (its gate on Unix sockets).
+    let gated = manifest.manifest().tier == sandy_policy::Tier::Landlock;
+    let (launched, listener) = match receive_target(&ours, observe || broker || gated) {
         Ok(Some((launched, listener))) => (launched, listener),
         // The bootstrap failed before starting the target, and said why: its status is
         // the run's.

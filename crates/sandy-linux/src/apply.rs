@@ -203,10 +203,14 @@ fn launch_inner(
     // That needs the notifier and the channel; a bootstrap started by hand has neither
     // and keeps the host's namespace.
     let broker = m.network == Network::AllowAll && channel.is_some();
-    let observer = match (observe || broker, &channel) {
-        (true, Some(_)) => match seccomp::compile_notifier(observe, broker) {
+    // The `landlock` tier has no mount namespace to keep the host's Unix sockets out of
+    // sight: every connect goes to the supervisor, which connects a pathname socket only
+    // within the policy's grants.
+    let unix_gate = m.tier == Tier::Landlock && channel.is_some();
+    let observer = match (observe || broker || unix_gate, &channel) {
+        (true, Some(_)) => match seccomp::compile_notifier(observe, broker, unix_gate) {
             Ok(program) => Some(program),
-            Err(e) if broker => return Err(LinuxError::from(e).into()),
+            Err(e) if broker || unix_gate => return Err(LinuxError::from(e).into()),
             Err(_) => None,
         },
         _ => None,
@@ -635,8 +639,11 @@ fn become_target(
             // (ENOSYS); the hand-over failing means the supervisor is gone, and the
             // parent-death signal ends this process.
             Ok(listener) => relay::hand_over_observer(&channel, &listener)?,
-            // Without the broker the run would have no network at all: fail closed.
-            Err(e) if m.network == Network::AllowAll => return Err(e.into()),
+            // Without the broker the run would have no network at all, and without the
+            // gate the `landlock` tier would reach every host socket: fail closed.
+            Err(e) if m.network == Network::AllowAll || m.tier == Tier::Landlock => {
+                return Err(e.into())
+            }
             Err(_) => {}
         }
     }

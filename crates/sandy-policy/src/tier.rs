@@ -159,8 +159,8 @@ pub const LANDLOCK_PROMISES: &[TierPromise] = &[
     },
     TierPromise {
         promise: "host_pathname_sockets_closed",
-        status: Keeping::Dropped,
-        how: "Landlock cannot refuse connect() to a pathname Unix socket before ABI 9: sockets in /run, /tmp and $XDG_RUNTIME_DIR can be reached by name",
+        status: Keeping::KeptDifferently,
+        how: "Landlock governs connect() to a pathname Unix socket from ABI 9 only, so every connect() goes to the supervisor, which connects a pathname socket only at or below a grant of the policy (never in a hidden path, no link followed): the session bus, the user's systemd, ssh-agent and container daemons stay closed; a datagram sent to a named socket with sendto() is not gated",
     },
     TierPromise {
         promise: "resource_ceilings",
