@@ -164,6 +164,24 @@ fn main() -> Res<()> {
         println!("{}", render_details(&details));
         return Ok(());
     }
+    if opts.sizes_only {
+        sizes(
+            &sandy,
+            opts.baseline.as_deref(),
+            &root,
+            &env,
+            counts,
+            &mut rows,
+            &mut notes,
+            &mut details,
+        )?;
+        println!("{}", render_table(&rows));
+        println!("{}", render_details(&details));
+        for note in &notes {
+            println!("- {note}");
+        }
+        return Ok(());
+    }
     if opts.net_only {
         progress("egress proxy");
         match net::rows(&sandy, &root) {
@@ -275,6 +293,18 @@ fn main() -> Res<()> {
             .zip(&s)
             .map(|(v, s)| (v.label.clone(), s.clone())),
     );
+
+    // 1b. Launch cost by project size (issue 38).
+    sizes(
+        &sandy,
+        opts.baseline.as_deref(),
+        &root,
+        &env,
+        counts,
+        &mut rows,
+        &mut notes,
+        &mut details,
+    )?;
 
     // 2. File-heavy workload.
     progress("generating the file tree");
@@ -428,6 +458,210 @@ fn main() -> Res<()> {
         .close()
         .map_err(|e| format!("cannot remove the scratch directory: {e}"))?;
     Ok(())
+}
+
+/// The big project of the size rows: `BIG_PACKAGES` installed packages of
+/// `BIG_PACKAGE_DIRS` directories each (a `node_modules` of that shape).
+const BIG_PACKAGES: usize = 1_700;
+const BIG_PACKAGE_DIRS: usize = 30;
+
+/// `sandy run -- true` in projects of three sizes, against `bwrap` with the same set-up
+/// in each (and the `--baseline` build), measured side by side; the first launch in a
+/// project (nothing kept from an earlier one); and the mechanism's floor, one `lstat` per
+/// directory of the big project, timed in this process.
+#[allow(clippy::too_many_arguments)]
+fn sizes(
+    sandy: &Path,
+    baseline: Option<&Path>,
+    root: &Path,
+    env: &ChildEnv,
+    counts: &Counts,
+    rows: &mut Vec<Row>,
+    notes: &mut Vec<String>,
+    details: &mut Vec<(String, Stats)>,
+) -> Res<()> {
+    progress("generating the projects of three sizes");
+    let true_bin = which("true").ok_or("`true` is not on PATH")?;
+    let empty = project_dir(root, "size-empty")?;
+    let files = project_dir(root, "size-git-20k")?;
+    generate_tree(&files)?;
+    git(&files, env, &["init", "-q"])?;
+    git(&files, env, &["add", "-A"])?;
+    git(
+        &files,
+        env,
+        &[
+            "-c",
+            "user.name=b",
+            "-c",
+            "user.email=b@e",
+            "commit",
+            "-qm",
+            "tree",
+        ],
+    )?;
+    let big = project_dir(root, "size-51k")?;
+    let dirs = generate_big(root, &big, env)?;
+    // Old enough for a kept record to take every directory on trust, as a project is
+    // whose last change was more than a second before the launch.
+    std::thread::sleep(Duration::from_millis(1200));
+    let bwrap = which("bwrap");
+    let runs = counts.work_runs;
+    let mut medians = Vec::new();
+    for (name, dir) in [
+        ("empty project", &empty),
+        ("git repository, 20,000 files", &files),
+        (
+            "51,000 directories, 3 nested repositories and a submodule",
+            &big,
+        ),
+    ] {
+        progress(&format!("start-up by size: {name}"));
+        let mut vs = vec![
+            Variant::bare("true", dir, [true_bin.as_os_str()]),
+            Variant::sandy("sandy run -- true", sandy, dir, ["true"]),
+        ];
+        let base_at = baseline.map(|b| {
+            vs.push(Variant::sandy(
+                "baseline sandy run -- true",
+                b,
+                dir,
+                ["true"],
+            ));
+            vs.len() - 1
+        });
+        let bwrap_at = match &bwrap {
+            Some(bin) => {
+                vs.push(Variant::bwrap(bin, dir, [true_bin.as_os_str()])?);
+                Some(vs.len() - 1)
+            }
+            None => None,
+        };
+        // The first launch in a project reads every directory: nothing kept (a state
+        // directory that cannot be made).
+        let mut cold = Variant::sandy("sandy run -- true, nothing kept", sandy, dir, ["true"]);
+        cold.env
+            .push(("XDG_STATE_HOME".into(), "/dev/null/nothing-kept".into()));
+        vs.push(cold);
+        let cold_at = vs.len() - 1;
+        let s = measure(&vs, env, counts.work_warmup.max(2), runs, false)?;
+        match bwrap_at {
+            Some(i) => rows.push(Row::new(
+                &format!("size, {name}: `sandy run -- true` vs `bwrap … true`"),
+                &s[i],
+                &s[1],
+                Goal::Ratio(1.0),
+            )),
+            None => rows.push(Row::missing(
+                &format!("size, {name}: `sandy run -- true` vs `bwrap … true`"),
+                "bwrap: not installed",
+            )),
+        }
+        if let Some(i) = base_at {
+            rows.push(Row::new(
+                &format!("size, {name}: this build vs the baseline build"),
+                &s[i],
+                &s[1],
+                Goal::Reference,
+            ));
+        }
+        rows.push(Row::new(
+            &format!("size, {name}: first launch (nothing kept) vs `true`"),
+            &s[0],
+            &s[cold_at],
+            Goal::Reference,
+        ));
+        details.extend(
+            vs.iter()
+                .zip(&s)
+                .map(|(v, st)| (format!("{} ({name})", v.label), st.clone())),
+        );
+        medians.push(s[1].clone());
+    }
+    if let (Some(small), Some(large)) = (medians.first(), medians.last()) {
+        rows.push(Row::new(
+            "size: `sandy run -- true`, 51,000 directories vs the empty project",
+            small,
+            large,
+            Goal::OverheadMs(1.0),
+        ));
+    }
+    // The floor of a walk that looks at every directory once, as the walk before a
+    // launch and the one after a run each do.
+    let mut floor = Vec::new();
+    for _ in 0..runs.max(3) {
+        let start = Instant::now();
+        for d in &dirs {
+            std::fs::symlink_metadata(d)?;
+        }
+        floor.push(start.elapsed().as_secs_f64() * 1000.0);
+    }
+    floor.sort_by(f64::total_cmp);
+    let floor_ms = floor.get(floor.len() / 2).copied().unwrap_or(f64::NAN);
+    notes.push(format!(
+        "size rows: one `lstat` of each of the big project's {} directories by path, in \
+         this process, takes {floor_ms:.1} ms (median of {}): the floor of one walk, and \
+         a launch makes two (before and after the run)",
+        dirs.len(),
+        floor.len()
+    ));
+    Ok(())
+}
+
+/// Writes the big project: a repository whose `node_modules` holds [`BIG_PACKAGES`]
+/// packages of [`BIG_PACKAGE_DIRS`] directories, with three nested repositories and a
+/// submodule. Returns every directory's path.
+fn generate_big(root: &Path, big: &Path, env: &ChildEnv) -> Res<Vec<PathBuf>> {
+    git(big, env, &["init", "-q"])?;
+    for p in 0..BIG_PACKAGES {
+        let lib = big.join(format!("node_modules/pkg{p:04}/lib"));
+        for d in 0..BIG_PACKAGE_DIRS - 2 {
+            let dir = lib.join(format!("d{d:02}"));
+            std::fs::create_dir_all(&dir)?;
+            std::fs::write(dir.join("index.js"), "module.exports = 1;\n")?;
+        }
+    }
+    for nested in ["packages/a", "packages/b/c", "tools/d/e"] {
+        let dir = big.join(nested);
+        std::fs::create_dir_all(&dir)?;
+        git(&dir, env, &["init", "-q"])?;
+    }
+    let origin = project_dir(root, "size-submodule-origin")?;
+    git(&origin, env, &["init", "-q"])?;
+    std::fs::write(origin.join("README"), "sub\n")?;
+    git(&origin, env, &["add", "README"])?;
+    let who = ["-c", "user.name=b", "-c", "user.email=b@e"];
+    git(
+        &origin,
+        env,
+        &[&who[..], &["commit", "-qm", "sub"]].concat(),
+    )?;
+    let origin_text = origin.to_string_lossy().into_owned();
+    git(
+        big,
+        env,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            &origin_text,
+            "libs/sub",
+        ],
+    )?;
+    let mut dirs = Vec::new();
+    let mut stack = vec![big.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d)? {
+            let e = e?;
+            if e.file_type()?.is_dir() {
+                stack.push(e.path());
+            }
+        }
+        dirs.push(d);
+    }
+    Ok(dirs)
 }
 
 /// `cargo build` of a small crate with one dependency and `npm install` of one package,
@@ -597,6 +831,8 @@ struct Options {
     net_only: bool,
     /// Only the resource ceilings' row (`--ceilings-only`).
     ceilings_only: bool,
+    /// Only the launch cost by project size (`--sizes-only`).
+    sizes_only: bool,
     /// Where the scratch directory (and so every project) goes.
     dir: PathBuf,
 }
@@ -608,6 +844,7 @@ impl Options {
         let mut net = true;
         let mut net_only = false;
         let mut ceilings_only = false;
+        let mut sizes_only = false;
         let mut baseline = std::env::var_os("SANDY_BASELINE_BIN").map(PathBuf::from);
         let mut dir = std::env::var_os("SANDY_BENCH_DIR").map(PathBuf::from);
         let mut args = std::env::args_os().skip(1);
@@ -617,6 +854,7 @@ impl Options {
                 Some("--no-net") => net = false,
                 Some("--net-only") => net_only = true,
                 Some("--ceilings-only") => ceilings_only = true,
+                Some("--sizes-only") => sizes_only = true,
                 Some("--sandy") => {
                     sandy = Some(PathBuf::from(args.next().ok_or("--sandy needs a path")?));
                 }
@@ -629,7 +867,7 @@ impl Options {
                 Some("-h" | "--help") => {
                     println!(
                         "usage: cargo run --release -p sandy-bench -- \
-                         [--quick] [--no-net | --net-only | --ceilings-only] [--sandy PATH]\n\
+                         [--quick] [--no-net | --net-only | --ceilings-only | --sizes-only] [--sandy PATH]\n\
                          [--baseline PATH]\n\
                          [--dir DIR]\n\
                          Run `cargo build --release` first; see BENCHMARKS.md."
@@ -658,6 +896,7 @@ impl Options {
             sandy: std::path::absolute(sandy)?,
             baseline: baseline.map(std::path::absolute).transpose()?,
             quick,
+            sizes_only,
             net,
             net_only,
             ceilings_only,

@@ -171,7 +171,7 @@ fn refused_by(dir: &Dir, e: std::io::Error) -> std::io::Error {
         e.kind(),
         format!(
             "{} is not writable to you (owned by {owner}, mode {:04o})",
-            Shown(dir.path()),
+            sandy_policy::text::Tilde(dir.path()),
             st.mode
         ),
     )

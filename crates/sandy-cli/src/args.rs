@@ -82,6 +82,32 @@ pub enum Command {
                       only prints the profile. Exit status: 0 done, 1 not root, 125 error."
     )]
     Setup(SetupArgs),
+    /// Write or check the user configuration (~/.config/sandy/config.toml).
+    #[command(
+        long_about = "The user configuration holds what every `sandy run` adds: grants, \
+                      network rules, local ports, environment passes and ceilings, for \
+                      every run or per profile ([profile.NAME]). `init` writes a commented \
+                      starter ($XDG_CONFIG_HOME/sandy/config.toml when XDG_CONFIG_HOME is \
+                      set); `check` parses it and every user profile strictly and resolves \
+                      a run of `true` in the current directory with it. Exit status: 0 \
+                      valid, 125 refused (one line naming the file and why)."
+    )]
+    Config(ConfigArgs),
+    /// Trust the project's sandy.toml: show what it adds, confirm, record its hash.
+    #[command(
+        long_about = "A project's sandy.toml (at the top of the working directory) holds the \
+                      grants a repository needs: paths to read, write or run programs from, \
+                      domains for an allowlist, local ports. It lies in the project, which \
+                      every run may write, so Sandy applies it only while its content is the \
+                      one you approved here, outside the sandbox: `sandy trust` shows what it \
+                      adds, in words and as dry-run rules, asks on the terminal (or takes \
+                      --yes), and records its SHA-256 with the project's path under \
+                      ~/.config/sandy/trusted/. Runs ignore an untrusted sandy.toml with one \
+                      line, and refuse one changed since it was trusted (exit 125). Exit \
+                      status: 0 trusted (or revoked), 1 declined, 2 no terminal to confirm \
+                      on without --yes, 125 refused (one line)."
+    )]
+    Trust(TrustArgs),
     /// Print a shell completion script for bash, zsh or fish.
     #[command(
         long_about = "Prints a completion script generated from Sandy's own option \
@@ -120,6 +146,17 @@ pub enum NetMode {
 fn parse_pattern(text: &str) -> Result<sandy_net::Pattern, String> {
     text.parse()
         .map_err(|e: sandy_net::PatternError| e.to_string())
+}
+
+fn parse_profile_name(text: &str) -> Result<String, String> {
+    if sandy_policy::files::valid_profile_name(text) {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "a built-in profile ({}) or a user profile's name (letters, digits, - and _)",
+            sandy_policy::builtin_names().join(", ")
+        ))
+    }
 }
 
 fn parse_max_procs(text: &str) -> Result<u64, String> {
@@ -174,7 +211,7 @@ pub struct CacheArgs {
 #[command(
     group = clap::ArgGroup::new("allowlist").args(["allow_domain", "net"]).multiple(true),
     group = clap::ArgGroup::new("private_network")
-        .args(["block_net", "allow_domain", "net"])
+        .args(["block_net", "allow_domain", "net", "policy_file"])
         .multiple(true),
     after_help = "All options go before `--`; everything after it is the command, passed \
                   through byte for byte.\n\nExit status: the command's own, or 128+N when \
@@ -188,6 +225,10 @@ pub struct RunArgs {
     /// Grant read/write access to an existing path.
     #[arg(long = "read-write", value_name = "PATH")]
     pub read_write: Vec<PathBuf>,
+    /// Run programs from an existing path without reading or writing it otherwise: its
+    /// programs, scripts and shared libraries run; its other files stay unreadable.
+    #[arg(long = "execute", value_name = "PATH")]
+    pub execute: Vec<PathBuf>,
     /// Block the network: a private network namespace with only loopback, so nothing
     /// outside the sandbox (not even the host's own loopback services) is reachable.
     #[arg(long)]
@@ -225,7 +266,8 @@ pub struct RunArgs {
     )]
     pub net: Option<NetMode>,
     /// Write one JSON line per network decision (time, host, port, decision, rule, bytes
-    /// up and down) to FILE (appended).
+    /// up and down) to FILE (appended). With a network flag or a policy file (ignored
+    /// when its network is the host's).
     #[arg(long = "net-log", value_name = "FILE", requires = "private_network")]
     pub net_log: Option<PathBuf>,
     /// Open one of the host's own services: with the host's network, connections to
@@ -262,13 +304,27 @@ pub struct RunArgs {
     #[arg(long)]
     pub kontext: bool,
     /// Use this agent profile (claude, codex, gemini, generic, opencode) instead of the
-    /// one detected from the command name.
-    #[arg(
-        long,
-        value_name = "NAME",
-        value_parser = clap::builder::PossibleValuesParser::new(sandy_policy::builtin_names())
-    )]
+    /// one detected from the command name, or the user profile NAME
+    /// (~/.config/sandy/profiles/NAME.toml, which extends a built-in one).
+    #[arg(long, value_name = "NAME", value_parser = parse_profile_name)]
     pub profile: Option<String>,
+    /// Use the user profile in this file (strict TOML, `extends = "claude"`; see
+    /// docs/profile-format.md). Refused where the sandbox could write it.
+    #[arg(long = "profile-file", value_name = "PATH", conflicts_with = "profile")]
+    pub profile_file: Option<PathBuf>,
+    /// Take the complete policy from this file (TOML, or JSON for tools; see
+    /// docs/policy-files.md) instead of grant and network flags and the user
+    /// configuration. Refused where the sandbox could write it.
+    #[arg(
+        long = "policy-file",
+        value_name = "PATH",
+        conflicts_with_all = [
+            "read", "read_write", "execute", "block_net", "allow_domain", "deny_domain", "net",
+            "allow_local_port", "numbat_collector", "profile", "profile_file", "pass_env",
+            "max_procs", "max_memory", "max_file_size", "max_tmp", "cpu",
+        ]
+    )]
+    pub policy_file: Option<PathBuf>,
     /// Keep the variable NAME in the command's environment although its name or value
     /// looks like a credential (repeatable). Without it, such variables are removed
     /// (the agent profile's own model key passes).
@@ -363,12 +419,8 @@ pub struct WhyArgs {
     /// A `--read-write` grant of the launch asked about (as for `sandy run`).
     #[arg(long = "read-write", value_name = "GRANTED")]
     pub read_write: Vec<PathBuf>,
-    /// The launch asked about uses this profile.
-    #[arg(
-        long,
-        value_name = "NAME",
-        value_parser = clap::builder::PossibleValuesParser::new(sandy_policy::builtin_names())
-    )]
+    /// The launch asked about uses this profile (built-in, or a user profile's name).
+    #[arg(long, value_name = "NAME", value_parser = parse_profile_name)]
     pub profile: Option<String>,
     /// The path asked about (relative to the current directory), or with --connect the
     /// HOST[:PORT].
@@ -445,6 +497,30 @@ impl BootstrapArgs {
             _ => Err(()),
         })
     }
+}
+
+#[derive(Debug, Args)]
+pub struct TrustArgs {
+    /// Trust without asking (after reading what it adds).
+    #[arg(long, conflicts_with = "revoke")]
+    pub yes: bool,
+    /// Stop trusting this project's sandy.toml: runs here ignore it again.
+    #[arg(long)]
+    pub revoke: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    #[command(subcommand)]
+    pub command: ConfigCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Write a commented starter configuration (never over an existing one).
+    Init,
+    /// Validate the configuration and the user profiles.
+    Check,
 }
 
 #[derive(Debug, Args)]
@@ -677,6 +753,8 @@ mod tests {
         let cases = [
             ("sandy run -- true", true),
             ("sandy run --read /a --read=/b --read-write /c -- x", true),
+            ("sandy run --execute /t --execute=/u --read /a -- x", true),
+            ("sandy run --policy-file p.toml --execute /t -- x", false),
             ("sandy run --block-net --dry-run -- sh -c --read", true),
             ("sandy run --dry-run --format text -- claude", true),
             (
@@ -694,6 +772,24 @@ mod tests {
             ),
             ("sandy run --block-net --numbat-collector -- x", true),
             ("sandy run --profile codex --explain=off -- codex -x", true),
+            ("sandy run --profile team -- claude", true),
+            ("sandy run --profile-file p.toml --read /a -- x", true),
+            ("sandy run --policy-file p.json --net-log l -- x", true),
+            (
+                "sandy run --policy-file p.json --explain off --kontext -- x",
+                true,
+            ),
+            ("sandy run --policy-file p.json --read /a -- x", false),
+            ("sandy run --policy-file p.json --block-net -- x", false),
+            (
+                "sandy run --policy-file p.json --profile claude -- x",
+                false,
+            ),
+            (
+                "sandy run --profile-file p.toml --profile claude -- x",
+                false,
+            ),
+            ("sandy run --profile ../x -- x", false),
             ("sandy run --explain full -- x -- --help", true),
             ("sandy run -- --help", true),
             ("sandy run -- --version -V", true),

@@ -76,7 +76,8 @@ impl Proxy {
             .map(|path| {
                 open_log(path, writable).map_err(|source| SandyError::File {
                     step: "cannot use the --net-log file",
-                    path: path.to_path_buf(),
+                    // Named in full (from the current directory), as every path Sandy names.
+                    path: std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
                     source,
                 })
             })

@@ -32,6 +32,14 @@ pub enum SandyError {
     Placeholder(#[from] crate::placeholders::PlaceholderError),
     #[error(transparent)]
     Git(#[from] crate::gitscan::GitScanError),
+    /// A configuration, profile or policy file refused (unreadable, invalid, or where
+    /// the sandbox could write it): exit 125, as any policy error.
+    #[error(transparent)]
+    PolicyFile(#[from] sandy_policy::files::FileError),
+    /// The project policy refused: changed since it was trusted, not a regular file
+    /// (exit 125, the target never runs).
+    #[error(transparent)]
+    Trust(#[from] crate::trust::TrustError),
     #[error(
         "already inside a Sandy sandbox: run the command directly here, or start Sandy \
          outside with the access the command needs"
@@ -42,8 +50,13 @@ pub enum SandyError {
         step: &'static str,
         source: std::io::Error,
     },
-    /// A step on one file or directory failed: named, with why.
-    #[error("{step} {}: {source}", sandy_policy::text::Shown(path))]
+    /// A step on one file or directory failed: named, with why (and, when permission was
+    /// refused, whose the nearest existing directory on its way is).
+    #[error(
+        "{step} {}: {}",
+        sandy_policy::text::Tilde(path),
+        Refusal(path, source)
+    )]
     File {
         step: &'static str,
         path: std::path::PathBuf,
@@ -70,6 +83,50 @@ pub enum SandyError {
         step: &'static str,
         source: nix::Error,
     },
+}
+
+/// An error on `path`, shown with what the user needs to fix a refused permission: the
+/// nearest existing entry on the way to `path` (itself, or the first ancestor that
+/// exists), when it is not the user's own or not writable to them. Looked at without
+/// following a link (`lstat`), and only on this error's way out.
+struct Refusal<'a>(&'a std::path::Path, &'a std::io::Error);
+
+impl std::fmt::Display for Refusal<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Refusal(path, source) = *self;
+        write!(f, "{source}")?;
+        // A message of Sandy's own already says it (`agentstate`).
+        if source.kind() != std::io::ErrorKind::PermissionDenied || source.get_ref().is_some() {
+            return Ok(());
+        }
+        match owner_problem(path) {
+            Some(problem) => write!(f, "; {problem}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Whose the nearest existing entry at or above `path` is, when the user cannot write it:
+/// `~/.local is owned by root, mode 0755`, `~/x is not writable to you, mode 0555`.
+pub fn owner_problem(path: &std::path::Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let (at, meta) = path
+        .ancestors()
+        .find_map(|p| std::fs::symlink_metadata(p).ok().map(|m| (p, m)))?;
+    let uid = nix::unistd::geteuid().as_raw();
+    let mode = meta.mode() & 0o7777;
+    let shown = sandy_policy::text::Tilde(at);
+    if meta.uid() != uid {
+        let owner = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(meta.uid()))
+            .ok()
+            .flatten()
+            .map_or_else(|| format!("uid {}", meta.uid()), |u| u.name);
+        Some(format!("{shown} is owned by {owner}, mode {mode:04o}"))
+    } else if mode & 0o200 == 0 {
+        Some(format!("{shown} is not writable to you, mode {mode:04o}"))
+    } else {
+        None
+    }
 }
 
 impl From<LinuxError> for SandyError {

@@ -917,7 +917,22 @@ fn classify(
         if d.allowed || unenforced(&d.rule, policy) {
             continue;
         }
-        match reason(&d.rule, path, policy) {
+        // The home's own history file of a tool whose history this run keeps elsewhere:
+        // something set the tool's variable back to it (a start-up file). No flag opens
+        // it; the line says where the history goes instead.
+        let history = policy
+            .history
+            .as_ref()
+            .and_then(|h| h.stands_in_for(path))
+            .map(|k| {
+                format!(
+                    "your own {} history, never written by a run; this run keeps it per \
+                     project in Sandy's state through {}, which something set back to \
+                     this file, such as a start-up file",
+                    k.tool, k.variable
+                )
+            });
+        match history.or_else(|| reason(&d.rule, path, policy)) {
             Some(reason) => {
                 *protected
                     .entry(reason)
@@ -1060,6 +1075,19 @@ fn reason(rule: &Rule, path: &Path, policy: &ResolvedPolicy) -> Option<String> {
                 (Origin::Baseline, Some(why)) => {
                     format!("{why}; read-only inside, change it outside the sandbox")
                 }
+                (
+                    Origin::Config | Origin::ProfileFile | Origin::PolicyFile | Origin::ProjectFile,
+                    why,
+                ) => format!(
+                    "your {} keeps it read-only ({}); change it outside the sandbox",
+                    match origin {
+                        Origin::Config => "configuration",
+                        Origin::PolicyFile => "policy file",
+                        Origin::ProjectFile => "project policy",
+                        _ => "profile file",
+                    },
+                    why.unwrap_or("no reason given")
+                ),
                 (Origin::Profile, _) => "the agent's launch configuration, read-only inside; \
                                          change it outside the sandbox"
                     .to_owned(),

@@ -205,12 +205,9 @@ fn below(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Where the memo of `roots` lives: Sandy's state directory, one file per project.
-fn place(
-    home: Option<&Path>,
-    env: &[(OsString, OsString)],
-    roots: &[PathBuf],
-) -> Option<(PathBuf, String)> {
+/// Sandy's state directory (`$XDG_STATE_HOME/sandy`, `~/.local/state/sandy` by default),
+/// which no run can reach: the memo, and the walk's record ([`crate::walk::keep`]).
+pub fn state_dir(home: Option<&Path>, env: &[(OsString, OsString)]) -> Option<PathBuf> {
     let state = env
         .iter()
         .rev()
@@ -218,6 +215,16 @@ fn place(
         .map(|(_, v)| PathBuf::from(v))
         .filter(|p| p.is_absolute())
         .or_else(|| home.map(|h| h.join(".local/state")))?;
+    Some(state.join("sandy"))
+}
+
+/// Where the memo of `roots` lives: Sandy's state directory, one file per project.
+fn place(
+    home: Option<&Path>,
+    env: &[(OsString, OsString)],
+    roots: &[PathBuf],
+) -> Option<(PathBuf, String)> {
+    let state = state_dir(home, env)?;
     let mut h = Sha256::new();
     for r in roots {
         h.update(r.as_os_str().as_bytes());
@@ -229,7 +236,7 @@ fn place(
         .take(16)
         .map(|b| format!("{b:02x}"))
         .collect();
-    Some((state.join("sandy").join("git"), format!("{name}.json")))
+    Some((state.join("git"), format!("{name}.json")))
 }
 
 /// The remembered answer for `roots` under `key`, when every input is as it was.

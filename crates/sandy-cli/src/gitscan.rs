@@ -53,27 +53,30 @@ const POINTER_MAX: usize = 64 * 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum GitScanError {
     #[error(
-        "cannot run git to find the configuration of the repository at {repo}: {reason}; \
+        "cannot run git to find the configuration of the repository at {}: {reason}; \
          Sandy protects a repository only with git's own answers (install git, or put it \
-         on PATH)"
+         on PATH)",
+        sandy_policy::text::Tilde(repo)
     )]
     CannotRun { repo: PathBuf, reason: String },
     #[error(
-        "git gave an answer Sandy cannot use for {repo} ({what}); refusing to run without \
-         protecting that repository"
+        "git gave an answer Sandy cannot use for {} ({what}); refusing to run without \
+         protecting that repository",
+        sandy_policy::text::Tilde(repo)
     )]
     Nonsense { repo: PathBuf, what: String },
     #[error(
-        "{root} holds more than {limit} directories: Sandy cannot look through all of them \
-         for git repositories to protect; run Sandy in a smaller directory"
+        "{} holds more than {limit} directories: Sandy cannot look through all of them \
+         for git repositories to protect; run Sandy in a smaller directory",
+        sandy_policy::text::Tilde(root)
     )]
     TooLarge { root: PathBuf, limit: usize },
     #[error(
         "{} can be passed through but not listed (no read permission): Sandy cannot look \
          below it for git repositories to protect, while git can reach them; make it \
          readable (chmod u+r {}) or run Sandy elsewhere",
-        dir.display(),
-        dir.display()
+        sandy_policy::text::Tilde(dir),
+        sandy_policy::text::Tilde(dir)
     )]
     Unlisted { dir: PathBuf },
 }
@@ -413,11 +416,21 @@ pub fn scan(
 ) -> Result<(GitFacts, Vec<walk::Record>), GitScanError> {
     let mut dotgits = Vec::new();
     let mut records: Vec<walk::Record> = Vec::new();
+    let state = crate::gitmemo::state_dir(home, env);
     for root in roots {
         if records.iter().any(|w| root.starts_with(w.root())) {
             continue;
         }
-        let (found, record) = walk::walk(root, MAX_WALK_DIRS)?;
+        // Compared with the record the last launch kept, when there is one to trust:
+        // only what changed since is read.
+        let kept = state
+            .as_deref()
+            .and_then(|s| walk::recall(s, root, MAX_WALK_DIRS));
+        let (found, record) = match kept {
+            Some(before) => walk::walk_again(&before, MAX_WALK_DIRS)
+                .map(|(walked, record)| (walked.found, record))?,
+            None => walk::walk(root, MAX_WALK_DIRS)?,
+        };
         dotgits.extend(found);
         records.push(record);
     }

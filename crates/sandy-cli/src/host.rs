@@ -21,7 +21,15 @@ pub fn gather_walked(
     read_write: &[PathBuf],
     remember: bool,
 ) -> Result<(HostContext, Vec<crate::walk::Record>), SandyError> {
-    let mut host = gather_without_git()?;
+    walk(gather_without_git()?, read_write, remember)
+}
+
+/// [`gather_walked`] for host facts already gathered ([`gather_without_git`]).
+pub fn walk(
+    mut host: HostContext,
+    read_write: &[PathBuf],
+    remember: bool,
+) -> Result<(HostContext, Vec<crate::walk::Record>), SandyError> {
     // The project and the top of every writable directory grant, canonical (resolution
     // grants the same canonical paths). The current directory from getcwd(3) already is.
     // A directory resolution refuses as a project (`/`, home or one of its ancestors) is
@@ -56,6 +64,9 @@ pub fn gather_without_git() -> Result<HostContext, SandyError> {
         .filter(|h| h.is_absolute())
         .and_then(|h| crate::hostfs::canonicalize(h).ok())
         .filter(|h| h.is_dir());
+    if let Some(home) = &home {
+        sandy_policy::text::set_home(home);
+    }
     let terminals = (0..=2)
         .filter_map(|fd| std::fs::read_link(format!("/proc/self/fd/{fd}")).ok())
         .filter(|p| is_terminal_device(p))

@@ -20,6 +20,7 @@ pub fn status_request(
         command: vec!["true".into()],
         read: Vec::new(),
         read_write: Vec::new(),
+        execute: Vec::new(),
         private_tmp: crate::rundir::unmade_private_tmp(host),
         block_net: false,
         allow_local_ports: Vec::new(),
@@ -30,6 +31,7 @@ pub fn status_request(
         ceilings: Default::default(),
         tier: Default::default(),
         egress: sandy_policy::EgressRequest::default(),
+        files: Default::default(),
     }
 }
 

@@ -31,12 +31,14 @@ mod hostfs;
 mod integrations;
 mod kontext;
 mod placeholders;
+mod policyfiles;
 mod reference;
 mod run;
 mod rundir;
 mod selftest;
 mod setup;
 mod tier;
+mod trust;
 mod verify;
 mod views;
 mod walk;
@@ -57,6 +59,11 @@ use clap::Parser;
 static ALLOCATOR: sandy_linux::sys::alloc::SpinDlmalloc = sandy_linux::sys::alloc::SpinDlmalloc;
 
 fn main() -> ExitCode {
+    // Paths under the home are shown as `~/...` in what Sandy prints (its canonical form
+    // is added once the host is gathered).
+    if let Some(home) = std::env::var_os("HOME") {
+        sandy_policy::text::set_home(std::path::Path::new(&home));
+    }
     // The bootstrap runs on every launch: its fixed argument list is read directly rather
     // than through clap, which would build the whole command tree first.
     let result = match args::BootstrapArgs::from_argv(std::env::args_os()) {
@@ -96,5 +103,10 @@ fn dispatch(cli: args::Cli) -> Result<u8, error::SandyError> {
         args::Command::Completions(c) => reference::completions(c.shell),
         args::Command::Man => reference::man(),
         args::Command::Setup(s) => setup::setup(s),
+        args::Command::Trust(t) => trust::trust(t.yes, t.revoke),
+        args::Command::Config(c) => match c.command {
+            args::ConfigCommand::Init => policyfiles::init(),
+            args::ConfigCommand::Check => policyfiles::check(),
+        },
     }
 }

@@ -38,15 +38,17 @@ pub enum PlaceholderError {
     #[error(
         "cannot protect {}: it is a symbolic link to a path that does not exist, which the \
          sandbox could create through the link; create the target or remove the link, then \
-         run again", path.display()
+         run again",
+        sandy_policy::text::Tilde(path)
     )]
     DanglingLink { path: PathBuf },
     #[error(
         "cannot protect {}: it is a symbolic link that loops (or passes through too many \
-         links); fix or remove the links, then run again", path.display()
+         links); fix or remove the links, then run again",
+        sandy_policy::text::Tilde(path)
     )]
     LinkLoop { path: PathBuf },
-    #[error("cannot create the placeholder {}: {}", path.display(), source.desc())]
+    #[error("cannot create the placeholder {}: {}", sandy_policy::text::Tilde(path), source.desc())]
     Create { path: PathBuf, source: Errno },
 }
 

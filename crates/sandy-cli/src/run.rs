@@ -54,8 +54,23 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // policy's resolution (a move waits for the kernel, up to tens of milliseconds on a
     // v1 hierarchy); the limits are written once the policy is known, before the
     // bootstrap starts anything.
-    let mut early =
-        (!args.dry_run).then(|| crate::ceilings::Offer::probe().make_dirs(args.cpu.is_some()));
+    // The user's configuration, profile or policy file, read before anything else: a
+    // CPU ceiling it sets needs its controller in the run's cgroup.
+    let host = host::gather_without_git()?;
+    let mut loaded = crate::policyfiles::load(
+        &crate::policyfiles::Asked {
+            profile: args.profile.as_deref(),
+            profile_file: args.profile_file.as_deref(),
+            policy_file: args.policy_file.as_deref(),
+            argv0: args
+                .command
+                .first()
+                .map_or(std::ffi::OsStr::new(""), |a| a.as_os_str()),
+        },
+        &host,
+    )?;
+    let cpu = args.cpu.is_some() || loaded.rules.ceilings.cpu.is_some();
+    let mut early = (!args.dry_run).then(|| crate::ceilings::Offer::probe().make_dirs(cpu));
     let pending = if args.dry_run {
         None
     } else {
@@ -70,7 +85,18 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
             .map(|cgroup| cgroup.adopt_in_background(pending.pid())),
         _ => None,
     };
-    let (host, walked) = host::gather_walked(&args.read_write, !args.dry_run)?;
+    let read_write: Vec<std::path::PathBuf> = args
+        .read_write
+        .iter()
+        .cloned()
+        .chain(
+            loaded
+                .rules
+                .read_write_paths()
+                .map(std::path::Path::to_path_buf),
+        )
+        .collect();
+    let (host, walked) = host::walk(host, &read_write, !args.dry_run)?;
     let explain = args.explain;
     let tmp_base = crate::rundir::tmp_base(&host);
 
@@ -78,6 +104,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         command: args.command,
         read: args.read,
         read_write: args.read_write,
+        execute: args.execute,
         // Replaced by the real directory below; a dry run creates nothing.
         private_tmp: crate::rundir::unmade_private_tmp(&host),
         block_net: args.block_net,
@@ -88,8 +115,9 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
             allow: args.allow_domain,
             deny: args.deny_domain,
             agent: args.net == Some(crate::args::NetMode::Agent),
+            ..Default::default()
         },
-        profile: args.profile,
+        profile: loaded.profile.take(),
         pass_env: args.pass_env,
         ceilings: sandy_policy::CeilingRequest {
             max_procs: args.max_procs,
@@ -99,6 +127,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
             cpu: args.cpu,
             memory_total: crate::ceilings::memory_total(),
         },
+        files: std::mem::take(&mut loaded.rules),
         tier,
     };
 
@@ -108,7 +137,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         crate::kontext::Mode::Optional
     };
     let Some(mut pending) = pending else {
-        return dry_run(&request, &host, kontext, args.format);
+        return dry_run(&request, &host, kontext, args.format, &loaded);
     };
     // The cache overlays of earlier runs' layers, mounted by the bootstrap while the
     // policy is resolved; the policy then says which are used. The resolution asks about
@@ -127,6 +156,9 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     request.private_tmp = private_tmp.path.clone();
     let mut policy = resolve(&request, &host, &fs)?;
     drop(fs);
+    // A file the policy came from that this sandbox could write: refused before
+    // anything is created or started.
+    loaded.refuse_writable(&policy)?;
     crate::kontext::attach(&mut policy, &host, kontext)?;
     // The run's cgroup, with its limits, and the bootstrap in it before it starts
     // anything: every process of the run is counted there (`ceilings`). A ceiling asked
@@ -139,6 +171,24 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // A first launch: the agent's own absent state directories and files (placeholders
     // inside them need them).
     let created = agentstate::create_at_launch(&policy)?;
+    // The project's history directory in Sandy's state (shell and editor history): made
+    // when absent, never looked into. Without it the run keeps no history.
+    if let Some(dir) = policy.history.as_ref().map(|h| h.directory.clone()) {
+        if let Err(e) = crate::hostfs::open_or_create(&dir, 0o700) {
+            let owner = match e.kind() {
+                std::io::ErrorKind::PermissionDenied => crate::error::owner_problem(&dir)
+                    .map(|p| format!("; {p}"))
+                    .unwrap_or_default(),
+                _ => String::new(),
+            };
+            say!(
+                "note: shell and editor history is not kept in this run: cannot create \
+                 {}: {e}{owner}",
+                sandy_policy::text::Tilde(&dir)
+            );
+            policy.drop_history();
+        }
+    }
     // The state of everything protected, before anything runs (placeholders included
     // as absent: they are gone again after the run).
     let snapshot = verify::before(&policy, &host, walked);
@@ -448,8 +498,10 @@ fn dry_run(
     host: &sandy_policy::HostContext,
     kontext: crate::kontext::Mode,
     format: DryRunFormat,
+    loaded: &crate::policyfiles::Loaded,
 ) -> Result<u8, SandyError> {
     let mut policy = resolve(request, host, &HostFs)?;
+    loaded.refuse_writable(&policy)?;
     crate::kontext::attach(&mut policy, host, kontext)?;
     // What would hold each ceiling; nothing is made.
     let offer = crate::ceilings::Offer::probe();
@@ -732,15 +784,23 @@ impl Started {
     }
 }
 
+/// How often the wait for the target looks at the children without being signalled.
+const CHILD_CHECK: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Waits for the target, the supervisor's own child: forwards signals, follows its stops
 /// (job control), and returns its status.
 fn wait_target(run: &mut Started, waited: &SigSet) -> Result<u8, SandyError> {
     let target = run.target;
     loop {
-        let sig = waited.wait().map_err(|source| SandyError::Sys {
-            step: "cannot wait for signals",
-            source,
-        })?;
+        // The children are also looked at every so often without a signal: a SIGCHLD
+        // taken by another thread of the supervisor (one that does not block it) would
+        // otherwise leave the run waiting for an exit that already happened.
+        let sig = sandy_linux::sys::process::wait_signal_timeout(waited, CHILD_CHECK)
+            .map_err(|source| SandyError::Sys {
+                step: "cannot wait for signals",
+                source,
+            })?
+            .unwrap_or(Signal::SIGCHLD);
         if sig != Signal::SIGCHLD {
             // The target may already be gone; its exit arrives as SIGCHLD. SIGCONT: the
             // shell resumed the job; the target follows even if it left the job's
@@ -862,7 +922,7 @@ fn finish_uploads(ports: &[u16]) {
 /// `no_new_privs` is set. Neither can be undone from inside, unlike an environment
 /// variable.
 #[allow(clippy::disallowed_methods)] // procfs, which no run writes
-fn inside_sandy() -> bool {
+pub(crate) fn inside_sandy() -> bool {
     let init = std::fs::read_to_string("/proc/1/comm")
         .is_ok_and(|c| c.trim_end() == sandy_linux::INIT_NAME);
     init && host::no_new_privs()

@@ -280,7 +280,7 @@ fn make_world_dir() -> Result<tempfile::TempDir, SandyError> {
         if !visible(&base) {
             tried.push(format!(
                 "{} (private inside the sandbox, or not absolute)",
-                base.display()
+                sandy_policy::text::Tilde(&base)
             ));
             continue;
         }
@@ -290,7 +290,7 @@ fn make_world_dir() -> Result<tempfile::TempDir, SandyError> {
                 .mode(0o700)
                 .create(&base)
             {
-                tried.push(format!("{} ({e})", base.display()));
+                tried.push(format!("{} ({e})", sandy_policy::text::Tilde(&base)));
                 continue;
             }
         }
@@ -299,7 +299,7 @@ fn make_world_dir() -> Result<tempfile::TempDir, SandyError> {
             .tempdir_in(&base)
         {
             Ok(dir) => return Ok(dir),
-            Err(e) => tried.push(format!("{} ({e})", base.display())),
+            Err(e) => tried.push(format!("{} ({e})", sandy_policy::text::Tilde(&base))),
         }
     }
     Err(SandyError::NoPlace {

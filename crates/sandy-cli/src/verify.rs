@@ -13,13 +13,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 use sandy_policy::caches::sandy_state_dir;
-use sandy_policy::text::Shown;
+use sandy_policy::text::{Shown, Tilde};
 use sandy_policy::{GitDirKind, HostContext, ProtectionKind, ResolvedPolicy};
 
 use crate::gitscan::{self, DotGitKind};
@@ -329,6 +329,8 @@ pub struct Snapshot {
     env: Vec<(OsString, OsString)>,
     /// Where the pre-run copies of this run go (`sandy restore`).
     state: Option<PathBuf>,
+    /// Sandy's state directory, where the walk's record is kept for the next launch.
+    sandy_state: Option<PathBuf>,
     sigint_ignored: bool,
 }
 
@@ -482,6 +484,7 @@ pub fn before(policy: &ResolvedPolicy, host: &HostContext, walked: Vec<walk::Rec
             .home
             .as_deref()
             .map(|home| sandy_state_dir(home, host).join(RESTORE_DIR)),
+        sandy_state: host.home.as_deref().map(|home| sandy_state_dir(home, host)),
         sigint_ignored: sigint_ignored(),
     }
 }
@@ -579,10 +582,24 @@ pub fn after(snapshot: Snapshot) -> Option<String> {
             }
         }
     }
-    let run_id = run_id(&snapshot.project);
-    let saved = save_copies(&snapshot, &looker, &changes, &run_id);
-    for c in &changes {
-        reported.insert(c.path.clone());
+    let mut run_id = run_id(&snapshot.project);
+    reported.extend(changes.iter().map(|c| c.path.clone()));
+    // A repository the run created is named below, by what in it can run code; its
+    // `.git` is saved as absent, so that `sandy restore` takes it out of git's way.
+    let new_repos = find_new_repositories(&snapshot, &mut reported);
+    let mut named_below = BTreeSet::new();
+    for path in &new_repos.removable {
+        if !changes.iter().any(|c| &c.path == path) {
+            named_below.insert(path.clone());
+            changes.push(Change {
+                now: looker.state_of(path),
+                path: path.clone(),
+                was: State::Absent,
+            });
+        }
+    }
+    let saved = save_copies(&snapshot, &looker, &changes, &mut run_id);
+    for c in changes.iter().filter(|c| !named_below.contains(&c.path)) {
         if let Some(keys) = snapshot.accounts.get(&c.path) {
             if account_replaced(&looker, c, keys) {
                 continue;
@@ -650,7 +667,8 @@ pub fn after(snapshot: Snapshot) -> Option<String> {
             );
         }
     }
-    report_new_repositories(&snapshot, &mut looker, &mut reported);
+    let hint = |path: &Path| restore_hint(&saved, path, &run_id);
+    report_new_repositories(&snapshot, &mut looker, new_repos, &hint);
     report_operations_in_progress(&snapshot, &mut looker);
     (!saved.is_empty()).then_some(run_id)
 }
@@ -810,9 +828,10 @@ fn restore_hint(saved: &BTreeSet<PathBuf>, path: &Path, run_id: &str) -> String 
     }
 }
 
-/// A run's name for `sandy restore`: when it ended (UTC) and its project folder's name,
-/// with the supervisor's pid to tell apart runs of the same second
-/// (`20261205-043512-myproject-4242`). Only letters, digits, `.`, `_` and `-`.
+/// A run's name for `sandy restore`: when it ended (UTC) and its project folder's name
+/// (`20261205-043512-myproject`; [`save_copies`] adds `-2`, `-3`, ... to tell apart runs
+/// of the same project that ended in the same second). Only letters, digits, `.`, `_`
+/// and `-`. Older builds named runs `EPOCH-PID`; `sandy restore` takes those as well.
 fn run_id(project: &Path) -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -840,11 +859,10 @@ fn run_id(project: &Path) -> String {
         name
     };
     format!(
-        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}-{name}-{}",
+        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}-{name}",
         rest / 3600,
         rest % 3600 / 60,
-        rest % 60,
-        std::process::id()
+        rest % 60
     )
 }
 
@@ -912,12 +930,16 @@ enum Was {
 }
 
 impl Was {
-    fn describe(&self) -> &'static str {
+    /// What `sandy restore` does to the path, in words.
+    fn undo(&self) -> &'static str {
         match self {
-            Was::Absent => "absent",
-            Was::Directory { .. } => "directory",
-            Was::Symlink { .. } => "symlink",
-            Was::File { .. } => "file",
+            Was::Absent => {
+                "did not exist before the run; restore removes it (a directory holding \
+                 more is moved aside)"
+            }
+            Was::Directory { .. } => "a directory before the run; restore puts it back",
+            Was::Symlink { .. } => "a symbolic link before the run; restore puts it back",
+            Was::File { .. } => "changed by the run; restore puts the file back",
         }
     }
 }
@@ -934,19 +956,38 @@ fn save_copies(
     snapshot: &Snapshot,
     looker: &Looker<'_>,
     changes: &[Change],
-    run_id: &str,
+    run_id: &mut String,
 ) -> BTreeSet<PathBuf> {
     let mut saved = BTreeSet::new();
     let Some(base) = snapshot.state.as_ref().filter(|_| !changes.is_empty()) else {
         return saved;
     };
-    let dir = crate::hostfs::open_or_create(base, 0o700).and_then(|b| b.create_dir(run_id, 0o700));
+    // The run's name, or, when a run of the same project ended in the same second, the
+    // first of `NAME-2`, `NAME-3`, ... that is free.
+    let dir = crate::hostfs::open_or_create(base, 0o700).and_then(|b| {
+        let first = run_id.clone();
+        for n in 1..=100 {
+            let name = if n == 1 {
+                first.clone()
+            } else {
+                format!("{first}-{n}")
+            };
+            match b.create_dir(&name, 0o700) {
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                other => {
+                    *run_id = name;
+                    return other;
+                }
+            }
+        }
+        Err(std::io::ErrorKind::AlreadyExists.into())
+    });
     let dir = match dir {
         Ok(dir) => dir,
         Err(e) => {
             say!(
                 "warning: cannot keep the pre-run copies in {}: {e}",
-                Shown(base)
+                Tilde(base)
             );
             return saved;
         }
@@ -1019,30 +1060,50 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// What the run made of git repositories, found after it ([`find_new_repositories`]) and
+/// named once its pre-run copies are saved ([`report_new_repositories`]).
+struct NewRepositories {
+    /// Lines to print, each with the path whose restore hint it ends with, if any.
+    lines: Vec<(String, Option<PathBuf>)>,
+    /// New `.git` entries: each saved as absent, which `sandy restore` takes away.
+    removable: Vec<PathBuf>,
+    new_git_dirs: Vec<PathBuf>,
+    new_tops: Vec<PathBuf>,
+}
+
 /// New `.git` entries, linked worktrees and submodule git directories, and directories
-/// git now takes as git directories themselves: each is named, with every code-running
-/// setting of its configuration and every hook it holds.
-fn report_new_repositories(
-    snapshot: &Snapshot,
-    looker: &mut Looker<'_>,
-    reported: &mut BTreeSet<PathBuf>,
-) {
+/// git now takes as git directories themselves. `reported` holds the paths already
+/// named.
+fn find_new_repositories(snapshot: &Snapshot, reported: &mut BTreeSet<PathBuf>) -> NewRepositories {
     // Made only when needed: finding git looks along PATH.
     let git = std::cell::OnceCell::new();
     let git = || git.get_or_init(|| gitscan::Git::new(&snapshot.env));
     let mut new_git_dirs: Vec<PathBuf> = Vec::new();
     let mut new_tops: Vec<PathBuf> = Vec::new();
+    let mut lines: Vec<(String, Option<PathBuf>)> = Vec::new();
+    let mut removable = Vec::new();
+    // Every line of this search is printed after the run's changes, in its order.
+    macro_rules! line {
+        ($($arg:tt)*) => { lines.push((format!($($arg)*), None)) };
+    }
     for root in &snapshot.roots {
         let record = snapshot.walked.iter().find(|w| w.root() == root.as_path());
         let again = match record {
-            Some(record) => walk::walk_again(record, WALK_MAX),
+            Some(record) => walk::walk_again(record, WALK_MAX).map(|(again, now)| {
+                // Kept for the next launch, whose walk then reads only what changes
+                // until then.
+                if let Some(state) = &snapshot.sandy_state {
+                    walk::keep(state, &now);
+                }
+                again
+            }),
             None => gitscan::find_dotgits(root, WALK_MAX).map(|found| walk::Walked {
                 found,
                 ..walk::Walked::default()
             }),
         };
         let Ok(again) = again else {
-            say!(
+            line!(
                 "warning: {} is too large to check for git repositories created \
                  inside the sandbox; review any before running git there",
                 root.display()
@@ -1051,7 +1112,7 @@ fn report_new_repositories(
         };
         let before = record.map(walk::Record::unlisted).unwrap_or_default();
         for dir in again.unlisted.iter().filter(|d| !before.contains(d)) {
-            say!(
+            line!(
                 "warning: {} can be passed through but not listed (its permissions \
                  were changed inside the sandbox): git repositories the run made below it \
                  cannot be checked; review it before running git there",
@@ -1069,7 +1130,7 @@ fn report_new_repositories(
                 .filter(|m| std::fs::symlink_metadata(dir.join(OsStr::from_bytes(m))).is_ok())
                 .map(|m| String::from_utf8_lossy(m).into_owned())
                 .collect();
-            say!(
+            line!(
                 "warning: {} holds an agent's launch configuration made inside the \
                  sandbox ({}), which an agent started there would load: review it before \
                  starting one there",
@@ -1079,7 +1140,7 @@ fn report_new_repositories(
         }
         let before = record.map(walk::Record::unsearchable).unwrap_or_default();
         for dir in again.unsearchable.iter().filter(|d| !before.contains(d)) {
-            say!(
+            line!(
                 "warning: {} cannot be looked into (its permissions were changed \
                  inside the sandbox): git repositories the run made below it cannot be \
                  checked; review it before giving it back its permissions or running git \
@@ -1096,7 +1157,7 @@ fn report_new_repositories(
                     continue;
                 };
                 if reported.insert(d.top.clone()) {
-                    say!(
+                    line!(
                         "warning: {} was made a git repository inside the sandbox \
                          (git run in it or below it takes the directory itself as its git \
                          directory, as a bare repository); review it before running git there",
@@ -1114,12 +1175,16 @@ fn report_new_repositories(
                 continue;
             }
             if reported.insert(dotgit.clone()) {
-                say!(
-                    "warning: {} did not exist at launch and was created inside the \
-                     sandbox; review it before running git there",
-                    dotgit.display()
-                );
+                lines.push((
+                    format!(
+                        "warning: {} did not exist at launch and was created inside the \
+                         sandbox; review it before running git there",
+                        dotgit.display()
+                    ),
+                    Some(dotgit.clone()),
+                ));
             }
+            removable.push(dotgit.clone());
             if d.kind != DotGitKind::Other {
                 new_tops.push(d.top.clone());
             }
@@ -1140,6 +1205,35 @@ fn report_new_repositories(
             }
         }
     }
+    NewRepositories {
+        lines,
+        removable,
+        new_git_dirs,
+        new_tops,
+    }
+}
+
+/// Names what [`find_new_repositories`] found, each line naming the run to restore when
+/// `hint` does, then every code-running setting of each new git directory's
+/// configuration and every hook it holds.
+fn report_new_repositories(
+    snapshot: &Snapshot,
+    looker: &mut Looker<'_>,
+    new: NewRepositories,
+    hint: &dyn Fn(&Path) -> String,
+) {
+    let git = std::cell::OnceCell::new();
+    let git = || git.get_or_init(|| gitscan::Git::new(&snapshot.env));
+    for (line, path) in &new.lines {
+        let hint = path.as_deref().map(hint).unwrap_or_default();
+        say!("{line}{hint}");
+    }
+    let NewRepositories {
+        mut new_git_dirs,
+        new_tops,
+        ..
+    } = new;
+
     new_git_dirs.sort();
     new_git_dirs.dedup();
     for dir in new_git_dirs {
@@ -1290,35 +1384,51 @@ fn restore_inner(
             let Some(record) = base.as_ref().and_then(|b| read_record(b, &id).ok()) else {
                 continue;
             };
-            for entry in record.entries {
-                let Some(path) = unhex(&entry.path) else {
-                    continue;
-                };
-                any = true;
-                let _ = crate::print_line(&format!(
-                    "{}\t{}\t(was {})",
-                    Shown(Path::new(&id)),
-                    Shown(Path::new(OsStr::from_bytes(&path))),
-                    entry.was.describe()
-                ));
+            let mut paths: Vec<(Vec<u8>, &Was)> = record
+                .entries
+                .iter()
+                .filter_map(|e| Some((unhex(&e.path)?, &e.was)))
+                .collect();
+            if paths.is_empty() {
+                continue;
+            }
+            paths.sort_by(|a, b| a.0.cmp(&b.0));
+            any = true;
+            let _ = crate::print_line(&format!("{}:", Shown(Path::new(&id))));
+            for (path, was) in paths {
+                let path = Path::new(OsStr::from_bytes(&path));
+                let _ = crate::print_line(&format!("  {}: {}", Tilde(path), was.undo()));
             }
         }
-        if !any {
+        if any {
+            let _ = crate::print_line("put a run's paths back with: sandy restore RUN");
+        } else {
             let _ = crate::print_line("no saved pre-run copies");
         }
         return Ok(0);
     };
-    let not_a_run = |source| SandyError::File {
-        step: "cannot read the saved copies of the run",
+    let not_a_run = |source: std::io::Error| SandyError::File {
+        step: "cannot restore run",
         path: PathBuf::from(run),
-        source,
+        source: if source.kind() == std::io::ErrorKind::NotFound {
+            std::io::Error::other("no such run is kept (`sandy restore` lists the runs kept)")
+        } else {
+            source
+        },
     };
     let base = base.ok_or_else(|| not_a_run(std::io::ErrorKind::NotFound.into()))?;
     let record = read_record(&base, OsStr::new(run)).map_err(not_a_run)?;
     let copies = base.open_dir(run).map_err(not_a_run)?;
     let mut failed = 0u8;
     let mut left = false;
-    for entry in &record.entries {
+    // The deepest first: what a directory the run created holds is put back (removed)
+    // before the directory, which is then removed too when nothing else is in it.
+    let mut entries: Vec<&RecordEntry> = record.entries.iter().collect();
+    entries.sort_by(|a, b| {
+        let place = |e: &RecordEntry| unhex(&e.at).map(|at| PathBuf::from(OsString::from_vec(at)));
+        place(b).cmp(&place(a))
+    });
+    for entry in entries {
         let (Some(path), Some(at)) = (unhex(&entry.path), unhex(&entry.at)) else {
             failed = 1;
             say!(
@@ -1338,9 +1448,9 @@ fn restore_inner(
         match put_back(&copies, &at, &entry.was) {
             Ok(what) => {
                 let shown = if at == path {
-                    Shown(&path).to_string()
+                    Tilde(&path).to_string()
                 } else {
-                    format!("{} (at {})", Shown(&path), Shown(&at))
+                    format!("{} (at {})", Tilde(&path), Tilde(&at))
                 };
                 if automatic.is_some() {
                     say!("restored {shown} ({what}): --tier landlock cannot keep it read-only");
@@ -1350,7 +1460,7 @@ fn restore_inner(
             }
             Err(err) => {
                 failed = 1;
-                say!("cannot restore {}: {err}", Shown(&path));
+                say!("cannot restore {}: {err}", Tilde(&path));
             }
         }
     }
@@ -1362,6 +1472,17 @@ fn restore_inner(
                 "the copies of run {} could not be removed; it stays listed",
                 Shown(Path::new(run))
             );
+        }
+        // The last run restored: Sandy's directory of copies goes too, and its state
+        // directory when nothing else is kept there (each only if empty).
+        drop(base);
+        let state = base_path.parent();
+        for path in [Some(base_path.as_path()), state].into_iter().flatten() {
+            if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
+                if let Ok(parent) = Dir::open_exact(parent) {
+                    let _ = parent.remove_dir(name);
+                }
+            }
         }
     }
     Ok(failed)
@@ -1417,12 +1538,22 @@ fn put_back(copies: &Dir, at: &Path, was: &Was) -> std::io::Result<&'static str>
     match was {
         Was::Absent => {
             if is_dir {
-                // A directory the run created may hold more than Sandy recorded: it is
-                // moved aside, never deleted.
+                // A directory the run created is removed when empty; one that holds more
+                // than Sandy recorded is moved aside, never deleted.
+                match dir.remove_dir(name) {
+                    Ok(()) => return Ok("removed: it did not exist before the run"),
+                    Err(e) if e.raw_os_error() != Some(nix::libc::ENOTEMPTY) => return Err(e),
+                    Err(_) => {}
+                }
                 let mut aside = name.to_os_string();
                 aside.push(".sandy-removed");
                 dir.rename_noreplace(name, &dir, &aside)?;
-                return Ok("moved aside to *.sandy-removed: it did not exist before the run");
+                return Ok(if name == ".git" {
+                    "moved aside to .git.sandy-removed: it did not exist before the run, \
+                     and git no longer takes it as this tree's repository"
+                } else {
+                    "moved aside to *.sandy-removed: it did not exist before the run"
+                });
             }
             dir.remove_entry(name)?;
             Ok("removed: it did not exist before the run")
@@ -1560,6 +1691,29 @@ mod tests {
         };
         put_back(&copies, &target, &was).unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"planted");
+    }
+
+    #[test]
+    fn a_run_is_named_by_its_time_and_project() {
+        for (project, tail) in [
+            ("/home/u/my project", "-my_project"),
+            ("/home/u/.hidden", "-run.hidden"),
+            ("/", "-run"),
+        ] {
+            let id = run_id(Path::new(project));
+            let (date, rest) = id.split_at(15);
+            assert!(
+                date.bytes().enumerate().all(|(i, b)| if i == 8 {
+                    b == b'-'
+                } else {
+                    b.is_ascii_digit()
+                }),
+                "{id}"
+            );
+            assert_eq!(rest, tail, "{id}");
+        }
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(20_792), (2026, 12, 5));
     }
 
     #[test]

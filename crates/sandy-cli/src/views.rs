@@ -56,7 +56,6 @@ impl PreparedViews {
         base: &Path,
         writable: &[&Path],
     ) -> Result<Self, SandyError> {
-        let io = |step| move |source| SandyError::Io { step, source };
         let mut unbound = PreparedViews {
             dir: None,
             entries: Vec::new(),
@@ -66,8 +65,13 @@ impl PreparedViews {
         };
         // State files the agent reads under a name of Sandy's own: a plain copy there.
         for file in state_files.iter().filter(|f| !f.bound) {
-            let content = read_state(&file.path, file.format, writable)
-                .map_err(io("cannot read an agent's state file"))?;
+            let content = read_state(&file.path, file.format, writable).map_err(|source| {
+                SandyError::File {
+                    step: "cannot read the agent's state file",
+                    path: file.path.clone(),
+                    source,
+                }
+            })?;
             let content = inside_content(file, content);
             if let Some(mirror) = &file.mirror {
                 // A fresh, locked stand-in directory (whatever a killed run left is
@@ -102,8 +106,11 @@ impl PreparedViews {
             let content = match state {
                 Some(f) => inside_content(
                     f,
-                    read_state(&f.path, f.format, writable)
-                        .map_err(io("cannot read an agent's state file"))?,
+                    read_state(&f.path, f.format, writable).map_err(|source| SandyError::File {
+                        step: "cannot read the agent's state file",
+                        path: f.path.clone(),
+                        source,
+                    })?,
                 ),
                 None => read_named(&view.target, writable).map_err(|source| SandyError::File {
                     step: "cannot read a file the sandbox sees as a copy,",
@@ -147,7 +154,11 @@ impl PreparedViews {
             let name = i.to_string();
             dir.dir()
                 .write_new(&name, &content, mode)
-                .map_err(io("cannot write a file the sandbox sees as a copy"))?;
+                .map_err(|source| SandyError::File {
+                    step: "cannot write the copy the sandbox sees of",
+                    path: view.target.clone(),
+                    source,
+                })?;
             prepared.entries.push((view.clone(), dir.path.join(name)));
         }
         Ok(prepared)

@@ -55,16 +55,29 @@ pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
     } else {
         args.command.clone()
     };
+    // The user's configuration applies as it does to `sandy run`.
+    let loaded = crate::policyfiles::load(
+        &crate::policyfiles::Asked {
+            profile: args.profile.as_deref(),
+            profile_file: None,
+            policy_file: None,
+            argv0: command
+                .first()
+                .map_or(std::ffi::OsStr::new(""), |a| a.as_os_str()),
+        },
+        &host,
+    )?;
     let request = RunRequest {
         command,
         read: args.read.clone(),
         read_write: args.read_write.clone(),
+        execute: Vec::new(),
         private_tmp: crate::rundir::unmade_private_tmp(&host),
         block_net: args.block_net,
         allow_local_ports: args.allow_local_port.clone(),
         numbat_collector: None,
         numbat: false,
-        profile: args.profile.clone(),
+        profile: loaded.profile.clone(),
         pass_env: Vec::new(),
         ceilings: Default::default(),
         tier: Default::default(),
@@ -72,9 +85,12 @@ pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
             allow: args.allow_domain.clone(),
             deny: args.deny_domain.clone(),
             agent: args.net == Some(crate::args::NetMode::Agent),
+            ..Default::default()
         },
+        files: loaded.rules.clone(),
     };
     let policy = resolve(&request, &host, &HostFs)?;
+    loaded.refuse_writable(&policy)?;
     if args.connect {
         return connect::why(&args, &policy);
     }
@@ -430,8 +446,10 @@ mod inside {
             agent_home_files: Vec::new(),
             agent_state: Vec::new(),
             watched: Vec::new(),
+            files: Default::default(),
             reopened: Vec::new(),
             tier: Default::default(),
+            history: None,
         };
         let question = super::question(args);
         let cwd = std::env::current_dir().unwrap_or_else(|_| doc.working_directory.clone());

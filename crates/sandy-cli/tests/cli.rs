@@ -520,7 +520,7 @@ fn manifest(w: &World, script: &str) -> Value {
     }
     w.chown_all();
     json!({
-        "schema_version": 3,
+        "schema_version": 4,
         "supervisor_pid": std::process::id(),
         "program": "/bin/sh",
         "argv": ["sh", "-c", script],
@@ -570,7 +570,7 @@ fn the_bootstrap_rejects_bad_manifests_and_runs_nothing() {
         let good_bytes = serde_json::to_vec(&good).unwrap();
 
         let mut unsupported = good.clone();
-        unsupported["schema_version"] = json!(4);
+        unsupported["schema_version"] = json!(5);
         let mut unknown_field = good.clone();
         unknown_field["extra_grants"] = json!([{"path": "/", "access": "read_write"}]);
         let without = |key: &str| {
@@ -825,11 +825,14 @@ fn dry_run_prints_the_documented_document() {
                 "local_port_grants",
                 "egress",
                 "file_grants",
+                "policy_files",
+                "project_policy",
                 "protections",
                 "views",
                 "created_at_launch",
                 "state_files",
                 "caches",
+                "history",
                 "agent_state",
                 "environment",
                 "runtime_controls",
@@ -838,7 +841,7 @@ fn dry_run_prints_the_documented_document() {
                 "tier",
             ])
         );
-        assert_eq!(doc["dry_run_schema_version"], json!(5));
+        assert_eq!(doc["dry_run_schema_version"], json!(7));
         let command = doc["command"].as_str().unwrap();
         assert!(
             Path::new(command).is_absolute() && command.ends_with("/sh"),
@@ -859,7 +862,7 @@ fn dry_run_prints_the_documented_document() {
         for g in grants {
             assert_eq!(
                 keys(g),
-                sorted(&["path", "access", "scope", "origin"]),
+                sorted(&["path", "access", "scope", "origin", "reason"]),
                 "{g}"
             );
             let path = g["path"].as_str().unwrap();

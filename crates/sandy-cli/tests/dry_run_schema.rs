@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The dry-run document against its published JSON Schema
-//! (`schemas/dry-run.v5.schema.json`): the real binary's `--dry-run` output for a
+//! (`schemas/dry-run.v7.schema.json`): the real binary's `--dry-run` output for a
 //! representative set of invocations must validate, and documents that break the schema
 //! (an extra key, a missing key, a wrong enum value) must not.
 #![allow(clippy::disallowed_methods)] // the tests set up and judge worlds of their own
@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 /// The published schema, from the repository root.
 pub const SCHEMA_PATH: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../schemas/dry-run.v5.schema.json"
+    "/../../schemas/dry-run.v7.schema.json"
 );
 
 /// The schema document itself.
@@ -89,7 +89,7 @@ fn s(p: &Path) -> String {
 /// full so that the negative cases start from something the schema accepts.
 fn reference_document() -> Value {
     json!({
-        "dry_run_schema_version": 5,
+        "dry_run_schema_version": 7,
         "command": "/usr/bin/python3",
         "arguments": ["-c", "print(1)", "\u{fffd}"],
         "working_directory": "/home/u/project",
@@ -123,19 +123,22 @@ fn reference_document() -> Value {
             "refused_address_classes": ["loopback", "private", "cloud_metadata"]
         },
         "file_grants": [
-            { "path": "/usr", "access": "read_exec", "scope": "subtree", "origin": "baseline" },
-            { "path": "/etc", "access": "read", "scope": "subtree", "origin": "baseline" },
-            { "path": "/dev/null", "access": "read_write", "scope": "exact", "origin": "baseline" },
+            { "path": "/usr", "access": "read_exec", "scope": "subtree", "origin": "baseline", "reason": null },
+            { "path": "/etc", "access": "read", "scope": "subtree", "origin": "baseline", "reason": null },
+            { "path": "/dev/null", "access": "read_write", "scope": "exact", "origin": "baseline", "reason": null },
             {
                 "path": "/home/u/project",
                 "access": "read_write",
                 "scope": "subtree",
-                "origin": "project"
+                "origin": "project",
+                "reason": null
             },
-            { "path": "/home/u/.cargo", "access": "read_exec", "scope": "subtree", "origin": "path" },
-            { "path": "/home/u/docs", "access": "read", "scope": "subtree", "origin": "flag" },
-            { "path": "/tmp", "access": "read_write", "scope": "subtree", "origin": "baseline" }
+            { "path": "/home/u/.cargo", "access": "read_exec", "scope": "subtree", "origin": "path", "reason": null },
+            { "path": "/home/u/docs", "access": "read", "scope": "subtree", "origin": "flag", "reason": null },
+            { "path": "/tmp", "access": "read_write", "scope": "subtree", "origin": "baseline", "reason": null }
         ],
+        "policy_files": [],
+        "project_policy": null,
         "protections": [
             { "path": "/home/u/.ssh", "kind": "deny", "origin": "baseline", "exists": true, "placeholder": null, "reason": null },
             {
@@ -223,6 +226,16 @@ fn reference_document() -> Value {
                 "variable": null
             }
         ],
+        "history": {
+            "directory": "/home/u/.local/state/sandy/history/project-0123456789abcdef",
+            "inside": "/tmp/.sandy-history",
+            "kept": [
+                { "tool": "bash", "variable": "HISTFILE",
+                  "file": "/tmp/.sandy-history/bash_history", "instead_of": "/home/u/.bash_history" }
+            ],
+            "not_kept": [ { "tool": "fish", "reason": "no variable names its file" } ],
+            "host_files_used": false
+        },
         "environment": { "removed": ["LD_PRELOAD", "SSH_AUTH_SOCK"], "set": ["TMP", "TMPDIR"] },
         "runtime_controls": [
             { "service": "Kontext", "enabled": false, "version": null,
@@ -404,6 +417,12 @@ fn documents_that_break_the_schema_are_rejected() {
         }),
         ("an extra key in the enforcement", |d| {
             d["enforcement"]["details"] = json!("");
+        }),
+        ("the host's history files used", |d| {
+            d["history"]["host_files_used"] = json!(true);
+        }),
+        ("an extra key in the history", |d| {
+            d["history"]["kept"][0]["host"] = json!("");
         }),
         ("a missing top-level key", |d| {
             d.as_object_mut().unwrap().remove("protections");

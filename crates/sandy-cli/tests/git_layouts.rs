@@ -682,6 +682,48 @@ fn a_nested_repository_that_is_not_a_submodule_is_protected() {
     });
 }
 
+/// The walk before a launch reads only what changed since the last launch kept its
+/// record (issue 38): a repository made between two launches, outside Sandy, deep in a
+/// directory the record took on trust, and one moved there with its parent, are found
+/// and protected all the same.
+#[test]
+fn repositories_made_or_moved_between_launches_are_protected_by_the_next() {
+    for_each_user(|w| {
+        init_repo(w, &w.project);
+        for d in ["lib/a/b", "old/x/y", "pkgs/p"] {
+            std::fs::create_dir_all(w.project.join(d)).unwrap();
+        }
+        // Large enough for the record to be kept (a small tree is simply walked).
+        for i in 0..2100 {
+            std::fs::create_dir_all(w.project.join(format!("vendor/p{}/m{i}", i / 50))).unwrap();
+        }
+        init_repo(w, &w.project.join("old/x/y/repo"));
+        // Old enough for the record to take every directory on trust.
+        std::thread::sleep(Duration::from_millis(1300));
+        let o = sandy_sh(w, &[], "true", &[]);
+        assert_code(&o, 0, "the first launch");
+        let kept = w.home.join(".local/state/sandy/walk");
+        let records = std::fs::read_dir(&kept).map(|d| d.count()).unwrap_or(0);
+        assert_eq!(
+            records,
+            1,
+            "the walk's record is kept in {}",
+            kept.display()
+        );
+        // Between the launches, outside Sandy.
+        let made = w.project.join("lib/a/b/made");
+        init_repo(w, &made);
+        std::fs::rename(w.project.join("old/x"), w.project.join("pkgs/p/x")).unwrap();
+        let moved = w.project.join("pkgs/p/x/y/repo");
+        for (repo, name) in [(&made, "made"), (&moved, "moved")] {
+            let marker = w.root.join(format!("pwned-{name}"));
+            let hooks = repo.join(".git/hooks");
+            let o = sandy_sh(w, &[], &plant_hook(&hooks, &marker), &[]);
+            judge_hook(w, &o, repo, &hooks, &marker, &[]);
+        }
+    });
+}
+
 #[test]
 fn a_bare_repository_inside_the_project_keeps_its_config_and_hooks() {
     for_each_user(|w| {
@@ -1414,6 +1456,10 @@ fn a_directory_git_can_pass_but_sandy_cannot_list_is_named_and_refused() {
             let want = format!("{} can be passed through but not listed", x.display());
             assert!(stderr(&o).contains(&want), "{}", stderr(&o));
             assert_code(&o2, 125, "a run in a tree Sandy cannot look through");
+            // The error names it from the home (issue 41, item 11).
+            let home = std::fs::canonicalize(&w.home).unwrap();
+            let shown = format!("~/{}", x.strip_prefix(&home).unwrap().display());
+            let want = format!("{shown} can be passed through but not listed");
             assert!(stderr(&o2).contains(&want), "{}", stderr(&o2));
             assert!(stderr(&o2).contains("chmod u+r"), "{}", stderr(&o2));
         }
@@ -1628,7 +1674,7 @@ fn a_created_include_target_is_reported_and_sandy_restore_puts_it_back() {
         assert!(
             run.len() > 16
                 && run[..8].bytes().all(|b| b.is_ascii_digit())
-                && run.contains(&format!("-{project}-")),
+                && run.ends_with(&format!("-{project}")),
             "{run}"
         );
         let restored = run_timeout(w.sandy(["restore", run]), 30);
@@ -1793,7 +1839,7 @@ fn ctrl_c_ends_sandy_promptly_with_a_fifo_and_a_huge_file_in_place() {
 }
 
 #[test]
-fn an_absent_hooks_path_directory_created_inside_is_named_and_restore_moves_it_aside() {
+fn an_absent_hooks_path_directory_created_inside_is_named_and_restore_removes_it() {
     for_each_user(|w| {
         init_repo(w, &w.project);
         git_ok(w, &w.project, &["config", "core.hooksPath", ".hooks"]);
@@ -1814,7 +1860,12 @@ fn an_absent_hooks_path_directory_created_inside_is_named_and_restore_moves_it_a
         let restored = run_timeout(w.sandy(["restore", &run]), 30);
         assert_code(&restored, 0, "sandy restore RUN");
         assert!(!hooks.exists(), "{}", stdout(&restored));
-        assert!(w.project.join(".hooks.sandy-removed/pre-commit").exists());
+        // The hook and then its directory, empty, are removed: nothing is left behind.
+        assert!(
+            !w.project.join(".hooks.sandy-removed").exists(),
+            "{}",
+            stdout(&restored)
+        );
         let _ = git(
             w,
             &w.project,
@@ -1871,5 +1922,105 @@ fn a_remembered_answer_keeps_protecting_and_a_changed_configuration_is_asked_aga
         let late = w.project.join("late.inc");
         let o = sandy_sh(w, &[], &plant_file(&late, &fsmonitor(&marker)), &[]);
         judge_config(w, &o, &w.project, &late, &marker, &[]);
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Issue 41, item 12: `sandy restore` is clear
+// ---------------------------------------------------------------------------------------
+
+/// A run makes a new repository with an fsmonitor below the project: the line naming it
+/// says how to restore, `sandy restore` lists the run under a readable name and takes the
+/// repository out of git's way (git there no longer runs its fsmonitor), the run is no
+/// longer listed, and a directory the run made and Sandy emptied is not left behind.
+#[test]
+fn a_repository_the_run_created_is_taken_away_by_restore() {
+    for_each_user(|w| {
+        init_repo(w, &w.project);
+        let marker = w.root.join("pwned-new-repo");
+        let nested = w.project.join("sub/deep");
+        let script = format!(
+            "mkdir -p sub/deep && git -C sub/deep init -q && \
+             git -C sub/deep config core.fsmonitor 'touch {}; false'",
+            marker.display()
+        );
+        let o = sandy_sh(w, &[], &script, &[]);
+        assert_code(&o, 0, "make a repository");
+        let err = stderr(&o);
+        let dotgit = std::fs::canonicalize(&nested).unwrap().join(".git");
+        let line = err
+            .lines()
+            .find(|l| l.contains(&format!("{} did not exist at launch", dotgit.display())))
+            .unwrap_or_else(|| panic!("not named:\n{err}"));
+        assert!(line.contains("sandy restore "), "no restore hint: {line}");
+        let run = restore_run(line);
+        // Listed by the run's readable name, one path a line under it.
+        let listed = run_timeout(w.sandy(["restore"]), 30);
+        assert_code(&listed, 0, "sandy restore (list)");
+        let out = stdout(&listed);
+        assert!(out.contains(&format!("{run}:\n")), "{out}");
+        assert!(
+            out.contains("sub/deep/.git: did not exist before the run"),
+            "{out}"
+        );
+        assert!(!out.contains("\\t"), "an escaped tab: {out}");
+        // Control: git there runs the planted fsmonitor before the restore.
+        let _ = git(w, &nested, &["status", "--short"]);
+        assert!(
+            marker.exists(),
+            "control: the planted fsmonitor did not run"
+        );
+        std::fs::remove_file(&marker).unwrap();
+        let restored = run_timeout(w.sandy(["restore", &run]), 30);
+        assert_code(&restored, 0, "sandy restore RUN");
+        assert!(!nested.join(".git").exists(), "{}", stdout(&restored));
+        let _ = git(w, &nested, &["status", "--short"]);
+        assert!(
+            !marker.exists(),
+            "the new repository's fsmonitor ran after restore"
+        );
+        let listed = run_timeout(w.sandy(["restore"]), 30);
+        assert!(!stdout(&listed).contains(&run), "{}", stdout(&listed));
+        // Nothing of the run's copies is left in Sandy's state, nor an empty directory.
+        assert!(!w.home.join(".local/state/sandy/restore").exists());
+        let state = w.home.join(".local/state/sandy");
+        assert!(
+            !state.exists() || std::fs::read_dir(&state).unwrap().next().is_some(),
+            "an empty state directory was left"
+        );
+        // A second restore of it says it is not kept, in one line.
+        let again = run_timeout(w.sandy(["restore", &run]), 30);
+        assert_code(&again, 125, "restore of a restored run");
+        assert_eq!(stderr(&again).lines().count(), 1, "{}", stderr(&again));
+    });
+}
+
+/// A run id of the form older builds wrote (`EPOCH-PID`) is still listed and restored.
+#[test]
+fn restore_accepts_the_run_ids_of_older_builds() {
+    for_each_user(|w| {
+        let planted = w.write("project/planted.inc", "[core]\n\tfsmonitor = x\n");
+        let dir = w.home.join(".local/state/sandy/restore/1764900000-4242");
+        std::fs::create_dir_all(&dir).unwrap();
+        let hex = |b: &[u8]| b.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        let at = hex(planted.to_str().unwrap().as_bytes());
+        std::fs::write(
+            dir.join("record.json"),
+            format!(
+                "{{\"version\":2,\"entries\":[{{\"path\":\"{at}\",\"at\":\"{at}\",\
+                 \"was\":{{\"kind\":\"absent\"}}}}]}}"
+            ),
+        )
+        .unwrap();
+        w.chown_all();
+        let listed = run_timeout(w.sandy(["restore"]), 30);
+        assert!(
+            stdout(&listed).contains("1764900000-4242:"),
+            "{}",
+            stdout(&listed)
+        );
+        let restored = run_timeout(w.sandy(["restore", "1764900000-4242"]), 30);
+        assert_code(&restored, 0, "restore an old id");
+        assert!(!planted.exists());
     });
 }

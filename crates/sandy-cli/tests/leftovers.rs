@@ -604,7 +604,7 @@ fn restore_raced_by_link_swaps_never_reaches_outside() {
             let o = run_timeout(w.sandy(["restore", &id]), 30);
             // Once every path is back, the run is no longer kept: a later restore of it
             // says so.
-            let gone = stderr(&o).contains("cannot read the saved copies");
+            let gone = stderr(&o).contains("no such run is kept");
             assert!(
                 matches!(o.status.code(), Some(0 | 1)) || gone,
                 "{}",

@@ -28,7 +28,7 @@ pub enum ExecFailure {
     #[error(transparent)]
     Setup(#[from] LinuxError),
     /// Every layer is in place but `execve` itself failed.
-    #[error("cannot execute {}: {}", program.display(), errno.desc())]
+    #[error("cannot execute {}: {}", sandy_policy::text::Tilde(program), errno.desc())]
     Exec { program: PathBuf, errno: Errno },
 }
 

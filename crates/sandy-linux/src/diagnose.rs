@@ -432,14 +432,17 @@ fn run_mounts() -> Result<(), MountFailure> {
     Ok(())
 }
 
+/// What a `--block-net` run's bootstrap does for its network: a network namespace in the
+/// user namespace, loopback up, and in a mount namespace of its own a private sysfs on
+/// `/sys` (which a container's masked `/sys` entries refuse, like a fresh `/proc`).
 fn probe_network_namespace() -> ProbeReport {
     if let Err(mut r) = enter_user_namespace() {
         r.detail = format!("needs a user namespace: {}", r.detail);
         return r;
     }
-    if let Err(errno) = unshare(CloneFlags::CLONE_NEWNET) {
+    if let Err(errno) = unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWNS) {
         return ProbeReport::failed_at(
-            "unshare(CLONE_NEWNET) in a user namespace",
+            "unshare(CLONE_NEWNET | CLONE_NEWNS) in a user namespace",
             NsStep::Unshare,
             errno,
         );
@@ -451,7 +454,35 @@ fn probe_network_namespace() -> ProbeReport {
             errno,
         );
     }
-    ProbeReport::ok("in a user namespace: unshare(CLONE_NEWNET) and loopback brought up")
+    let nothing = None::<&str>;
+    let sys_dir = Path::new("/sys");
+    let mounted = mount(
+        nothing,
+        Path::new("/"),
+        nothing,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        nothing,
+    )
+    .map_err(|errno| ("making / private", NsStep::Bind, errno))
+    .and_then(|()| {
+        mount(
+            Some("sysfs"),
+            sys_dir,
+            Some("sysfs"),
+            MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            nothing,
+        )
+        .map_err(|errno| ("mounting a private sysfs on /sys", NsStep::Proc, errno))
+    });
+    if let Err((what, step, errno)) = mounted {
+        let mut r = ProbeReport::failed_at(what, step, errno);
+        r.detail = format!("in new user, network and mount namespaces: {}", r.detail);
+        return r;
+    }
+    ProbeReport::ok(
+        "in a user namespace: unshare(CLONE_NEWNET), loopback brought up and a private \
+         sysfs mounted",
+    )
 }
 
 fn probe_no_new_privs() -> ProbeReport {

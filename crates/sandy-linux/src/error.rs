@@ -55,7 +55,10 @@ pub enum LinuxError {
     SupervisorGone { expected: u32 },
     #[error("cannot reset signal handling: {source}")]
     Signals { source: nix::Error },
-    #[error("cannot enter the working directory {}: {source}", path.display())]
+    #[error(
+        "cannot enter the working directory {}: {source}",
+        sandy_policy::text::Tilde(path)
+    )]
     Chdir { path: PathBuf, source: nix::Error },
     /// A resource ceiling the target carries could not be set.
     #[error("{step}: {source}")]
@@ -67,15 +70,18 @@ pub enum LinuxError {
     NoNewPrivs { source: nix::Error },
     #[error("cannot drop capabilities: {reason}")]
     Capabilities { reason: String },
-    #[error("cannot open grant path {}: {source}", path.display())]
+    #[error("cannot open grant path {}: {source}", sandy_policy::text::Tilde(path))]
     GrantPath { path: PathBuf, source: nix::Error },
-    #[error("grant path {} is a directory but the grant is for one file", path.display())]
+    #[error(
+        "grant path {} is a directory but the grant is for one file",
+        sandy_policy::text::Tilde(path)
+    )]
     GrantKind { path: PathBuf },
     #[error(
         "grant path {} is a symbolic link, not the file or directory it leads to (Sandy \
          grants what a link leads to, so the path changed after the policy was resolved); \
          run again",
-        path.display()
+        sandy_policy::text::Tilde(path)
     )]
     GrantSymlink { path: PathBuf },
     #[error("cannot build the Landlock ruleset: {reason}")]
@@ -98,7 +104,7 @@ pub enum LinuxError {
         file: String,
         source: std::io::Error,
     },
-    #[error("{step} {}: {}", path.display(), source.desc())]
+    #[error("{step} {}: {}", sandy_policy::text::Tilde(path), source.desc())]
     Mount {
         step: &'static str,
         path: PathBuf,
@@ -112,7 +118,7 @@ pub enum LinuxError {
         hint: String,
     },
     /// A mount refused by a policy on namespaces, with its cause and fix.
-    #[error("{step} {}: {}: {hint}", path.display(), source.desc())]
+    #[error("{step} {}: {}: {hint}", sandy_policy::text::Tilde(path), source.desc())]
     MountRefused {
         step: &'static str,
         path: PathBuf,
@@ -144,10 +150,14 @@ pub enum LinuxError {
     Unprotectable(sandy_policy::ChainError),
     #[error(
         "{} {found} since Sandy looked at it; refusing to start with a protection that may \
-         not hold (run again)", path.display()
+         not hold (run again)",
+        sandy_policy::text::Tilde(path)
     )]
     LayoutChanged { path: PathBuf, found: String },
-    #[error("cannot create the mount point {}: {source}", path.display())]
+    #[error(
+        "cannot create the mount point {}: {source}",
+        sandy_policy::text::Tilde(path)
+    )]
     MountPoint {
         path: PathBuf,
         source: std::io::Error,

@@ -29,6 +29,7 @@ pub fn rights(access: Access) -> BitFlags<AccessFs> {
     let read = AccessFs::ReadFile | AccessFs::ReadDir;
     match access {
         Access::List => AccessFs::ReadDir.into(),
+        Access::Execute => AccessFs::Execute.into(),
         Access::Read => read,
         Access::ReadExec => read | AccessFs::Execute,
         Access::ReadWrite => AccessFs::from_all(PINNED_LANDLOCK_ABI),
@@ -232,6 +233,14 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn execute_alone_is_the_execute_right_and_nothing_else() {
+        assert_eq!(rights(Access::Execute), AccessFs::Execute);
+        assert!(!rights(Access::Execute).contains(AccessFs::ReadFile));
+        assert!(!rights(Access::Execute).contains(AccessFs::ReadDir));
+        assert!(!rights(Access::Read).contains(AccessFs::Execute));
     }
 
     #[test]

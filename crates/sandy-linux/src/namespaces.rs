@@ -95,6 +95,9 @@ pub struct MountPlan {
     pub policy_document: Option<String>,
     /// Copy-on-write tool caches ([`crate::overlay`]), mounted before the views.
     pub overlays: Vec<crate::overlay::CacheOverlay>,
+    /// The project's history directory on the host, bound writable at
+    /// [`sandy_policy::history::INSIDE`] ([`sandy_policy::history`]).
+    pub history: Option<PathBuf>,
 }
 
 impl MountPlan {
@@ -348,6 +351,7 @@ pub fn mount_plan(manifest: &ValidatedManifest) -> MountPlan {
         views,
         policy_document: m.policy_document.clone(),
         overlays: crate::overlay::overlays(manifest),
+        history: m.history.as_ref().map(|h| h.as_path().to_path_buf()),
     }
 }
 
@@ -703,6 +707,19 @@ pub fn apply(
         }
     }
 
+    // The project's history directory, held before anything hides Sandy's state (a
+    // real directory, reached without a link at its own name).
+    let history = match &plan.history {
+        Some(dir) => Some(
+            open(
+                dir,
+                OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(mount_err("cannot open the history directory", dir))?,
+        ),
+        None => None,
+    };
     // View sources may live under the host's /tmp, which is about to be hidden.
     let mut view_sources = Vec::with_capacity(plan.views.len());
     for (source, target) in &plan.views {
@@ -768,12 +785,30 @@ pub fn apply(
     if let Some(document) = &plan.policy_document {
         write_policy_document(document)?;
     }
+    // Python's start-up file for its history, on the private /run (never the host's).
+    if history.is_some() && own_mounts.contains(&Path::new(RUN)) {
+        if plan.policy_document.is_none() {
+            make_run_dir(Path::new(POLICY_DOCUMENT_DIR))?;
+        }
+        write_read_only(
+            Path::new(sandy_policy::history::PYTHON_STARTUP_PATH),
+            sandy_policy::history::PYTHON_STARTUP.as_bytes(),
+        )?;
+    }
     bind(&fd_path(&private_tmp), Path::new(PRIVATE_TMP))?;
     own_mounts.push(Path::new(PRIVATE_TMP));
     for (fd, path) in &carried {
         make_mount_point(path, is_dir(fd, path)?)?;
         bind(&fd_path(fd), path)?;
         own_mounts.push(path);
+    }
+    // The history directory, in the private /tmp: a directory of its own, so that tools
+    // that save by renaming a new file over the old one work.
+    let history_inside = Path::new(sandy_policy::history::INSIDE);
+    if let Some(fd) = &history {
+        make_mount_point(history_inside, true)?;
+        bind(&fd_path(fd), history_inside)?;
+        own_mounts.push(history_inside);
     }
     let mut earlier = own_mounts.clone();
     if plan.fresh_sysfs {
@@ -823,6 +858,10 @@ pub fn apply(
     for path in writable {
         sys::set_mount_read_only(path, false, false)
             .map_err(mount_err("cannot make writable", path))?;
+    }
+    if history.is_some() {
+        sys::set_mount_read_only(history_inside, false, false)
+            .map_err(mount_err("cannot make writable", history_inside))?;
     }
 
     let console = if plan.private_terminals {
@@ -1099,6 +1138,7 @@ mod tests {
             policy_document: None,
             overlays: vec![],
             reopened: vec![],
+            history: Some("/home/u/.local/state/sandy/history/proj-0123".into()),
             ceilings: sandy_policy::ManifestCeilings {
                 nproc: None,
                 file_size: 1 << 30,
@@ -1147,6 +1187,8 @@ mod tests {
                 views: vec![],
                 policy_document: None,
                 overlays: vec![],
+                // The project's history directory, bound at /tmp/.sandy-history by apply.
+                history: Some("/home/u/.local/state/sandy/history/proj-0123".into()),
             }
         );
     }
@@ -1212,6 +1254,7 @@ mod tests {
             views: vec![],
             policy_document: None,
             overlays: vec![],
+            history: None,
         };
         let fs = Fake(vec![
             ("/p", None),

@@ -135,6 +135,7 @@ mod tests {
             policy_document: None,
             overlays: vec![],
             reopened: vec![],
+            history: None,
             ceilings: sandy_policy::ManifestCeilings {
                 nproc: None,
                 file_size: 1 << 30,

@@ -70,7 +70,7 @@ pub enum NsStep {
     MapIds,
     /// `unshare` of the mount, PID, IPC or network namespace inside the user namespace.
     Unshare,
-    /// A fresh procfs mount.
+    /// A fresh procfs mount, or a fresh sysfs (a `--block-net` run's).
     Proc,
     /// A fresh devpts mount.
     Devpts,
@@ -135,7 +135,7 @@ pub enum Barrier {
     Seccomp,
     /// Its AppArmor profile (`docker-default`, ...) refuses mounts.
     AppArmor,
-    /// Its masked `/proc` entries forbid a fresh procfs.
+    /// Its masked `/proc` or `/sys` entries forbid a fresh procfs or sysfs.
     MaskedProc,
     /// Something else in its security settings.
     Unknown,
@@ -225,8 +225,8 @@ impl Cause {
                         label.as_deref().unwrap_or("confined")
                     ),
                     Barrier::MaskedProc => format!(
-                        "this is a {who} container whose masked /proc entries forbid a fresh \
-                         /proc in a new user namespace"
+                        "this is a {who} container whose masked /proc and /sys entries forbid \
+                         a fresh /proc or /sys in a new user namespace"
                     ),
                     Barrier::Unknown => format!(
                         "this is a {who} container whose security settings refuse new user \
@@ -299,9 +299,10 @@ pub const WEAKER_TIER: &str = "or run the weaker tier knowingly: `sandy run --ti
 fn container_fix(runtime: Runtime, barrier: Barrier) -> String {
     match (runtime, barrier) {
         (Runtime::Docker | Runtime::Podman, Barrier::Seccomp) => format!(
-            "start the container with a seccomp profile that allows user namespaces: `{} run \
-             --security-opt seccomp=unconfined ...` (Sandy installs its own seccomp floor \
-             inside the sandbox)",
+            "start the container with Sandy's seccomp profile, the default one plus the \
+             namespaces and mounts Sandy needs: `{} run --security-opt \
+             seccomp=sandy-seccomp.json ...` (packaging/containers/ in Sandy's source, \
+             docs/containers.md)",
             runtime_cli(runtime)
         ),
         (Runtime::Docker | Runtime::Podman, Barrier::AppArmor) => format!(
@@ -328,8 +329,8 @@ fn container_fix(runtime: Runtime, barrier: Barrier) -> String {
                 .to_owned()
         }
         _ => "start the container with user namespaces and mounts in them allowed (for \
-              Docker or Podman: `--security-opt seccomp=unconfined --security-opt \
-              apparmor=unconfined --security-opt systempaths=unconfined`)"
+              Docker or Podman: `--security-opt seccomp=sandy-seccomp.json --security-opt \
+              apparmor=unconfined --security-opt systempaths=unconfined`, docs/containers.md)"
             .to_owned(),
     }
 }
@@ -679,7 +680,7 @@ mod tests {
         assert!(c.line().contains("Docker container"), "{}", c.line());
         assert!(c
             .fix(Path::new(EXE))
-            .contains("docker run --security-opt seccomp="));
+            .contains("docker run --security-opt seccomp=sandy-seccomp.json ..."));
         let c = cause(&docker(), fail(NsStep::Tmpfs, libc::EPERM));
         assert_eq!(c.id(), "container_apparmor");
         assert!(c.line().contains("(docker-default)"), "{}", c.line());

@@ -249,6 +249,14 @@ pub enum RuleOrigin {
     Profile,
     /// A base URL variable that replaced a profile endpoint (`ANTHROPIC_BASE_URL`, ...).
     BaseUrl,
+    /// The user configuration's `network.allow` or `network.deny`.
+    Config,
+    /// A user profile's `network.allow` or `network.deny`.
+    ProfileFile,
+    /// The policy file's `network.allow` or `network.deny`.
+    PolicyFile,
+    /// The project policy's `network.allow` (`sandy.toml`, trusted with `sandy trust`).
+    ProjectFile,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
@@ -275,6 +283,10 @@ impl fmt::Display for Rule {
                 self.pattern,
                 self.note.as_deref().unwrap_or("a base URL variable")
             ),
+            RuleOrigin::Config => write!(f, "{flag} {} (configuration file)", self.pattern),
+            RuleOrigin::ProfileFile => write!(f, "{flag} {} (profile file)", self.pattern),
+            RuleOrigin::PolicyFile => write!(f, "{flag} {} (policy file)", self.pattern),
+            RuleOrigin::ProjectFile => write!(f, "{flag} {} (project policy)", self.pattern),
         }
     }
 }

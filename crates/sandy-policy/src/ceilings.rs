@@ -59,6 +59,10 @@ pub struct CeilingRequest {
 pub enum CeilingOrigin {
     Default,
     Flag,
+    /// The user configuration's `[ceilings]`.
+    Config,
+    /// The policy file's `[ceilings]`.
+    PolicyFile,
 }
 
 /// The kernel mechanism that holds a ceiling.
@@ -110,8 +114,10 @@ impl Ceiling {
         }
     }
 
+    /// Whether the user asked for it (a flag or a file), so that nothing holding it
+    /// refuses the run.
     pub fn explicit(&self) -> bool {
-        self.origin == CeilingOrigin::Flag
+        self.origin != CeilingOrigin::Default
     }
 }
 

@@ -66,20 +66,28 @@ pub struct Chain {
 pub enum ChainError {
     #[error(
         "cannot protect {}: it passes through more than {MAX_SYMLINKS} symbolic links (a loop?); \
-         fix or remove the links and run again", name.display()
+         fix or remove the links and run again",
+        crate::text::Tilde(name)
     )]
     TooManyLinks { name: PathBuf },
     #[error(
         "cannot protect {}: {} does not exist (a dangling symbolic link leads there); \
-         create it or remove the link, then run again", name.display(), missing.display()
+         create it or remove the link, then run again",
+        crate::text::Tilde(name),
+        crate::text::Tilde(missing)
     )]
     Missing { name: PathBuf, missing: PathBuf },
     #[error(
         "cannot protect {}: {} is not a directory, so the name leads nowhere; \
-         fix the path and run again", name.display(), path.display()
+         fix the path and run again",
+        crate::text::Tilde(name),
+        crate::text::Tilde(path)
     )]
     NotADirectory { name: PathBuf, path: PathBuf },
-    #[error("cannot protect {}: the name is not an absolute path", name.display())]
+    #[error(
+        "cannot protect {}: the name is not an absolute path",
+        crate::text::Tilde(name)
+    )]
     NotAbsolute { name: PathBuf },
 }
 

@@ -9,7 +9,7 @@ use crate::policy::{
 };
 
 /// Bumped whenever a key is added, removed or changes meaning.
-pub const DRY_RUN_SCHEMA_VERSION: u32 = 5;
+pub const DRY_RUN_SCHEMA_VERSION: u32 = 7;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DryRunGrant {
@@ -17,6 +17,29 @@ pub struct DryRunGrant {
     pub access: Access,
     pub scope: Scope,
     pub origin: Origin,
+    /// The reason a configuration, profile or policy file gives for the grant; `null`
+    /// for every other origin.
+    pub reason: Option<String>,
+}
+
+/// The project's `sandy.toml` and whether its rules apply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DryRunProjectPolicy {
+    pub path: String,
+    /// The SHA-256 of its content, lowercase hexadecimal.
+    pub sha256: String,
+    /// `trusted`: the user approved this content (`sandy trust`) and its rules apply,
+    /// with the origin `project_file`; `untrusted`: never approved, ignored. (A trusted
+    /// file changed since is refused before launch, so no dry run shows one.)
+    pub trust: &'static str,
+}
+
+/// A configuration, profile or policy file the run's rules come from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DryRunPolicyFile {
+    /// `config`, `profile_file` or `policy_file`: the origin its rules carry.
+    pub origin: Origin,
+    pub path: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -145,6 +168,10 @@ pub struct DryRunDocument {
     /// The egress proxy; `null` when the network is open.
     pub egress: Option<DryRunEgress>,
     pub file_grants: Vec<DryRunGrant>,
+    /// The configuration, profile and policy files read, in the order they apply.
+    pub policy_files: Vec<DryRunPolicyFile>,
+    /// The project's `sandy.toml`; `null` when there is none.
+    pub project_policy: Option<DryRunProjectPolicy>,
     pub protections: Vec<DryRunProtection>,
     /// Host files the sandbox sees as a prepared copy.
     pub views: Vec<DryRunView>,
@@ -154,6 +181,9 @@ pub struct DryRunDocument {
     pub state_files: Vec<DryRunStateFile>,
     /// Tool caches the sandbox sees copy-on-write; the host copy never changes.
     pub caches: Vec<DryRunCache>,
+    /// Shell and editor history, kept per project in Sandy's state: the host's own
+    /// history files are never written, nor read inside; `null` without a home.
+    pub history: Option<crate::history::DryRunHistory>,
     /// The agent's state directories, default-deny: which names the sandbox may write
     /// (`writable`, `watched` memory, the `login`) and which it reads (`read_only`);
     /// a name no rule covers is read-only too.
@@ -383,8 +413,28 @@ impl DryRunDocument {
                     access: g.access,
                     scope: g.scope,
                     origin: g.origin,
+                    reason: policy
+                        .files
+                        .grant_reasons
+                        .iter()
+                        .find(|(path, origin, _)| *path == g.path && *origin == g.origin)
+                        .map(|(_, _, reason)| reason.clone()),
                 })
                 .collect(),
+            policy_files: policy
+                .files
+                .sources
+                .iter()
+                .map(|(origin, path)| DryRunPolicyFile {
+                    origin: *origin,
+                    path: lossy(path.as_os_str()),
+                })
+                .collect(),
+            project_policy: policy.files.project.as_ref().map(|p| DryRunProjectPolicy {
+                path: lossy(p.path.as_os_str()),
+                sha256: p.sha256.clone(),
+                trust: if p.trusted { "trusted" } else { "untrusted" },
+            }),
             protections: policy
                 .protections
                 .iter()
@@ -438,6 +488,7 @@ impl DryRunDocument {
                     variable: c.variable.clone(),
                 })
                 .collect(),
+            history: policy.history.as_ref().map(|h| h.dry_run()),
             agent_state: policy
                 .agent_state
                 .iter()

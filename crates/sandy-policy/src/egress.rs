@@ -70,12 +70,21 @@ pub struct EgressRequest {
     pub deny: Vec<Pattern>,
     /// `--net agent`: the profile's endpoints.
     pub agent: bool,
+    /// Allow and deny rules of the user's files, each with its origin (after the flags').
+    pub from_files: Vec<(Action, Pattern, RuleOrigin)>,
 }
 
 impl EgressRequest {
     /// Whether an allowlist is asked for.
     pub fn any(&self) -> bool {
-        !self.allow.is_empty() || !self.deny.is_empty() || self.agent
+        !self.allow.is_empty() || !self.deny.is_empty() || self.agent || !self.from_files.is_empty()
+    }
+
+    /// Whether any rule allows something (a deny rule alone allows nothing).
+    fn allows(&self) -> bool {
+        !self.allow.is_empty()
+            || self.agent
+            || self.from_files.iter().any(|(a, _, _)| *a == Action::Allow)
     }
 }
 
@@ -101,7 +110,7 @@ pub(crate) fn resolve_egress(
         }
         Mode::Blocked
     } else if request.any() {
-        if request.allow.is_empty() && !request.agent {
+        if !request.allows() {
             return Err(ResolveError::DenyWithoutAllow);
         }
         Mode::Allowlist
@@ -115,8 +124,22 @@ pub(crate) fn resolve_egress(
         note: None,
     };
     // Deny rules first: they win, and the dry run lists them first.
+    let filed = |wanted: Action| {
+        request
+            .from_files
+            .iter()
+            .filter(move |(a, _, _)| *a == wanted)
+            .map(|(action, pattern, origin)| Rule {
+                action: *action,
+                pattern: pattern.clone(),
+                origin: *origin,
+                note: None,
+            })
+    };
     let mut rules: Vec<Rule> = request.deny.iter().map(|p| flag(Action::Deny, p)).collect();
+    rules.extend(filed(Action::Deny));
     rules.extend(request.allow.iter().map(|p| flag(Action::Allow, p)));
+    rules.extend(filed(Action::Allow));
     let mut left_out = Vec::new();
     if request.agent {
         let (endpoints, known) = agent_rules(profile, host)?;

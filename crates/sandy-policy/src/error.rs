@@ -11,20 +11,26 @@ pub enum ResolveError {
     EmptyCommand,
     #[error("command not found: {name}")]
     CommandNotFound { name: String },
-    #[error("command is not executable: {}", path.display())]
+    #[error("command is not executable: {}", crate::text::Tilde(path))]
     NotExecutable { path: PathBuf },
     #[error("cannot determine the current directory: {reason}")]
     NoWorkingDirectory { reason: String },
-    #[error("refusing to use {} as the project: {reason}", path.display())]
+    #[error(
+        "refusing to use {} as the project: {reason}",
+        crate::text::Tilde(path)
+    )]
     UnsafeProject { path: PathBuf, reason: &'static str },
-    #[error("{flag} path does not exist: {}", path.display())]
+    #[error("{flag} path does not exist: {}", crate::text::Tilde(path))]
     MissingPath { flag: &'static str, path: PathBuf },
-    #[error("{flag} {} is not a directory or regular file", path.display())]
+    #[error(
+        "{flag} {} is not a directory or regular file",
+        crate::text::Tilde(path)
+    )]
     UnsupportedPathKind { flag: &'static str, path: PathBuf },
     #[error(
         "{flag} {} would expose sensitive path {}; grant a narrower path",
-        path.display(),
-        sensitive.display()
+        crate::text::Tilde(path),
+        crate::text::Tilde(sensitive)
     )]
     SensitiveGrant {
         flag: &'static str,
@@ -34,8 +40,8 @@ pub enum ResolveError {
     #[error(
         "{flag} {} would expose Sandy's own {what} ({}), which no sandboxed run may reach; \
          grant a narrower path",
-        crate::text::Shown(path),
-        crate::text::Shown(own)
+        crate::text::Tilde(path),
+        crate::text::Tilde(own)
     )]
     OwnGrant {
         flag: &'static str,
@@ -43,11 +49,25 @@ pub enum ResolveError {
         own: PathBuf,
         what: &'static str,
     },
-    #[error("{flag} {} would expose the whole home directory; grant a narrower path", path.display())]
+    #[error(
+        "{flag} {} would expose the whole home directory; grant a narrower path",
+        crate::text::Tilde(path)
+    )]
     HomeGrant { flag: &'static str, path: PathBuf },
+    #[error(
+        "{flag} {}: more than {max} {what} below it; name the directory of the programs \
+         themselves",
+        crate::text::Shown(path)
+    )]
+    ExecuteTooLarge {
+        flag: &'static str,
+        path: PathBuf,
+        what: &'static str,
+        max: usize,
+    },
     #[error("{flag} / would expose the whole filesystem; grant a narrower path")]
     RootGrant { flag: &'static str },
-    #[error("path contains a NUL byte: {}", path.display())]
+    #[error("path contains a NUL byte: {}", crate::text::Tilde(path))]
     NulInPath { path: PathBuf },
     #[error(transparent)]
     Profile(#[from] crate::profile::ProfileError),
@@ -57,7 +77,10 @@ pub enum ResolveError {
         var: String,
         reason: &'static str,
     },
-    #[error("profile '{profile}': refusing to grant {}: {reason}", path.display())]
+    #[error(
+        "profile '{profile}': refusing to grant {}: {reason}",
+        crate::text::Tilde(path)
+    )]
     ProfileGrant {
         profile: String,
         path: PathBuf,
@@ -70,14 +93,17 @@ pub enum ResolveError {
         reason: String,
         setup: String,
     },
-    #[error("profile '{profile}': required path {} does not exist", path.display())]
+    #[error(
+        "profile '{profile}': required path {} does not exist",
+        crate::text::Tilde(path)
+    )]
     ProfileMissing { profile: String, path: PathBuf },
     #[error(
         "cannot run {}: {} is private inside the sandbox, so the command would not be found \
          there; run it from its project directory, or grant its directory with --read {}",
-        program.display(),
-        private.display(),
-        dir.display()
+        crate::text::Tilde(program),
+        crate::text::Tilde(private),
+        crate::text::Tilde(dir)
     )]
     ProgramHidden {
         program: PathBuf,
@@ -86,8 +112,21 @@ pub enum ResolveError {
     },
     #[error("port must be between 1 and 65535")]
     InvalidPort,
-    #[error("--block-net cannot be combined with --allow-domain, --deny-domain or --net")]
+    #[error(
+        "--block-net (or a file's network.mode = \"block\") cannot be combined with \
+         --allow-domain, --deny-domain or --net (or a file's network rules)"
+    )]
     NetworkConflict,
+    #[error(
+        "{what} {}: a protection may not cover the project ({})",
+        crate::text::Shown(path),
+        crate::text::Shown(project)
+    )]
+    ProtectionCoversProject {
+        what: &'static str,
+        path: PathBuf,
+        project: PathBuf,
+    },
     #[error(
         "--deny-domain needs --allow-domain or --net agent (everything else is already denied)"
     )]

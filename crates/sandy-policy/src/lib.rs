@@ -27,8 +27,10 @@ mod chain;
 mod dryrun;
 mod egress;
 mod error;
+pub mod files;
 pub mod filter;
 mod gitfacts;
+pub mod history;
 mod hooks;
 mod host;
 mod inspect;
@@ -68,9 +70,9 @@ pub use manifest::{
 };
 pub use osbytes::OsBytes;
 pub use policy::{
-    Access, FileView, FilterRule, Grant, LaunchCreation, LocalPort, Network, Origin, Placeholder,
-    PortOrigin, ProfileInfo, Protection, ProtectionKind, ResolvedPolicy, RuntimeHook, Scope,
-    StateFile, ViewKind, WithheldVar,
+    Access, FileSources, FileView, FilterRule, Grant, LaunchCreation, LocalPort, Network, Origin,
+    Placeholder, PortOrigin, ProfileInfo, Protection, ProtectionKind, ResolvedPolicy, RuntimeHook,
+    Scope, StateFile, ViewKind, WithheldVar,
 };
 pub use profile::{
     builtin_names, builtin_profiles, parse as parse_profile, select as select_profile, Profile,

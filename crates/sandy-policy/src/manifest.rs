@@ -11,7 +11,7 @@ use crate::osbytes::OsBytes;
 use crate::policy::{Access, Network, ProtectionKind, ResolvedPolicy, Scope};
 
 /// The only manifest schema this build reads or writes.
-pub const MANIFEST_SCHEMA_VERSION: u32 = 3;
+pub const MANIFEST_SCHEMA_VERSION: u32 = 4;
 /// Checked before parsing: a larger manifest is rejected unread.
 pub const MAX_MANIFEST_BYTES: usize = 1024 * 1024;
 /// The bound of the sandbox's policy document, in the manifest or beside it.
@@ -133,6 +133,10 @@ pub struct LaunchManifest {
     /// writable again on top of it.
     #[serde(default)]
     pub reopened: Vec<OsBytes>,
+    /// The project's history directory on the host, bound at
+    /// [`crate::history::INSIDE`] (`None`: no history kept).
+    #[serde(default)]
+    pub history: Option<OsBytes>,
     /// The ceilings the bootstrap applies: rlimits, the OOM preference, the size of the
     /// private tmpfs mounts (required: a manifest without them is refused).
     pub ceilings: crate::ceilings::ManifestCeilings,
@@ -214,6 +218,10 @@ impl LaunchManifest {
                 crate::Tier::Full => policy.reopened.iter().map(|p| p.as_path().into()).collect(),
                 crate::Tier::Landlock => Vec::new(),
             },
+            history: policy
+                .history
+                .as_ref()
+                .map(|h| h.directory.as_path().into()),
             ceilings: (&policy.ceilings).into(),
             tier: policy.tier,
         }
@@ -346,6 +354,7 @@ fn validate(m: &LaunchManifest) -> Result<(), ManifestError> {
             (!m.local_ports.is_empty(), "relayed local ports"),
             (m.proxy_port.is_some(), "an egress proxy"),
             (!m.resolvers.is_empty(), "a name servers' relay"),
+            (m.history.is_some(), "a history directory"),
         ];
         if let Some((_, what)) = needs_namespaces.iter().find(|(asked, _)| *asked) {
             return Err(invalid(format!(
@@ -404,6 +413,9 @@ fn validate(m: &LaunchManifest) -> Result<(), ManifestError> {
         }
     }
     check_path("the private temporary directory", &m.private_tmp)?;
+    if let Some(history) = &m.history {
+        check_path("the history directory", history)?;
+    }
     if !m.resolvers.is_empty() && m.network != Network::AllowAll {
         return Err(invalid(
             "name servers are relayed without the host's network",
@@ -532,6 +544,7 @@ mod tests {
             policy_document: None,
             overlays: vec![],
             reopened: vec![],
+            history: None,
             ceilings: crate::ceilings::ManifestCeilings {
                 nproc: None,
                 file_size: 1 << 30,
@@ -583,7 +596,7 @@ mod tests {
         assert!(matches!(
             ValidatedManifest::decode(&bytes).unwrap_err(),
             ManifestError::UnsupportedSchema {
-                found: 4,
+                found: 5,
                 expected: MANIFEST_SCHEMA_VERSION
             }
         ));

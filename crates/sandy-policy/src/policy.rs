@@ -11,15 +11,36 @@ pub enum Access {
     /// List a directory's names, nothing else (not read its files): a directory whose
     /// files a start-up file sources by a pattern (`~/.bashrc.d/*`), each of them a view.
     List,
+    /// Run programs, nothing else (`--execute`): the kernel's execute right, which
+    /// alone lets no file be opened. A program's own file also needs reading (the kernel
+    /// opens it for reading to run it, a script's interpreter reads it, the dynamic
+    /// loader maps a library): those files get an exact [`Access::ReadExec`] grant each.
+    Execute,
     Read,
     ReadExec,
     ReadWrite,
 }
 
 impl Access {
-    /// Whether `self` allows at least everything `other` allows.
+    /// The rights, as bits: listing, executing, reading files, writing.
+    fn bits(self) -> u8 {
+        const LIST: u8 = 1;
+        const EXECUTE: u8 = 2;
+        const READ: u8 = 4;
+        const WRITE: u8 = 8;
+        match self {
+            Access::List => LIST,
+            Access::Execute => EXECUTE,
+            Access::Read => LIST | READ,
+            Access::ReadExec => LIST | READ | EXECUTE,
+            Access::ReadWrite => LIST | READ | EXECUTE | WRITE,
+        }
+    }
+
+    /// Whether `self` allows at least everything `other` allows (reading does not allow
+    /// executing, nor executing reading).
     pub fn covers(self, other: Access) -> bool {
-        self >= other
+        self.bits() & other.bits() == other.bits()
     }
 }
 
@@ -45,6 +66,32 @@ pub enum Origin {
     Profile,
     /// An explicit `--read` or `--read-write` flag.
     Flag,
+    /// The user configuration (`~/.config/sandy/config.toml`).
+    Config,
+    /// A user profile (`--profile-file`, or `~/.config/sandy/profiles/NAME.toml`).
+    ProfileFile,
+    /// `--policy-file`.
+    PolicyFile,
+    /// The project policy: `sandy.toml` at the top of the project, honoured once the
+    /// user trusted it (`sandy trust`). Not `Project`, which is the current directory's
+    /// own grant.
+    ProjectFile,
+}
+
+impl Origin {
+    /// Whether the user asked for the rule: a flag, or a file of the user's. Such grants
+    /// are checked strictly (they must exist and may not expose a sensitive path), and a
+    /// writable one gets the protections the project gets.
+    pub fn is_explicit(self) -> bool {
+        matches!(
+            self,
+            Origin::Flag
+                | Origin::Config
+                | Origin::ProfileFile
+                | Origin::PolicyFile
+                | Origin::ProjectFile
+        )
+    }
 }
 
 /// One filesystem permission.
@@ -229,6 +276,14 @@ pub enum PortOrigin {
     OpenaiBaseUrl,
     /// `GOOGLE_GEMINI_BASE_URL` names an endpoint on the local host (host's network only).
     GoogleGeminiBaseUrl,
+    /// The user configuration's `network.local_ports`.
+    Config,
+    /// A user profile's `network.local_ports`.
+    ProfileFile,
+    /// The policy file's `network.local_ports`.
+    PolicyFile,
+    /// The project policy's `network.local_ports`.
+    ProjectFile,
 }
 
 impl PortOrigin {
@@ -240,6 +295,10 @@ impl PortOrigin {
             PortOrigin::AnthropicBaseUrl => "ANTHROPIC_BASE_URL",
             PortOrigin::OpenaiBaseUrl => "OPENAI_BASE_URL",
             PortOrigin::GoogleGeminiBaseUrl => "GOOGLE_GEMINI_BASE_URL",
+            PortOrigin::Config => "the configuration file",
+            PortOrigin::ProfileFile => "the profile file",
+            PortOrigin::PolicyFile => "the policy file",
+            PortOrigin::ProjectFile => "the project policy",
         }
     }
 }
@@ -339,9 +398,41 @@ pub struct ResolvedPolicy {
     /// The protection tier ([`crate::Tier`]): the full tier, or the weaker `landlock`
     /// tier the user chose ([`crate::weaken`] made the rest of the policy fit it).
     pub tier: crate::Tier,
+    /// Shell and editor history, kept in the project's own directory in Sandy's state
+    /// ([`crate::history`]); `None` without a home.
+    pub history: Option<crate::history::History>,
+    /// The configuration, profile and policy files the rules come from, in the order
+    /// they apply, and the reasons their grants give.
+    pub files: FileSources,
+}
+
+/// Where the rules of a run's files come from ([`crate::files`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FileSources {
+    /// Each file read, with the origin its rules carry.
+    pub sources: Vec<(Origin, PathBuf)>,
+    /// The reason of each grant a file adds: (the granted path, as resolved; its origin;
+    /// the reason).
+    pub grant_reasons: Vec<(PathBuf, Origin, String)>,
+    /// The project's `sandy.toml`, when there is one: applied (trusted) or ignored.
+    pub project: Option<crate::files::ProjectPolicyState>,
 }
 
 impl ResolvedPolicy {
+    /// Keeps no history after all (its directory could not be made): the variables that
+    /// pointed the tools at it are taken out again, so each tool falls back to its
+    /// default in the home, where its writes are refused.
+    pub fn drop_history(&mut self) {
+        let Some(history) = self.history.take() else {
+            return;
+        };
+        for (name, value) in &history.environment {
+            self.environment.retain(|(k, v)| !(k == name && v == value));
+            let name = name.to_string_lossy();
+            self.set_env.retain(|s| *s != name);
+        }
+    }
+
     /// Every host path the sandbox may write below (the project, `--read-write` grants,
     /// state directories, the private `/tmp`): where a name may have been put by a run.
     pub fn writable_paths(&self) -> impl Iterator<Item = &Path> + Clone {

@@ -24,6 +24,9 @@ pub struct RunRequest {
     pub read: Vec<PathBuf>,
     /// `--read-write` paths, as typed.
     pub read_write: Vec<PathBuf>,
+    /// `--execute` paths, as typed: programs run from there, nothing else read
+    /// ([`Access::Execute`]).
+    pub execute: Vec<PathBuf>,
     /// The private per-run temporary directory the supervisor created (or will create).
     pub private_tmp: PathBuf,
     /// `--block-net`.
@@ -44,6 +47,9 @@ pub struct RunRequest {
     pub ceilings: crate::ceilings::CeilingRequest,
     /// The protection tier (`--tier`): the weaker `landlock` tier only when chosen.
     pub tier: crate::Tier,
+    /// What the user's configuration, profile or policy file adds ([`crate::files`]),
+    /// each rule with its origin. The flags add to it.
+    pub files: crate::files::FileRules,
 }
 
 /// Environment variables removed from the target's environment: agent and bus sockets
@@ -310,8 +316,9 @@ pub fn resolve(
     // tree the sandbox can write (a link in the project's `node_modules/.bin` on `PATH`)
     // is what an earlier run may have planted: it gets its executable alone, never the
     // package a link of its leads into.
-    let planted = std::iter::once(&project)
-        .chain(&request.read_write)
+    let planted = std::iter::once(project.as_path())
+        .chain(request.read_write.iter().map(PathBuf::as_path))
+        .chain(request.files.read_write_paths())
         .any(|root| program.starts_with(root));
     if planted {
         ctx.grant_exact_executable(&program, &mut grants);
@@ -361,6 +368,27 @@ pub fn resolve(
             grants.push(canonical, access, scope, Origin::Flag);
         }
     }
+    for path in &request.execute {
+        ctx.grant_execute("--execute", path, Origin::Flag, &project, &mut grants)?;
+    }
+    // The files' grants, checked as strictly as the flags' (the same code).
+    let mut grant_reasons = Vec::new();
+    for g in &request.files.grants {
+        let label = match g.origin {
+            Origin::Config => crate::files::FileRole::Config.grant_label(),
+            Origin::PolicyFile => crate::files::FileRole::PolicyFile.grant_label(),
+            Origin::ProjectFile => crate::files::FileRole::Project.grant_label(),
+            _ => crate::files::FileRole::ProfileFile.grant_label(),
+        };
+        if g.access == Access::Execute {
+            let canonical = ctx.grant_execute(label, &g.path, g.origin, &project, &mut grants)?;
+            grant_reasons.push((canonical, g.origin, g.reason.clone()));
+            continue;
+        }
+        let (canonical, scope) = ctx.check_explicit(label, g.access, &g.path, &project)?;
+        grant_reasons.push((canonical.clone(), g.origin, g.reason.clone()));
+        grants.push(canonical, g.access, scope, g.origin);
+    }
 
     // Every agent's launch configuration, whatever the profile: a generic run (`make`,
     // `npm test`) or another agent's must not plant what an agent runs at its next launch.
@@ -400,6 +428,7 @@ pub fn resolve(
         .iter()
         .chain(&applied.pass_env)
         .chain(&request.pass_env)
+        .chain(&request.files.pass_env)
         .map(String::as_str)
         .collect();
     let Environment {
@@ -421,15 +450,17 @@ pub fn resolve(
         environment.push((name.into(), value.into()));
         set_env.push(name.clone());
     }
-    let open_network = !request.block_net && !request.egress.any();
+    let block_net = request.block_net || request.files.block_net.is_some();
+    let egress_request = egress_request(request);
+    let open_network = !block_net && !egress_request.any();
     let local_ports = local_ports(request, host, open_network)?;
     let ports: Vec<u16> = local_ports.iter().map(|p| p.port).collect();
     // The weaker tier blocks the network with Landlock and seccomp: no proxy answers
     // inside (there is no namespace to put its listener in).
-    let egress = if request.tier == crate::Tier::Landlock && request.block_net {
+    let egress = if request.tier == crate::Tier::Landlock && block_net {
         None
     } else {
-        crate::egress::resolve_egress(&request.egress, request.block_net, &profile, host, &ports)?
+        crate::egress::resolve_egress(&egress_request, block_net, &profile, host, &ports)?
     };
     if let Some(e) = &egress {
         // Every client that honours the usual variables goes through the proxy; the
@@ -439,6 +470,13 @@ pub fn resolve(
             environment.push((name.clone().into(), value.into()));
             set_env.push(name);
         }
+    }
+    // Shell and editor history: each tool pointed at the project's own file.
+    let history = crate::history::plan(host, &project, argv0);
+    for (name, value) in history.iter().flat_map(|h| &h.environment) {
+        environment.retain(|(k, _)| k != name);
+        environment.push((name.clone(), value.clone()));
+        set_env.push(name.to_string_lossy().into_owned());
     }
     removed_env.sort();
     removed_env.dedup();
@@ -506,9 +544,7 @@ pub fn resolve(
         grants
             .iter()
             .filter(|g| {
-                g.origin == Origin::Flag
-                    && g.access == Access::ReadWrite
-                    && g.scope == Scope::Subtree
+                g.origin.is_explicit() && g.access == Access::ReadWrite && g.scope == Scope::Subtree
             })
             .map(|g| g.path.clone()),
     );
@@ -521,10 +557,19 @@ pub fn resolve(
         })
     };
     let mut named: Vec<Protection> = Vec::new();
+    // The files' protections: a mask over an existing path (wherever it is), a
+    // read-only path wherever a writable grant reaches it.
+    let (file_masks, file_read_only) = ctx.file_protections(&request.files, &project)?;
+    for mask in file_masks {
+        if !protections.iter().any(|p| p.path == mask.path) {
+            protections.push(mask);
+        }
+    }
     for p in git
         .into_iter()
         .chain(applied.protections.iter().cloned())
         .chain(every_profile)
+        .chain(file_read_only)
     {
         // Each name once: the first producer's (git's, then the detected profile's).
         if named.iter().any(|q| q.path == p.path) {
@@ -630,7 +675,7 @@ pub fn resolve(
         set_env,
         grants,
         protections,
-        network: if request.block_net || egress.is_some() {
+        network: if block_net || egress.is_some() {
             Network::BlockAll
         } else {
             Network::AllowAll
@@ -647,7 +692,7 @@ pub fn resolve(
             detected,
         },
         private_tmp: request.private_tmp.clone(),
-        ceilings: crate::ceilings::Ceilings::resolve(&request.ceilings),
+        ceilings: ceilings(request),
         runtime_dir,
         notices,
         views,
@@ -660,12 +705,93 @@ pub fn resolve(
         agent_state: applied.agent_state,
         watched: applied.watched,
         reopened: applied.reopened,
+        files: crate::policy::FileSources {
+            sources: request.files.sources.clone(),
+            grant_reasons,
+            project: request.files.project.clone(),
+        },
+        history,
         tier: crate::Tier::Full,
     };
     if request.tier == crate::Tier::Landlock {
         crate::tier::weaken(&mut policy)?;
     }
     Ok(policy)
+}
+
+/// The network request: the flags' rules, then the files'.
+fn egress_request(request: &RunRequest) -> crate::egress::EgressRequest {
+    let rule_origin = |origin: Origin| match origin {
+        Origin::Config => sandy_net::RuleOrigin::Config,
+        Origin::PolicyFile => sandy_net::RuleOrigin::PolicyFile,
+        Origin::ProjectFile => sandy_net::RuleOrigin::ProjectFile,
+        _ => sandy_net::RuleOrigin::ProfileFile,
+    };
+    let files = &request.files;
+    let mut egress = request.egress.clone();
+    egress.agent |= files.agent_net.is_some();
+    // The project policy's domains join an allowlist the run has already (a flag's, a
+    // user file's, `--net agent`); they never turn the host's network into one, nor
+    // meet `--block-net`: a project adds, it does not choose the network.
+    let blocked = request.block_net || files.block_net.is_some();
+    let listed = egress.any()
+        || files
+            .allow
+            .iter()
+            .chain(&files.deny)
+            .any(|(_, o)| *o != Origin::ProjectFile);
+    let applies = |o: &Origin| *o != Origin::ProjectFile || (listed && !blocked);
+    egress.from_files.extend(
+        files
+            .deny
+            .iter()
+            .filter(|(_, o)| applies(o))
+            .map(|(p, o)| (sandy_net::Action::Deny, p.clone(), rule_origin(*o)))
+            .chain(
+                files
+                    .allow
+                    .iter()
+                    .filter(|(_, o)| applies(o))
+                    .map(|(p, o)| (sandy_net::Action::Allow, p.clone(), rule_origin(*o))),
+            ),
+    );
+    egress
+}
+
+/// The ceilings: a flag's value, else a file's, else the default; each with its origin.
+fn ceilings(request: &RunRequest) -> crate::ceilings::Ceilings {
+    use crate::ceilings::{Ceiling, CeilingOrigin};
+    let files = &request.files.ceilings;
+    let mut asked = request.ceilings;
+    let pick = |flag: &mut Option<u64>, file: crate::files::FileCeiling| match (*flag, file) {
+        (None, Some((value, origin))) => {
+            *flag = Some(value);
+            Some(match origin {
+                Origin::PolicyFile => CeilingOrigin::PolicyFile,
+                _ => CeilingOrigin::Config,
+            })
+        }
+        _ => None,
+    };
+    let procs = pick(&mut asked.max_procs, files.max_procs);
+    let memory = pick(&mut asked.max_memory, files.max_memory);
+    let file_size = pick(&mut asked.max_file_size, files.max_file_size);
+    let tmp = pick(&mut asked.max_tmp, files.max_tmp);
+    let cpu = pick(&mut asked.cpu, files.cpu);
+    let mut c = crate::ceilings::Ceilings::resolve(&asked);
+    let set = |ceiling: &mut Ceiling, origin: Option<CeilingOrigin>| {
+        if let Some(origin) = origin {
+            ceiling.origin = origin;
+        }
+    };
+    set(&mut c.max_procs, procs);
+    set(&mut c.max_memory, memory);
+    set(&mut c.max_file_size, file_size);
+    set(&mut c.max_tmp, tmp);
+    if let Some(ceiling) = c.cpu.as_mut() {
+        set(ceiling, cpu);
+    }
+    c
 }
 
 /// The local ports, each once: with a blocked network, the ports relayed in; with the
@@ -688,7 +814,22 @@ fn local_ports(
         .chain(request.allow_local_ports.iter().map(|&port| LocalPort {
             port,
             origin: PortOrigin::Flag,
-        }));
+        }))
+        .chain(
+            request
+                .files
+                .local_ports
+                .iter()
+                .map(|&(port, origin)| LocalPort {
+                    port,
+                    origin: match origin {
+                        Origin::Config => PortOrigin::Config,
+                        Origin::PolicyFile => PortOrigin::PolicyFile,
+                        Origin::ProjectFile => PortOrigin::ProjectFile,
+                        _ => PortOrigin::ProfileFile,
+                    },
+                }),
+        );
     let mut ports: Vec<LocalPort> = Vec::new();
     for p in requested {
         if p.port == 0 {
@@ -787,6 +928,59 @@ impl Ctx<'_> {
             return refuse("it overlaps a sensitive path");
         }
         Ok(())
+    }
+
+    /// The protections of the user's files: masks (each existing path, canonical) and
+    /// read-only names (lexical, as a tool names them; the caller keeps those a writable
+    /// grant reaches). A path that does not exist has nothing to mask. None may cover the
+    /// project.
+    fn file_protections(
+        &self,
+        files: &crate::files::FileRules,
+        project: &Path,
+    ) -> Result<(Vec<Protection>, Vec<Protection>), ResolveError> {
+        let mut masks = Vec::new();
+        let mut read_only = Vec::new();
+        for p in &files.protections {
+            let what = match p.origin {
+                Origin::Config => "a protection of the configuration file",
+                Origin::PolicyFile => "a protection of the policy file",
+                Origin::ProjectFile => "a protection of the project policy",
+                _ => "a protection of the profile file",
+            };
+            let lexical = normalize(&p.path);
+            let canonical = self.fs.canonicalize(&lexical).ok();
+            for candidate in std::iter::once(&lexical).chain(canonical.as_ref()) {
+                if project.starts_with(candidate) {
+                    return Err(ResolveError::ProtectionCoversProject {
+                        what,
+                        path: p.path.clone(),
+                        project: project.to_path_buf(),
+                    });
+                }
+            }
+            let protection = |path: PathBuf, exists: bool| Protection {
+                path,
+                kind: p.kind,
+                origin: p.origin,
+                exists,
+                placeholder: None,
+                reason: Some(p.reason.clone()),
+                at_launch: false,
+            };
+            match p.kind {
+                ProtectionKind::Deny => {
+                    if let Some(canonical) = canonical {
+                        masks.push(protection(canonical, true));
+                    }
+                }
+                ProtectionKind::ReadOnly => {
+                    let exists = self.fs.kind(&lexical).is_some();
+                    read_only.push(protection(lexical, exists));
+                }
+            }
+        }
+        Ok((masks, read_only))
     }
 
     /// Refuses a grant of `path` that reaches a place of Sandy's own: one inside Sandy's
@@ -982,6 +1176,70 @@ impl Ctx<'_> {
         }
     }
 
+    /// An `--execute` grant (a flag's, or a file's `access = "execute"`), checked as
+    /// `--read` is (it must exist, may not lie inside a sensitive path or one of Sandy's
+    /// own; one covering such a path leaves it masked). A directory gets the execute
+    /// right over its subtree, and each program and library below it an exact grant to
+    /// read and execute it: regular files with an execute bit (programs, scripts) and
+    /// files named as shared libraries (`*.so`, `*.so.*`), which the dynamic loader reads
+    /// without an execute bit. Every other file stays unreadable, the directories
+    /// unlistable, and nothing there writable. Symbolic links are not followed (a link's
+    /// target inside the tree is granted there; one outside is not). A file is granted
+    /// alone. Returns the canonical path.
+    fn grant_execute(
+        &self,
+        flag: &'static str,
+        path: &Path,
+        origin: Origin,
+        project: &Path,
+        grants: &mut GrantSet,
+    ) -> Result<PathBuf, ResolveError> {
+        let (canonical, scope) = self.check_explicit(flag, Access::Execute, path, project)?;
+        if scope == Scope::Exact {
+            grants.push(canonical.clone(), Access::ReadExec, Scope::Exact, origin);
+            return Ok(canonical);
+        }
+        grants.push(canonical.clone(), Access::Execute, Scope::Subtree, origin);
+        let too_large = |what, max| ResolveError::ExecuteTooLarge {
+            flag,
+            path: path.to_path_buf(),
+            what,
+            max,
+        };
+        // What the mount layer masks is not walked.
+        let masked = |p: &Path| {
+            self.sensitive.iter().any(|s| p.starts_with(s))
+                || self.own.iter().any(|(own, _)| p.starts_with(own))
+        };
+        let mut pending = vec![canonical.clone()];
+        let mut dirs = 0usize;
+        let mut files = 0usize;
+        while let Some(dir) = pending.pop() {
+            dirs += 1;
+            if dirs > MAX_EXECUTE_DIRS {
+                return Err(too_large("directories", MAX_EXECUTE_DIRS));
+            }
+            for file in self.fs.files_in(&dir, MAX_EXECUTE_ENTRIES) {
+                if masked(&file) || !runnable(&file, self.fs) {
+                    continue;
+                }
+                files += 1;
+                if files > MAX_EXECUTE_FILES {
+                    return Err(too_large("programs and libraries", MAX_EXECUTE_FILES));
+                }
+                grants.push(file, Access::ReadExec, Scope::Exact, origin);
+            }
+            pending.extend(
+                self.fs
+                    .subdirs(&dir, MAX_EXECUTE_ENTRIES)
+                    .into_iter()
+                    .filter(|d| !masked(d))
+                    .rev(),
+            );
+        }
+        Ok(canonical)
+    }
+
     /// The canonical path of `path` when it is an executable regular file.
     fn executable_file(&self, path: &Path) -> Option<PathBuf> {
         let canonical = self.fs.canonicalize(path).ok()?;
@@ -1125,6 +1383,29 @@ impl Ctx<'_> {
             self.check_own(flag, access, candidate)?;
         }
         Ok((canonical, scope))
+    }
+}
+
+/// The most directories one `--execute` grant walks.
+const MAX_EXECUTE_DIRS: usize = 10_000;
+/// The most programs and libraries one `--execute` grant makes readable.
+const MAX_EXECUTE_FILES: usize = 4_096;
+/// The most entries read of one directory below an `--execute` grant.
+const MAX_EXECUTE_ENTRIES: usize = 65_536;
+
+/// Whether the name is, itself (no link followed), a file a program run from an
+/// `--execute` directory needs to read: a regular file with an execute bit, or one named
+/// as a shared library.
+fn runnable(path: &Path, fs: &dyn PathInspector) -> bool {
+    match fs.entry(path) {
+        Some(crate::inspect::Entry::Object(FileKind::File { executable })) => {
+            executable
+                || path.file_name().is_some_and(|n| {
+                    let n = n.as_bytes();
+                    n.ends_with(b".so") || n.windows(4).any(|w| w == b".so.")
+                })
+        }
+        _ => false,
     }
 }
 

@@ -51,6 +51,10 @@ pub fn render_with(
         Origin::Path => " (PATH toolchain)",
         Origin::Profile => " (profile)",
         Origin::Flag => " (flag)",
+        Origin::Config => " (config)",
+        Origin::ProfileFile => " (profile file)",
+        Origin::PolicyFile => " (policy file)",
+        Origin::ProjectFile => " (project policy)",
     };
 
     let mut out = String::new();
@@ -98,6 +102,7 @@ pub fn render_with(
             let how = match g.access {
                 Access::ReadExec => "read, execute",
                 Access::List => "list names",
+                Access::Execute => "execute only",
                 _ => "read",
             };
             format!("{} [{how}]{}", show(&g.path), origin(g.origin))
@@ -177,6 +182,16 @@ pub fn render_with(
             })
             .collect();
         let _ = writeln!(out, "copies:     {}", list(views));
+    }
+
+    if let Some(history) = &policy.history {
+        let tools: Vec<&str> = history.kept.iter().map(|k| k.tool).collect();
+        let _ = writeln!(
+            out,
+            "history:    {} kept in {} (your own history files are never written or read)",
+            tools.join(", "),
+            show(&history.directory)
+        );
     }
 
     if !policy.withheld_env.is_empty() {
@@ -264,6 +279,10 @@ fn allowlist(egress: &crate::egress::Egress, local_ports: &[crate::policy::Local
             (RuleOrigin::Profile, None) => "profile".to_owned(),
             (RuleOrigin::BaseUrl, Some(n)) => format!("base URL: {}", escape(n)),
             (RuleOrigin::BaseUrl, None) => "base URL".to_owned(),
+            (RuleOrigin::Config, _) => "config".to_owned(),
+            (RuleOrigin::ProfileFile, _) => "profile file".to_owned(),
+            (RuleOrigin::PolicyFile, _) => "policy file".to_owned(),
+            (RuleOrigin::ProjectFile, _) => "project policy".to_owned(),
         };
         format!("{}{ports} [{origin}]", escape(&r.pattern.to_string()))
     };

@@ -116,6 +116,52 @@ impl fmt::Display for Shown<'_> {
     }
 }
 
+/// The home directory [`Tilde`] shows as `~` (as given, and its canonical form), set by
+/// the program that prints (this crate never reads the environment).
+static HOME: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Adds a name of the home directory [`Tilde`] shows as `~` (the `HOME` given, its
+/// canonical form).
+pub fn set_home(home: &Path) {
+    if !home.is_absolute() || home == Path::new("/") {
+        return;
+    }
+    if let Ok(mut homes) = HOME.lock() {
+        if !homes.iter().any(|h| h == home) {
+            homes.push(home.to_path_buf());
+        }
+    }
+}
+
+/// A path shown to a person as [`Shown`] does, with the home directory (see [`set_home`])
+/// written `~`: `~/.local/share/opencode`.
+///
+/// ```
+/// use sandy_policy::text::{set_home, Tilde};
+/// use std::path::Path;
+/// set_home(Path::new("/home/ana"));
+/// assert_eq!(Tilde(Path::new("/home/ana/.local")).to_string(), "~/.local");
+/// assert_eq!(Tilde(Path::new("/home/ana")).to_string(), "~");
+/// assert_eq!(Tilde(Path::new("/home/anastasia")).to_string(), "/home/anastasia");
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Tilde<'a>(pub &'a Path);
+
+impl fmt::Display for Tilde<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let rest = HOME.lock().ok().and_then(|homes| {
+            homes
+                .iter()
+                .find_map(|h| self.0.strip_prefix(h).ok().map(Path::to_path_buf))
+        });
+        match rest {
+            Some(rest) if rest.as_os_str().is_empty() => f.write_str("~"),
+            Some(rest) => write!(f, "~/{}", Shown(&rest)),
+            None => Shown(self.0).fmt(f),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -133,6 +133,11 @@ pub const LANDLOCK_PROMISES: &[TierPromise] = &[
         how: "no private copy of the agent's state or settings file can be shown in place: inside its writable state directory the agent sees the original (unfiltered), and a change is put back after the run rather than merged",
     },
     TierPromise {
+        promise: "shell_history_kept",
+        status: Keeping::Dropped,
+        how: "the project's history directory lives in Sandy's own state, which only a mount can show inside: no shell or editor history is kept",
+    },
+    TierPromise {
         promise: "metadata_changes_outside_grants",
         status: Keeping::Dropped,
         how: "chmod, chown, utimes and xattrs outside the writable grants are governed only by file ownership (the full tier remounts everything read-only)",
@@ -387,6 +392,9 @@ pub fn weaken(policy: &mut ResolvedPolicy) -> Result<(), TierError> {
     // name (one the run creates there is removed after the run); the policy keeps them
     // to say which absent names the full tier would keep read-only.
     policy.runtime_dir = None;
+    // The history directory lies in Sandy's own state, which no run may reach, and is
+    // bound inside by a mount.
+    policy.drop_history();
     Ok(())
 }
 

@@ -493,7 +493,29 @@ impl Dir {
         mode: u32,
         owner: Option<(u32, u32)>,
     ) -> io::Result<()> {
-        let name = component(name.as_ref())?;
+        self.replace_with(name.as_ref(), content, mode, owner, true)
+    }
+
+    /// [`Dir::replace`], without waiting for the disk: for what is used only in the boot
+    /// it was written in (a crash before the data reached the disk also ends that boot).
+    pub fn replace_for_this_boot(
+        &self,
+        name: impl AsRef<OsStr>,
+        content: &[u8],
+        mode: u32,
+    ) -> io::Result<()> {
+        self.replace_with(name.as_ref(), content, mode, None, false)
+    }
+
+    fn replace_with(
+        &self,
+        name: &OsStr,
+        content: &[u8],
+        mode: u32,
+        owner: Option<(u32, u32)>,
+        sync: bool,
+    ) -> io::Result<()> {
+        let name = component(name)?;
         if self
             .entry(name)?
             .is_some_and(|st| st.kind == Kind::Directory)
@@ -521,7 +543,9 @@ impl Dir {
                 }
             }
             rustix::fs::fchmod(&file, Mode::from_bits_truncate(mode))?;
-            file.sync_all()?;
+            if sync {
+                file.sync_all()?;
+            }
             self.rename(&temp, self, name)
         })();
         if result.is_err() {
@@ -787,6 +811,42 @@ fn read_within(file: std::fs::File, st: Stat, max: usize) -> io::Result<Option<V
         return Ok(None);
     }
     Ok(Some(buf))
+}
+
+/// What [`read_user_file`] found.
+#[derive(Debug)]
+pub enum UserFile {
+    /// Nothing at the name.
+    Absent,
+    /// Something other than a regular file (a directory, a FIFO, a device).
+    NotRegular,
+    /// Larger than the bound.
+    TooLarge,
+    /// The content, read from the canonical path (no link followed once it is known).
+    Read(Vec<u8>),
+}
+
+/// Reads a file of the user's (a configuration or policy file) within `max` bytes: its
+/// name resolved once by the kernel, then opened from its canonical directory with no
+/// link followed on the way or at the file, never blocking on a FIFO or reading a device.
+/// Whether a run could have written it is the caller's question, asked of every name on
+/// the way ([`sandy_policy::files::check_not_writable`]).
+pub fn read_user_file(path: &Path, max: usize) -> io::Result<UserFile> {
+    let canonical = match canonicalize(path) {
+        Ok(c) => c,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(UserFile::Absent),
+        Err(e) => return Err(e),
+    };
+    let (Some(parent), Some(name)) = (canonical.parent(), canonical.file_name()) else {
+        return Ok(UserFile::NotRegular);
+    };
+    let Some((file, st)) = Dir::open_exact(parent)?.open_regular(name)? else {
+        return Ok(UserFile::NotRegular);
+    };
+    match read_within(file, st, max)? {
+        Some(bytes) => Ok(UserFile::Read(bytes)),
+        None => Ok(UserFile::TooLarge),
+    }
 }
 
 /// A number no other call of this process has had (for temporary names).

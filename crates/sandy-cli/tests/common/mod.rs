@@ -428,7 +428,7 @@ pub fn for_each_user(mut f: impl FnMut(&World)) {
 /// The published dry-run schema, from the repository root.
 pub const DRY_RUN_SCHEMA_PATH: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../schemas/dry-run.v5.schema.json"
+    "/../../schemas/dry-run.v7.schema.json"
 );
 
 /// Parses a dry-run document and asserts that it matches the published schema: every

@@ -138,6 +138,29 @@ pub fn close_standard_streams() {
     }
 }
 
+/// Waits at most `timeout` for one of the signals of `set` (blocked in the calling
+/// thread): `Some(signal)`, or `None` when the time passed without one.
+pub fn wait_signal_timeout(
+    set: &nix::sys::signal::SigSet,
+    timeout: std::time::Duration,
+) -> nix::Result<Option<nix::sys::signal::Signal>> {
+    let ts = nix::sys::time::TimeSpec::from_duration(timeout);
+    loop {
+        // SAFETY: the set is a valid, initialised sigset_t borrowed for the call; the
+        // siginfo pointer may be null (not wanted); `ts` is a valid timespec on this
+        // frame. sigtimedwait keeps neither pointer.
+        let r = unsafe { libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), ts.as_ref()) };
+        if r >= 0 {
+            return nix::sys::signal::Signal::try_from(r).map(Some);
+        }
+        match nix::errno::Errno::last() {
+            nix::errno::Errno::EAGAIN => return Ok(None),
+            nix::errno::Errno::EINTR => continue,
+            e => return Err(e),
+        }
+    }
+}
+
 /// Whether `sig` is pending for this process or thread (blocked and not yet taken).
 pub fn signal_pending(sig: nix::sys::signal::Signal) -> bool {
     let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();

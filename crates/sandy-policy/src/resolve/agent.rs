@@ -862,9 +862,7 @@ impl Ctx<'_> {
             .0
             .iter()
             .filter(|g| {
-                g.origin == Origin::Flag
-                    && g.access == Access::ReadWrite
-                    && g.scope == Scope::Subtree
+                g.origin.is_explicit() && g.access == Access::ReadWrite && g.scope == Scope::Subtree
             })
             .map(|g| g.path.as_path())
             .chain(host.git.agent_dirs.iter().map(PathBuf::as_path))

@@ -91,6 +91,23 @@ impl PathInspector for FakeFs {
             .map(|(p, _)| p.clone())
             .collect()
     }
+    fn files_in(&self, path: &Path, _max: usize) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = self
+            .nodes
+            .iter()
+            .filter(|(p, k)| p.parent() == Some(path) && **k != FileKind::Directory)
+            .map(|(p, _)| p.clone())
+            .chain(
+                self.links
+                    .keys()
+                    .filter(|p| p.parent() == Some(path))
+                    .cloned(),
+            )
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
     fn symlinks_in(&self, path: &Path, _max: usize) -> Vec<PathBuf> {
         let mut out: Vec<PathBuf> = self
             .links
@@ -154,6 +171,7 @@ fn request(cmd: &[&str]) -> RunRequest {
         command: cmd.iter().map(OsString::from).collect(),
         read: vec![],
         read_write: vec![],
+        execute: vec![],
         private_tmp: "/tmp/sandy-1".into(),
         block_net: false,
         allow_local_ports: vec![],
@@ -164,6 +182,7 @@ fn request(cmd: &[&str]) -> RunRequest {
         pass_env: vec![],
         ceilings: Default::default(),
         tier: Default::default(),
+        files: Default::default(),
     }
 }
 
@@ -295,6 +314,9 @@ fn plain_run_resolves_to_the_default_policy() {
         watched: vec![],
         reopened: vec![],
         tier: Default::default(),
+        files: Default::default(),
+        // No terminal: no history kept (crate::history).
+        history: None,
     };
     assert_eq!(policy, expected);
 }
@@ -1998,4 +2020,449 @@ fn the_landlock_tier_refuses_a_writable_grant_around_a_hidden_path_and_keeps_a_r
     req.tier = crate::Tier::Landlock;
     req.read = vec!["/home/u/.config".into()];
     resolve(&req, &host("/usr/bin:/bin"), &fs).unwrap();
+}
+
+// Policies as files (`crate::files`): their grants go through the flags' checks, keep
+// their origin, and a file the run could write is refused.
+
+fn file_rules(text: &str) -> crate::files::FileRules {
+    crate::files::parse_config(
+        text,
+        Path::new("/home/u/.config/sandy/config.toml"),
+        Some(Path::new("/home/u")),
+    )
+    .unwrap()
+    .rules
+}
+
+#[test]
+fn a_file_grant_carries_its_origin_and_reason_and_the_flags_add_to_it() {
+    let fs = base_fs().dir("/home/u/lib").dir("/home/u/data");
+    let mut req = request(&["/usr/bin/true"]);
+    req.files = file_rules(
+        "version = 1\n[[grants]]\npath = \"~/lib\"\naccess = \"read\"\nreason = \"the library\"\n",
+    );
+    req.read_write = vec!["/home/u/data".into()];
+    let policy = resolve(&req, &host("/usr/bin"), &fs).unwrap();
+    assert!(policy.grants.contains(&g(
+        "/home/u/lib",
+        Access::Read,
+        Scope::Subtree,
+        Origin::Config
+    )));
+    assert!(policy.grants.contains(&g(
+        "/home/u/data",
+        Access::ReadWrite,
+        Scope::Subtree,
+        Origin::Flag
+    )));
+    assert_eq!(
+        policy.files.grant_reasons,
+        vec![(
+            PathBuf::from("/home/u/lib"),
+            Origin::Config,
+            "the library".to_owned()
+        )]
+    );
+    let doc = crate::DryRunDocument::new(&policy, 4);
+    let lib = doc
+        .file_grants
+        .iter()
+        .find(|g| g.path == "/home/u/lib")
+        .unwrap();
+    assert_eq!(lib.reason.as_deref(), Some("the library"));
+    assert_eq!(doc.policy_files.len(), 1);
+}
+
+#[test]
+fn a_file_cannot_grant_what_a_flag_cannot() {
+    let fs = base_fs();
+    for (path, access) in [
+        ("~/.ssh", "read"),
+        ("~/.ssh/id_ed25519", "read"),
+        ("~", "read_write"),
+        ("/", "read"),
+        ("~/missing", "read"),
+    ] {
+        let mut req = request(&["/usr/bin/true"]);
+        let text = if path == "~" {
+            "version = 1\n[[grants]]\npath = \"/home/u\"\naccess = \"read_write\"\nreason = \"r\"\n"
+                .to_owned()
+        } else {
+            format!(
+                "version = 1\n[[grants]]\npath = \"{path}\"\naccess = \"{access}\"\nreason = \"r\"\n"
+            )
+        };
+        req.files = file_rules(&text);
+        let err = resolve(&req, &host("/usr/bin"), &fs).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("a grant of the configuration file"),
+            "{path}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_file_protection_masks_or_keeps_read_only_and_never_covers_the_project() {
+    let fs = base_fs()
+        .dir("/home/u/proj/secrets")
+        .file("/home/u/proj/Makefile")
+        .dir("/home/u/lib");
+    let mut req = request(&["/usr/bin/true"]);
+    req.files = file_rules(
+        "version = 1\n\
+         [[protections]]\npath = \"/home/u/proj/secrets\"\nkind = \"deny\"\nreason = \"keys\"\n\
+         [[protections]]\npath = \"/home/u/proj/Makefile\"\nkind = \"read_only\"\nreason = \"build\"\n\
+         [[protections]]\npath = \"/home/u/proj/absent\"\nkind = \"deny\"\nreason = \"nothing\"\n",
+    );
+    let policy = resolve(&req, &host("/usr/bin"), &fs).unwrap();
+    let find = |p: &str| policy.protections.iter().find(|q| q.path == Path::new(p));
+    let mask = find("/home/u/proj/secrets").unwrap();
+    assert_eq!(
+        (mask.kind, mask.origin, mask.reason.as_deref()),
+        (ProtectionKind::Deny, Origin::Config, Some("keys"))
+    );
+    let ro = find("/home/u/proj/Makefile").unwrap();
+    assert_eq!(
+        (ro.kind, ro.origin),
+        (ProtectionKind::ReadOnly, Origin::Config)
+    );
+    assert!(find("/home/u/proj/absent").is_none());
+
+    for covering in ["/home/u/proj", "/home/u"] {
+        let mut req = request(&["/usr/bin/true"]);
+        req.files = file_rules(&format!(
+            "version = 1\n[[protections]]\npath = \"{covering}\"\nkind = \"read_only\"\nreason = \"r\"\n"
+        ));
+        let err = resolve(&req, &host("/usr/bin"), &fs).unwrap_err();
+        assert!(
+            err.to_string().contains("may not cover the project"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn file_network_rules_ports_and_ceilings_carry_their_origin() {
+    let fs = base_fs();
+    let mut req = request(&["/usr/bin/true"]);
+    req.files = file_rules(
+        "version = 1\n[network]\nallow = [\"api.example.com\"]\ndeny = [\"bad.example.com\"]\n\
+         local_ports = [5432]\n[ceilings]\nmax_procs = 100\nmax_memory = \"1G\"\n",
+    );
+    req.ceilings.max_memory = Some(2 << 30);
+    let policy = resolve(&req, &host("/usr/bin"), &fs).unwrap();
+    let egress = policy.egress.as_ref().unwrap();
+    assert!(egress
+        .policy
+        .rules
+        .iter()
+        .all(|r| r.origin == sandy_net::RuleOrigin::Config));
+    assert_eq!(egress.policy.rules.len(), 2);
+    assert_eq!(policy.local_ports[0].origin, PortOrigin::Config);
+    assert_eq!(policy.ceilings.max_procs.value, 100);
+    assert_eq!(
+        policy.ceilings.max_procs.origin,
+        crate::ceilings::CeilingOrigin::Config
+    );
+    // The flag's value replaces the file's.
+    assert_eq!(policy.ceilings.max_memory.value, 2 << 30);
+    assert_eq!(
+        policy.ceilings.max_memory.origin,
+        crate::ceilings::CeilingOrigin::Flag
+    );
+
+    // A file's `mode = "block"` conflicts with a flag's allowlist, in one line.
+    let mut req = request(&["/usr/bin/true"]);
+    req.files = file_rules("version = 1\n[network]\nmode = \"block\"\n");
+    let blocked = resolve(&req, &host("/usr/bin"), &fs).unwrap();
+    assert_eq!(blocked.network, Network::BlockAll);
+    req.egress.allow = vec!["example.com".parse().unwrap()];
+    assert!(matches!(
+        resolve(&req, &host("/usr/bin"), &fs),
+        Err(ResolveError::NetworkConflict)
+    ));
+}
+
+#[test]
+fn a_file_the_run_could_write_is_refused() {
+    use crate::files::{check_not_writable, FileRole};
+    let fs = base_fs()
+        .dir("/home/u/.config")
+        .dir("/home/u/.config/sandy")
+        .file("/home/u/.config/sandy/config.toml")
+        .file("/home/u/proj/cfg.toml")
+        .dir("/home/u/proj/cfgdir")
+        .file("/home/u/proj/cfgdir/config.toml")
+        .dir("/home/u/dotfiles")
+        .file("/home/u/dotfiles/config.toml")
+        .dir("/home/u/data")
+        .file("/home/u/data/config.toml");
+    let mut req = request(&["/usr/bin/true"]);
+    req.read_write = vec!["/home/u/data".into()];
+    let policy = resolve(&req, &host("/usr/bin"), &fs).unwrap();
+    let role = FileRole::Config;
+    let ok = |fs: &FakeFs, p: &str| check_not_writable(role, Path::new(p), &policy, fs);
+    // Outside every writable place: fine.
+    assert!(ok(&fs, "/home/u/.config/sandy/config.toml").is_ok());
+    assert!(ok(&fs, "/home/u/dotfiles/config.toml").is_ok());
+    // In the project, in a --read-write grant.
+    for p in ["/home/u/proj/cfg.toml", "/home/u/data/config.toml"] {
+        let err = ok(&fs, p).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("refusing the configuration file"),
+            "{err}"
+        );
+    }
+    // A link into the project.
+    let linked = base_fs()
+        .dir("/home/u/.config")
+        .dir("/home/u/.config/sandy")
+        .file("/home/u/proj/cfg.toml")
+        .link("/home/u/.config/sandy/config.toml", "/home/u/proj/cfg.toml");
+    assert!(ok(&linked, "/home/u/.config/sandy/config.toml").is_err());
+    // A directory on the way that is a link into the project.
+    let dir_link = base_fs()
+        .dir("/home/u/.config")
+        .dir("/home/u/proj/cfgdir")
+        .file("/home/u/proj/cfgdir/config.toml")
+        .link("/home/u/.config/sandy", "/home/u/proj/cfgdir");
+    assert!(ok(&dir_link, "/home/u/.config/sandy/config.toml").is_err());
+    // A link the run could replace, although it leads outside today.
+    let hop = base_fs()
+        .dir("/home/u/.config")
+        .dir("/home/u/dotfiles")
+        .file("/home/u/dotfiles/config.toml")
+        .link("/home/u/proj/hop", "/home/u/dotfiles")
+        .link("/home/u/.config/sandy", "/home/u/proj/hop");
+    assert!(ok(&hop, "/home/u/.config/sandy/config.toml").is_err());
+    // The private /tmp is not the host's: a file in the host's /tmp is not refused.
+    let tmp = base_fs().file("/tmp/policy.toml");
+    assert!(ok(&tmp, "/tmp/policy.toml").is_ok());
+}
+
+/// With a terminal, the run keeps its history in the project's own directory: every
+/// variable of `crate::history` is set, and named among those Sandy sets.
+#[test]
+fn a_run_on_a_terminal_keeps_its_history_in_the_projects_directory() {
+    let mut h = host("/usr/bin:/bin");
+    h.terminals = vec!["/dev/pts/3".into()];
+    h.env
+        .push(("HISTFILE".into(), "/home/u/.bash_history".into()));
+    let policy = resolve(&request(&["true"]), &h, &base_fs()).unwrap();
+    let history = policy.history.clone().unwrap();
+    assert_eq!(
+        history.directory,
+        crate::history::directory(
+            Path::new("/home/u/.local/state/sandy"),
+            Path::new("/home/u/proj")
+        )
+    );
+    for (name, value) in &history.environment {
+        assert!(
+            policy
+                .environment
+                .iter()
+                .any(|(k, v)| k == name && v == value),
+            "{name:?}"
+        );
+        assert!(policy
+            .set_env
+            .contains(&name.to_string_lossy().into_owned()));
+    }
+    let histfile: Vec<_> = policy
+        .environment
+        .iter()
+        .filter(|(k, _)| k == "HISTFILE")
+        .collect();
+    assert_eq!(
+        histfile,
+        [&("HISTFILE".into(), "/tmp/.sandy-history/bash_history".into())]
+    );
+}
+
+/// A tools directory outside the project: programs, a script, a library without an
+/// execute bit, data, a link, and a sensitive directory inside.
+fn tools_fs() -> FakeFs {
+    base_fs()
+        .dir("/srv")
+        .dir("/srv/tools")
+        .dir("/srv/tools/bin")
+        .exe("/srv/tools/bin/tool")
+        .script("/srv/tools/bin/run.sh", "#!/bin/sh\n")
+        .dir("/srv/tools/lib")
+        .file("/srv/tools/lib/libtool.so.1")
+        .file("/srv/tools/lib/libplain.so")
+        .file("/srv/tools/data.txt")
+        .link("/srv/tools/bin/alias", "tool")
+}
+
+fn grants_below<'a>(policy: &'a ResolvedPolicy, root: &str) -> Vec<&'a Grant> {
+    policy
+        .grants
+        .iter()
+        .filter(|g| g.path.starts_with(root))
+        .collect()
+}
+
+#[test]
+fn execute_grants_running_and_the_reads_running_needs_and_nothing_else() {
+    let mut req = request(&["true"]);
+    req.execute = vec!["/srv/tools".into()];
+    let policy = resolve(&req, &host("/usr/bin"), &tools_fs()).unwrap();
+    let got: Vec<Grant> = grants_below(&policy, "/srv/tools")
+        .into_iter()
+        .cloned()
+        .collect();
+    let flag = Origin::Flag;
+    assert_eq!(
+        got,
+        vec![
+            g("/srv/tools", Access::Execute, Scope::Subtree, flag),
+            g(
+                "/srv/tools/bin/run.sh",
+                Access::ReadExec,
+                Scope::Exact,
+                flag
+            ),
+            g("/srv/tools/bin/tool", Access::ReadExec, Scope::Exact, flag),
+            g(
+                "/srv/tools/lib/libplain.so",
+                Access::ReadExec,
+                Scope::Exact,
+                flag
+            ),
+            g(
+                "/srv/tools/lib/libtool.so.1",
+                Access::ReadExec,
+                Scope::Exact,
+                flag
+            ),
+        ]
+    );
+    // Reading does not give executing, nor executing reading.
+    assert!(!Access::Read.covers(Access::Execute));
+    assert!(!Access::Execute.covers(Access::Read));
+    assert!(!Access::Execute.covers(Access::List));
+    assert!(Access::ReadExec.covers(Access::Execute));
+    assert!(Access::ReadWrite.covers(Access::Execute));
+    assert!(Access::Read.covers(Access::List));
+}
+
+#[test]
+fn execute_of_one_file_grants_it_alone() {
+    let mut req = request(&["true"]);
+    req.execute = vec!["/srv/tools/bin/tool".into()];
+    let policy = resolve(&req, &host("/usr/bin"), &tools_fs()).unwrap();
+    assert_eq!(
+        grants_below(&policy, "/srv/tools"),
+        vec![&g(
+            "/srv/tools/bin/tool",
+            Access::ReadExec,
+            Scope::Exact,
+            Origin::Flag
+        )]
+    );
+}
+
+#[test]
+fn execute_is_refused_where_read_is_and_skips_what_is_masked() {
+    let fs = tools_fs().exe("/home/u/.ssh/helper");
+    for path in ["/home/u/.ssh", "/home/u/.ssh/helper", "/srv/none"] {
+        let mut req = request(&["true"]);
+        req.execute = vec![path.into()];
+        let err = resolve(&req, &host("/usr/bin"), &fs).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ResolveError::SensitiveGrant {
+                    flag: "--execute",
+                    ..
+                } | ResolveError::MissingPath {
+                    flag: "--execute",
+                    ..
+                }
+            ),
+            "{path}: {err:?}"
+        );
+    }
+    // Covering a sensitive directory (as --read may): nothing in it is granted.
+    let mut req = request(&["true"]);
+    req.execute = vec!["/home/u".into()];
+    let fs = fs.exe("/home/u/other/tool");
+    let policy = resolve(&req, &host("/usr/bin"), &fs).unwrap();
+    assert!(grants_below(&policy, "/home/u/.ssh").is_empty());
+    assert!(policy.grants.contains(&g(
+        "/home/u/other/tool",
+        Access::ReadExec,
+        Scope::Exact,
+        Origin::Flag
+    )));
+}
+
+#[test]
+fn a_files_execute_grant_carries_its_origin_and_reason() {
+    let mut req = request(&["true"]);
+    req.files.grants.push(crate::files::FileGrant {
+        path: "/srv/tools".into(),
+        access: Access::Execute,
+        reason: "the team's linters".into(),
+        origin: Origin::Config,
+    });
+    let policy = resolve(&req, &host("/usr/bin"), &tools_fs()).unwrap();
+    assert!(policy.grants.contains(&g(
+        "/srv/tools",
+        Access::Execute,
+        Scope::Subtree,
+        Origin::Config
+    )));
+    assert!(policy.grants.contains(&g(
+        "/srv/tools/bin/tool",
+        Access::ReadExec,
+        Scope::Exact,
+        Origin::Config
+    )));
+    assert_eq!(
+        policy.files.grant_reasons,
+        vec![(
+            PathBuf::from("/srv/tools"),
+            Origin::Config,
+            "the team's linters".to_owned()
+        )]
+    );
+}
+
+#[test]
+fn a_project_policys_domains_only_join_an_allowlist_the_run_has() {
+    let project_allow = |req: &mut RunRequest| {
+        req.files
+            .allow
+            .push(("registry.example.com".parse().unwrap(), Origin::ProjectFile));
+    };
+    // The host's network stays the host's: the project does not make it an allowlist.
+    let mut req = request(&["true"]);
+    project_allow(&mut req);
+    let policy = resolve(&req, &host("/usr/bin"), &base_fs()).unwrap();
+    assert_eq!(policy.network, Network::AllowAll);
+    assert!(policy.egress.is_none());
+    // --block-net stays blocked, without a conflict.
+    let mut req = request(&["true"]);
+    req.block_net = true;
+    project_allow(&mut req);
+    let policy = resolve(&req, &host("/usr/bin"), &base_fs()).unwrap();
+    let egress = policy.egress.unwrap();
+    assert_eq!(egress.policy.mode, sandy_net::Mode::Blocked);
+    assert!(egress.policy.rules.is_empty());
+    // With an allowlist (--allow-domain), the project's domain joins it.
+    let mut req = request(&["true"]);
+    req.egress.allow.push("api.example.com".parse().unwrap());
+    project_allow(&mut req);
+    let policy = resolve(&req, &host("/usr/bin"), &base_fs()).unwrap();
+    let rules = policy.egress.unwrap().policy.rules;
+    assert!(rules
+        .iter()
+        .any(|r| r.origin == sandy_net::RuleOrigin::ProjectFile
+            && r.pattern.to_string() == "registry.example.com"));
 }
