@@ -183,6 +183,22 @@ fn parse_cpu(text: &str) -> Result<u64, String> {
     sandy_policy::ceilings::parse_cpus(text).map_err(|e| e.to_string())
 }
 
+/// `--tier`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TierArg {
+    Full,
+    Landlock,
+}
+
+impl From<TierArg> for sandy_policy::Tier {
+    fn from(t: TierArg) -> Self {
+        match t {
+            TierArg::Full => sandy_policy::Tier::Full,
+            TierArg::Landlock => sandy_policy::Tier::Landlock,
+        }
+    }
+}
+
 /// `sandy cache`.
 #[derive(Debug, Args)]
 pub struct CacheArgs {
@@ -334,6 +350,12 @@ pub struct RunArgs {
     /// CPU share of the run, in CPUs, e.g. 1.5 (default: no ceiling).
     #[arg(long = "cpu", value_name = "CPUS", value_parser = parse_cpu)]
     pub cpu: Option<u64>,
+    /// Protection tier: `full` (default: namespaces, mounts, Landlock, seccomp) or
+    /// `landlock`, the weaker tier for where namespaces are unavailable (containers, CI,
+    /// Ubuntu without Sandy's AppArmor profile): Landlock, seccomp and the supervisor
+    /// only. Every launch in it says so; docs/tiers.md lists what it keeps and drops.
+    #[arg(long, value_enum, value_name = "TIER", default_value_t = TierArg::Full)]
+    pub tier: TierArg,
     /// Print the fully resolved launch and run nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -542,6 +564,10 @@ pub struct DoctorArgs {
     /// allows reading it, so that the check must report ESCAPED.
     #[arg(long, hide = true, requires = "selftest")]
     pub selftest_unprotected_canary: bool,
+    /// With --selftest: run the canaries in this tier (`landlock`: the weaker tier of
+    /// `sandy run --tier landlock`, reporting which escapes it stops).
+    #[arg(long, value_enum, value_name = "TIER", requires = "selftest")]
+    pub tier: Option<TierArg>,
     /// Check the Numbat installation registered in the agent's configuration instead
     /// (exit 0 when `sandy run --numbat` would keep it working, 1 with the reason and the
     /// setup command when not). Never installs or repairs anything.

@@ -42,8 +42,9 @@ pub struct Pending {
 
 impl Pending {
     /// Forks the bootstrap. `observe`: the target installs the refusal observer
-    /// (`--explain`). The caller must be single-threaded (checked).
-    pub fn fork(observe: bool) -> Result<Pending, SandyError> {
+    /// (`--explain`); `tier`: the tier it prepares for (the `landlock` tier makes no
+    /// namespace). The caller must be single-threaded (checked).
+    pub fn fork(observe: bool, tier: sandy_policy::Tier) -> Result<Pending, SandyError> {
         let sys = |step| move |source| SandyError::Sys { step, source };
         let (ours, theirs) = socketpair(
             AddressFamily::Unix,
@@ -59,7 +60,9 @@ impl Pending {
         let supervisor = std::process::id();
         let cpus = sandy_linux::namespaces::allowed_cpus();
         match fork_bootstrap(&one, theirs).map_err(sys("cannot start the sandbox bootstrap"))? {
-            BootstrapFork::Child(channel, one) => ahead(channel, observe, supervisor, cpus, one),
+            BootstrapFork::Child(channel, one) => {
+                ahead(channel, observe, tier, supervisor, cpus, one)
+            }
             BootstrapFork::Parent(pid) => {
                 // It runs beside the supervisor, which goes on resolving, until the
                 // manifest comes.
@@ -159,6 +162,7 @@ fn send_file(channel: &OwnedFd, bytes: &[u8]) -> std::io::Result<()> {
 fn ahead(
     channel: OwnedFd,
     observe: bool,
+    tier: sandy_policy::Tier,
     supervisor: u32,
     cpus: Option<nix::sched::CpuSet>,
     one: OneThread,
@@ -181,7 +185,7 @@ fn ahead(
     for sig in [Signal::SIGINT, Signal::SIGQUIT] {
         let _ = sandy_linux::sys::ignore_signal(sig);
     }
-    let mut prepared = sandy_linux::Ahead::prepare();
+    let mut prepared = sandy_linux::Ahead::prepare(tier);
     // This process holds a copy of the supervisor's memory (the caller's environment):
     // not dumpable, once the user namespace's id maps (its own files) are written.
     let _ = nix::sys::prctl::set_dumpable(false);

@@ -39,8 +39,86 @@ const MAX_OWN_SOCKETS: usize = 1 << 20;
 /// Distinct refused destinations remembered for the report, at most.
 const MAX_REFUSALS: usize = 1000;
 
+/// The `landlock` tier's pathname Unix sockets: connected only at or below a grant of the
+/// policy, and never in a hidden path. Without a mount namespace, the host's sockets
+/// (the session bus, the user's systemd, ssh-agent, a container daemon) are otherwise
+/// reachable by name, and Landlock governs `connect()` to them from ABI 9 only.
+#[derive(Debug, Clone)]
+pub struct UnixGate {
+    roots: Vec<std::path::PathBuf>,
+    hidden: Vec<std::path::PathBuf>,
+}
+
+impl UnixGate {
+    /// The gate of a policy in the `landlock` tier; `None` in the full tier.
+    pub fn from_policy(policy: &ResolvedPolicy) -> Option<UnixGate> {
+        (policy.tier == sandy_policy::Tier::Landlock).then(|| UnixGate {
+            roots: policy.grants.iter().map(|g| g.path.clone()).collect(),
+            hidden: policy
+                .protections
+                .iter()
+                .filter(|p| p.kind == sandy_policy::ProtectionKind::Deny)
+                .map(|p| p.path.clone())
+                .collect(),
+        })
+    }
+
+    /// A handle of the socket a pathname `address` names for thread `tid` (a relative
+    /// name from its working directory), when the gate lets it be connected.
+    fn open(&self, tid: u32, address: &[u8]) -> Result<OwnedFd, Errno> {
+        let path = unix_path(address).ok_or(Errno::EINVAL)?;
+        let path = if path.is_absolute() {
+            path
+        } else {
+            // Its working directory now; the handle is opened below a root anyway.
+            let cwd = std::fs::read_link(format!("/proc/{tid}/cwd")).map_err(|_| Errno::EACCES)?;
+            cwd.join(path)
+        };
+        use std::os::unix::ffi::OsStrExt;
+        // Lexically: what is opened (below a root, no link followed) is this very name.
+        let path = sandy_policy::normalize(&path);
+        let normal = sandy_policy::is_normal(path.as_os_str().as_bytes());
+        if !normal || self.hidden.iter().any(|h| path.starts_with(h)) {
+            return Err(Errno::EACCES);
+        }
+        crate::hostfs::open_socket_under(&self.roots, &path).map_err(|e| match e.raw_os_error() {
+            Some(code) if code == libc::ENOENT || code == libc::ENOTSOCK => Errno::from_raw(code),
+            _ => Errno::EACCES,
+        })
+    }
+}
+
+/// The name in a pathname Unix socket address (`sockaddr_un`), up to its first NUL;
+/// `None` for an abstract or unnamed address.
+fn unix_path(address: &[u8]) -> Option<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let family = u16::from_ne_bytes([*address.first()?, *address.get(1)?]);
+    if i32::from(family) != libc::AF_UNIX {
+        return None;
+    }
+    let name = address.get(2..)?;
+    if name.first().is_none_or(|b| *b == 0) {
+        return None;
+    }
+    let end = name.iter().position(|b| *b == 0).unwrap_or(name.len());
+    Some(std::path::PathBuf::from(std::ffi::OsStr::from_bytes(
+        &name[..end],
+    )))
+}
+
+/// `sockaddr_un` for `/proc/self/fd/FD`: the socket `fd` is a handle of.
+fn proc_fd_address(fd: &OwnedFd) -> Vec<u8> {
+    use std::os::fd::AsRawFd;
+    let mut address = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
+    address.extend_from_slice(format!("/proc/self/fd/{}", fd.as_raw_fd()).as_bytes());
+    address.push(0);
+    address
+}
+
 /// The decisions of one run.
 pub struct Gate {
+    /// The `landlock` tier's pathname Unix sockets.
+    unix: Option<UnixGate>,
     ports: Vec<(u16, PortOrigin)>,
     resolvers: Vec<IpAddr>,
     interfaces: HostInterfaces,
@@ -61,10 +139,12 @@ impl Gate {
     /// The gate of a run on the host's network; `None` for a blocked network, whose
     /// sockets live in its own namespace.
     pub fn from_policy(policy: &ResolvedPolicy) -> std::io::Result<Option<Gate>> {
-        if policy.network != Network::AllowAll {
+        let unix = UnixGate::from_policy(policy);
+        if policy.network != Network::AllowAll && unix.is_none() {
             return Ok(None);
         }
         Ok(Some(Gate {
+            unix,
             ports: policy
                 .local_ports
                 .iter()
@@ -143,8 +223,12 @@ impl Gate {
             // decides, and refuses a TCP connect (Landlock).
             Err(_) => return let_through(),
         };
+        let family = sandy_linux::sys::socket_family_and_protocol(socket.as_fd());
+        if let (Ok((libc::AF_UNIX, _)), Some(unix)) = (family, &self.unix) {
+            return self.serve_unix(unix, listener, notif, socket);
+        }
         let tcp = matches!(
-            sandy_linux::sys::socket_family_and_protocol(socket.as_fd()),
+            family,
             Ok((libc::AF_INET | libc::AF_INET6, libc::IPPROTO_TCP))
         );
         if !tcp {
@@ -165,14 +249,31 @@ impl Gate {
                 return answer_error(Errno::EACCES);
             }
         }
+        self.connect_and_answer(listener, notif.id, socket, address, None);
+    }
+
+    /// Connects `socket` to `address` and answers call `id` with the outcome: at once for
+    /// a non-blocking socket, else in a thread of its own, so that the notifier goes on
+    /// answering the run's other calls while the connect waits (a TCP handshake, a full
+    /// Unix listener's backlog). `keep`: a handle the address leads through, held until
+    /// the connect is made.
+    fn connect_and_answer(
+        &self,
+        listener: &OwnedFd,
+        id: u64,
+        socket: OwnedFd,
+        address: Vec<u8>,
+        keep: Option<OwnedFd>,
+    ) {
+        let answer_error = |errno: Errno| {
+            let _ = notify::answer_with_error(listener.as_fd(), id, errno);
+        };
         let blocking = nix::fcntl::fcntl(socket.as_fd(), nix::fcntl::FcntlArg::F_GETFL)
             .map(|flags| flags & libc::O_NONBLOCK == 0)
             .unwrap_or(false);
         if !blocking {
-            return answer(listener.as_fd(), notif.id, &socket, &address);
+            return answer(listener.as_fd(), id, &socket, &address);
         }
-        // A blocking connect waits for the handshake: in a thread of its own, so that
-        // the notifier goes on answering the run's other calls.
         if self.waiting.fetch_add(1, Ordering::AcqRel) >= MAX_WAITING_CONNECTS {
             self.waiting.fetch_sub(1, Ordering::AcqRel);
             return answer_error(Errno::EAGAIN);
@@ -182,17 +283,55 @@ impl Gate {
             return answer_error(Errno::EAGAIN);
         };
         let waiting = Arc::clone(&self.waiting);
-        let id = notif.id;
         let spawned = std::thread::Builder::new()
             .name("connect".to_owned())
             .stack_size(64 * 1024)
             .spawn(move || {
                 answer(listener.as_fd(), id, &socket, &address);
+                drop(keep);
                 waiting.fetch_sub(1, Ordering::AcqRel);
             });
         if spawned.is_err() {
             self.waiting.fetch_sub(1, Ordering::AcqRel);
             answer_error(Errno::EAGAIN);
+        }
+    }
+}
+
+impl Gate {
+    /// A `connect()` of a Unix socket in the `landlock` tier: an abstract or unnamed
+    /// address goes to the kernel (Landlock's scope decides); a pathname is connected here
+    /// through a handle of the socket the gate opened ([`UnixGate::open`]), or refused.
+    fn serve_unix(
+        &self,
+        unix: &UnixGate,
+        listener: &OwnedFd,
+        notif: &Notification,
+        socket: OwnedFd,
+    ) {
+        let a = notif.data.args;
+        let len = usize::try_from(a[2]).unwrap_or(usize::MAX);
+        if len > std::mem::size_of::<libc::sockaddr_un>() {
+            let _ = notify::answer_with_error(listener.as_fd(), notif.id, Errno::EINVAL);
+            return;
+        }
+        let mut address = vec![0u8; len];
+        if len > 0 && crate::explain::read_memory(notif.pid, a[1], &mut address) != Some(len) {
+            let _ = notify::answer_with_error(listener.as_fd(), notif.id, Errno::EFAULT);
+            return;
+        }
+        if unix_path(&address).is_none() {
+            let _ = notify::continue_call(listener.as_fd(), notif.id);
+            return;
+        }
+        match unix.open(notif.pid, &address) {
+            Ok(handle) => {
+                let address = proc_fd_address(&handle);
+                self.connect_and_answer(listener, notif.id, socket, address, Some(handle));
+            }
+            Err(errno) => {
+                let _ = notify::answer_with_error(listener.as_fd(), notif.id, errno);
+            }
         }
     }
 }
@@ -491,5 +630,22 @@ mod tests {
             report(&r, 1).last().unwrap(),
             "refused: ... and 1 more closed destinations"
         );
+    }
+
+    #[test]
+    fn unix_addresses_are_read_up_to_their_first_nul() {
+        let af = (libc::AF_UNIX as u16).to_ne_bytes();
+        let named = [&af[..], b"/run/user/0/bus\0junk"].concat();
+        assert_eq!(
+            unix_path(&named),
+            Some(std::path::PathBuf::from("/run/user/0/bus"))
+        );
+        let relative = [&af[..], b"own.sock"].concat();
+        assert_eq!(unix_path(&relative), Some("own.sock".into()));
+        // Abstract and unnamed addresses are Landlock's scope, not the gate's.
+        assert_eq!(unix_path(&[&af[..], b"\0abstract"].concat()), None);
+        assert_eq!(unix_path(&af), None);
+        let inet = [&(libc::AF_INET as u16).to_ne_bytes()[..], &[0u8; 14]].concat();
+        assert_eq!(unix_path(&inet), None);
     }
 }

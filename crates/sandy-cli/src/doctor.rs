@@ -107,18 +107,26 @@ pub fn doctor(args: DoctorArgs) -> Result<u8, SandyError> {
         .map(|f| (f.available, f.detail.clone()))
         .unwrap_or((false, "not probed".to_owned()));
     let block_net = if net.0 { Ok(()) } else { Err(net.1) };
+    let tier = args.tier.map(sandy_policy::Tier::from).unwrap_or_default();
 
     let checks = if args.selftest {
+        // The weaker tier blocks the network without a namespace.
+        let tier_block_net = match tier {
+            sandy_policy::Tier::Full => block_net.clone(),
+            sandy_policy::Tier::Landlock => Ok(()),
+        };
         Some(selftest::selftest(
             &exe,
             args.selftest_unprotected_canary,
-            block_net.clone(),
+            tier_block_net,
+            tier,
         )?)
     } else {
         None
     };
 
     let report = Report {
+        tier,
         findings,
         enforceable,
         block_net: block_net.is_ok(),
@@ -278,6 +286,8 @@ pub(crate) fn wait_deadline(
 
 /// Everything the doctor found.
 struct Report {
+    /// The tier the self-test ran in (`--tier`).
+    tier: sandy_policy::Tier,
     findings: Vec<Finding>,
     enforceable: bool,
     block_net: bool,
@@ -329,7 +339,11 @@ impl Report {
     }
 
     fn passed(&self) -> bool {
-        self.enforceable && self.selftest_passed().unwrap_or(true)
+        let runs = match self.tier {
+            sandy_policy::Tier::Full => self.enforceable,
+            sandy_policy::Tier::Landlock => self.landlock_tier_available(),
+        };
+        runs && self.selftest_passed().unwrap_or(true)
     }
 
     /// The first cause found for a missing namespace layer: `(id, line, fix)`.
@@ -338,6 +352,15 @@ impl Report {
             let c = f.cause.as_ref()?;
             Some((c.id(), c.line(), f.fix.clone().unwrap_or_default()))
         })
+    }
+
+    /// Whether `sandy run --tier landlock` can run here: it needs Landlock and seccomp
+    /// only.
+    fn landlock_tier_available(&self) -> bool {
+        self.findings
+            .iter()
+            .filter(|f| matches!(f.layer, Layer::Landlock | Layer::Seccomp))
+            .all(|f| f.available)
     }
 
     fn verdict(&self) -> String {
@@ -354,9 +377,14 @@ impl Report {
                 .cause()
                 .map(|(_, line, _)| format!("; cause: {line}"))
                 .unwrap_or_default();
+            let weaker = if self.landlock_tier_available() {
+                format!("; {}", sandy_linux::reach::WEAKER_TIER)
+            } else {
+                String::new()
+            };
             format!(
                 "NOT enforceable: `sandy run` refuses to run (exit 125) on this machine; \
-                 missing: {}{because}",
+                 missing: {}{because}{weaker}",
                 missing.join(", ")
             )
         }
@@ -399,7 +427,7 @@ impl Report {
         s.push_str(&format!("verdict: {}", self.verdict()));
         if let Some(checks) = &self.checks {
             s.push_str("\n\n");
-            s.push_str(&selftest::render_text(checks));
+            s.push_str(&selftest::render_text(checks, self.tier));
         }
         s
     }
@@ -430,6 +458,8 @@ impl Report {
             "enforceable": self.enforceable,
             "block_net_available": self.block_net,
             "verdict": self.verdict(),
+            // `sandy run --tier landlock` (docs/tiers.md): Landlock and seccomp suffice.
+            "landlock_tier_available": self.landlock_tier_available(),
             "cause": self.cause().map(|(id, line, fix)| json!({
                 "id": id, "line": line, "fix": fix,
             })),
@@ -445,7 +475,10 @@ impl Report {
             },
         });
         if let (Some(checks), Some(obj)) = (&self.checks, doc.as_object_mut()) {
-            obj.insert("selftest".to_owned(), selftest::render_json(checks));
+            obj.insert(
+                "selftest".to_owned(),
+                selftest::render_json(checks, self.tier),
+            );
         }
         doc
     }
@@ -481,6 +514,7 @@ mod tests {
             .collect();
         let enforceable = findings.iter().all(|f| f.available);
         Report {
+            tier: Default::default(),
             block_net: !missing.contains(&Layer::NetworkNamespace),
             findings,
             enforceable,

@@ -29,6 +29,7 @@ pub fn status_request(
         profile: Some(agent.to_owned()),
         pass_env: Vec::new(),
         ceilings: Default::default(),
+        tier: Default::default(),
         egress: sandy_policy::EgressRequest::default(),
         files: Default::default(),
     }

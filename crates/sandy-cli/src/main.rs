@@ -37,6 +37,7 @@ mod run;
 mod rundir;
 mod selftest;
 mod setup;
+mod tier;
 mod trust;
 mod verify;
 mod views;

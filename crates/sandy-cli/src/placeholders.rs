@@ -171,18 +171,26 @@ fn broken_link(path: &Path, checked: &mut BTreeSet<PathBuf>) -> Option<Placehold
     None
 }
 
-/// Creates the placeholders the policy's protections ask for, marks them existing (so the
-/// mount layer protects them), and says so in one stderr line. Refuses a protected name
-/// that is, or passes through, a dangling or looping symbolic link.
-pub fn create(policy: &mut ResolvedPolicy) -> Result<Placeholders, PlaceholderError> {
-    let mut out = Placeholders::default();
-    // Every refusal before anything is created.
+/// Refuses a protected name that is, or passes through, a dangling or looping symbolic
+/// link (the `landlock` tier, which makes no placeholder, refuses them too: what such a
+/// link leads to once the run creates it could not be compared after the run).
+pub fn check_links(policy: &ResolvedPolicy) -> Result<(), PlaceholderError> {
     let mut checked = BTreeSet::new();
     for protection in &policy.protections {
         if let Some(err) = broken_link(&protection.path, &mut checked) {
             return Err(err);
         }
     }
+    Ok(())
+}
+
+/// Creates the placeholders the policy's protections ask for, marks them existing (so the
+/// mount layer protects them), and says so in one stderr line. Refuses a protected name
+/// that is, or passes through, a dangling or looping symbolic link.
+pub fn create(policy: &mut ResolvedPolicy) -> Result<Placeholders, PlaceholderError> {
+    let mut out = Placeholders::default();
+    // Every refusal before anything is created.
+    check_links(policy)?;
     for protection in policy.protections.iter_mut().filter(|p| !p.exists) {
         let Some(kind) = protection.placeholder else {
             continue;

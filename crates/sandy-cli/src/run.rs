@@ -36,6 +36,16 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     }
     // The dry run has no run to fold its routine lines after: it prints them whole.
     crate::say::set_verbose(args.verbose || args.dry_run);
+    let tier = sandy_policy::Tier::from(args.tier);
+    // The refusal report explains what the mounts refused; the `landlock` tier has none
+    // (a protected path is restored after the run instead), so it has no report.
+    let args = RunArgs {
+        explain: match tier {
+            sandy_policy::Tier::Full => args.explain,
+            sandy_policy::Tier::Landlock => ExplainMode::Off,
+        },
+        ..args
+    };
     // The bootstrap is forked at once and makes the run's namespaces while the policy is
     // resolved (a network namespace alone costs the kernel about a millisecond); it
     // gets the manifest once the policy is known. A dry run launches nothing.
@@ -66,6 +76,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     } else {
         Some(crate::bootstrap::Pending::fork(
             args.explain != ExplainMode::Off,
+            tier,
         )?)
     };
     let adopting = match (&early, &pending) {
@@ -117,6 +128,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
             memory_total: crate::ceilings::memory_total(),
         },
         files: std::mem::take(&mut loaded.rules),
+        tier,
     };
 
     let kontext = if args.kontext {
@@ -131,8 +143,12 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // policy is resolved; the policy then says which are used. The resolution asks about
     // the same caches: its view of the filesystem remembers the answers.
     let fs = sandy_policy::Memo::new(&HostFs);
-    let expected =
-        crate::cache::prepare_expected(&sandy_policy::caches::expected_overlays(&host, &fs));
+    // The `landlock` tier mounts no overlay: no layer is prepared for it.
+    let expected = match tier {
+        sandy_policy::Tier::Full => sandy_policy::caches::expected_overlays(&host, &fs),
+        sandy_policy::Tier::Landlock => Vec::new(),
+    };
+    let expected = crate::cache::prepare_expected(&expected);
     pending.overlays_ahead(&expected.manifest_overlays());
 
     let runs = crate::rundir::make_runs_dir(&tmp_base)?;
@@ -176,7 +192,14 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // The state of everything protected, before anything runs (placeholders included
     // as absent: they are gone again after the run).
     let snapshot = verify::before(&policy, &host, walked);
-    let placeholders = crate::placeholders::create(&mut policy)?;
+    // The `landlock` tier mounts nothing on them: no placeholder is made.
+    let placeholders = match tier {
+        sandy_policy::Tier::Full => crate::placeholders::create(&mut policy)?,
+        sandy_policy::Tier::Landlock => {
+            crate::placeholders::check_links(&policy)?;
+            Default::default()
+        }
+    };
     // Copy-on-write layers of the tool caches (kept in Sandy's own cache); those not
     // expected are mounted by the bootstrap while the rest of the launch is prepared.
     let layers =
@@ -214,7 +237,22 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
 
     // Copies the sandbox sees in place of host files (filtered or private).
     let writable: Vec<&std::path::Path> = policy.writable_paths().collect();
-    let mut views = PreparedViews::prepare(&policy.views, &policy.state_files, &runs, &writable)?;
+    // The `landlock` tier binds nothing: its only copies (git's configuration, filtered)
+    // are files in the run's own directory.
+    let mut views = match tier {
+        sandy_policy::Tier::Full => {
+            PreparedViews::prepare(&policy.views, &policy.state_files, &runs, &writable)?
+        }
+        sandy_policy::Tier::Landlock => {
+            crate::views::write_tier_copies(
+                &policy.views,
+                private_tmp.dir(),
+                &policy.private_tmp,
+                &writable,
+            )?;
+            PreparedViews::prepare(&[], &[], &runs, &writable)?
+        }
+    };
     drop(writable);
     let mut launch = LaunchManifest::from_policy(&policy, host.supervisor_pid, restore);
     launch.views = views.manifest_views();
@@ -222,7 +260,13 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // Fail before spawning anything if this kernel cannot carry the policy. The rules
     // themselves are built once, by the bootstrap.
     let support = sandy_linux::probe();
-    sandy_linux::check_support(&support)?;
+    sandy_linux::check_support(&support, tier)?;
+    // The `landlock` tier has no PID namespace: the supervisor holds the run's tree as a
+    // child subreaper (every orphan of the run becomes its child) and ends it.
+    if tier == sandy_policy::Tier::Landlock {
+        nix::sys::prctl::set_child_subreaper(true)
+            .map_err(sys("cannot become a child subreaper"))?;
+    }
     // The sandbox can read its own policy (`sandy why` inside uses it): rendered once
     // the manifest is sent, while the bootstrap decodes it, and sent after it.
     let landlock_abi = support.landlock_abi.unwrap_or(0);
@@ -237,6 +281,11 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     let manifest = ValidatedManifest::new(launch)?;
     // The wire form, which the bootstrap reads (within its bound).
     let encoded = manifest.encode()?;
+    // Every launch in the weaker tier says so, once everything that could refuse it has
+    // passed.
+    if tier == sandy_policy::Tier::Landlock {
+        crate::tier::announce();
+    }
 
     // Relayed into a blocked network; with the host's network they are connect grants
     // (`connects`), nothing to relay.
@@ -328,7 +377,13 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     drop(placeholders);
     // Protected paths are verified before the state merge, which may legitimately write
     // one of them (Codex's config.toml, with the trust decision only).
-    verify::after(snapshot);
+    let changed = verify::after(snapshot);
+    // Without a read-only mount, what the run changed of a protected path is put back.
+    if tier == sandy_policy::Tier::Landlock {
+        if let Some(run_id) = changed {
+            verify::restore_after_run(&run_id, &crate::tier::kept_read_only(&policy));
+        }
+    }
     agentstate::merge_after_run(&policy, &mut views);
     drop(views);
     agentstate::remove_mount_points(&created, &policy);
@@ -596,7 +651,9 @@ where
     (meanwhile.while_starting)();
     // The notifier's listener comes with the target's pid when the target watches its
     // writes (`--explain`) or its sockets are brokered (the host's network).
-    let (launched, listener) = match receive_target(&ours, observe || broker) {
+    // The `landlock` tier hands every connect over (its gate on Unix sockets).
+    let gated = manifest.manifest().tier == sandy_policy::Tier::Landlock;
+    let (launched, listener) = match receive_target(&ours, observe || broker || gated) {
         Ok(Some((launched, listener))) => (launched, listener),
         // The bootstrap failed before starting the target, and said why: its status is
         // the run's.
@@ -604,10 +661,13 @@ where
     };
     // `ours` stays open until the run is over: the init looks at its end of the channel
     // to know that the supervisor is alive (its parent-death signal covers the rest).
+    // No init in the `landlock` tier (pid 0): the supervisor, a child subreaper, holds
+    // the run's tree itself.
     let mut run = Started {
         target: Pid::from_raw(launched.target),
-        init: Some(Pid::from_raw(launched.init)),
+        init: (launched.init > 0).then(|| Pid::from_raw(launched.init)),
         bootstrap: Some(bootstrap),
+        subreaper: manifest.manifest().tier == sandy_policy::Tier::Landlock,
     };
     let observer = match listener
         .map(|l| crate::explain::Observer::start(l, certain, gate))
@@ -682,6 +742,9 @@ struct Started {
     target: Pid,
     init: Option<Pid>,
     bootstrap: Option<Pid>,
+    /// The `landlock` tier: the run's orphans are the supervisor's children, ended with
+    /// the run ([`crate::tier::end_descendants`]).
+    subreaper: bool,
 }
 
 impl Started {
@@ -713,6 +776,9 @@ impl Started {
         }
         if let Some(bootstrap) = self.bootstrap.take() {
             let _ = kill(bootstrap, Signal::SIGKILL);
+        }
+        if self.subreaper {
+            crate::tier::end_descendants();
         }
         finish_uploads(ports);
     }

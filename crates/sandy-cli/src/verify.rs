@@ -521,7 +521,8 @@ struct Change {
 }
 
 /// Compares after the run, prints one line per change, and saves the pre-run copies.
-pub fn after(snapshot: Snapshot) {
+/// The run's name for `sandy restore` when a pre-run copy was saved.
+pub fn after(snapshot: Snapshot) -> Option<String> {
     // The run is over: termination requests end Sandy again, even mid-check.
     if !snapshot.sigint_ignored {
         let _ = sandy_linux::sys::default_signal(Signal::SIGINT);
@@ -669,6 +670,16 @@ pub fn after(snapshot: Snapshot) {
     let hint = |path: &Path| restore_hint(&saved, path, &run_id);
     report_new_repositories(&snapshot, &mut looker, new_repos, &hint);
     report_operations_in_progress(&snapshot, &mut looker);
+    (!saved.is_empty()).then_some(run_id)
+}
+
+/// The `landlock` tier, which has no read-only mount: every path the run changed at or
+/// below `only` (what the full tier keeps read-only) is put back at once from its
+/// pre-run copy ([`after`]), one line each; the rest stays for `sandy restore`.
+pub fn restore_after_run(run_id: &str, only: &[PathBuf]) {
+    if let Err(err) = restore_inner(Some(run_id), Some(only)) {
+        say!("cannot restore what the run changed: {err}; run `sandy restore {run_id}`");
+    }
 }
 
 /// A login file that named an account at launch and names another one now (or none):
@@ -1329,6 +1340,15 @@ fn report_settings(looker: &mut Looker<'_>, git: &gitscan::Git, file: &Path) {
 /// launch, reached with no link on the way, and only from a copy whose digest matches.
 /// When every path is back, the run's copies are removed: it is no longer pending.
 pub fn restore(run: Option<&str>) -> Result<u8, crate::error::SandyError> {
+    restore_inner(run, None)
+}
+
+/// [`restore`]; `automatic`: right after the run, only what lies at or below one of
+/// these paths, each line on stderr.
+fn restore_inner(
+    run: Option<&str>,
+    automatic: Option<&[PathBuf]>,
+) -> Result<u8, crate::error::SandyError> {
     use crate::error::SandyError;
     let host = crate::host::gather_without_git()?;
     let Some(home) = host.home.as_deref() else {
@@ -1400,6 +1420,7 @@ pub fn restore(run: Option<&str>) -> Result<u8, crate::error::SandyError> {
     let record = read_record(&base, OsStr::new(run)).map_err(not_a_run)?;
     let copies = base.open_dir(run).map_err(not_a_run)?;
     let mut failed = 0u8;
+    let mut left = false;
     // The deepest first: what a directory the run created holds is put back (removed)
     // before the directory, which is then removed too when nothing else is in it.
     let mut entries: Vec<&RecordEntry> = record.entries.iter().collect();
@@ -1418,6 +1439,12 @@ pub fn restore(run: Option<&str>) -> Result<u8, crate::error::SandyError> {
         };
         let path = PathBuf::from(OsStr::from_bytes(&path));
         let at = PathBuf::from(OsStr::from_bytes(&at));
+        if let Some(only) = automatic {
+            if !only.iter().any(|p| path.starts_with(p)) {
+                left = true;
+                continue;
+            }
+        }
         match put_back(&copies, &at, &entry.was) {
             Ok(what) => {
                 let shown = if at == path {
@@ -1425,7 +1452,11 @@ pub fn restore(run: Option<&str>) -> Result<u8, crate::error::SandyError> {
                 } else {
                     format!("{} (at {})", Tilde(&path), Tilde(&at))
                 };
-                let _ = crate::print_line(&format!("restored {shown} ({what})"));
+                if automatic.is_some() {
+                    say!("restored {shown} ({what}): --tier landlock cannot keep it read-only");
+                } else {
+                    let _ = crate::print_line(&format!("restored {shown} ({what})"));
+                }
             }
             Err(err) => {
                 failed = 1;
@@ -1434,7 +1465,7 @@ pub fn restore(run: Option<&str>) -> Result<u8, crate::error::SandyError> {
         }
     }
     // Every path is back: the run is no longer pending, and its copies go.
-    if failed == 0 {
+    if failed == 0 && !left {
         drop(copies);
         if base.remove_tree(run, &|| false).is_err() {
             say!(

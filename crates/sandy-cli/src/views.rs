@@ -303,6 +303,38 @@ pub fn dropped_counts(policy: &sandy_policy::ResolvedPolicy) -> Vec<(PathBuf, us
 /// regular file of at most [`MAX_VIEW_BYTES`], never blocking on a FIFO; a link at the
 /// name is followed only outside every place a run may write (a dotfile manager's link
 /// in the home), and no link below such a place ([`crate::hostfs::locate`]).
+/// The `landlock` tier: the filtered copies of git's configuration files, written into
+/// the run's own directory on the host (`dir`, at `private_tmp`), where git's variables
+/// name them ([`sandy_policy::git_copy`]). The run may change its copies; they go with
+/// the directory.
+pub fn write_tier_copies(
+    views: &[FileView],
+    dir: &crate::hostfs::Dir,
+    private_tmp: &Path,
+    writable: &[&Path],
+) -> Result<(), SandyError> {
+    for view in views {
+        let Some((_, dest)) = sandy_policy::git_copy(private_tmp, view) else {
+            continue;
+        };
+        let Some(name) = dest.file_name() else {
+            continue;
+        };
+        let content = read_named(&view.target, writable).map_err(|source| SandyError::File {
+            step: "cannot read a file the sandbox sees as a copy,",
+            path: view.target.clone(),
+            source,
+        })?;
+        let content = filter_view(view.rule, view.name(), &content);
+        dir.write_new(name, &content, 0o400)
+            .map_err(|source| SandyError::Io {
+                step: "cannot write a file the sandbox sees as a copy",
+                source,
+            })?;
+    }
+    Ok(())
+}
+
 pub(crate) fn read_named(path: &Path, writable: &[&Path]) -> std::io::Result<Vec<u8>> {
     let outside = !writable.iter().any(|w| path.starts_with(w));
     let (dir, name) = crate::hostfs::locate(path, writable.iter().copied(), outside)?;

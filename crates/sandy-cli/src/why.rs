@@ -80,6 +80,7 @@ pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
         profile: loaded.profile.clone(),
         pass_env: Vec::new(),
         ceilings: Default::default(),
+        tier: Default::default(),
         egress: sandy_policy::EgressRequest {
             allow: args.allow_domain.clone(),
             deny: args.deny_domain.clone(),
@@ -447,6 +448,7 @@ mod inside {
             watched: Vec::new(),
             files: Default::default(),
             reopened: Vec::new(),
+            tier: Default::default(),
             history: None,
         };
         let question = super::question(args);

@@ -838,9 +838,10 @@ fn dry_run_prints_the_documented_document() {
                 "runtime_controls",
                 "enforcement",
                 "ceilings",
+                "tier",
             ])
         );
-        assert_eq!(doc["dry_run_schema_version"], json!(6));
+        assert_eq!(doc["dry_run_schema_version"], json!(7));
         let command = doc["command"].as_str().unwrap();
         assert!(
             Path::new(command).is_absolute() && command.ends_with("/sh"),

@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The dry-run document against its published JSON Schema
-//! (`schemas/dry-run.v6.schema.json`): the real binary's `--dry-run` output for a
+//! (`schemas/dry-run.v7.schema.json`): the real binary's `--dry-run` output for a
 //! representative set of invocations must validate, and documents that break the schema
 //! (an extra key, a missing key, a wrong enum value) must not.
 #![allow(clippy::disallowed_methods)] // the tests set up and judge worlds of their own
@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 /// The published schema, from the repository root.
 pub const SCHEMA_PATH: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../schemas/dry-run.v6.schema.json"
+    "/../../schemas/dry-run.v7.schema.json"
 );
 
 /// The schema document itself.
@@ -89,7 +89,7 @@ fn s(p: &Path) -> String {
 /// full so that the negative cases start from something the schema accepts.
 fn reference_document() -> Value {
     json!({
-        "dry_run_schema_version": 6,
+        "dry_run_schema_version": 7,
         "command": "/usr/bin/python3",
         "arguments": ["-c", "print(1)", "\u{fffd}"],
         "working_directory": "/home/u/project",
@@ -274,7 +274,8 @@ fn reference_document() -> Value {
                     "mechanism": "cgroup_v2", "control": "cpu.max", "flag": "--cpu"},
             "oom_score_adj": 500,
             "cgroup": "/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/app.slice/sandy-run-PID-XXXXXX"
-        }
+        },
+        "tier": { "name": "full", "promises": [] }
     })
 }
 

@@ -1171,7 +1171,7 @@ impl Net<'_> {
 fn the_dry_run_shows_the_mode_and_every_rule_with_its_origin() {
     let schema_text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../schemas/dry-run.v6.schema.json"
+        "/../../schemas/dry-run.v7.schema.json"
     ))
     .unwrap();
     let schema: Value = serde_json::from_str(&schema_text).unwrap();

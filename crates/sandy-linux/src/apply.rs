@@ -13,7 +13,7 @@ use nix::sched::{unshare, CloneFlags};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{chdir, execve, pipe2, Pid};
-use sandy_policy::{Network, RestoredSignal};
+use sandy_policy::{Network, RestoredSignal, Tier};
 use sandy_policy::{OsBytes, ValidatedManifest};
 
 use crate::error::LinuxError;
@@ -97,6 +97,9 @@ pub struct Ahead {
     /// the new user namespace): the target, which inherits it, then has nothing left to
     /// drop there.
     pub bounding_dropped: bool,
+    /// The tier it prepared for: the `landlock` tier makes no namespace. A manifest of
+    /// another tier is refused.
+    pub tier: Tier,
 }
 
 impl Ahead {
@@ -107,21 +110,25 @@ impl Ahead {
     /// The bounding set limits only what later programs can gain; the capabilities this
     /// process holds in its new user namespace, which the mounts need, stay until the
     /// target drops them with the rest ([`drop_capabilities`]).
-    pub fn prepare() -> Ahead {
-        let made = namespaces::enter_ahead();
+    pub fn prepare(tier: Tier) -> Ahead {
+        let made = match tier {
+            Tier::Full => namespaces::enter_ahead(),
+            Tier::Landlock => Ok(()),
+        };
         let bounding_dropped = made.is_ok() && drop_bounding_set().is_ok();
         Ahead {
             made,
             support: probe(),
             premounted: crate::overlay::Premounted::default(),
             bounding_dropped,
+            tier,
         }
     }
 
     /// Mounts the supervisor's cache overlays ahead (detached), once the namespaces are
     /// made.
     pub fn premount(&mut self, overlays: &[crate::overlay::CacheOverlay]) {
-        if self.made.is_ok() {
+        if self.made.is_ok() && self.tier == Tier::Full {
             self.premounted.add(overlays);
         }
     }
@@ -172,11 +179,19 @@ fn launch_inner(
 
     // Decide everything before the first irreversible step.
     let (support, made, mut premounted, bounding_dropped) = match ahead {
+        Some(Ahead { tier, .. }) if tier != m.tier => {
+            return Err(LinuxError::TierMismatch {
+                prepared: tier.name(),
+                manifest: m.tier.name(),
+            }
+            .into())
+        }
         Some(Ahead {
             made,
             support,
             premounted,
             bounding_dropped,
+            tier: _,
         }) => (support, Some(made), premounted, bounding_dropped),
         None => (probe(), None, crate::overlay::Premounted::default(), false),
     };
@@ -188,10 +203,14 @@ fn launch_inner(
     // That needs the notifier and the channel; a bootstrap started by hand has neither
     // and keeps the host's namespace.
     let broker = m.network == Network::AllowAll && channel.is_some();
-    let observer = match (observe || broker, &channel) {
-        (true, Some(_)) => match seccomp::compile_notifier(observe, broker) {
+    // The `landlock` tier has no mount namespace to keep the host's Unix sockets out of
+    // sight: every connect goes to the supervisor, which connects a pathname socket only
+    // within the policy's grants.
+    let unix_gate = m.tier == Tier::Landlock && channel.is_some();
+    let observer = match (observe || broker || unix_gate, &channel) {
+        (true, Some(_)) => match seccomp::compile_notifier(observe, broker, unix_gate) {
             Ok(program) => Some(program),
-            Err(e) if broker => return Err(LinuxError::from(e).into()),
+            Err(e) if broker || unix_gate => return Err(LinuxError::from(e).into()),
             Err(_) => None,
         },
         _ => None,
@@ -212,6 +231,21 @@ fn launch_inner(
     // ignored SIGINT and SIGQUIT stay ignored here; only the target gets them back.
     nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::all()), None)
         .map_err(|source| LinuxError::Signals { source })?;
+
+    // The weaker tier, chosen: no namespace, no mount; the rest of the layers as below.
+    if m.tier == Tier::Landlock {
+        if let Some(terminal) = crate::tier::inherited_terminal() {
+            plan.landlock_rules
+                .push(crate::tier::inherited_terminal_rule(terminal));
+        }
+        let exec = Exec {
+            program: &program,
+            argv: &argv,
+            envp: &envp,
+            bounding_dropped,
+        };
+        return launch_without_namespaces(m, &plan, observer, channel, exec, one);
+    }
 
     // Layer 1: private user, mount, IPC and PID namespaces with the protections, masks
     // and private directories. The working directory is entered afterwards, so that it is
@@ -353,6 +387,57 @@ fn hold_namespaces(channel: OwnedFd, supervisor: u32) -> ! {
     }
     loop {
         nix::unistd::pause();
+    }
+}
+
+/// The launch of the `landlock` tier: no namespace to make or hold. With a channel, the
+/// target is started as the supervisor's own child (`CLONE_PARENT`, as in the full tier)
+/// with its parent-death signal armed, the supervisor is told its pid (and that there is
+/// no init), and the bootstrap ends: the supervisor, a child subreaper, holds the run's
+/// process tree and ends it. Without one (a bootstrap started by hand), the target is
+/// the bootstrap's child, whose status it exits with.
+fn launch_without_namespaces(
+    m: &sandy_policy::LaunchManifest,
+    plan: &plan::EnforcementPlan,
+    observer: Option<seccompiler::BpfProgram>,
+    channel: Option<OwnedFd>,
+    exec: Exec<'_>,
+    one: &OneThread,
+) -> Result<Infallible, ExecFailure> {
+    // The bootstrap holds a copy of the supervisor's memory (the caller's environment).
+    nix::sys::prctl::set_dumpable(false).map_err(|source| LinuxError::Init {
+        step: "cannot make the bootstrap non-dumpable",
+        source,
+    })?;
+    let start = |source| LinuxError::Init {
+        step: "cannot start the target in the sandbox",
+        source,
+    };
+    let Some(channel) = channel else {
+        return match sys::process::fork(one).map_err(start)? {
+            Forked::Child(_) => become_target(m, plan, None, &exec),
+            Forked::Parent(target) => end_with(target),
+        };
+    };
+    match sys::process::fork_as_sibling(one).map_err(start)? {
+        Forked::Child(_) => {
+            // The supervisor's child: it dies with the supervisor.
+            let tied = sys::process::tie_to_supervisor(m.supervisor_pid)
+                .map_err(|source| LinuxError::ParentDeathSignal { source })?;
+            if !tied {
+                return Err(LinuxError::SupervisorGone {
+                    expected: m.supervisor_pid,
+                }
+                .into());
+            }
+            become_target(m, plan, observer.map(|o| (o, channel)), &exec)
+        }
+        Forked::Parent(target) => {
+            relay::send_launched(&channel, target.as_raw(), 0)?;
+            drop(channel);
+            sys::process::close_standard_streams();
+            sys::process::exit_now(0)
+        }
     }
 }
 
@@ -500,8 +585,12 @@ fn become_target(
         bounding_dropped,
     } = *exec;
     // A /proc of this PID namespace: the host's processes and their command lines are
-    // not in it, and the Landlock rule for /proc (opened below) applies to it.
-    namespaces_proc()?;
+    // not in it, and the Landlock rule for /proc (opened below) applies to it. The
+    // `landlock` tier has no PID namespace: Landlock keeps the host's processes out of
+    // ptrace and /proc/PID's private files.
+    if m.tier == Tier::Full {
+        namespaces_proc()?;
+    }
     // The ceilings every process of the run inherits (rlimits, the OOM preference).
     crate::limits::apply(&m.ceilings)?;
 
@@ -533,7 +622,13 @@ fn become_target(
     // after checking the destination, so that no race on the call's arguments (another
     // thread swapping the descriptor or the address) can reach a closed address.
     let brokered = m.network == Network::AllowAll && observer.is_some();
-    landlock::apply(&plan.landlock_rules, brokered)?;
+    let tcp = match (m.network, m.tier) {
+        (Network::AllowAll, _) if brokered => landlock::Tcp::RefuseConnect,
+        // Without a network namespace, --block-net is Landlock's and seccomp's.
+        (Network::BlockAll, Tier::Landlock) => landlock::Tcp::RefuseAll,
+        _ => landlock::Tcp::Open,
+    };
+    landlock::apply(&plan.landlock_rules, tcp)?;
 
     // The refusal observer, just before the floor: its listener must reach the
     // supervisor before the first watched call, which would wait for an answer. A failure
@@ -544,8 +639,11 @@ fn become_target(
             // (ENOSYS); the hand-over failing means the supervisor is gone, and the
             // parent-death signal ends this process.
             Ok(listener) => relay::hand_over_observer(&channel, &listener)?,
-            // Without the broker the run would have no network at all: fail closed.
-            Err(e) if m.network == Network::AllowAll => return Err(e.into()),
+            // Without the broker the run would have no network at all, and without the
+            // gate the `landlock` tier would reach every host socket: fail closed.
+            Err(e) if m.network == Network::AllowAll || m.tier == Tier::Landlock => {
+                return Err(e.into())
+            }
             Err(_) => {}
         }
     }

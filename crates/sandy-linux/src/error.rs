@@ -35,6 +35,14 @@ pub enum PlanError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LinuxError {
+    #[error(
+        "the bootstrap was prepared for the {prepared} tier but the manifest asks for the \
+         {manifest} tier"
+    )]
+    TierMismatch {
+        prepared: &'static str,
+        manifest: &'static str,
+    },
     #[error(transparent)]
     Plan(#[from] PlanError),
     #[error("the bootstrap is not single-threaded ({threads} threads); refusing to sandbox")]

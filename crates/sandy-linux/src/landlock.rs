@@ -97,11 +97,23 @@ pub fn console_rule() -> PathRule {
     }
 }
 
+/// What the ruleset does with TCP (no port is ever granted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tcp {
+    /// Not handled (the network namespace decides).
+    Open,
+    /// Every connect refused: the supervisor connects the sandbox's sockets (the host's
+    /// network, through the socket broker).
+    RefuseConnect,
+    /// Every connect and bind refused: `--block-net` without a network namespace (the
+    /// `landlock` tier).
+    RefuseAll,
+}
+
 /// Builds the ruleset and restricts the calling thread (and all its future children).
-/// With `refuse_tcp_connect`, the ruleset also handles TCP connects and grants none: the
-/// sandbox connects no TCP socket itself (the supervisor does, for the host's network).
-/// Anything short of full enforcement is an error.
-pub fn apply(rules: &[PathRule], refuse_tcp_connect: bool) -> Result<(), LinuxError> {
+/// `tcp`: the TCP rights the ruleset handles, none of which is granted. Anything short
+/// of full enforcement is an error.
+pub fn apply(rules: &[PathRule], tcp: Tcp) -> Result<(), LinuxError> {
     let ll = |e: landlock::RulesetError| LinuxError::Landlock {
         reason: e.to_string(),
     };
@@ -109,8 +121,14 @@ pub fn apply(rules: &[PathRule], refuse_tcp_connect: bool) -> Result<(), LinuxEr
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(handled())
         .map_err(ll)?;
-    if refuse_tcp_connect {
-        ruleset = ruleset.handle_access(AccessNet::ConnectTcp).map_err(ll)?;
+    match tcp {
+        Tcp::Open => {}
+        Tcp::RefuseConnect => ruleset = ruleset.handle_access(AccessNet::ConnectTcp).map_err(ll)?,
+        Tcp::RefuseAll => {
+            ruleset = ruleset
+                .handle_access(AccessNet::ConnectTcp | AccessNet::BindTcp)
+                .map_err(ll)?
+        }
     }
     let mut ruleset = ruleset
         .scope(LandlockScope::from_all(PINNED_LANDLOCK_ABI))

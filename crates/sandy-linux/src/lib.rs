@@ -37,10 +37,11 @@ pub mod relay;
 pub mod seccomp;
 #[allow(unsafe_code)]
 pub mod sys;
+pub mod tier;
 
 pub use apply::{launch, launch_forked, Ahead, ExecFailure, FREEZE, INIT_NAME, THAW};
 pub use error::{LinuxError, PlanError};
-pub use plan::{check_support, plan, EnforcementPlan};
+pub use plan::{check_support, plan, plan_listing, EnforcementPlan};
 pub use probe::{
     host_facts, notify_receive_ends_with_filter, probe, userns_hint, KernelSupport,
     MIN_LANDLOCK_ABI, PINNED_LANDLOCK_ABI,

@@ -1145,6 +1145,7 @@ mod tests {
                 tmp_size: 1 << 30,
                 oom_score_adj: 500,
             },
+            tier: Default::default(),
         })
         .unwrap();
         assert_eq!(

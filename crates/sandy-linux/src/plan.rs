@@ -1,4 +1,4 @@
-use sandy_policy::{Network, ValidatedManifest};
+use sandy_policy::{Network, ProtectionKind, Tier, ValidatedManifest};
 use seccompiler::BpfProgram;
 
 use crate::error::PlanError;
@@ -20,7 +20,8 @@ pub struct EnforcementPlan {
 /// Checks that this kernel can carry every promise a launch needs and returns the Landlock
 /// ABI in use, without building anything (the supervisor's early check; the bootstrap
 /// builds the rules once, in [`plan`]).
-pub fn check_support(support: &KernelSupport) -> Result<u32, PlanError> {
+/// The weaker `landlock` tier needs no user namespace.
+pub fn check_support(support: &KernelSupport, tier: Tier) -> Result<u32, PlanError> {
     let abi = match support.landlock_abi {
         Ok(abi) => abi,
         Err(errno) => {
@@ -46,7 +47,7 @@ pub fn check_support(support: &KernelSupport) -> Result<u32, PlanError> {
     }
     // The other user-namespace restrictions only show when one is attempted (the
     // bootstrap names them); this one is certain from here.
-    if support.max_user_namespaces == Some(0) {
+    if tier == Tier::Full && support.max_user_namespaces == Some(0) {
         return Err(PlanError::UserNamespacesDisabled);
     }
     Ok(abi)
@@ -58,16 +59,52 @@ pub fn plan(
     manifest: &ValidatedManifest,
     support: &KernelSupport,
 ) -> Result<EnforcementPlan, PlanError> {
-    let abi = check_support(support)?;
+    plan_listing(manifest, support, &crate::tier::list_dir)
+}
+
+/// [`plan`] with the listing of directories the `landlock` tier splits around hidden
+/// paths ([`crate::tier::split_around`]) given as data.
+pub fn plan_listing(
+    manifest: &ValidatedManifest,
+    support: &KernelSupport,
+    list: &dyn Fn(&std::path::Path) -> Option<Vec<crate::tier::Entry>>,
+) -> Result<EnforcementPlan, PlanError> {
     let m = manifest.manifest();
-    Ok(EnforcementPlan {
-        landlock_abi: abi,
-        mounts: mount_plan(manifest),
-        landlock_rules: landlock::rules(&m.file_grants)
+    let abi = check_support(support, m.tier)?;
+    let landlock_rules = match m.tier {
+        Tier::Full => landlock::rules(&m.file_grants)
             .into_iter()
             .chain(landlock::terminal_rules())
             .collect(),
-        seccomp: seccomp::compile(m.network)?,
+        // No mounts: a hidden path is not granted, and the host's ptys are not the run's
+        // (the inherited terminal gets its own rule at launch).
+        Tier::Landlock => {
+            let hidden: Vec<std::path::PathBuf> = m
+                .protections
+                .iter()
+                .filter(|p| p.kind == ProtectionKind::Deny)
+                .map(|p| p.path.as_path().to_path_buf())
+                .collect();
+            // The run's own directory lies in the directory of runs, which is hidden
+            // (other runs' directories are there): granted after the split.
+            let private_tmp = m.private_tmp.as_path();
+            let (own, rest): (Vec<_>, Vec<_>) = landlock::rules(&m.file_grants)
+                .into_iter()
+                .partition(|r| r.path == private_tmp);
+            let mut rules = crate::tier::split_around(rest, &hidden, list);
+            rules.extend(own);
+            rules
+        }
+    };
+    Ok(EnforcementPlan {
+        landlock_abi: abi,
+        mounts: mount_plan(manifest),
+        landlock_rules,
+        // Without a network namespace, --block-net refuses every IP socket here too.
+        seccomp: seccomp::compile_for(
+            m.network,
+            m.tier == Tier::Landlock && m.network == Network::BlockAll,
+        )?,
         network: m.network,
     })
 }
@@ -105,6 +142,7 @@ mod tests {
                 tmp_size: 1 << 30,
                 oom_score_adj: 500,
             },
+            tier: Tier::Full,
         })
         .unwrap()
     }
@@ -147,5 +185,47 @@ mod tests {
         };
         let err = plan(&manifest(), &no_userns).unwrap_err();
         assert!(err.to_string().contains("max_user_namespaces"), "{err}");
+    }
+
+    #[test]
+    fn the_landlock_tier_needs_no_user_namespace_and_grants_no_hidden_path() {
+        let mut m = manifest().manifest().clone();
+        m.tier = Tier::Landlock;
+        m.network = Network::BlockAll;
+        m.file_grants = vec![sandy_policy::ManifestGrant {
+            path: "/etc".into(),
+            access: sandy_policy::Access::Read,
+            scope: sandy_policy::Scope::Subtree,
+        }];
+        m.protections = vec![sandy_policy::ManifestProtection {
+            path: "/etc/shadow".into(),
+            kind: ProtectionKind::Deny,
+            at_launch: false,
+        }];
+        let m = ValidatedManifest::new(m).unwrap();
+        let no_userns = KernelSupport {
+            landlock_abi: Ok(6),
+            seccomp_filter: true,
+            max_user_namespaces: Some(0),
+        };
+        let list = |dir: &std::path::Path| {
+            (dir == std::path::Path::new("/etc")).then(|| {
+                ["hosts", "shadow"]
+                    .iter()
+                    .map(|n| crate::tier::Entry {
+                        name: (*n).into(),
+                        symlink: false,
+                    })
+                    .collect()
+            })
+        };
+        let plan = plan_listing(&m, &no_userns, &list).unwrap();
+        let paths: Vec<_> = plan.landlock_rules.iter().map(|r| r.path.clone()).collect();
+        // No devpts rules either: the host's ptys are not the run's.
+        assert_eq!(paths, vec![std::path::PathBuf::from("/etc/hosts")]);
+        assert_ne!(
+            plan.seccomp,
+            crate::seccomp::compile(Network::BlockAll).unwrap()
+        );
     }
 }

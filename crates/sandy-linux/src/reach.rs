@@ -283,11 +283,18 @@ impl Cause {
         }
     }
 
-    /// `CAUSE; fix: FIX`, for a refusal message.
+    /// `CAUSE; fix: FIX`, then the other path, for a refusal message: the weaker tier,
+    /// chosen by name ([`WEAKER_TIER`]).
     pub fn explain(&self, exe: &Path) -> String {
-        format!("{}; fix: {}", self.line(), self.fix(exe))
+        format!("{}; fix: {}; {WEAKER_TIER}", self.line(), self.fix(exe))
     }
 }
+
+/// The other path where namespaces are unavailable, named in every refusal and by
+/// `sandy doctor`: the weaker tier, only when chosen.
+pub const WEAKER_TIER: &str = "or run the weaker tier knowingly: `sandy run --tier landlock` \
+                               (Landlock, seccomp and the supervisor, without namespaces; \
+                               docs/tiers.md lists what it keeps and drops)";
 
 fn container_fix(runtime: Runtime, barrier: Barrier) -> String {
     match (runtime, barrier) {

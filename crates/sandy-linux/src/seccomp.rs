@@ -964,6 +964,43 @@ fn errno_action(e: i32) -> u32 {
 ///    own errno (`EPROTONOSUPPORT` for the refused netlink protocols), the call allowed
 ///    when none holds.
 pub fn compile(network: Network) -> Result<BpfProgram, PlanError> {
+    compile_for(network, false)
+}
+
+/// The refusals of IPv4 and IPv6 sockets of every type, for `--block-net` without a
+/// network namespace (the `landlock` tier): with Landlock's TCP rules, nothing but Unix
+/// sockets (and netlink, which carries no traffic out) is left.
+pub fn inet_refused() -> Vec<Deny> {
+    [libc::AF_INET as u32, libc::AF_INET6 as u32]
+        .into_iter()
+        .flat_map(|family| {
+            [
+                Deny {
+                    name: "socket",
+                    nr: libc::SYS_socket,
+                    errno: libc::EPERM,
+                    when: vec![ArgCheck::Eq32 {
+                        index: 0,
+                        value: family,
+                    }],
+                },
+                Deny {
+                    name: "socketpair",
+                    nr: libc::SYS_socketpair,
+                    errno: libc::EPERM,
+                    when: vec![ArgCheck::Eq32 {
+                        index: 0,
+                        value: family,
+                    }],
+                },
+            ]
+        })
+        .collect()
+}
+
+/// [`compile`], with every IPv4 and IPv6 socket refused too when `refuse_inet`
+/// ([`inet_refused`]).
+pub fn compile_for(network: Network, refuse_inet: bool) -> Result<BpfProgram, PlanError> {
     let nr = |n: i64| {
         u32::try_from(n).map_err(|e| PlanError::Seccomp {
             reason: e.to_string(),
@@ -978,7 +1015,12 @@ pub fn compile(network: Network) -> Result<BpfProgram, PlanError> {
         fixed.insert(nr(call.nr)?, Leaf::Allow);
     }
     let mut conditional: BTreeMap<u32, Vec<(Vec<ArgCheck>, i32)>> = BTreeMap::new();
-    for deny in floor(network) {
+    let extra = if refuse_inet {
+        inet_refused()
+    } else {
+        Vec::new()
+    };
+    for deny in floor(network).into_iter().chain(extra) {
         let number = nr(deny.nr)?;
         if deny.when.is_empty() {
             fixed.insert(number, Leaf::Errno(deny.errno));
@@ -1227,7 +1269,14 @@ pub const BROKERED_IP_PROTOCOLS: [u32; 2] = [0, libc::IPPROTO_TCP as u32];
 /// watched numbers like the floor's; a watched call returns `SECCOMP_RET_USER_NOTIF`,
 /// after a flag test for the opens and a family, type and protocol test for `socket()`;
 /// everything else is allowed (the floor decides).
-pub fn compile_notifier(writes: bool, sockets: bool) -> Result<BpfProgram, PlanError> {
+///
+/// With `connects` (the `landlock` tier, which has no mount namespace to keep the host's
+/// Unix sockets out of sight), every `connect()` is handed over too, brokered or not.
+pub fn compile_notifier(
+    writes: bool,
+    sockets: bool,
+    connects: bool,
+) -> Result<BpfProgram, PlanError> {
     let nr = |n: i64| {
         u32::try_from(n).map_err(|e| PlanError::Seccomp {
             reason: e.to_string(),
@@ -1245,6 +1294,8 @@ pub fn compile_notifier(writes: bool, sockets: bool) -> Result<BpfProgram, PlanE
     let socket_block = a.label();
     if sockets {
         targets.push((nr(libc::SYS_socket)?, socket_block));
+    }
+    if sockets || connects {
         targets.push((nr(libc::SYS_connect)?, notify));
     }
     for watch in watched {
@@ -2037,7 +2088,7 @@ mod tests {
     /// else (x32 and out-of-range numbers included, which the floor decides).
     #[test]
     fn the_observer_notifies_exactly_the_write_intent_calls() {
-        let program = compile_notifier(true, false).unwrap();
+        let program = compile_notifier(true, false, false).unwrap();
         let flags: Vec<u64> = vec![
             0,
             libc::O_RDONLY as u64 | libc::O_CLOEXEC as u64,
@@ -2087,8 +2138,8 @@ mod tests {
         let openat = libc::SYS_openat as u32;
         let write = [0, 0, libc::O_WRONLY as u64, 0, 0, 0];
         for (writes, program) in [
-            (false, compile_notifier(false, true).unwrap()),
-            (true, compile_notifier(true, true).unwrap()),
+            (false, compile_notifier(false, true, false).unwrap()),
+            (true, compile_notifier(true, true, false).unwrap()),
         ] {
             for family in 0..64u64 {
                 let expected = if BROKERED_FAMILIES.contains(&(family as u32)) {
@@ -2144,7 +2195,7 @@ mod tests {
             assert_eq!(run(&program, openat, write), expected, "writes {writes}");
         }
         // Without the broker, sockets are never handed over.
-        let observer = compile_notifier(true, false).unwrap();
+        let observer = compile_notifier(true, false, false).unwrap();
         let inet = [libc::AF_INET as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0];
         assert_eq!(run(&observer, socket, inet), libc::SECCOMP_RET_ALLOW);
         let connect = [3, 0x1000, 16, 0, 0, 0];
@@ -2162,7 +2213,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("sandy-observe-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("created");
-        let program = compile_notifier(true, false).unwrap();
+        let program = compile_notifier(true, false, false).unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         let path = file;
         let worker = std::thread::spawn(move || {

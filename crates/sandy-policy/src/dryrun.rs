@@ -9,7 +9,7 @@ use crate::policy::{
 };
 
 /// Bumped whenever a key is added, removed or changes meaning.
-pub const DRY_RUN_SCHEMA_VERSION: u32 = 6;
+pub const DRY_RUN_SCHEMA_VERSION: u32 = 7;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DryRunGrant {
@@ -193,6 +193,29 @@ pub struct DryRunDocument {
     pub enforcement: Enforcement,
     /// The run's resource ceilings, each with what holds it on this machine.
     pub ceilings: DryRunCeilings,
+    /// The protection tier, and what the weaker one does with each promise.
+    pub tier: DryRunTier,
+}
+
+/// The dry run's `tier` section: the tier's name and, for the weaker `landlock` tier,
+/// each promise of the design it keeps, keeps differently or drops (empty for the full
+/// tier, which keeps them all).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DryRunTier {
+    pub name: crate::Tier,
+    pub promises: Vec<crate::TierPromise>,
+}
+
+impl DryRunTier {
+    fn new(tier: crate::Tier) -> Self {
+        DryRunTier {
+            name: tier,
+            promises: match tier {
+                crate::Tier::Full => Vec::new(),
+                crate::Tier::Landlock => crate::LANDLOCK_PROMISES.to_vec(),
+            },
+        }
+    }
 }
 
 /// One resource ceiling in the dry run.
@@ -485,8 +508,10 @@ impl DryRunDocument {
                 backend: "linux",
                 landlock_abi,
                 layers: [
-                    Some("user_and_mount_namespaces"),
-                    (policy.network == Network::BlockAll).then_some("network_namespace"),
+                    (policy.tier == crate::Tier::Full).then_some("user_and_mount_namespaces"),
+                    (policy.network == Network::BlockAll && policy.tier == crate::Tier::Full)
+                        .then_some("network_namespace"),
+                    (policy.tier == crate::Tier::Landlock).then_some("child_subreaper"),
                     Some("no_new_privs"),
                     Some("capabilities"),
                     Some("landlock"),
@@ -498,6 +523,7 @@ impl DryRunDocument {
                 .collect(),
             },
             ceilings: DryRunCeilings::new(&policy.ceilings),
+            tier: DryRunTier::new(policy.tier),
         }
     }
 }

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ResolveError {
+    #[error(transparent)]
+    Tier(#[from] crate::TierError),
     #[error("no command given")]
     EmptyCommand,
     #[error("command not found: {name}")]

@@ -48,6 +48,7 @@ pub mod statedirs;
 pub mod statemerge;
 pub mod summary;
 pub mod text;
+mod tier;
 pub mod why;
 
 pub use ceilings::{Ceiling, CeilingOrigin, CeilingRequest, Ceilings, ManifestCeilings, Mechanism};
@@ -83,3 +84,4 @@ pub use resolve::{
     REMOVED_ENV_PREFIXES,
 };
 pub use sensitive::{sensitive_paths, SENSITIVE_HOME_PATHS};
+pub use tier::{git_copy, weaken, Keeping, Tier, TierError, TierPromise, LANDLOCK_PROMISES};

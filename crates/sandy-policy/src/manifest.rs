@@ -140,6 +140,10 @@ pub struct LaunchManifest {
     /// The ceilings the bootstrap applies: rlimits, the OOM preference, the size of the
     /// private tmpfs mounts (required: a manifest without them is refused).
     pub ceilings: crate::ceilings::ManifestCeilings,
+    /// The protection tier: `landlock` launches without namespaces (and so without the
+    /// mounts, the views, the overlays and the name servers' relay of this manifest).
+    #[serde(default)]
+    pub tier: crate::Tier,
 }
 
 impl LaunchManifest {
@@ -189,7 +193,11 @@ impl LaunchManifest {
                 Network::BlockAll => policy.local_ports.iter().map(|p| p.port).collect(),
                 Network::AllowAll => Vec::new(),
             },
-            resolvers: policy.resolvers.clone(),
+            // The relay's sockets live on the loopback of the run's network namespace.
+            resolvers: match policy.tier {
+                crate::Tier::Full => policy.resolvers.clone(),
+                crate::Tier::Landlock => Vec::new(),
+            },
             proxy_port: policy.egress.as_ref().map(|e| e.proxy_port),
             restore_default_signals,
             views: Vec::new(),
@@ -204,12 +212,18 @@ impl LaunchManifest {
                     work: c.work().as_path().into(),
                 })
                 .collect(),
-            reopened: policy.reopened.iter().map(|p| p.as_path().into()).collect(),
+            // Nothing is mounted in the `landlock` tier; the policy keeps them, so that
+            // the check after the run leaves the agent's writes there alone.
+            reopened: match policy.tier {
+                crate::Tier::Full => policy.reopened.iter().map(|p| p.as_path().into()).collect(),
+                crate::Tier::Landlock => Vec::new(),
+            },
             history: policy
                 .history
                 .as_ref()
                 .map(|h| h.directory.as_path().into()),
             ceilings: (&policy.ceilings).into(),
+            tier: policy.tier,
         }
     }
 }
@@ -329,6 +343,24 @@ fn validate(m: &LaunchManifest) -> Result<(), ManifestError> {
     }
     if m.argv.iter().any(OsBytes::contains_nul) {
         return Err(invalid("an argument contains a NUL byte"));
+    }
+    // The `landlock` tier mounts nothing and has no network namespace: a manifest that
+    // asks it for what only those carry is refused rather than half applied.
+    if m.tier == crate::Tier::Landlock {
+        let needs_namespaces = [
+            (!m.views.is_empty(), "views"),
+            (!m.overlays.is_empty(), "cache overlays"),
+            (!m.reopened.is_empty(), "reopened names"),
+            (!m.local_ports.is_empty(), "relayed local ports"),
+            (m.proxy_port.is_some(), "an egress proxy"),
+            (!m.resolvers.is_empty(), "a name servers' relay"),
+            (m.history.is_some(), "a history directory"),
+        ];
+        if let Some((_, what)) = needs_namespaces.iter().find(|(asked, _)| *asked) {
+            return Err(invalid(format!(
+                "the landlock tier cannot carry {what} (they need namespaces)"
+            )));
+        }
     }
     check_path("working directory", &m.working_directory)?;
     if m.working_directory.as_path() == Path::new("/") {
@@ -519,6 +551,7 @@ mod tests {
                 tmp_size: 1 << 30,
                 oom_score_adj: 500,
             },
+            tier: Default::default(),
         }
     }
 
@@ -694,5 +727,25 @@ mod tests {
                 "{what} was accepted"
             );
         }
+    }
+
+    #[test]
+    fn the_landlock_tier_refuses_what_needs_namespaces() {
+        let mut m = sample();
+        m.tier = crate::Tier::Landlock;
+        m.views.clear();
+        m.overlays.clear();
+        m.reopened.clear();
+        m.local_ports.clear();
+        m.proxy_port = None;
+        m.resolvers.clear();
+        ValidatedManifest::new(m.clone()).unwrap();
+        let mut with_proxy = m.clone();
+        with_proxy.proxy_port = Some(3128);
+        let err = ValidatedManifest::new(with_proxy).unwrap_err();
+        assert!(err.to_string().contains("an egress proxy"), "{err}");
+        let mut with_ports = m;
+        with_ports.local_ports = vec![8080];
+        assert!(ValidatedManifest::new(with_ports).is_err());
     }
 }

@@ -395,6 +395,9 @@ pub struct ResolvedPolicy {
     /// Writable names of an agent's state inside a directory protected read-only as one
     /// ([`crate::statedirs::walk_at_launch`]): mounted writable again on top of it.
     pub reopened: Vec<PathBuf>,
+    /// The protection tier ([`crate::Tier`]): the full tier, or the weaker `landlock`
+    /// tier the user chose ([`crate::weaken`] made the rest of the policy fit it).
+    pub tier: crate::Tier,
     /// Shell and editor history, kept in the project's own directory in Sandy's state
     /// ([`crate::history`]); `None` without a home.
     pub history: Option<crate::history::History>,

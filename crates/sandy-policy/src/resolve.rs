@@ -45,6 +45,8 @@ pub struct RunRequest {
     pub pass_env: Vec<String>,
     /// `--max-procs`, `--max-memory`, `--max-file-size`, `--max-tmp`, `--cpu`.
     pub ceilings: crate::ceilings::CeilingRequest,
+    /// The protection tier (`--tier`): the weaker `landlock` tier only when chosen.
+    pub tier: crate::Tier,
     /// What the user's configuration, profile or policy file adds ([`crate::files`]),
     /// each rule with its origin. The flags add to it.
     pub files: crate::files::FileRules,
@@ -453,7 +455,13 @@ pub fn resolve(
     let open_network = !block_net && !egress_request.any();
     let local_ports = local_ports(request, host, open_network)?;
     let ports: Vec<u16> = local_ports.iter().map(|p| p.port).collect();
-    let egress = crate::egress::resolve_egress(&egress_request, block_net, &profile, host, &ports)?;
+    // The weaker tier blocks the network with Landlock and seccomp: no proxy answers
+    // inside (there is no namespace to put its listener in).
+    let egress = if request.tier == crate::Tier::Landlock && block_net {
+        None
+    } else {
+        crate::egress::resolve_egress(&egress_request, block_net, &profile, host, &ports)?
+    };
     if let Some(e) = &egress {
         // Every client that honours the usual variables goes through the proxy; the
         // caller's own proxy settings would lead nowhere inside.
@@ -657,7 +665,7 @@ pub fn resolve(
         &mut set_env,
     );
 
-    Ok(ResolvedPolicy {
+    let mut policy = ResolvedPolicy {
         program,
         argv: request.command.clone(),
         working_directory: project,
@@ -703,7 +711,12 @@ pub fn resolve(
             project: request.files.project.clone(),
         },
         history,
-    })
+        tier: crate::Tier::Full,
+    };
+    if request.tier == crate::Tier::Landlock {
+        crate::tier::weaken(&mut policy)?;
+    }
+    Ok(policy)
 }
 
 /// The network request: the flags' rules, then the files'.

@@ -870,6 +870,45 @@ pub fn open_under(root: &Path, path: &Path) -> io::Result<Dir> {
     }
 }
 
+/// The `landlock` tier's gate on pathname Unix sockets: an `O_PATH` handle of the socket
+/// at `path` (absolute), which must lie at or below one of `roots` (the policy's grants;
+/// the most specific one is taken), with no link followed below that root. The
+/// supervisor connects the run's socket through `/proc/self/fd/N` of this handle, so
+/// that what is connected is what was checked. `PermissionDenied` when no root holds
+/// `path`; `ENOTSOCK` when it is not a socket.
+pub fn open_socket_under(roots: &[PathBuf], path: &Path) -> io::Result<OwnedFd> {
+    let root = roots
+        .iter()
+        .filter(|r| path.starts_with(r))
+        .max_by_key(|r| r.as_os_str().len())
+        .ok_or_else(|| io::Error::from(io::ErrorKind::PermissionDenied))?;
+    let fd = match path.strip_prefix(root) {
+        Ok(rest) if !rest.as_os_str().is_empty() => {
+            let dir = Dir::open(root)?;
+            // openat2 refuses with O_PATH any flag but these (Landlock ABI 6 needs a
+            // kernel that has openat2).
+            rustix::fs::openat2(
+                dir.fd.as_fd(),
+                below(rest)?,
+                OFlags::PATH | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+                Mode::empty(),
+                ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+            )?
+        }
+        // The root itself (an exact grant of the socket): by its name, not followed.
+        _ => rustix::fs::open(
+            root,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?,
+    };
+    let st = rustix::fs::fstat(&fd)?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::Socket {
+        return Err(io::Error::from(rustix::io::Errno::NOTSOCK));
+    }
+    Ok(fd)
+}
+
 /// Opens a directory the user named (a log's directory), where a run may have put a
 /// name on the way: the user's own links are followed up to the first directory that
 /// lies in `writable` (what a sandboxed run may write), and from there on no link is

@@ -351,6 +351,15 @@ impl World {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
+        let mut args: Vec<std::ffi::OsString> =
+            args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+        // `SANDY_TEST_TIER=landlock`: every `sandy run` of the suite in that tier, to
+        // list the expected differences (docs/tiers.md).
+        if let Some(tier) = std::env::var_os("SANDY_TEST_TIER") {
+            if args.first().is_some_and(|a| a == "run") {
+                args.splice(1..1, ["--tier".into(), tier]);
+            }
+        }
         let mut cmd = Command::new(sandy_bin());
         cmd.args(args)
             .current_dir(&self.project)
@@ -419,7 +428,7 @@ pub fn for_each_user(mut f: impl FnMut(&World)) {
 /// The published dry-run schema, from the repository root.
 pub const DRY_RUN_SCHEMA_PATH: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../schemas/dry-run.v6.schema.json"
+    "/../../schemas/dry-run.v7.schema.json"
 );
 
 /// Parses a dry-run document and asserts that it matches the published schema: every

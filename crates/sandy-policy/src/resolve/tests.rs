@@ -181,6 +181,7 @@ fn request(cmd: &[&str]) -> RunRequest {
         profile: None,
         pass_env: vec![],
         ceilings: Default::default(),
+        tier: Default::default(),
         files: Default::default(),
     }
 }
@@ -312,6 +313,7 @@ fn plain_run_resolves_to_the_default_policy() {
         agent_state: vec![],
         watched: vec![],
         reopened: vec![],
+        tier: Default::default(),
         files: Default::default(),
         // No terminal: no history kept (crate::history).
         history: None,
@@ -1950,6 +1952,74 @@ fn the_cgroups_are_never_writable_through_a_grant() {
         resolve(&r, &h, &fs),
         Err(ResolveError::OwnGrant { .. })
     ));
+}
+
+/// `--tier landlock`: the full tier's private directories are closed, the per-run
+/// directory on the host is granted and named by TMPDIR, and the tier is recorded.
+#[test]
+fn the_landlock_tier_grants_the_run_directory_instead_of_the_private_ones() {
+    let mut req = request(&["true"]);
+    req.tier = crate::Tier::Landlock;
+    let policy = resolve(&req, &host("/usr/bin:/bin"), &base_fs()).unwrap();
+    assert_eq!(policy.tier, crate::Tier::Landlock);
+    for private in ["/tmp", "/var/tmp", "/dev/shm", "/run", "/run/sandy"] {
+        assert!(
+            !policy.grants.iter().any(|g| g.path == Path::new(private)),
+            "{private} is granted"
+        );
+    }
+    assert!(policy
+        .grants
+        .iter()
+        .any(|g| g.path == Path::new("/tmp/sandy-1")
+            && g.access == Access::ReadWrite
+            && g.scope == Scope::Subtree));
+    let tmpdir = policy
+        .environment
+        .iter()
+        .find(|(k, _)| k == "TMPDIR")
+        .map(|(_, v)| v.clone());
+    assert_eq!(tmpdir, Some("/tmp/sandy-1".into()));
+    assert!(policy.protections.iter().all(|p| p.placeholder.is_none()));
+    let full = resolve(&request(&["true"]), &host("/usr/bin:/bin"), &base_fs()).unwrap();
+    assert_eq!(full.tier, crate::Tier::Full);
+}
+
+#[test]
+fn the_landlock_tier_blocks_the_network_without_a_proxy_and_refuses_an_allowlist() {
+    let mut req = request(&["true"]);
+    req.tier = crate::Tier::Landlock;
+    req.block_net = true;
+    let policy = resolve(&req, &host("/usr/bin:/bin"), &base_fs()).unwrap();
+    assert_eq!(policy.network, Network::BlockAll);
+    assert!(policy.egress.is_none());
+    assert!(!policy.environment.iter().any(|(k, _)| k == "HTTPS_PROXY"));
+
+    let mut req = request(&["true"]);
+    req.tier = crate::Tier::Landlock;
+    req.block_net = true;
+    req.allow_local_ports = vec![8080];
+    let err = resolve(&req, &host("/usr/bin:/bin"), &base_fs()).unwrap_err();
+    assert!(err.to_string().contains("no network namespace"), "{err}");
+}
+
+#[test]
+fn the_landlock_tier_refuses_a_writable_grant_around_a_hidden_path_and_keeps_a_read_one() {
+    let mut req = request(&["true"]);
+    req.tier = crate::Tier::Landlock;
+    req.read_write = vec!["/home/u/.config".into()];
+    let fs = base_fs()
+        .dir("/home/u/.config")
+        .dir("/home/u/.config/gh")
+        .file("/home/u/.config/gh/hosts.yml");
+    // Refused in either tier (the full tier refuses it first).
+    let err = resolve(&req, &host("/usr/bin:/bin"), &fs).unwrap_err();
+    assert!(err.to_string().contains("/home/u/.config"), "{err}");
+    // A read grant around it is fine: the launch splits it.
+    let mut req = request(&["true"]);
+    req.tier = crate::Tier::Landlock;
+    req.read = vec!["/home/u/.config".into()];
+    resolve(&req, &host("/usr/bin:/bin"), &fs).unwrap();
 }
 
 // Policies as files (`crate::files`): their grants go through the flags' checks, keep
