@@ -350,12 +350,13 @@ pub struct RunArgs {
     /// CPU share of the run, in CPUs, e.g. 1.5 (default: no ceiling).
     #[arg(long = "cpu", value_name = "CPUS", value_parser = parse_cpu)]
     pub cpu: Option<u64>,
-    /// Protection tier: `full` (default: namespaces, mounts, Landlock, seccomp) or
+    /// Protection tier: `full` (namespaces, mounts, Landlock, seccomp) or
     /// `landlock`, the weaker tier for where namespaces are unavailable (containers, CI,
     /// Ubuntu without Sandy's AppArmor profile): Landlock, seccomp and the supervisor
     /// only. Every launch in it says so; docs/tiers.md lists what it keeps and drops.
-    #[arg(long, value_enum, value_name = "TIER", default_value_t = TierArg::Full)]
-    pub tier: TierArg,
+    /// (default: the configuration's `tier`, else `full`).
+    #[arg(long, value_enum, value_name = "TIER")]
+    pub tier: Option<TierArg>,
     /// Print the fully resolved launch and run nothing.
     #[arg(long)]
     pub dry_run: bool,

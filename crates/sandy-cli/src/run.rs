@@ -36,16 +36,6 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     }
     // The dry run has no run to fold its routine lines after: it prints them whole.
     crate::say::set_verbose(args.verbose || args.dry_run);
-    let tier = sandy_policy::Tier::from(args.tier);
-    // The refusal report explains what the mounts refused; the `landlock` tier has none
-    // (a protected path is restored after the run instead), so it has no report.
-    let args = RunArgs {
-        explain: match tier {
-            sandy_policy::Tier::Full => args.explain,
-            sandy_policy::Tier::Landlock => ExplainMode::Off,
-        },
-        ..args
-    };
     // The bootstrap is forked at once and makes the run's namespaces while the policy is
     // resolved (a network namespace alone costs the kernel about a millisecond); it
     // gets the manifest once the policy is known. A dry run launches nothing.
@@ -69,6 +59,21 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         },
         &host,
     )?;
+    // The tier: the flag's, else the configuration's, else the full one.
+    let tier = args
+        .tier
+        .map(sandy_policy::Tier::from)
+        .or(loaded.rules.tier.map(|(tier, _)| tier))
+        .unwrap_or_default();
+    // The refusal report explains what the mounts refused; the `landlock` tier has none
+    // (a protected path is restored after the run instead), so it has no report.
+    let args = RunArgs {
+        explain: match tier {
+            sandy_policy::Tier::Full => args.explain,
+            sandy_policy::Tier::Landlock => ExplainMode::Off,
+        },
+        ..args
+    };
     let cpu = args.cpu.is_some() || loaded.rules.ceilings.cpu.is_some();
     let mut early = (!args.dry_run).then(|| crate::ceilings::Offer::probe().make_dirs(cpu));
     let pending = if args.dry_run {

@@ -523,3 +523,35 @@ fn a_writable_grant_from_a_file_keeps_the_protections_a_flag_gets() {
         assert!(!hook.exists());
     });
 }
+
+/// The tier as a persistent choice (issue 39, item 3; issue 42, item 1): the
+/// configuration's `tier`, for every run or one profile's, and `--tier` over it. A run in
+/// the tier it names says so, as one chosen by flag does.
+#[test]
+fn the_configuration_chooses_the_tier_and_the_flag_overrides_it() {
+    for_each_user(|w| {
+        config(
+            w,
+            "version = 1\ntier = \"landlock\"\n[profile.codex]\ntier = \"full\"\n",
+        );
+        let doc = dry_run(w, &[], &[]);
+        assert_eq!(doc["tier"]["name"], "landlock");
+        assert_eq!(dry_run(w, &["--tier", "full"], &[])["tier"]["name"], "full");
+        assert_eq!(
+            dry_run(w, &["--profile", "codex"], &[])["tier"]["name"],
+            "full"
+        );
+        // A run: the tier's line, and the run works.
+        let o = w.sandy(["run", "--", "true"]).output().unwrap();
+        assert_code(&o, 0, "a run in the configuration's tier");
+        assert!(stderr(&o).contains("landlock"), "{}", stderr(&o));
+        // An unknown tier is refused with its place.
+        config(w, "version = 1\ntier = \"none\"\n");
+        let o = w
+            .sandy(["run", "--dry-run", "--", "true"])
+            .output()
+            .unwrap();
+        assert_code(&o, 125, "an unknown tier");
+        assert!(stderr(&o).contains("config.toml:2"), "{}", stderr(&o));
+    });
+}

@@ -202,6 +202,9 @@ pub struct FileRules {
     pub local_ports: Vec<(u16, Origin)>,
     pub pass_env: Vec<String>,
     pub ceilings: FileCeilings,
+    /// `tier = "full"` or `"landlock"` (the configuration only): the tier a run takes
+    /// when `--tier` is not given.
+    pub tier: Option<(crate::Tier, Origin)>,
     /// The files read, in the order they apply.
     pub sources: Vec<(Origin, PathBuf)>,
     /// The project's `sandy.toml`, when there is one, and whether it applies.
@@ -241,6 +244,9 @@ impl FileRules {
             if from.is_some() {
                 *into = from;
             }
+        }
+        if later.tier.is_some() {
+            self.tier = later.tier;
         }
         self.sources.extend(later.sources);
         if later.project.is_some() {
@@ -433,6 +439,7 @@ struct RawConfigSection {
     network: Option<RawNetwork>,
     environment: Option<RawEnvironment>,
     ceilings: Option<RawCeilings>,
+    tier: Option<crate::Tier>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -447,6 +454,8 @@ struct RawConfig {
     network: Option<RawNetwork>,
     environment: Option<RawEnvironment>,
     ceilings: Option<RawCeilings>,
+    /// The protection tier every run takes unless `--tier` says otherwise.
+    tier: Option<crate::Tier>,
     #[serde(default)]
     profile: BTreeMap<String, RawConfigSection>,
 }
@@ -527,6 +536,7 @@ pub fn parse_config(text: &str, path: &Path, home: Option<&Path>) -> Result<Conf
         raw.environment,
         raw.ceilings,
     )?;
+    rules.tier = raw.tier.map(|t| (t, origin));
     rules.sources.push((origin, path.to_path_buf()));
     let mut profiles = BTreeMap::new();
     for (name, section) in raw.profile {
@@ -537,7 +547,7 @@ pub fn parse_config(text: &str, path: &Path, home: Option<&Path>) -> Result<Conf
             ));
         }
         let prefix = format!("profile.{name}.");
-        let rules = cx.rules(
+        let mut rules = cx.rules(
             &prefix,
             section.grants,
             section.protections,
@@ -545,6 +555,7 @@ pub fn parse_config(text: &str, path: &Path, home: Option<&Path>) -> Result<Conf
             section.environment,
             section.ceilings,
         )?;
+        rules.tier = section.tier.map(|t| (t, origin));
         profiles.insert(name, rules);
     }
     Ok(Config { rules, profiles })
@@ -983,6 +994,10 @@ pub const CONFIG_STARTER: &str = r#"# Sandy's user configuration: applied to eve
 # Flags on the command line add to it. Reference: docs/policy-files.md.
 # Keep this file where no sandboxed run can write it: Sandy refuses it otherwise.
 version = 1
+
+# Where user namespaces are unavailable (a container, a CI image), the weaker tier for
+# every run, as --tier landlock (see docs/tiers.md); --tier full overrides it.
+# tier = "landlock"
 
 # Grants, as --read and --read-write would add them. Every grant gives its reason.
 # Paths are absolute or start with ~/ and must exist.
