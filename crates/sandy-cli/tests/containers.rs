@@ -428,6 +428,8 @@ fn dockers_default_seccomp_profile_is_named_with_sandys_profile_as_the_fix() {
         let userns = layer(&doc, "user_namespace");
         assert_eq!(userns["available"], false, "as {who}: {userns}");
         assert_eq!(userns["failed_step"], "create_user_namespace", "{userns}");
+        // Docker's default profile allows Landlock and seccomp filters: the weaker tier.
+        assert_eq!(doc["landlock_tier_available"], true, "as {who}: {doc}");
 
         assert_refused(w, &out["run"], SECCOMP, fix);
     });
