@@ -5,8 +5,12 @@
 //! container too.
 //!
 //! - With the runtime's default security profile, `sandy doctor` (text and `--json`)
-//!   names the container's masked `/proc` as the cause, and `sandy run` refuses with that
-//!   cause and the fix, in one line, exit 125, the target never started.
+//!   names the container's masked `/proc` as the cause and `--tier landlock` as
+//!   available, and `sandy run` refuses with that cause, the fix and the weaker tier, in
+//!   one line, exit 125, the target never started.
+//! - There, `sandy run --tier landlock` runs: real agent CLIs' `--version` and a small
+//!   build (Python and git), with its tier line; a write outside the project is refused,
+//!   a hidden SSH key is unreadable, a planted git hook is gone after the run.
 //! - With Docker's default seccomp profile, the cause is the seccomp profile, and the fix
 //!   names Sandy's (`packaging/containers/sandy-seccomp.json`).
 //! - With Sandy's profile and the masked paths unmasked, the full tier runs: a write in the
@@ -79,6 +83,8 @@ struct Container<'w> {
     world: &'w World,
     /// `--security-opt` values.
     security: Vec<String>,
+    /// Variables that replace the world's ([`World::base_env`]) in every step.
+    env: Vec<(String, String)>,
     name: String,
 }
 
@@ -104,8 +110,15 @@ impl<'w> Container<'w> {
         Container {
             world,
             security: security.iter().map(|s| (*s).to_owned()).collect(),
+            env: Vec::new(),
             name: unique("ctr"),
         }
+    }
+
+    /// Sets `key` to `value` in every step's environment instead of the world's.
+    fn env(mut self, key: &str, value: &str) -> Container<'w> {
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
     }
 
     /// Starts the container as the world's user, runs each step (`name`, `sandy` arguments)
@@ -120,6 +133,8 @@ impl<'w> Container<'w> {
         let env: Vec<String> = w
             .base_env()
             .into_iter()
+            .filter(|(k, _)| !self.env.iter().any(|(set, _)| set == k))
+            .chain(self.env.iter().cloned())
             .map(|(k, v)| shell_quote(&format!("{k}={v}")))
             .collect();
         let mut script = format!(
@@ -254,6 +269,8 @@ fn assert_refused(w: &World, o: &Output, cause: &str, fix: &str) {
 const MASKED_PROC: &str = "this is a Podman container whose masked /proc and /sys entries \
                            forbid a fresh /proc or /sys in a new user namespace";
 const UNMASK_FIX: &str = "start the container with `podman run --security-opt unmask=ALL ...`";
+/// How doctor and a refusal name the weaker tier (docs/tiers.md).
+const LANDLOCK_TIER_PATH: &str = "`sandy run --tier landlock`";
 
 #[test]
 fn default_profile_doctor_names_the_masked_proc_and_run_refuses() {
@@ -282,6 +299,8 @@ fn default_profile_doctor_names_the_masked_proc_and_run_refuses() {
             report.contains("verdict: NOT enforceable"),
             "as {who}: {report}"
         );
+        // The weaker tier is named as the other way on: Landlock and seccomp work here.
+        assert!(report.contains(LANDLOCK_TIER_PATH), "as {who}: {report}");
 
         let json = &out["json"];
         assert_code(
@@ -297,6 +316,14 @@ fn default_profile_doctor_names_the_masked_proc_and_run_refuses() {
         );
         assert_eq!(doc["cause"]["line"], MASKED_PROC, "as {who}: {doc}");
         assert_eq!(doc["cause"]["fix"], UNMASK_FIX, "as {who}: {doc}");
+        assert_eq!(doc["landlock_tier_available"], true, "as {who}: {doc}");
+        assert!(
+            doc["verdict"]
+                .as_str()
+                .unwrap()
+                .contains(LANDLOCK_TIER_PATH),
+            "as {who}: {doc}"
+        );
         let mount = layer(&doc, "mount_namespace");
         assert_eq!(mount["available"], false, "as {who}: {mount}");
         assert_eq!(mount["failed_step"], "mount_proc", "as {who}: {mount}");
@@ -312,6 +339,8 @@ fn default_profile_doctor_names_the_masked_proc_and_run_refuses() {
         }
 
         assert_refused(w, &out["run"], MASKED_PROC, UNMASK_FIX);
+        let refusal = stderr(&out["run"]);
+        assert!(refusal.contains(LANDLOCK_TIER_PATH), "as {who}: {refusal}");
     });
 }
 
@@ -399,6 +428,8 @@ fn dockers_default_seccomp_profile_is_named_with_sandys_profile_as_the_fix() {
         let userns = layer(&doc, "user_namespace");
         assert_eq!(userns["available"], false, "as {who}: {userns}");
         assert_eq!(userns["failed_step"], "create_user_namespace", "{userns}");
+        // Docker's default profile allows Landlock and seccomp filters: the weaker tier.
+        assert_eq!(doc["landlock_tier_available"], true, "as {who}: {doc}");
 
         assert_refused(w, &out["run"], SECCOMP, fix);
     });
@@ -542,27 +573,215 @@ fn the_shipped_profile_is_derived_from_dockers_default() {
     );
 }
 
-/// The weaker tier inside Podman's default container (issue 39, item 3), once
-/// `--tier landlock` exists: it runs where the full tier is refused.
+/// The real agent CLIs whose `--version` runs in the weaker tier inside the container
+/// (`scripts/install-agents.sh`). Gemini CLI and OpenCode are left out: in this tier they
+/// fail on the host too (docs/containers.md, "What is tested").
+const TIER_AGENTS: [&str; 2] = ["claude", "codex"];
+
+/// The key planted in the container user's home, which the run must not read.
+const TIER_SECRET: &str = "SECRET-CONTAINER-TIER-KEY";
+
+/// A run in the weaker tier that tries the promises, with the home readable around a
+/// hidden path: read the SSH key, read an ordinary file beside it, append to that file,
+/// plant a pre-commit hook. Each status is printed.
+const TIER_PROMISES: &str = "cat ~/.ssh/id_ed25519; echo key=$?; echo notes=$(cat ~/notes.txt); \
+     echo appended >> ~/notes.txt; echo append=$?; \
+     printf '#!/bin/sh\\necho pwned\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit; \
+     echo hook=$?";
+
+/// A small project build with what the container has: Python compiles the sources and
+/// writes the product, and git commits the result.
+const TIER_BUILD: &str = "python3 build.py && git add -A && \
+     git -c user.name=Sandy -c user.email=sandy@example.com commit -qm build && echo built";
+
+/// The lines naming the tier on `o`'s stderr.
+fn tier_lines(o: &Output) -> Vec<String> {
+    stderr(o)
+        .lines()
+        .filter(|l| l.starts_with("sandy: tier landlock"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Asserts a run in the weaker tier that exited 0 and named its tier in one line, as a
+/// tier that was chosen where namespaces do not work (no "the full tier would protect
+/// more").
+#[track_caller]
+fn assert_tier_run(o: &Output, what: &str) {
+    assert_code(o, 0, what);
+    let lines = tier_lines(o);
+    assert_eq!(lines.len(), 1, "{what}: one tier line: {}", stderr(o));
+    assert!(
+        lines[0].contains("(chosen with --tier landlock)"),
+        "{what}: {}",
+        lines[0]
+    );
+    assert!(
+        !lines[0].contains("namespaces work here"),
+        "{what}: the container refuses them: {}",
+        lines[0]
+    );
+}
+
+/// The weaker tier inside Podman's default container, where the full tier is refused
+/// (issue 39, item 4): `sandy run --tier landlock` runs real agent CLIs' `--version` and a
+/// small project build, and keeps its promises, judged from outside the container: the
+/// write outside the project is refused (the file is unchanged on the host), the hidden
+/// SSH key is unreadable inside a read grant of the home, and the planted git hook is
+/// gone after the run.
 #[test]
-#[ignore = "needs --tier landlock (the weaker tier, built separately)"]
-fn landlock_tier_runs_in_the_default_container() {
+fn landlock_tier_runs_in_the_default_container_and_keeps_its_promises() {
+    if !podman_ready() {
+        return;
+    }
+    // Without the agents (scripts/install-agents.sh), a reported skip of their steps only.
+    let agents = agents_bin(&TIER_AGENTS);
     in_containers(|w| {
-        let Some(out) = Container::new(w, &[]).run(&[(
+        let who = w.user.label;
+        w.write("home/.ssh/id_ed25519", &format!("{TIER_SECRET}\n"));
+        w.write("home/notes.txt", "my notes\n");
+        w.write(
+            "home/project/src/greet.py",
+            "def greet(who):\n    return f\"hello from the {who}\"\n",
+        );
+        w.write(
+            "home/project/build.py",
+            "import compileall, pathlib, sys\n\
+             if not compileall.compile_dir(\"src\", quiet=1):\n    sys.exit(1)\n\
+             sys.path.insert(0, \"src\")\n\
+             import greet\n\
+             pathlib.Path(\"dist\").mkdir(exist_ok=True)\n\
+             pathlib.Path(\"dist/out.txt\").write_text(greet.greet(\"container\") + \"\\n\")\n",
+        );
+        let git = w
+            .host("/usr/bin/git")
+            .args(["init", "-q", "."])
+            .output()
+            .unwrap();
+        assert_code(&git, 0, "git init");
+        let hook = w.project.join(".git/hooks/pre-commit");
+        assert!(!hook.exists());
+        let home = w.home.display().to_string();
+
+        let promises = [
             "run",
-            &[
-                "run",
-                "--tier",
-                "landlock",
-                "--",
-                "/bin/sh",
-                "-c",
-                "echo inside > in",
-            ],
-        )]) else {
+            "--tier",
+            "landlock",
+            "--read",
+            &home,
+            "--",
+            "/bin/sh",
+            "-c",
+            TIER_PROMISES,
+        ];
+        let build = [
+            "run", "--tier", "landlock", "--", "/bin/sh", "-c", TIER_BUILD,
+        ];
+        let version_steps: Vec<(String, [&str; 6])> = TIER_AGENTS
+            .iter()
+            .map(|a| {
+                (
+                    format!("version_{a}"),
+                    ["run", "--tier", "landlock", "--", a, "--version"],
+                )
+            })
+            .collect();
+        let mut steps: Vec<(&str, &[&str])> = Vec::new();
+        let mut container = Container::new(w, &[]);
+        if let Some(bin) = &agents {
+            container = container.env(
+                "PATH",
+                &format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display()),
+            );
+            for (name, args) in &version_steps {
+                steps.push((name, &args[..]));
+            }
+        }
+        steps.push(("promises", &promises));
+        steps.push(("build", &build));
+        let Some(out) = container.run(&steps) else {
             return;
         };
-        assert_code(&out["run"], 0, "run --tier landlock in the container");
-        assert!(w.project.join("in").exists());
+
+        // Real agent CLIs start under their detected profiles and print their versions.
+        for (name, args) in &version_steps {
+            let Some(o) = out.get(name) else { continue };
+            let agent = args[4];
+            assert_tier_run(o, &format!("{agent} --version in the container, as {who}"));
+            let version = stdout(o);
+            assert!(
+                version.chars().any(|c| c.is_ascii_digit()) && version.contains('.'),
+                "as {who}: {agent} --version printed no version: {version}"
+            );
+            assert!(
+                stderr(o).contains(&format!("sandy: profile '{agent}'")),
+                "as {who}: {agent}'s profile is not named: {}",
+                stderr(o)
+            );
+        }
+
+        // The promises, judged from outside the container.
+        let o = &out["promises"];
+        assert_tier_run(o, &format!("the promises' run in the container, as {who}"));
+        let said = stdout(o);
+        let err = stderr(o);
+        assert!(
+            !said.contains(TIER_SECRET),
+            "as {who}: the key was read: {said}"
+        );
+        assert_failed(&said, "key");
+        assert!(
+            err.contains("id_ed25519: Permission denied"),
+            "as {who}: {err}"
+        );
+        // The read grant of the home works around the hidden path.
+        assert_field(&said, "notes", "my notes");
+        assert_failed(&said, "append");
+        assert_eq!(
+            std::fs::read_to_string(w.home.join("notes.txt")).unwrap(),
+            "my notes\n",
+            "as {who}: the write outside the project landed"
+        );
+        // The hook was planted inside (the project is writable in this tier) and is gone.
+        assert_field(&said, "hook", "0");
+        assert!(!hook.exists(), "as {who}: the planted hook stayed: {err}");
+        assert!(
+            err.lines()
+                .any(|l| l.starts_with("sandy: restored") && l.contains("pre-commit")),
+            "as {who}: the restore is not reported: {err}"
+        );
+        // The key is still there, readable to its owner outside.
+        let key = w
+            .host("/bin/cat")
+            .arg(w.home.join(".ssh/id_ed25519"))
+            .output()
+            .unwrap();
+        assert!(stdout(&key).contains(TIER_SECRET), "as {who}");
+
+        // The build: its product and its commit, judged from outside; the hook planted
+        // before did not run at the commit.
+        let o = &out["build"];
+        assert_tier_run(o, &format!("the build in the container, as {who}"));
+        assert!(stdout(o).contains("built"), "as {who}: {}", stderr(o));
+        assert!(!stdout(o).contains("pwned"), "as {who}: the hook ran");
+        assert_eq!(
+            std::fs::read_to_string(w.project.join("dist/out.txt")).unwrap(),
+            "hello from the container\n",
+            "as {who}"
+        );
+        let compiled = std::fs::read_dir(w.project.join("src/__pycache__"))
+            .unwrap()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("greet."));
+        assert!(compiled, "as {who}: no compiled greet module");
+        let log = w
+            .host("/usr/bin/git")
+            .args(["log", "-1", "--format=%s %an", "--name-only"])
+            .output()
+            .unwrap();
+        assert_code(&log, 0, "git log");
+        let log = stdout(&log);
+        assert!(log.starts_with("build Sandy\n"), "as {who}: {log}");
+        assert!(log.contains("dist/out.txt"), "as {who}: {log}");
     });
 }
