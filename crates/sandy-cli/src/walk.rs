@@ -930,7 +930,7 @@ fn now_ns() -> i64 {
 // adds is time between the two walks, so the record also says when it was made.
 
 /// The fewest directories a tree has for its record to be kept between launches.
-const KEEP_FROM_DIRS: usize = 2_000;
+const KEEP_FROM_DIRS: usize = 64;
 /// The record's layout.
 const KEPT_MAGIC: &[u8; 8] = b"SANDYWK1";
 /// The bytes of one directory in a kept record.

@@ -694,8 +694,8 @@ fn repositories_made_or_moved_between_launches_are_protected_by_the_next() {
             std::fs::create_dir_all(w.project.join(d)).unwrap();
         }
         // Large enough for the record to be kept (a small tree is simply walked).
-        for i in 0..2100 {
-            std::fs::create_dir_all(w.project.join(format!("vendor/p{}/m{i}", i / 50))).unwrap();
+        for i in 0..100 {
+            std::fs::create_dir_all(w.project.join(format!("vendor/p{}/m{i}", i / 10))).unwrap();
         }
         init_repo(w, &w.project.join("old/x/y/repo"));
         // Old enough for the record to take every directory on trust.
