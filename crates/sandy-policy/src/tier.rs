@@ -9,7 +9,7 @@
 //! each promise of the design, whether the weaker tier keeps it, keeps it differently or
 //! drops it: the dry run's `tier` section and `docs/tiers.md` list the same table.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -317,6 +317,35 @@ pub fn weaken(policy: &mut ResolvedPolicy) -> Result<(), TierError> {
     policy.set_env.sort();
     policy.set_env.dedup();
     policy.views = copies;
+    // An agent's state file has no private copy either: the agent reads the file itself.
+    // The empty file the copy would have been bound over is not made (an empty file is
+    // no JSON document: Gemini CLI refused to start). A directory of Sandy's that stands in for the
+    // agent's whole state directory (Codex's `CODEX_HOME`) is not made: the variable that
+    // named it goes, and the agent uses its real directory.
+    for file in &policy.state_files {
+        if let Some(stand_in) = file.mirror.as_ref().and(file.inside.parent()) {
+            let stand_in = stand_in.as_os_str();
+            let named: Vec<OsString> = policy
+                .environment
+                .iter()
+                .filter(|(_, v)| v.as_os_str() == stand_in)
+                .map(|(k, _)| k.clone())
+                .collect();
+            policy
+                .environment
+                .retain(|(_, v)| v.as_os_str() != stand_in);
+            policy
+                .set_env
+                .retain(|k| !named.iter().any(|n| n.as_os_str() == OsStr::new(k)));
+            policy
+                .created_at_launch
+                .retain(|c| !c.path.starts_with(stand_in));
+            continue;
+        }
+        policy
+            .created_at_launch
+            .retain(|c| !(c.path == file.inside && c.kind == crate::Placeholder::EmptyFile));
+    }
     policy.state_files.clear();
     // Copy-on-write caches have no overlay: the host's cache is read-only inside.
     let overlays: Vec<PathBuf> = policy

@@ -2466,3 +2466,43 @@ fn a_project_policys_domains_only_join_an_allowlist_the_run_has() {
         .any(|r| r.origin == sandy_net::RuleOrigin::ProjectFile
             && r.pattern.to_string() == "registry.example.com"));
 }
+
+/// The `landlock` tier binds no private copy of an agent's state file: no empty file is
+/// made for one to be bound over (an empty `settings.json` is no JSON document, and
+/// Gemini CLI refused to start), and no directory of Sandy's stands in for Codex's
+/// state directory (`CODEX_HOME` is not set to one that is never made).
+#[test]
+fn the_landlock_tier_makes_no_mount_point_for_a_state_file_and_no_stand_in() {
+    for (agent, dir) in [("gemini", "/home/u/.gemini"), ("codex", "/home/u/.codex")] {
+        let fs = base_fs().exe(&format!("/usr/bin/{agent}")).dir(dir);
+        let full = resolve(&request(&[agent]), &host("/usr/bin"), &fs).unwrap();
+        assert!(
+            !full.state_files.is_empty(),
+            "{agent}: a copy in the full tier"
+        );
+        let mut req = request(&[agent]);
+        req.tier = crate::Tier::Landlock;
+        let policy = resolve(&req, &host("/usr/bin"), &fs).unwrap();
+        assert!(policy.state_files.is_empty());
+        for file in &full.state_files {
+            assert!(
+                !policy
+                    .created_at_launch
+                    .iter()
+                    .any(|c| c.path == file.inside
+                        || file.mirror.is_some()
+                            && file.inside.parent().is_some_and(|s| c.path.starts_with(s))),
+                "{agent}: {:?}",
+                policy.created_at_launch
+            );
+        }
+        assert!(
+            !policy
+                .environment
+                .iter()
+                .any(|(_, v)| v.to_string_lossy().contains(".sandy-codex-home")),
+            "{agent}: {:?}",
+            policy.environment
+        );
+    }
+}
