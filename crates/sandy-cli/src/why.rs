@@ -291,19 +291,23 @@ fn render(
             },
             Shown(target)
         ),
-        Rule::Protection { path, origin } => {
-            format!("protected read-only: {} ({origin:?})", Shown(path)).to_lowercase()
-        }
+        Rule::Protection { path, origin } => format!(
+            "protected read-only: {} (origin {})",
+            Shown(path),
+            dry_run_name(origin)
+        ),
         Rule::Grant {
             path,
             access,
             scope,
             origin,
         } => format!(
-            "granted {access:?} on {} ({scope:?}, origin {origin:?})",
-            Shown(path)
-        )
-        .to_lowercase(),
+            "granted {} on {} ({}, origin {})",
+            dry_run_name(access),
+            Shown(path),
+            dry_run_name(scope),
+            dry_run_name(origin)
+        ),
         Rule::NoGrant => "nothing grants it (Landlock refuses)".to_owned(),
     };
     out.push_str(&format!("\n  rule: {rule}"));
@@ -315,6 +319,15 @@ fn render(
         }
     }
     out
+}
+
+/// The name the dry run gives a value (`read_write`, `subtree`, `profile_file`): the
+/// paths around it keep their case.
+fn dry_run_name<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
 }
 
 /// `sandy why` inside a sandbox answers for that sandbox: from the policy document Sandy

@@ -161,6 +161,32 @@ fn why_agrees_with_a_real_run() {
     });
 }
 
+/// The rule line keeps a path's case, and names access, scope and origin as the dry run
+/// does.
+#[test]
+fn why_keeps_the_case_of_the_path_in_its_rule() {
+    for_each_user(|w| {
+        let file = w.write("home/Shared/Lib/Notes.txt", "x\n");
+        let dir = w.home.join("Shared/Lib");
+        let o = w
+            .sandy([
+                "why",
+                "--read",
+                dir.to_str().unwrap(),
+                file.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        assert_code(&o, 0, "why of a granted file");
+        let out = stdout(&o);
+        let rule = format!(
+            "rule: granted read on {} (subtree, origin flag)",
+            dir.display()
+        );
+        assert!(out.contains(&rule), "{out}");
+    });
+}
+
 #[test]
 fn why_explains_in_one_readable_answer() {
     for_each_user(|w| {
