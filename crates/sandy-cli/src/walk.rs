@@ -1461,6 +1461,50 @@ mod tests {
         assert!(recall(state.path(), other.path(), 1000).is_none());
     }
 
+    /// A record made while a concurrent run swaps two directories back and forth
+    /// (`RENAME_EXCHANGE` in a loop) never hides a repository afterwards: every swap moves
+    /// the change times of both directories and their parent, so what the record says of
+    /// a directory it saw mid-swap is read again.
+    #[test]
+    fn a_record_made_while_directories_are_swapped_hides_nothing() {
+        use rustix::fs::{renameat_with, RenameFlags};
+        use std::sync::atomic::AtomicBool;
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path().to_path_buf();
+        for d in ["p/a/x/deep", "p/b/y/.git/hooks", "p/b/y/z", "q/c"] {
+            fs::create_dir_all(r.join(d)).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        for round in 0..20 {
+            let stop = Arc::new(AtomicBool::new(false));
+            let swapper = {
+                let (stop, r) = (Arc::clone(&stop), r.clone());
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        let _ = renameat_with(
+                            CWD,
+                            r.join("p/a"),
+                            CWD,
+                            r.join("p/b"),
+                            RenameFlags::EXCHANGE,
+                        );
+                    }
+                })
+            };
+            let made = traverse_with(&r, 1000, None, 1 + round % 3, 1 + round % 4);
+            stop.store(true, Ordering::Relaxed);
+            swapper.join().unwrap();
+            let Ok((_, record)) = made else { continue };
+            let kept = decode(&encode(&record), &r, 1000).unwrap();
+            assert_eq!(walk_again(&kept, 1000).unwrap().0.found, by_reference(&r));
+            // Afterwards, outside: a repository deep in whichever directory is now `a`.
+            fs::create_dir_all(r.join(format!("p/a/x/deep/new{round}/.git"))).unwrap();
+            let (again, _) = walk_again(&kept, 1000).unwrap();
+            assert_eq!(again.found, by_reference(&r), "round {round}");
+            fs::remove_dir_all(r.join(format!("p/a/x/deep/new{round}"))).unwrap();
+        }
+    }
+
     /// A kept record is used only whole, as a tree, within its bound, in the boot it
     /// was made in and while the wall clock was not set back.
     #[test]
