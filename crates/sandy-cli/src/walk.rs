@@ -368,38 +368,45 @@ fn traverse_with(
         let tasks = Mutex::new(queue);
         let done = Mutex::new(Vec::new());
         let failed = Mutex::new(None);
-        std::thread::scope(|scope| {
-            for _ in 0..threads {
-                scope.spawn(|| {
-                    let mut worker = Walker::new(&shared);
-                    let mut stack = Vec::new();
-                    loop {
-                        let task = tasks.lock().ok().and_then(|mut t| t.pop_front());
-                        let Some(task) = task else {
-                            break;
-                        };
-                        let at = task.index;
-                        let mut local = task;
-                        local.index = Some(0);
-                        worker.begin();
-                        stack.push(local);
-                        while let Some(pending) = stack.pop() {
-                            if let Err(e) = worker.step(pending, &mut stack) {
-                                if let Ok(mut f) = failed.lock() {
-                                    f.get_or_insert(e);
-                                }
-                                // Every other thread stops at its next directory.
-                                shared.visited.store(usize::MAX, Ordering::Relaxed);
-                                return;
-                            }
+        // Each thread takes the next subtree until none is left. The calling thread is
+        // one of them: if no other thread can be started (a process limit), it walks
+        // every subtree itself.
+        let work = || {
+            let mut worker = Walker::new(&shared);
+            let mut stack = Vec::new();
+            loop {
+                let task = tasks.lock().ok().and_then(|mut t| t.pop_front());
+                let Some(task) = task else {
+                    break;
+                };
+                let at = task.index;
+                let mut local = task;
+                local.index = Some(0);
+                worker.begin();
+                stack.push(local);
+                while let Some(pending) = stack.pop() {
+                    if let Err(e) = worker.step(pending, &mut stack) {
+                        if let Ok(mut f) = failed.lock() {
+                            f.get_or_insert(e);
                         }
-                        let part = worker.part();
-                        if let Ok(mut d) = done.lock() {
-                            d.push((at, part));
-                        }
+                        // Every other thread stops at its next directory.
+                        shared.visited.store(shared.limit, Ordering::Relaxed);
+                        return;
                     }
-                });
+                }
+                let part = worker.part();
+                if let Ok(mut d) = done.lock() {
+                    d.push((at, part));
+                }
             }
+        };
+        std::thread::scope(|scope| {
+            for _ in 1..threads {
+                let _ = std::thread::Builder::new()
+                    .name("walk".to_owned())
+                    .spawn_scoped(scope, work);
+            }
+            work();
         });
         if let Some(e) = failed.into_inner().ok().flatten() {
             return Err(e);
