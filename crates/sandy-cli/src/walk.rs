@@ -955,8 +955,11 @@ struct Clock {
     boot_ns: i64,
 }
 
-impl Clock {
-    fn now() -> Clock {
+/// The kernel's boot id, read once per process (it cannot change within one): the walk
+/// before a launch and the one after the run both stamp their record with it.
+fn boot_id() -> [u8; BOOT_ID] {
+    static BOOT: std::sync::OnceLock<[u8; BOOT_ID]> = std::sync::OnceLock::new();
+    *BOOT.get_or_init(|| {
         let mut boot = [0u8; BOOT_ID];
         let id = crate::hostfs::Dir::open(Path::new("/proc/sys/kernel/random"))
             .and_then(|dir| dir.read("boot_id", 64));
@@ -968,9 +971,15 @@ impl Clock {
         {
             boot.copy_from_slice(id);
         }
+        boot
+    })
+}
+
+impl Clock {
+    fn now() -> Clock {
         let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
         Clock {
-            boot,
+            boot: boot_id(),
             real_ns: now_ns(),
             boot_ns: t
                 .tv_sec
