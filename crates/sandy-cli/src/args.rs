@@ -440,6 +440,16 @@ pub enum ExplainMode {
     Full,
 }
 
+impl From<ExplainMode> for sandy::ExplainMode {
+    fn from(mode: ExplainMode) -> Self {
+        match mode {
+            ExplainMode::Off => sandy::ExplainMode::Off,
+            ExplainMode::Summary => sandy::ExplainMode::Summary,
+            ExplainMode::Full => sandy::ExplainMode::Full,
+        }
+    }
+}
+
 /// `--format` of a dry run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum DryRunFormat {
@@ -447,7 +457,96 @@ pub enum DryRunFormat {
     Text,
 }
 
+impl From<DryRunFormat> for sandy::DryRunFormat {
+    fn from(format: DryRunFormat) -> Self {
+        match format {
+            DryRunFormat::Json => sandy::DryRunFormat::Json,
+            DryRunFormat::Text => sandy::DryRunFormat::Text,
+        }
+    }
+}
+
 impl RunArgs {
+    /// `sandy run`: these options as the library's [`sandy::Policy`], and the launch (or
+    /// the dry run) through the library's one launch path.
+    pub fn run(self) -> Result<u8, crate::error::SandyError> {
+        let mut policy = sandy::Policy::new()
+            .explain(self.explain.into())
+            .verbose(self.verbose);
+        for path in self.read {
+            policy = policy.read(path);
+        }
+        for path in self.read_write {
+            policy = policy.read_write(path);
+        }
+        for path in self.execute {
+            policy = policy.execute(path);
+        }
+        if self.block_net {
+            policy = policy.block_net();
+        }
+        for pattern in self.allow_domain {
+            policy = policy.allow_domain(pattern);
+        }
+        for pattern in self.deny_domain {
+            policy = policy.deny_domain(pattern);
+        }
+        if self.net == Some(NetMode::Agent) {
+            policy = policy.agent_net();
+        }
+        if let Some(file) = self.net_log {
+            policy = policy.net_log(file);
+        }
+        for port in self.allow_local_port {
+            policy = policy.allow_local_port(port);
+        }
+        if let Some(port) = self.numbat_collector {
+            policy = policy.numbat_collector(port);
+        }
+        if self.numbat {
+            policy = policy.numbat();
+        }
+        if self.kontext {
+            policy = policy.kontext();
+        }
+        if let Some(name) = self.profile {
+            policy = policy.profile(name);
+        }
+        if let Some(file) = self.profile_file {
+            policy = policy.profile_file(file);
+        }
+        if let Some(file) = self.policy_file {
+            policy = policy.policy_file(file);
+        }
+        for name in self.pass_env {
+            policy = policy.pass_env(name);
+        }
+        if let Some(n) = self.max_procs {
+            policy = policy.max_procs(n);
+        }
+        if let Some(n) = self.max_memory {
+            policy = policy.max_memory(n);
+        }
+        if let Some(n) = self.max_file_size {
+            policy = policy.max_file_size(n);
+        }
+        if let Some(n) = self.max_tmp {
+            policy = policy.max_tmp(n);
+        }
+        if let Some(n) = self.cpu {
+            policy = policy.cpu_millis(n);
+        }
+        if let Some(tier) = self.tier {
+            policy = policy.tier(tier.into());
+        }
+        let mut command = sandy::Command::from_argv(self.command)?;
+        command.policy(policy);
+        if self.dry_run {
+            return command.dry_run(self.format.into());
+        }
+        command.status().map(|status| status.code())
+    }
+
     /// `sandy run ...` parsed by clap with the `run` subcommand's own arguments only,
     /// rather than the whole command tree (every subcommand's arguments and help), which
     /// takes clap about 0.2 ms to build and walk on every launch. `None` when argv is not

@@ -48,7 +48,7 @@ fn numbat(args: &DoctorArgs) -> Result<u8, SandyError> {
             EXIT_NOT_ENFORCEABLE,
         ),
     };
-    crate::print_document(&lines.join("\n")).map_err(|source| SandyError::Io {
+    sandy::say::print_document(&lines.join("\n")).map_err(|source| SandyError::Io {
         step: "cannot write the doctor report",
         source,
     })?;
@@ -66,7 +66,7 @@ fn kontext(args: &DoctorArgs) -> Result<u8, SandyError> {
             EXIT_NOT_ENFORCEABLE,
         )
     } else {
-        match crate::kontext::status(agent)? {
+        match sandy::kontext::status(agent)? {
             Ok(version) => (
                 format!(
                     "Kontext integration: available ({})",
@@ -80,7 +80,7 @@ fn kontext(args: &DoctorArgs) -> Result<u8, SandyError> {
             ),
         }
     };
-    crate::print_line(&line).map_err(|source| SandyError::Io {
+    sandy::say::print_line(&line).map_err(|source| SandyError::Io {
         step: "cannot write the doctor report",
         source,
     })?;
@@ -142,7 +142,7 @@ pub fn doctor(args: DoctorArgs) -> Result<u8, SandyError> {
     } else {
         report.text()
     };
-    crate::print_document(&text).map_err(|source| SandyError::Io {
+    sandy::say::print_document(&text).map_err(|source| SandyError::Io {
         step: "cannot write the doctor report",
         source,
     })?;
@@ -165,7 +165,7 @@ pub fn probe(layer: Layer) -> Result<u8, SandyError> {
         "userns_failed": r.userns_failed,
         "step": r.step.map(NsStep::name),
     });
-    crate::print_line(&line.to_string()).map_err(|source| SandyError::Io {
+    sandy::say::print_line(&line.to_string()).map_err(|source| SandyError::Io {
         step: "cannot write the probe report",
         source,
     })?;
@@ -304,7 +304,7 @@ struct Ceilings {
 
 impl Ceilings {
     fn probe() -> Ceilings {
-        let offer = crate::ceilings::Offer::probe();
+        let offer = sandy::ceilings::Offer::probe();
         let uid = nix::unistd::getuid().as_raw();
         Ceilings {
             available: offer.available(uid),

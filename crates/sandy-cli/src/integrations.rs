@@ -9,39 +9,13 @@ use std::process::Command;
 use crate::args::{IntegrationsArgs, IntegrationsCommand};
 use crate::error::{SandyError, EXIT_NOT_ENFORCEABLE};
 
-/// The launch whose resolution `doctor` and `integrations setup` ask about a provider:
-/// `true` under `agent`'s profile (with `--numbat` when `numbat`); nothing is created.
-pub fn status_request(
-    host: &sandy_policy::HostContext,
-    agent: &str,
-    numbat: bool,
-) -> sandy_policy::RunRequest {
-    sandy_policy::RunRequest {
-        command: vec!["true".into()],
-        read: Vec::new(),
-        read_write: Vec::new(),
-        execute: Vec::new(),
-        private_tmp: crate::rundir::unmade_private_tmp(host),
-        block_net: false,
-        allow_local_ports: Vec::new(),
-        numbat_collector: None,
-        numbat,
-        profile: Some(agent.to_owned()),
-        pass_env: Vec::new(),
-        ceilings: Default::default(),
-        tier: Default::default(),
-        egress: sandy_policy::EgressRequest::default(),
-        files: Default::default(),
-    }
-}
-
 /// Whether a Numbat installation is kept working for `agent`: `Ok` with one line per
 /// recognised registration, or `Err` with the reason and the setup command. The same
 /// resolution as a launch with `--numbat`; nothing is run or changed.
 pub fn numbat_status(agent: &str) -> Result<Result<Vec<String>, String>, SandyError> {
-    let host = crate::host::gather(&[])?;
-    let request = status_request(&host, agent, true);
-    match sandy_policy::resolve(&request, &host, &crate::hostfs::HostFs) {
+    let host = sandy::host::gather(&[])?;
+    let request = sandy::host::status_request(&host, agent, true);
+    match sandy_policy::resolve(&request, &host, &sandy::hostfs::HostFs) {
         Ok(policy) => Ok(Ok(policy
             .hooks
             .iter()
@@ -64,7 +38,7 @@ pub fn numbat_status(agent: &str) -> Result<Result<Vec<String>, String>, SandyEr
 /// `sandy integrations ...`.
 pub fn command(args: IntegrationsArgs) -> Result<u8, SandyError> {
     let IntegrationsCommand::Setup { provider, agent } = args.command;
-    if crate::host::no_new_privs() {
+    if sandy::host::no_new_privs() {
         return Err(SandyError::Usage(
             "sandy integrations setup runs only outside any sandbox (this process has \
              no_new_privs set): run it in your own terminal",
@@ -74,7 +48,7 @@ pub fn command(args: IntegrationsArgs) -> Result<u8, SandyError> {
         return setup_kontext(&agent);
     }
     let say = |line: String| {
-        crate::print_line(&line).map_err(|source| SandyError::Io {
+        sandy::say::print_line(&line).map_err(|source| SandyError::Io {
             step: "cannot write the setup report",
             source,
         })
@@ -131,7 +105,7 @@ pub fn command(args: IntegrationsArgs) -> Result<u8, SandyError> {
 /// Linux package Sandy could verify, so a missing `kontext` is one line saying so.
 fn setup_kontext(agent: &str) -> Result<u8, SandyError> {
     let say = |line: String| {
-        crate::print_line(&line).map_err(|source| SandyError::Io {
+        sandy::say::print_line(&line).map_err(|source| SandyError::Io {
             step: "cannot write the setup report",
             source,
         })
@@ -140,7 +114,7 @@ fn setup_kontext(agent: &str) -> Result<u8, SandyError> {
         say("Kontext: setup is supported for claude and codex".to_owned())?;
         return Ok(EXIT_NOT_ENFORCEABLE);
     }
-    if let Ok(version) = crate::kontext::status(agent)? {
+    if let Ok(version) = sandy::kontext::status(agent)? {
         say(format!(
             "Kontext ({agent}): was already installed and configured ({}); Sandy verified \
              the {agent} registration's runtime capabilities",
@@ -178,7 +152,7 @@ fn setup_kontext(agent: &str) -> Result<u8, SandyError> {
             return Ok(EXIT_NOT_ENFORCEABLE);
         }
     }
-    match crate::kontext::status(agent)? {
+    match sandy::kontext::status(agent)? {
         Ok(version) => {
             say(format!(
                 "Kontext ({agent}): is now configured ({}); Sandy verified the {agent} \

@@ -1,8 +1,9 @@
 //! `sandy`: run an AI coding agent, and everything it starts, in a Linux process sandbox.
 //!
-//! This crate is glue: argument parsing ([`args`]), the supervisor ([`run`]), the hidden
-//! bootstrap ([`bootstrap`]), the diagnostics ([`doctor`], [`selftest`]), and the one
-//! place errors become exit codes ([`error`]).
+//! This crate is thin: argument parsing ([`args`]), the diagnostics ([`doctor`],
+//! [`selftest`]), the other subcommands' text, and exit statuses ([`error`]). A launch,
+//! and the hidden bootstrap, is the `sandy` library's one launch path
+//! ([`sandy::Command`]).
 #![forbid(unsafe_code)]
 // Every line Sandy prints goes through `say` (escaped): no other printing.
 #![cfg_attr(
@@ -11,37 +12,15 @@
 )]
 
 #[macro_use]
-mod say;
-mod tty;
+extern crate sandy;
 
-mod agentstate;
 mod args;
-mod bootstrap;
-mod cache;
-mod ceilings;
-mod connects;
 mod doctor;
-mod egress;
 mod error;
-mod explain;
-mod gitmemo;
-mod gitscan;
-mod host;
-mod hostfs;
 mod integrations;
-mod kontext;
-mod placeholders;
-mod policyfiles;
 mod reference;
-mod run;
-mod rundir;
 mod selftest;
 mod setup;
-mod tier;
-mod trust;
-mod verify;
-mod views;
-mod walk;
 mod why;
 
 use std::process::ExitCode;
@@ -67,11 +46,15 @@ fn main() -> ExitCode {
     // The bootstrap runs on every launch: its fixed argument list is read directly rather
     // than through clap, which would build the whole command tree first.
     let result = match args::BootstrapArgs::from_argv(std::env::args_os()) {
-        Some(Ok(b)) => Err(bootstrap::bootstrap(b.manifest_fd, b.relay_fd, b.observe)),
+        Some(Ok(b)) => Err(sandy::bootstrap::bootstrap(
+            b.manifest_fd,
+            b.relay_fd,
+            b.observe,
+        )),
         // `sandy run`, the command that runs on every launch, is parsed with its own
         // arguments only when it can be (see `RunArgs::from_argv`).
         Some(Err(())) | None => match args::RunArgs::from_argv(std::env::args_os()) {
-            Some(run_args) => run::run(run_args),
+            Some(run_args) => run_args.run(),
             None => dispatch(args::Cli::parse()),
         },
     };
@@ -84,29 +67,29 @@ fn main() -> ExitCode {
     }
 }
 
-pub(crate) use say::{print_document, print_line};
-
 fn dispatch(cli: args::Cli) -> Result<u8, error::SandyError> {
     match cli.command {
-        args::Command::Run(run_args) => run::run(run_args),
+        args::Command::Run(run_args) => run_args.run(),
         args::Command::Why(why_args) => why::why(why_args),
-        args::Command::Bootstrap(b) => {
-            Err(bootstrap::bootstrap(b.manifest_fd, b.relay_fd, b.observe))
-        }
+        args::Command::Bootstrap(b) => Err(sandy::bootstrap::bootstrap(
+            b.manifest_fd,
+            b.relay_fd,
+            b.observe,
+        )),
         args::Command::Doctor(d) => doctor::doctor(d),
-        args::Command::Cache(c) => cache::command(c),
+        args::Command::Cache(c) => sandy::cache::command(c.clear),
         args::Command::Integrations(i) => integrations::command(i),
         args::Command::Probe(p) => doctor::probe(p.layer),
         args::Command::Escape(e) => selftest::escape(e),
         args::Command::Idle => selftest::idle(),
-        args::Command::Restore(r) => verify::restore(r.run.as_deref()),
+        args::Command::Restore(r) => sandy::verify::restore(r.run.as_deref()),
         args::Command::Completions(c) => reference::completions(c.shell),
         args::Command::Man => reference::man(),
         args::Command::Setup(s) => setup::setup(s),
-        args::Command::Trust(t) => trust::trust(t.yes, t.revoke),
+        args::Command::Trust(t) => sandy::trust::trust(t.yes, t.revoke),
         args::Command::Config(c) => match c.command {
-            args::ConfigCommand::Init => policyfiles::init(),
-            args::ConfigCommand::Check => policyfiles::check(),
+            args::ConfigCommand::Init => sandy::policyfiles::init(),
+            args::ConfigCommand::Check => sandy::policyfiles::check(),
         },
     }
 }

@@ -42,7 +42,7 @@ pub fn man() -> Result<u8, SandyError> {
 }
 
 fn write(bytes: &[u8], step: &'static str) -> Result<u8, SandyError> {
-    crate::say::print_generated(bytes)
+    sandy::say::print_generated(bytes)
         .map(|()| 0)
         .map_err(|source| SandyError::Io { step, source })
 }

@@ -27,7 +27,7 @@ pub fn setup(args: SetupArgs) -> Result<u8, SandyError> {
     };
     let profile = apparmor_profile(&exe).map_err(|e| SandyError::Setup(e.to_string()))?;
     if args.print {
-        crate::print_document(profile.trim_end()).map_err(|source| SandyError::Io {
+        sandy::say::print_document(profile.trim_end()).map_err(|source| SandyError::Io {
             step: "cannot write the profile",
             source,
         })?;
@@ -49,7 +49,7 @@ pub fn setup(args: SetupArgs) -> Result<u8, SandyError> {
         return Ok(EXIT_NEEDS_ROOT);
     }
     if !Path::new(PROFILE_DIR).is_dir() {
-        crate::print_line(&format!(
+        sandy::say::print_line(&format!(
             "AppArmor is not installed here ({PROFILE_DIR} does not exist): nothing restricts \
              user namespaces through it, and nothing was changed"
         ))
@@ -57,7 +57,7 @@ pub fn setup(args: SetupArgs) -> Result<u8, SandyError> {
         return Ok(0);
     }
     if !Path::new(PROFILE_DIR).join(ABI).exists() {
-        crate::print_line(&format!(
+        sandy::say::print_line(&format!(
             "this AppArmor predates user-namespace rules ({PROFILE_DIR}/{ABI} does not \
              exist): it does not restrict user namespaces and cannot load the profile; \
              nothing was changed"
@@ -68,14 +68,14 @@ pub fn setup(args: SetupArgs) -> Result<u8, SandyError> {
     #[allow(clippy::disallowed_methods)] // root's own configuration, outside any run
     let current = std::fs::read_to_string(&file).ok();
     if current.as_deref() == Some(profile.as_str()) {
-        crate::print_line(&format!("{} is up to date", file.display())).map_err(say_failed)?;
+        sandy::say::print_line(&format!("{} is up to date", file.display())).map_err(say_failed)?;
     } else {
         write_profile(&file, &profile)?;
-        crate::print_line(&format!("wrote {} for {}", file.display(), exe.display()))
+        sandy::say::print_line(&format!("wrote {} for {}", file.display(), exe.display()))
             .map_err(say_failed)?;
     }
     if !apparmor_active() {
-        crate::print_line(
+        sandy::say::print_line(
             "AppArmor is not active in this kernel: the profile is not loaded (it will be \
              when AppArmor is)",
         )
@@ -109,7 +109,7 @@ pub fn setup(args: SetupArgs) -> Result<u8, SandyError> {
                 .unwrap_or("no message")
         )));
     }
-    crate::print_line(&format!(
+    sandy::say::print_line(&format!(
         "loaded AppArmor profile {name}: {} may create user namespaces",
         exe.display()
     ))

@@ -11,8 +11,8 @@ use serde::Serialize;
 
 use crate::args::WhyArgs;
 use crate::error::SandyError;
-use crate::host;
-use crate::hostfs::HostFs;
+use sandy::host;
+use sandy::hostfs::HostFs;
 
 /// The layout version of `sandy why --json`.
 pub const WHY_SCHEMA_VERSION: u32 = 1;
@@ -56,8 +56,8 @@ pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
         args.command.clone()
     };
     // The user's configuration applies as it does to `sandy run`.
-    let loaded = crate::policyfiles::load(
-        &crate::policyfiles::Asked {
+    let loaded = sandy::policyfiles::load(
+        &sandy::policyfiles::Asked {
             profile: args.profile.as_deref(),
             profile_file: None,
             policy_file: None,
@@ -72,7 +72,7 @@ pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
         read: args.read.clone(),
         read_write: args.read_write.clone(),
         execute: Vec::new(),
-        private_tmp: crate::rundir::unmade_private_tmp(&host),
+        private_tmp: sandy::rundir::unmade_private_tmp(&host),
         block_net: args.block_net,
         allow_local_ports: args.allow_local_port.clone(),
         numbat_collector: None,
@@ -175,7 +175,7 @@ fn question(args: &WhyArgs) -> Question {
 
 /// Prints an answer; a reader that stops early (`| head`) is not an error.
 fn print_answer(text: &str) -> Result<(), SandyError> {
-    match crate::print_document(text) {
+    match sandy::say::print_document(text) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Err(source) => Err(SandyError::Io {
@@ -391,7 +391,7 @@ mod inside {
     // bootstrap wrote read-only for the run.
     #[allow(clippy::disallowed_methods)]
     pub fn own_policy() -> Option<Document> {
-        if !crate::host::no_new_privs() {
+        if !sandy::host::no_new_privs() {
             return None;
         }
         let text = std::fs::read_to_string(POLICY_DOCUMENT_PATH).ok()?;
@@ -531,7 +531,7 @@ mod connect {
     }
 
     /// The host's network: the internet is open, the host's own services closed
-    /// (`crate::connects`), decided on the address, as the supervisor decides a connect.
+    /// (`sandy::connects`), decided on the address, as the supervisor decides a connect.
     fn host_network(
         policy: &ResolvedPolicy,
         host: &sandy_net::Host,

@@ -232,7 +232,7 @@ pub fn doctor(binary: &Path, home: &Path) -> Result<KontextReport, String> {
 /// `Ok(Err(reason))` when not.
 pub fn status(agent: &str) -> Result<Result<Option<String>, String>, SandyError> {
     let host = crate::host::gather(&[])?;
-    let request = crate::integrations::status_request(&host, agent, false);
+    let request = crate::host::status_request(&host, agent, false);
     let mut policy = sandy_policy::resolve(&request, &host, &crate::hostfs::HostFs)?;
     match attach(&mut policy, &host, Mode::Required) {
         Ok(()) => Ok(Ok(policy.kontext.and_then(|k| k.version))),

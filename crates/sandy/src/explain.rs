@@ -56,9 +56,9 @@ use sandy_linux::sys::notify::{self, Notification};
 use sandy_policy::why::{decide, Question, Rule};
 use sandy_policy::{resolve, HostContext, Origin, ResolvedPolicy, RunRequest, ViewKind};
 
-use crate::args::ExplainMode;
 use crate::host;
 use crate::hostfs::HostFs;
+use crate::policy::ExplainMode;
 
 /// Where the sandbox shows the terminal it inherited.
 const TERMINAL_NAME: &str = "/dev/console";

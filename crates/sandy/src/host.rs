@@ -115,3 +115,29 @@ pub fn no_new_privs() -> bool {
         })
     })
 }
+
+/// The launch whose resolution `doctor` and `integrations setup` ask about a provider:
+/// `true` under `agent`'s profile (with `--numbat` when `numbat`); nothing is created.
+pub fn status_request(
+    host: &sandy_policy::HostContext,
+    agent: &str,
+    numbat: bool,
+) -> sandy_policy::RunRequest {
+    sandy_policy::RunRequest {
+        command: vec!["true".into()],
+        read: Vec::new(),
+        read_write: Vec::new(),
+        execute: Vec::new(),
+        private_tmp: crate::rundir::unmade_private_tmp(host),
+        block_net: false,
+        allow_local_ports: Vec::new(),
+        numbat_collector: None,
+        numbat,
+        profile: Some(agent.to_owned()),
+        pass_env: Vec::new(),
+        ceilings: Default::default(),
+        tier: Default::default(),
+        egress: sandy_policy::EgressRequest::default(),
+        files: Default::default(),
+    }
+}

@@ -277,7 +277,7 @@ pub fn add_to(
 }
 
 fn print(line: &str) -> Result<(), SandyError> {
-    crate::print_line(line).map_err(|source| SandyError::Io {
+    crate::say::print_line(line).map_err(|source| SandyError::Io {
         step: "cannot write to standard output",
         source,
     })
@@ -343,7 +343,7 @@ pub fn trust(yes: bool, revoke: bool) -> Result<u8, SandyError> {
     let rules = files::parse_project_file(&text, &path, host.home.as_deref(), &project)?;
     // Resolved as a run of `true` here would resolve it: a grant `--read` would refuse
     // (the sensitive set, Sandy's own places, a path that does not exist) is refused now.
-    let mut request = crate::integrations::status_request(&host, "generic", false);
+    let mut request = crate::host::status_request(&host, "generic", false);
     request.files = rules.clone();
     let policy = sandy_policy::resolve(&request, &host, &hostfs::HostFs)?;
     let doc = sandy_policy::DryRunDocument::new(&policy, 0);
@@ -401,7 +401,7 @@ pub fn trust(yes: bool, revoke: bool) -> Result<u8, SandyError> {
     for line in lines {
         print(&line)?;
     }
-    crate::print_document(&rendered).map_err(|source| SandyError::Io {
+    crate::say::print_document(&rendered).map_err(|source| SandyError::Io {
         step: "cannot write to standard output",
         source,
     })?;

@@ -14,10 +14,10 @@ use sandy_policy::{
 };
 
 use crate::agentstate;
-use crate::args::{DryRunFormat, ExplainMode, RunArgs};
 use crate::error::{signal_status, SandyError};
 use crate::host;
 use crate::hostfs::HostFs;
+use crate::policy::{Argv, DryRunFormat, ExplainMode, Policy};
 use crate::rundir::{RunDir, Stale};
 use crate::verify;
 use crate::views::PreparedViews;
@@ -30,12 +30,19 @@ const FORWARDED: [Signal; 4] = [
     Signal::SIGUSR2,
 ];
 
-pub fn run(args: RunArgs) -> Result<u8, SandyError> {
+pub fn run(command: Argv, args: Policy, dry: Option<DryRunFormat>) -> Result<u8, SandyError> {
     if inside_sandy() {
         return Err(SandyError::Nested);
     }
+    if args.conflicts_with_policy_file() {
+        return Err(SandyError::Usage(
+            "a policy file is the complete policy: no grant, network rule, profile, \
+             environment pass or ceiling beside it",
+        ));
+    }
+    let dry_run = dry.is_some();
     // The dry run has no run to fold its routine lines after: it prints them whole.
-    crate::say::set_verbose(args.verbose || args.dry_run);
+    crate::say::set_verbose(args.verbose || dry_run);
     // The bootstrap is forked at once and makes the run's namespaces while the policy is
     // resolved (a network namespace alone costs the kernel about a millisecond); it
     // gets the manifest once the policy is known. A dry run launches nothing.
@@ -52,8 +59,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
             profile: args.profile.as_deref(),
             profile_file: args.profile_file.as_deref(),
             policy_file: args.policy_file.as_deref(),
-            argv0: args
-                .command
+            argv0: command
                 .first()
                 .map_or(std::ffi::OsStr::new(""), |a| a.as_os_str()),
         },
@@ -62,12 +68,11 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
     // The tier: the flag's, else the configuration's, else the full one.
     let tier = args
         .tier
-        .map(sandy_policy::Tier::from)
         .or(loaded.rules.tier.map(|(tier, _)| tier))
         .unwrap_or_default();
     // The refusal report explains what the mounts refused; the `landlock` tier has none
     // (a protected path is restored after the run instead), so it has no report.
-    let args = RunArgs {
+    let args = Policy {
         explain: match tier {
             sandy_policy::Tier::Full => args.explain,
             sandy_policy::Tier::Landlock => ExplainMode::Off,
@@ -75,8 +80,8 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         ..args
     };
     let cpu = args.cpu.is_some() || loaded.rules.ceilings.cpu.is_some();
-    let mut early = (!args.dry_run).then(|| crate::ceilings::Offer::probe().make_dirs(cpu));
-    let pending = if args.dry_run {
+    let mut early = (!dry_run).then(|| crate::ceilings::Offer::probe().make_dirs(cpu));
+    let pending = if dry_run {
         None
     } else {
         Some(crate::bootstrap::Pending::fork(
@@ -101,12 +106,12 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
                 .map(std::path::Path::to_path_buf),
         )
         .collect();
-    let (host, walked) = host::walk(host, &read_write, !args.dry_run)?;
+    let (host, walked) = host::walk(host, &read_write, !dry_run)?;
     let explain = args.explain;
     let tmp_base = crate::rundir::tmp_base(&host);
 
     let mut request = RunRequest {
-        command: args.command,
+        command,
         read: args.read,
         read_write: args.read_write,
         execute: args.execute,
@@ -119,7 +124,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         egress: sandy_policy::EgressRequest {
             allow: args.allow_domain,
             deny: args.deny_domain,
-            agent: args.net == Some(crate::args::NetMode::Agent),
+            agent: args.agent_net,
             ..Default::default()
         },
         profile: loaded.profile.take(),
@@ -142,7 +147,7 @@ pub fn run(args: RunArgs) -> Result<u8, SandyError> {
         crate::kontext::Mode::Optional
     };
     let Some(mut pending) = pending else {
-        return dry_run(&request, &host, kontext, args.format, &loaded);
+        return dry_run_document(&request, &host, kontext, dry.unwrap_or_default(), &loaded);
     };
     // The cache overlays of earlier runs' layers, mounted by the bootstrap while the
     // policy is resolved; the policy then says which are used. The resolution asks about
@@ -498,7 +503,7 @@ impl Sweeper {
 
 /// `sandy run --dry-run`: the policy resolved, checked against this kernel and printed;
 /// nothing is launched.
-fn dry_run(
+fn dry_run_document(
     request: &RunRequest,
     host: &sandy_policy::HostContext,
     kontext: crate::kontext::Mode,
@@ -541,7 +546,7 @@ fn dry_run(
 /// Prints the dry-run document. A reader that stops early (`| head`) is not an error:
 /// the rest of the document is simply not wanted.
 fn print_document(json: &str) -> Result<u8, SandyError> {
-    match crate::print_document(json) {
+    match crate::say::print_document(json) {
         Ok(()) => Ok(0),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
         Err(source) => Err(SandyError::Io {

@@ -1394,16 +1394,16 @@ fn restore_inner(
             }
             paths.sort_by(|a, b| a.0.cmp(&b.0));
             any = true;
-            let _ = crate::print_line(&format!("{}:", Shown(Path::new(&id))));
+            let _ = crate::say::print_line(&format!("{}:", Shown(Path::new(&id))));
             for (path, was) in paths {
                 let path = Path::new(OsStr::from_bytes(&path));
-                let _ = crate::print_line(&format!("  {}: {}", Tilde(path), was.undo()));
+                let _ = crate::say::print_line(&format!("  {}: {}", Tilde(path), was.undo()));
             }
         }
         if any {
-            let _ = crate::print_line("put a run's paths back with: sandy restore RUN");
+            let _ = crate::say::print_line("put a run's paths back with: sandy restore RUN");
         } else {
-            let _ = crate::print_line("no saved pre-run copies");
+            let _ = crate::say::print_line("no saved pre-run copies");
         }
         return Ok(0);
     };
@@ -1455,7 +1455,7 @@ fn restore_inner(
                 if automatic.is_some() {
                     say!("restored {shown} ({what}): --tier landlock cannot keep it read-only");
                 } else {
-                    let _ = crate::print_line(&format!("restored {shown} ({what})"));
+                    let _ = crate::say::print_line(&format!("restored {shown} ({what})"));
                 }
             }
             Err(err) => {

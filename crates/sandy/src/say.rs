@@ -14,6 +14,7 @@ use std::sync::{Mutex, PoisonError};
 use sandy_policy::text::{escape, escape_lines};
 
 /// `sandy: ` and the formatted line, escaped, on standard error.
+#[macro_export]
 macro_rules! say {
     ($($arg:tt)*) => {
         $crate::say::stderr(::std::format_args!($($arg)*))
@@ -25,6 +26,7 @@ macro_rules! say {
 /// otherwise only its short form (the first argument) is kept, for the one line
 /// [`fold`] prints after the run. A line that asks for a decision or reports a
 /// refusal or a protection goes through [`say!`] instead, always.
+#[macro_export]
 macro_rules! tell {
     ($short:expr, $($arg:tt)*) => {
         $crate::say::routine($short, ::std::format_args!($($arg)*))

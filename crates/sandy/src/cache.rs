@@ -36,7 +36,6 @@ use sandy_policy::caches::{sandy_cache_dir, CacheKind, ToolCache, OVERLAYS_DIR, 
 use sandy_policy::text::Shown;
 use sandy_policy::ManifestOverlay;
 
-use crate::args::CacheArgs;
 use crate::error::SandyError;
 use crate::hostfs::{Dir, Kind};
 
@@ -385,10 +384,10 @@ pub fn remove_stale_work_dirs(stale: &[(std::sync::Arc<Dir>, OsString)], stop: &
 /// each covers), or removes them. A layer a running sandbox uses (its shared lock is
 /// held) is left, and named. Layers of Sandy releases before per-project layers (directly
 /// in `overlays`, shared by every project) are listed as such and removed too.
-pub fn command(args: CacheArgs) -> Result<u8, SandyError> {
+pub fn command(clear: bool) -> Result<u8, SandyError> {
     let host = crate::host::gather_without_git()?;
     let Some(home) = host.home.as_deref() else {
-        crate::print_line("no home directory: Sandy keeps no cache layers").map_err(out)?;
+        crate::say::print_line("no home directory: Sandy keeps no cache layers").map_err(out)?;
         return Ok(0);
     };
     let root_path = sandy_cache_dir(home, &host).join(OVERLAYS_DIR);
@@ -412,7 +411,8 @@ pub fn command(args: CacheArgs) -> Result<u8, SandyError> {
         None => Vec::new(),
     };
     let Some(root) = root.filter(|_| !names.is_empty()) else {
-        crate::print_line(&format!("no cache layers in {}", Shown(&root_path))).map_err(out)?;
+        crate::say::print_line(&format!("no cache layers in {}", Shown(&root_path)))
+            .map_err(out)?;
         return Ok(0);
     };
     let mut tally = Tally::default();
@@ -423,12 +423,12 @@ pub fn command(args: CacheArgs) -> Result<u8, SandyError> {
         let dir_path = root_path.join(name);
         if dir.entry("origin").ok().flatten().is_some() {
             // A layer from before per-project layers.
-            crate::print_line(&format!(
+            crate::say::print_line(&format!(
                 "shared by every project (from an earlier Sandy, no longer used): {}",
                 Shown(Path::new(name))
             ))
             .map_err(out)?;
-            one_layer(&root, name, dir, &dir_path, args.clear, &mut tally)?;
+            one_layer(&root, name, dir, &dir_path, clear, &mut tally)?;
             continue;
         }
         let project = dir
@@ -437,7 +437,7 @@ pub fn command(args: CacheArgs) -> Result<u8, SandyError> {
             .flatten()
             .map(|o| String::from_utf8_lossy(o.trim_ascii_end()).into_owned())
             .unwrap_or_else(|| "(unknown)".to_owned());
-        crate::print_line(&format!(
+        crate::say::print_line(&format!(
             "project {}  ({})",
             Shown(Path::new(&project)),
             Shown(Path::new(name))
@@ -458,17 +458,17 @@ pub fn command(args: CacheArgs) -> Result<u8, SandyError> {
                 layer_name,
                 layer,
                 &dir_path.join(layer_name),
-                args.clear,
+                clear,
                 &mut tally,
             )?;
         }
         // A project none of whose layers is left: its directory goes too.
-        if args.clear && tally.in_use == before {
+        if clear && tally.in_use == before {
             let _ = dir.remove_entry(PROJECT_FILE);
             let _ = root.remove_dir(name);
         }
     }
-    let summary = if args.clear {
+    let summary = if clear {
         let kept = if tally.in_use > 0 {
             format!(
                 "; {} in use kept (run it again once they end)",
@@ -489,7 +489,7 @@ pub fn command(args: CacheArgs) -> Result<u8, SandyError> {
             Shown(&root_path)
         )
     };
-    crate::print_line(&summary).map_err(out)?;
+    crate::say::print_line(&summary).map_err(out)?;
     Ok(0)
 }
 
@@ -537,7 +537,7 @@ fn one_layer(
             source,
         })? {
             tally.in_use += 1;
-            return crate::print_line(&format!(
+            return crate::say::print_line(&format!(
                 "  kept {shown}  {}  (over {origin}): a running sandbox uses it",
                 human(size)
             ))
@@ -554,7 +554,7 @@ fn one_layer(
         tally.total += size;
         format!("  {shown}  {}  (over {origin})", human(size))
     };
-    crate::print_line(&line).map_err(out)
+    crate::say::print_line(&line).map_err(out)
 }
 
 /// Removes the layer `name` of `root`, whose handle `layer` holds its exclusive lock:

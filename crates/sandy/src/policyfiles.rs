@@ -42,7 +42,7 @@ pub struct Asked<'a> {
 const MAX_PROFILES: usize = 1024;
 
 fn print(line: &str) -> Result<(), SandyError> {
-    crate::print_line(line).map_err(|source| SandyError::Io {
+    crate::say::print_line(line).map_err(|source| SandyError::Io {
         step: "cannot write to standard output",
         source,
     })
@@ -308,7 +308,7 @@ pub fn check() -> Result<u8, SandyError> {
         argv0: std::ffi::OsStr::new("true"),
     };
     let loaded = load(&asked, &host)?;
-    let mut request = crate::integrations::status_request(&host, "generic", false);
+    let mut request = crate::host::status_request(&host, "generic", false);
     request.profile = loaded.profile.clone();
     request.files = loaded.rules.clone();
     match sandy_policy::resolve(&request, &host, &hostfs::HostFs) {
