@@ -457,6 +457,19 @@ pub enum DryRunFormat {
     Text,
 }
 
+/// Prints the dry-run document. A reader that stops early (`| head`) is not an error:
+/// the rest of the document is simply not wanted.
+fn print_document(document: &str) -> Result<u8, crate::error::SandyError> {
+    match sandy::say::print_document(document) {
+        Ok(()) => Ok(0),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
+        Err(source) => Err(crate::error::SandyError::Io {
+            step: "cannot write the dry-run document",
+            source,
+        }),
+    }
+}
+
 impl From<DryRunFormat> for sandy::DryRunFormat {
     fn from(format: DryRunFormat) -> Self {
         match format {
@@ -542,7 +555,7 @@ impl RunArgs {
         let mut command = sandy::Command::from_argv(self.command)?;
         command.policy(policy);
         if self.dry_run {
-            return command.dry_run(self.format.into());
+            return print_document(&command.dry_run(self.format.into())?);
         }
         command.status().map(|status| status.code())
     }

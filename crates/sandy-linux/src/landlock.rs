@@ -42,6 +42,24 @@ pub fn handled() -> BitFlags<AccessFs> {
     AccessFs::from_all(PINNED_LANDLOCK_ABI)
 }
 
+/// One rule for `access` at `path`: the subtree of a directory, or a file (whose rights
+/// are narrowed to those that apply to a file).
+pub fn rule(path: PathBuf, access: Access, directory: bool) -> PathRule {
+    if directory {
+        PathRule {
+            path,
+            access: rights(access),
+            scope: Scope::Subtree,
+        }
+    } else {
+        PathRule {
+            path,
+            access: rights(access) & AccessFs::from_file(PINNED_LANDLOCK_ABI),
+            scope: Scope::Exact,
+        }
+    }
+}
+
 /// The rules for a manifest's grants.
 pub fn rules(grants: &[ManifestGrant]) -> Vec<PathRule> {
     grants

@@ -39,7 +39,9 @@ pub mod seccomp;
 pub mod sys;
 pub mod tier;
 
-pub use apply::{launch, launch_forked, Ahead, ExecFailure, FREEZE, INIT_NAME, THAW};
+pub use apply::{
+    launch, launch_forked, restrict_current_process, Ahead, ExecFailure, FREEZE, INIT_NAME, THAW,
+};
 pub use error::{LinuxError, PlanError};
 pub use plan::{check_support, plan, plan_listing, EnforcementPlan};
 pub use probe::{

@@ -232,9 +232,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The running proxy, owned by the supervisor; its thread ends with the process.
+/// The running proxy, owned by the supervisor; [`ProxyHandle::stop`] ends its thread.
 pub struct ProxyHandle {
     shared: Arc<Shared>,
+    stop: Arc<tokio::sync::Notify>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 /// Starts serving `listener` (the listener the bootstrap created inside the sandbox and
@@ -264,13 +266,19 @@ pub fn spawn(listener: std::net::TcpListener, config: ProxyConfig) -> std::io::R
         tokio::net::TcpListener::from_std(listener)?
     };
     let serving = Arc::clone(&shared);
-    std::thread::Builder::new()
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let stopped = Arc::clone(&stop);
+    let thread = std::thread::Builder::new()
         .name("sandy-proxy".into())
         .stack_size(512 * 1024)
         .spawn(move || {
             runtime.block_on(async move {
                 loop {
-                    let Ok((stream, _)) = listener.accept().await else {
+                    let accepted = tokio::select! {
+                        accepted = listener.accept() => accepted,
+                        () = stopped.notified() => break,
+                    };
+                    let Ok((stream, _)) = accepted else {
                         tokio::time::sleep(Duration::from_millis(10)).await;
                         continue;
                     };
@@ -284,7 +292,11 @@ pub fn spawn(listener: std::net::TcpListener, config: ProxyConfig) -> std::io::R
                 }
             });
         })?;
-    Ok(ProxyHandle { shared })
+    Ok(ProxyHandle {
+        shared,
+        stop,
+        thread: Some(thread),
+    })
 }
 
 /// Counts a connection from accept until its log line is written.
@@ -306,6 +318,15 @@ impl Drop for Active {
 }
 
 impl ProxyHandle {
+    /// Ends the proxy once the run is over: its thread stops accepting, drops what is
+    /// left of its connections (the run's processes are gone) and is joined.
+    pub fn stop(mut self) {
+        self.stop.notify_one();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+
     /// After the target's exit (its sockets closed): waits, at most `limit`, until every
     /// connection has ended and been logged.
     pub fn finish(&self, limit: Duration) -> bool {

@@ -7,7 +7,7 @@
 
 use std::io;
 use std::net::{Ipv4Addr, Shutdown, SocketAddrV4, TcpListener, TcpStream};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -52,15 +52,21 @@ impl Drop for Upload {
 }
 
 /// Relays every connection accepted on `listener` to the host's `127.0.0.1:port`, in
-/// background threads that end with the process; [`finish_uploads`] lets what the
-/// sandbox already sent arrive before the process ends.
+/// background threads; [`finish_uploads`] lets what the sandbox already sent arrive, and
+/// [`stop_relays`] then ends the listeners' threads.
 pub fn spawn_relay(port: u16, listener: TcpListener) -> io::Result<()> {
     lock(&LISTENERS).push(listener.try_clone()?);
     std::thread::Builder::new()
         .name(format!("relay-{port}"))
         .stack_size(RELAY_STACK)
-        .spawn(move || {
-            for client in listener.incoming().flatten() {
+        .spawn(move || loop {
+            let client = match listener.accept() {
+                Ok((client, _)) => client,
+                // Shut down ([`stop_relays`]): accept fails with EINVAL from then on.
+                Err(e) if e.kind() == io::ErrorKind::InvalidInput => break,
+                Err(_) => continue,
+            };
+            {
                 let upload = Upload::start();
                 let _ = std::thread::Builder::new()
                     .stack_size(RELAY_STACK)
@@ -68,6 +74,14 @@ pub fn spawn_relay(port: u16, listener: TcpListener) -> io::Result<()> {
             }
         })
         .map(drop)
+}
+
+/// Ends every relay's listener thread (once the run is over and its uploads delivered):
+/// its listener is shut down, which ends the thread's wait for the next connection.
+pub fn stop_relays() {
+    for listener in lock(&LISTENERS).drain(..) {
+        let _ = nix::sys::socket::shutdown(listener.as_raw_fd(), nix::sys::socket::Shutdown::Both);
+    }
 }
 
 /// Whether a connection waits on a listener, not yet accepted.

@@ -26,6 +26,17 @@ const LOGIN_MAX: usize = 1024 * 1024;
 pub struct Created {
     /// Empty files that only carry a bound private copy, removed after the run.
     mount_points: Vec<PathBuf>,
+    /// The run's writable places, which a mount point is located through (no link
+    /// followed below them).
+    writable: Vec<PathBuf>,
+}
+
+/// A launch abandoned before its run (a library caller dropping a prepared launch) or a
+/// run over: the mount points are removed either way.
+impl Drop for Created {
+    fn drop(&mut self) {
+        self.remove();
+    }
 }
 
 /// Creates the agent's absent state directories (empty, 0700, with any missing parents,
@@ -151,7 +162,10 @@ pub fn create_at_launch(policy: &ResolvedPolicy) -> Result<Created, SandyError> 
             names.join(", ")
         );
     }
-    Ok(Created { mount_points })
+    Ok(Created {
+        mount_points,
+        writable: writable.iter().map(|p| p.to_path_buf()).collect(),
+    })
 }
 
 /// A refusal to create something in `dir`, saying whose the directory is and its mode
@@ -183,20 +197,24 @@ fn existing_dir(path: &Path) -> bool {
     crate::hostfs::canonicalize(path).is_ok_and(|p| Dir::open(&p).is_ok())
 }
 
-/// Removes the mount points [`create_at_launch`] made, unless something wrote them.
-pub fn remove_mount_points(created: &Created, policy: &ResolvedPolicy) {
-    let writable: Vec<&Path> = policy.writable_paths().collect();
-    for path in &created.mount_points {
-        let Ok((dir, name)) = crate::hostfs::locate(path, writable.iter().copied(), false) else {
-            continue;
-        };
-        if dir
-            .entry(&name)
-            .ok()
-            .flatten()
-            .is_some_and(|st| st.kind == Kind::File && st.size == 0)
-        {
-            let _ = dir.remove_file(&name);
+impl Created {
+    /// Removes the mount points [`create_at_launch`] made, unless something wrote them
+    /// (once: later calls do nothing).
+    pub fn remove(&mut self) {
+        let writable: Vec<&Path> = self.writable.iter().map(PathBuf::as_path).collect();
+        for path in std::mem::take(&mut self.mount_points) {
+            let Ok((dir, name)) = crate::hostfs::locate(&path, writable.iter().copied(), false)
+            else {
+                continue;
+            };
+            if dir
+                .entry(&name)
+                .ok()
+                .flatten()
+                .is_some_and(|st| st.kind == Kind::File && st.size == 0)
+            {
+                let _ = dir.remove_file(&name);
+            }
         }
     }
 }

@@ -7,7 +7,8 @@ use crate::policy::{DryRunFormat, Policy};
 
 /// A command to run in a sandbox under a [`Policy`], built like
 /// [`std::process::Command`]: the program, its arguments, then [`Command::status`] (or the
-/// phases one by one, from [`Command::prepare`]).
+/// phases one by one: [`Command::prepare`], [`Prepared::spawn`], [`Running::wait`],
+/// [`Exited::finish`]).
 ///
 /// The command runs in the calling process's working directory (the project), with its
 /// environment less what the policy withholds, and with its standard input, output and
@@ -82,8 +83,26 @@ impl Command {
         &self.argv
     }
 
+    /// Resolves the policy against the host and prepares the launch: the first phase.
+    /// The bootstrap is forked and makes the sandbox's namespaces; the state of what is
+    /// protected is recorded; nothing of the command runs yet.
+    ///
+    /// # Errors
+    ///
+    /// Anything that keeps the sandbox from being made exactly as the policy says (a
+    /// missing grant, a refused policy file, a ceiling nothing here holds, a kernel
+    /// without Landlock, a caller with several threads): nothing is left behind.
+    pub fn prepare(&self) -> Result<Prepared, SandyError> {
+        match crate::run::begin(self.argv.clone(), self.policy.clone(), None)? {
+            crate::run::Begun::Launch(inner) => Ok(Prepared { inner }),
+            crate::run::Begun::Document(_) => {
+                Err(SandyError::Usage("a launch was prepared as a dry run"))
+            }
+        }
+    }
+
     /// Runs the command in its sandbox and waits for it: every phase, from
-    /// [`Command::prepare`] to [`Exited::finish`](crate::Exited::finish).
+    /// [`Command::prepare`] to [`Exited::finish`].
     ///
     /// # Errors
     ///
@@ -91,17 +110,123 @@ impl Command {
     /// command never runs then (fail closed). [`Error::exit_code`](crate::Error::exit_code)
     /// gives the status `sandy run` would exit with.
     pub fn status(&mut self) -> Result<ExitStatus, SandyError> {
-        crate::run::run(self.argv.clone(), self.policy.clone(), None).map(ExitStatus)
+        self.prepare()?.spawn().wait().finish()
     }
 
     /// The dry run: the policy resolved and checked against this kernel, as the document
-    /// `sandy run --dry-run` prints; nothing is created or launched.
+    /// `sandy run --dry-run` prints (JSON, `schemas/dry-run.v*.json`, or the text
+    /// summary); nothing is created or launched.
     ///
     /// # Errors
     ///
-    /// As [`Command::status`] before its launch.
-    pub fn dry_run(&mut self, format: DryRunFormat) -> Result<u8, SandyError> {
-        crate::run::run(self.argv.clone(), self.policy.clone(), Some(format))
+    /// As [`Command::prepare`].
+    pub fn dry_run(&self, format: DryRunFormat) -> Result<String, SandyError> {
+        match crate::run::begin(self.argv.clone(), self.policy.clone(), Some(format))? {
+            crate::run::Begun::Document(document) => Ok(document),
+            crate::run::Begun::Launch(_) => {
+                Err(SandyError::Usage("a dry run was prepared as a launch"))
+            }
+        }
+    }
+}
+
+/// A launch prepared and not started ([`Command::prepare`]): the policy is resolved and
+/// can be looked at. Dropped without [`Prepared::spawn`], it undoes what it made (the
+/// bootstrap, the run's cgroup, private directory and placeholders).
+pub struct Prepared {
+    inner: Box<crate::run::Preparation>,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("profile", &self.inner.policy().profile.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Prepared {
+    /// The resolved policy, as the dry run's versioned JSON document.
+    ///
+    /// # Errors
+    ///
+    /// The document cannot be rendered (it always can for a resolved policy).
+    pub fn document(&self) -> Result<serde_json::Value, SandyError> {
+        serde_json::to_value(self.inner.document()).map_err(|e| SandyError::Io {
+            step: "cannot render the policy document",
+            source: e.into(),
+        })
+    }
+
+    /// The name of the agent profile the launch uses.
+    pub fn profile(&self) -> &str {
+        &self.inner.policy().profile.name
+    }
+
+    /// Starts the sandbox and the command: the second phase. A failure to start is kept
+    /// and returned by [`Exited::finish`], after the clean-up, so that nothing is left
+    /// half-done.
+    pub fn spawn(self) -> Running {
+        Running {
+            inner: self.inner.spawn(),
+        }
+    }
+}
+
+/// A sandboxed command started ([`Prepared::spawn`]).
+pub struct Running {
+    inner: crate::run::Launched,
+}
+
+impl std::fmt::Debug for Running {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Running")
+            .field("pid", &self.inner.target())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Running {
+    /// The command's process id, as the caller sees it; `None` when it did not start.
+    pub fn id(&self) -> Option<u32> {
+        self.inner.target()
+    }
+
+    /// Whether starting the command failed (the reason comes from [`Exited::finish`]).
+    pub fn failed(&self) -> bool {
+        self.inner.failed()
+    }
+
+    /// Waits for the command to end, forwarding the signals the caller receives
+    /// (SIGTERM, SIGHUP, SIGUSR1, SIGUSR2) and following its stops; then ends every
+    /// process of the run that is left: the third phase.
+    pub fn wait(mut self) -> Exited {
+        self.inner.wait();
+        Exited { inner: self.inner }
+    }
+}
+
+/// A sandboxed run that is over ([`Running::wait`]): every process of it has ended.
+pub struct Exited {
+    inner: crate::run::Launched,
+}
+
+impl std::fmt::Debug for Exited {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exited").finish_non_exhaustive()
+    }
+}
+
+impl Exited {
+    /// Checks what the run changed of what is protected (git's hooks and configuration,
+    /// the agent's settings, new repositories), merges the agent's state, prints the
+    /// report on standard error, and removes what the run used: the last phase.
+    ///
+    /// # Errors
+    ///
+    /// The failure that kept the command from starting, or from being waited for.
+    pub fn finish(self) -> Result<ExitStatus, SandyError> {
+        self.inner.finish().map(ExitStatus)
     }
 }
 

@@ -118,6 +118,13 @@ impl Proxy {
         Ok(())
     }
 
+    /// Ends the proxy's thread (after [`Proxy::report`]).
+    pub fn stop(self) {
+        if let Some(handle) = self.running {
+            handle.stop();
+        }
+    }
+
     /// After the run: waits briefly for the last connections to be logged, then prints
     /// the summary: the allowed destinations with counts (routine: folded without -v),
     /// and every refused or failed one (the refused with the flag that would allow each).

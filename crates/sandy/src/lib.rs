@@ -11,8 +11,8 @@
 //! 3. [`Prepared::spawn`] starts the sandbox and the command: a [`Running`] run.
 //! 4. [`Running::wait`] waits for it to end: an [`Exited`] run.
 //! 5. [`Exited::finish`] checks what the run changed of what is protected, merges the
-//!    agent's state, reports (on standard error, escaped) and cleans up: the
-//!    [`Outcome`].
+//!    agent's state, reports (on standard error, escaped) and cleans up: the run's
+//!    [`ExitStatus`].
 //!
 //! [`Command::status`] does all of it, like [`std::process::Command::status`]:
 //!
@@ -86,6 +86,7 @@ mod placeholders;
 mod policy;
 #[doc(hidden)]
 pub mod policyfiles;
+mod restrict;
 #[doc(hidden)]
 pub mod run;
 #[doc(hidden)]
@@ -98,8 +99,9 @@ pub mod verify;
 mod views;
 mod walk;
 
-pub use command::{Command, ExitStatus};
+pub use command::{Command, ExitStatus, Exited, Prepared, Running};
 pub use error::SandyError as Error;
 #[doc(hidden)]
 pub use error::{owner_problem, signal_status, SandyError};
 pub use policy::{DryRunFormat, ExplainMode, Pattern, Policy, Tier};
+pub use restrict::{restrict, Restrictions};

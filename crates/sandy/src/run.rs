@@ -1,5 +1,7 @@
-//! `sandy run`: the supervisor. Resolves the policy, hands the manifest to a fresh
-//! bootstrap on an inherited descriptor, waits, forwards signals, returns the status.
+//! The supervisor, in phases: [`begin`] resolves the policy and prepares the launch (or
+//! renders the dry run), [`Preparation::spawn`] hands the manifest to the bootstrap
+//! forked ahead, [`Launched::wait`] waits for the target and forwards signals, and
+//! [`Launched::finish`] checks what the run changed, reports and cleans up.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -7,7 +9,7 @@ use nix::sys::signal::{kill, SigSet, SigmaskHow, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use sandy_linux::relay::{receive_listeners, receive_target};
-use sandy_linux::sys::ignore_signal;
+use sandy_linux::sys::ignore_signal_saving;
 use sandy_net::relay::spawn_relay;
 use sandy_policy::{
     resolve, DryRunDocument, LaunchManifest, RestoredSignal, RunRequest, ValidatedManifest,
@@ -30,7 +32,52 @@ const FORWARDED: [Signal; 4] = [
     Signal::SIGUSR2,
 ];
 
-pub fn run(command: Argv, args: Policy, dry: Option<DryRunFormat>) -> Result<u8, SandyError> {
+/// The caller's policy and command, resolved against the host: a launch to make, or the
+/// dry run's document.
+pub(crate) enum Begun {
+    /// A launch, prepared ([`Preparation`]).
+    Launch(Box<Preparation>),
+    /// The dry run's document, rendered; nothing was created or launched.
+    Document(String),
+}
+
+/// A launch prepared and not started (the inside of [`crate::Prepared`]): the policy
+/// resolved, the bootstrap forked and making the namespaces, the run's cgroup made, the
+/// state of everything protected recorded, placeholders and cache layers made.
+///
+/// Dropped without [`Preparation::spawn`], it undoes what it made: the bootstrap is
+/// killed and reaped, the cgroup, private directory, placeholders and the agent's mount
+/// points made for it are removed.
+pub(crate) struct Preparation {
+    policy: sandy_policy::ResolvedPolicy,
+    request: RunRequest,
+    host: sandy_policy::HostContext,
+    tier: sandy_policy::Tier,
+    explain: ExplainMode,
+    net_log: Option<std::path::PathBuf>,
+    landlock_abi: u32,
+    // Dropped in this order when the launch is abandoned: the bootstrap first, then what
+    // it would have used.
+    pending: crate::bootstrap::Pending,
+    adopting: Option<crate::ceilings::Adopting>,
+    cgroup: Option<crate::ceilings::RunCgroup>,
+    early: Option<crate::ceilings::Early>,
+    placeholders: crate::placeholders::Placeholders,
+    created: agentstate::Created,
+    snapshot: verify::Snapshot,
+    layers: crate::cache::PreparedLayers,
+    expected: crate::cache::PreparedLayers,
+    runs: std::path::PathBuf,
+    private_tmp: RunDir,
+}
+
+/// Resolves `command` under `args` against the host: a prepared launch, or with `dry` the
+/// dry run's document.
+pub(crate) fn begin(
+    command: Argv,
+    args: Policy,
+    dry: Option<DryRunFormat>,
+) -> Result<Begun, SandyError> {
     if inside_sandy() {
         return Err(SandyError::Nested);
     }
@@ -65,19 +112,16 @@ pub fn run(command: Argv, args: Policy, dry: Option<DryRunFormat>) -> Result<u8,
         },
         &host,
     )?;
-    // The tier: the flag's, else the configuration's, else the full one.
+    // The tier: the caller's, else the configuration's, else the full one.
     let tier = args
         .tier
         .or(loaded.rules.tier.map(|(tier, _)| tier))
         .unwrap_or_default();
     // The refusal report explains what the mounts refused; the `landlock` tier has none
     // (a protected path is restored after the run instead), so it has no report.
-    let args = Policy {
-        explain: match tier {
-            sandy_policy::Tier::Full => args.explain,
-            sandy_policy::Tier::Landlock => ExplainMode::Off,
-        },
-        ..args
+    let explain = match tier {
+        sandy_policy::Tier::Full => args.explain,
+        sandy_policy::Tier::Landlock => ExplainMode::Off,
     };
     let cpu = args.cpu.is_some() || loaded.rules.ceilings.cpu.is_some();
     let mut early = (!dry_run).then(|| crate::ceilings::Offer::probe().make_dirs(cpu));
@@ -85,7 +129,7 @@ pub fn run(command: Argv, args: Policy, dry: Option<DryRunFormat>) -> Result<u8,
         None
     } else {
         Some(crate::bootstrap::Pending::fork(
-            args.explain != ExplainMode::Off,
+            explain != ExplainMode::Off,
             tier,
         )?)
     };
@@ -107,7 +151,6 @@ pub fn run(command: Argv, args: Policy, dry: Option<DryRunFormat>) -> Result<u8,
         )
         .collect();
     let (host, walked) = host::walk(host, &read_write, !dry_run)?;
-    let explain = args.explain;
     let tmp_base = crate::rundir::tmp_base(&host);
 
     let mut request = RunRequest {
@@ -147,7 +190,8 @@ pub fn run(command: Argv, args: Policy, dry: Option<DryRunFormat>) -> Result<u8,
         crate::kontext::Mode::Optional
     };
     let Some(mut pending) = pending else {
-        return dry_run_document(&request, &host, kontext, dry.unwrap_or_default(), &loaded);
+        return dry_run_document(&request, &host, kontext, dry.unwrap_or_default(), &loaded)
+            .map(Begun::Document);
     };
     // The cache overlays of earlier runs' layers, mounted by the bootstrap while the
     // policy is resolved; the policy then says which are used. The resolution asks about
@@ -177,6 +221,10 @@ pub fn run(command: Argv, args: Policy, dry: Option<DryRunFormat>) -> Result<u8,
         Some(early) => early.limit(&mut policy.ceilings, host.uid)?,
         None => None,
     };
+    // Fail before anything is created on the host if this kernel cannot carry the
+    // policy. The rules themselves are built once, by the bootstrap.
+    let support = sandy_linux::probe();
+    sandy_linux::check_support(&support, tier)?;
     announce(&policy);
     // A first launch: the agent's own absent state directories and files (placeholders
     // inside them need them).
@@ -215,227 +263,487 @@ pub fn run(command: Argv, args: Policy, dry: Option<DryRunFormat>) -> Result<u8,
     let layers =
         crate::cache::prepare_layers(&policy.caches, &expected, &policy.working_directory)?;
     pending.overlays_ahead(&layers.beyond(&expected));
+    Ok(Begun::Launch(Box::new(Preparation {
+        policy,
+        request,
+        host,
+        tier,
+        explain,
+        net_log: args.net_log,
+        landlock_abi: support.landlock_abi.unwrap_or(0),
+        pending,
+        adopting,
+        cgroup,
+        early,
+        placeholders,
+        created,
+        snapshot,
+        layers,
+        expected,
+        runs,
+        private_tmp,
+    })))
+}
 
-    // Block the signals we wait for or forward before anything is spawned, so none is
-    // lost; ignore the terminal's SIGINT and SIGQUIT (the target gets them directly).
-    let mut waited = SigSet::empty();
-    waited.add(Signal::SIGCHLD);
-    // Blocking SIGCONT does not keep it from continuing the supervisor; it only makes the
-    // continuation visible to the wait loop (job control).
-    waited.add(Signal::SIGCONT);
-    // SIGTSTP too: the supervisor stops when the target does, after freezing the run
-    // ([`stop_with_target`]), never on its own (a Ctrl-Z the target ignores, a shell's,
-    // leaves the job running).
-    waited.add(Signal::SIGTSTP);
-    for sig in FORWARDED {
-        waited.add(sig);
-    }
-    let sys = |step| move |source| SandyError::Sys { step, source };
-    let mut old_mask = SigSet::empty();
-    nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&waited), Some(&mut old_mask))
-        .map_err(sys("cannot block signals"))?;
-    let mut restore = Vec::new();
-    for (sig, restored) in [
-        (Signal::SIGINT, RestoredSignal::Interrupt),
-        (Signal::SIGQUIT, RestoredSignal::Quit),
-    ] {
-        let was_ignored = ignore_signal(sig).map_err(sys("cannot ignore terminal signals"))?;
-        if !was_ignored {
-            restore.push(restored);
-        }
+impl Preparation {
+    /// The resolved policy.
+    pub(crate) fn policy(&self) -> &sandy_policy::ResolvedPolicy {
+        &self.policy
     }
 
-    // Copies the sandbox sees in place of host files (filtered or private).
-    let writable: Vec<&std::path::Path> = policy.writable_paths().collect();
-    // The `landlock` tier binds nothing: its only copies (git's configuration, filtered)
-    // are files in the run's own directory.
-    let mut views = match tier {
-        sandy_policy::Tier::Full => {
-            PreparedViews::prepare(&policy.views, &policy.state_files, &runs, &writable)?
-        }
-        sandy_policy::Tier::Landlock => {
-            crate::views::write_tier_copies(
-                &policy.views,
-                private_tmp.dir(),
-                &policy.private_tmp,
-                &writable,
-            )?;
-            PreparedViews::prepare(&[], &[], &runs, &writable)?
-        }
-    };
-    drop(writable);
-    let mut launch = LaunchManifest::from_policy(&policy, host.supervisor_pid, restore);
-    launch.views = views.manifest_views();
-    launch.overlays = layers.manifest_overlays();
-    // Fail before spawning anything if this kernel cannot carry the policy. The rules
-    // themselves are built once, by the bootstrap.
-    let support = sandy_linux::probe();
-    sandy_linux::check_support(&support, tier)?;
-    // The `landlock` tier has no PID namespace: the supervisor holds the run's tree as a
-    // child subreaper (every orphan of the run becomes its child) and ends it.
-    if tier == sandy_policy::Tier::Landlock {
-        nix::sys::prctl::set_child_subreaper(true)
-            .map_err(sys("cannot become a child subreaper"))?;
-    }
-    // The sandbox can read its own policy (`sandy why` inside uses it): rendered once
-    // the manifest is sent, while the bootstrap decodes it, and sent after it.
-    let landlock_abi = support.landlock_abi.unwrap_or(0);
-    let document = || -> Result<Option<Vec<u8>>, SandyError> {
-        let document = DryRunDocument::new(&policy, landlock_abi);
-        let document = serde_json::to_vec_pretty(&document).ok();
-        if let Some(document) = &document {
-            sandy_policy::check_policy_document_size(document.len())?;
-        }
-        Ok(document)
-    };
-    let manifest = ValidatedManifest::new(launch)?;
-    // The wire form, which the bootstrap reads (within its bound).
-    let encoded = manifest.encode()?;
-    // Every launch in the weaker tier says so, once everything that could refuse it has
-    // passed.
-    if tier == sandy_policy::Tier::Landlock {
-        crate::tier::announce();
+    /// The policy as the dry run's document (what the sandbox reads with `sandy why`).
+    pub(crate) fn document(&self) -> DryRunDocument {
+        DryRunDocument::new(&self.policy, self.landlock_abi)
     }
 
-    // Relayed into a blocked network; with the host's network they are connect grants
-    // (`connects`), nothing to relay.
-    let ports: Vec<u16> = match policy.network {
-        sandy_policy::Network::BlockAll => policy.local_ports.iter().map(|p| p.port).collect(),
-        sandy_policy::Network::AllowAll => Vec::new(),
-    };
-    // With the host's network: the host's own services closed, decided by the notifier.
-    let gate = crate::connects::Gate::from_policy(&policy).map_err(|source| SandyError::Io {
-        step: "cannot read the host's interfaces (to close its own services)",
-        source,
-    })?;
-    let mut dns = None;
-    let mut proxy = crate::egress::Proxy::prepare(
-        policy.egress.as_ref(),
-        args.net_log.as_deref(),
-        policy.writable_paths(),
-    )?;
-    // The refusal observer (`--explain`): explains after the run, never decides.
-    let observe = explain != ExplainMode::Off;
-    // The thread that serves the notifier (the observer, the socket broker), finished
-    // once the run's end is checked: it ends on its own when the run's last process
-    // does, and joining it right away would wait for its wakeup.
-    let mut serving = None;
-    let certain = crate::explain::Certain::from_policy(&policy);
-    let mut sweeper = None;
-
-    let own_run_dirs: Vec<std::ffi::OsString> = [Some(&private_tmp), views.dir()]
-        .into_iter()
-        .flatten()
-        .map(|d| d.name().to_os_string())
-        .collect();
-    // The user's terminal as it is before the run, put back after it (`tty`).
-    let terminal = crate::tty::Terminal::record();
-    // The run's private temporary directories, held from the target's start to say
-    // after the run whether one was full.
-    let mut tmp_watch = None;
-    if let Some(adopting) = adopting {
-        adopting.wait()?;
-    }
-    let status = spawn_and_wait(
-        Launch {
-            manifest: &manifest,
-            encoded: &encoded,
-            document,
+    /// Starts the run: the bootstrap gets its manifest, applies the sandbox and starts
+    /// the target. A failure is kept for [`Launched::finish`], after the clean-up: the
+    /// checks after the run and the clean-up run whatever happened.
+    pub(crate) fn spawn(self) -> Launched {
+        let Preparation {
+            policy,
+            request,
+            host,
+            tier,
+            explain,
+            net_log,
+            landlock_abi,
             pending,
-        },
-        &ports,
-        &mut proxy,
-        &waited,
-        Notifier {
-            observe,
-            serving: &mut serving,
-            certain,
-            gate,
-            dns: &mut dns,
-        },
-        Meanwhile {
-            while_starting: || {
-                // What runs that ended left behind (per-run directories of supervisors that
-                // died, the cache overlays' work directories), looked for while the bootstrap
-                // builds the sandbox and removed by a thread of its own until the run is over.
-                sweeper = Sweeper::start(Leftovers {
-                    run_dirs: Stale::find(&runs, &own_run_dirs),
-                    work_dirs: layers.stale_work_dirs(),
-                });
-            },
-            // This run's filtered copies, which the sandbox's mounts now hold.
-            started: |target| {
-                views.release_bound();
-                tmp_watch = Some(crate::ceilings::TmpWatch::open(target));
-            },
-        },
-    );
-    if let Some(terminal) = &terminal {
-        terminal.restore();
-    }
-    // The ceilings the run reached: a full private directory, a file past its size.
-    let mut reached: Vec<String> = tmp_watch
-        .take()
-        .map(|w| w.lines(&policy.ceilings))
-        .unwrap_or_default();
-    if let Ok(code) = status {
-        reached.extend(crate::ceilings::file_size_line(code, &policy.ceilings));
-    }
-    proxy.report();
-    // What the run put where a cache home keeps its configuration and programs.
-    layers.keep_out_after_run();
-    drop(placeholders);
-    // Protected paths are verified before the state merge, which may legitimately write
-    // one of them (Codex's config.toml, with the trust decision only).
-    let changed = verify::after(snapshot);
-    // Without a read-only mount, what the run changed of a protected path is put back.
-    if tier == sandy_policy::Tier::Landlock {
-        if let Some(run_id) = changed {
-            verify::restore_after_run(&run_id, &crate::tier::kept_read_only(&policy));
+            adopting,
+            cgroup,
+            early,
+            placeholders,
+            created,
+            snapshot,
+            layers,
+            expected,
+            runs,
+            private_tmp,
+        } = self;
+        let mut launched = Launched {
+            policy,
+            request,
+            host,
+            tier,
+            explain,
+            signals: None,
+            views: None,
+            proxy: None,
+            dns: None,
+            serving: None,
+            sweeper: None,
+            tmp_watch: None,
+            terminal: None,
+            started: None,
+            ours: None,
+            ports: Vec::new(),
+            status: Ok(0),
+            placeholders,
+            cgroup,
+            early,
+            created,
+            snapshot: Some(snapshot),
+            layers,
+            expected,
+            private_tmp,
+        };
+        if let Err(e) = launched.start(pending, adopting, &runs, net_log.as_deref(), landlock_abi) {
+            launched.status = Err(e);
         }
+        launched
     }
-    agentstate::merge_after_run(&policy, &mut views);
-    drop(views);
-    agentstate::remove_mount_points(&created, &policy);
-    // What the run created in the agent's state that its rules keep read-only.
-    let moved = host.home.as_deref().map(|home| {
-        sandy_policy::caches::sandy_state_dir(home, &host)
-            .join("moved")
-            .join(crate::rundir::random_suffix())
-    });
-    agentstate::sweep_state_dirs(&policy, moved.as_deref());
-    let observed = serving.map(crate::explain::Observer::finish);
-    if let Some(dns) = dns {
-        dns.stop();
+}
+
+/// The signals a run's supervisor takes over, and what they were before.
+struct Signals {
+    /// Blocked for the wait loop (and forwarded).
+    waited: SigSet,
+    /// The calling thread's mask before the run.
+    old_mask: SigSet,
+    /// SIGINT and SIGQUIT's actions before the run (ignored during it).
+    old_actions: Vec<(Signal, nix::sys::signal::SigAction)>,
+}
+
+impl Signals {
+    /// Blocks the signals waited for or forwarded before anything is spawned, so none is
+    /// lost; ignores the terminal's SIGINT and SIGQUIT (the target gets them directly).
+    /// Returns what the target restores too.
+    fn take() -> Result<(Signals, Vec<RestoredSignal>), SandyError> {
+        let sys = |step| move |source| SandyError::Sys { step, source };
+        let mut waited = SigSet::empty();
+        waited.add(Signal::SIGCHLD);
+        // Blocking SIGCONT does not keep it from continuing the supervisor; it only makes
+        // the continuation visible to the wait loop (job control).
+        waited.add(Signal::SIGCONT);
+        // SIGTSTP too: the supervisor stops when the target does, after freezing the run
+        // ([`stop_with_target`]), never on its own (a Ctrl-Z the target ignores, a
+        // shell's, leaves the job running).
+        waited.add(Signal::SIGTSTP);
+        for sig in FORWARDED {
+            waited.add(sig);
+        }
+        let mut old_mask = SigSet::empty();
+        nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&waited), Some(&mut old_mask))
+            .map_err(sys("cannot block signals"))?;
+        let mut signals = Signals {
+            waited,
+            old_mask,
+            old_actions: Vec::new(),
+        };
+        let mut restore = Vec::new();
+        for (sig, restored) in [
+            (Signal::SIGINT, RestoredSignal::Interrupt),
+            (Signal::SIGQUIT, RestoredSignal::Quit),
+        ] {
+            let old = ignore_signal_saving(sig).map_err(sys("cannot ignore terminal signals"))?;
+            if old.handler() != nix::sys::signal::SigHandler::SigIgn {
+                restore.push(restored);
+            }
+            signals.old_actions.push((sig, old));
+        }
+        Ok((signals, restore))
     }
-    if let Some(seen) = &observed {
-        for line in crate::connects::report(&seen.refused_connects, 5) {
+}
+
+/// Puts the calling thread's signal mask and the terminal signals' actions back as they
+/// were before the run (a library caller goes on after it).
+impl Drop for Signals {
+    fn drop(&mut self) {
+        for (sig, action) in &self.old_actions {
+            let _ = sandy_linux::sys::restore_signal_action(*sig, action);
+        }
+        let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&self.old_mask), None);
+    }
+}
+
+/// A run started (or whose start failed): the inside of [`crate::Running`] and
+/// [`crate::Exited`]. Whatever happened, [`Launched::finish`] checks what the run changed
+/// and cleans up.
+pub(crate) struct Launched {
+    policy: sandy_policy::ResolvedPolicy,
+    request: RunRequest,
+    host: sandy_policy::HostContext,
+    tier: sandy_policy::Tier,
+    explain: ExplainMode,
+    signals: Option<Signals>,
+    views: Option<PreparedViews>,
+    proxy: Option<crate::egress::Proxy>,
+    dns: Option<sandy_net::dns::DnsRelay>,
+    /// The thread that serves the notifier (the observer, the socket broker), finished
+    /// once the run's end is checked: it ends on its own when the run's last process
+    /// does, and joining it right away would wait for its wakeup.
+    serving: Option<crate::explain::Observer>,
+    sweeper: Option<Sweeper>,
+    /// The run's private temporary directories, held from the target's start to say
+    /// after the run whether one was full.
+    tmp_watch: Option<crate::ceilings::TmpWatch>,
+    /// The user's terminal as it is before the run, put back after it (`tty`).
+    terminal: Option<crate::tty::Terminal>,
+    started: Option<Started>,
+    /// The supervisor's end of the channel to the bootstrap, open until the run is over:
+    /// the init looks at it to know that the supervisor is alive.
+    ours: Option<std::os::fd::OwnedFd>,
+    ports: Vec<u16>,
+    /// The run's status so far: the target's, or the failure that ended the launch.
+    status: Result<u8, SandyError>,
+    placeholders: crate::placeholders::Placeholders,
+    cgroup: Option<crate::ceilings::RunCgroup>,
+    early: Option<crate::ceilings::Early>,
+    created: agentstate::Created,
+    snapshot: Option<verify::Snapshot>,
+    layers: crate::cache::PreparedLayers,
+    expected: crate::cache::PreparedLayers,
+    private_tmp: RunDir,
+}
+
+impl Launched {
+    /// The target's pid, once it has started (in the caller's PID namespace).
+    pub(crate) fn target(&self) -> Option<u32> {
+        self.started
+            .as_ref()
+            .and_then(|s| u32::try_from(s.target.as_raw()).ok())
+    }
+
+    /// Whether the launch failed before or while starting the target.
+    pub(crate) fn failed(&self) -> bool {
+        self.status.is_err() || self.started.is_none()
+    }
+
+    fn start(
+        &mut self,
+        pending: crate::bootstrap::Pending,
+        adopting: Option<crate::ceilings::Adopting>,
+        runs: &std::path::Path,
+        net_log: Option<&std::path::Path>,
+        landlock_abi: u32,
+    ) -> Result<(), SandyError> {
+        let sys = |step| move |source| SandyError::Sys { step, source };
+        let io = |step| move |source| SandyError::Io { step, source };
+        let (signals, restore) = Signals::take()?;
+        self.signals = Some(signals);
+        let policy = &self.policy;
+        let tier = self.tier;
+        // Copies the sandbox sees in place of host files (filtered or private).
+        let writable: Vec<&std::path::Path> = policy.writable_paths().collect();
+        // The `landlock` tier binds nothing: its only copies (git's configuration,
+        // filtered) are files in the run's own directory.
+        let views = match tier {
+            sandy_policy::Tier::Full => {
+                PreparedViews::prepare(&policy.views, &policy.state_files, runs, &writable)?
+            }
+            sandy_policy::Tier::Landlock => {
+                crate::views::write_tier_copies(
+                    &policy.views,
+                    self.private_tmp.dir(),
+                    &policy.private_tmp,
+                    &writable,
+                )?;
+                PreparedViews::prepare(&[], &[], runs, &writable)?
+            }
+        };
+        drop(writable);
+        let views = self.views.insert(views);
+        let mut launch = LaunchManifest::from_policy(policy, self.host.supervisor_pid, restore);
+        launch.views = views.manifest_views();
+        launch.overlays = self.layers.manifest_overlays();
+        // The `landlock` tier has no PID namespace: the supervisor holds the run's tree as
+        // a child subreaper (every orphan of the run becomes its child) and ends it.
+        if tier == sandy_policy::Tier::Landlock {
+            nix::sys::prctl::set_child_subreaper(true)
+                .map_err(sys("cannot become a child subreaper"))?;
+        }
+        // The sandbox can read its own policy (`sandy why` inside uses it): rendered once
+        // the manifest is sent, while the bootstrap decodes it, and sent after it.
+        let document = || -> Result<Option<Vec<u8>>, SandyError> {
+            let document = DryRunDocument::new(policy, landlock_abi);
+            let document = serde_json::to_vec_pretty(&document).ok();
+            if let Some(document) = &document {
+                sandy_policy::check_policy_document_size(document.len())?;
+            }
+            Ok(document)
+        };
+        let manifest = ValidatedManifest::new(launch)?;
+        // The wire form, which the bootstrap reads (within its bound).
+        let encoded = manifest.encode()?;
+        // Every launch in the weaker tier says so, once everything that could refuse it
+        // has passed.
+        if tier == sandy_policy::Tier::Landlock {
+            crate::tier::announce();
+        }
+
+        // Relayed into a blocked network; with the host's network they are connect grants
+        // (`connects`), nothing to relay.
+        self.ports = match policy.network {
+            sandy_policy::Network::BlockAll => policy.local_ports.iter().map(|p| p.port).collect(),
+            sandy_policy::Network::AllowAll => Vec::new(),
+        };
+        // With the host's network: the host's own services closed, decided by the
+        // notifier.
+        let gate = crate::connects::Gate::from_policy(policy).map_err(io(
+            "cannot read the host's interfaces (to close its own services)",
+        ))?;
+        let proxy = self.proxy.insert(crate::egress::Proxy::prepare(
+            policy.egress.as_ref(),
+            net_log,
+            policy.writable_paths(),
+        )?);
+        // The refusal observer (`--explain`): explains after the run, never decides.
+        let observe = self.explain != ExplainMode::Off;
+        let certain = crate::explain::Certain::from_policy(policy);
+        let own_run_dirs: Vec<std::ffi::OsString> = [Some(&self.private_tmp), views.dir()]
+            .into_iter()
+            .flatten()
+            .map(|d| d.name().to_os_string())
+            .collect();
+        self.terminal = crate::tty::Terminal::record();
+        if let Some(adopting) = adopting {
+            adopting.wait()?;
+        }
+        // With the host's network, the sandbox's sockets are made by the supervisor (the
+        // socket broker, served by the notifier's thread).
+        let broker = manifest.manifest().network == sandy_policy::Network::AllowAll;
+        // The listeners for local-port grants and the egress proxy (created inside the
+        // sandbox's network namespace) come back on the bootstrap's channel, then the
+        // target's pid.
+        let handed: Vec<u16> = self.ports.iter().copied().chain(proxy.port()).collect();
+        // The target and the sandbox's init are started as the supervisor's own children
+        // (in the sandbox's PID namespace); the supervisor reaps the init, then kills the
+        // bootstrap, whose exit tears the namespaces down while the run's end is checked.
+        // The bootstrap was forked at the start (no exec of a second copy of Sandy, and
+        // only the channel crossed over) and has made the namespaces meanwhile.
+        let (bootstrap, ours) = pending.launch(&encoded, document)?;
+        let ours = &*self.ours.insert(ours);
+        if !handed.is_empty() {
+            if let Some(listeners) = receive_listeners(ours, handed.len())
+                .map_err(io("cannot receive the local-port listeners"))?
+            {
+                for (port, listener) in listeners {
+                    if Some(port) == proxy.port() {
+                        proxy.start(listener)?;
+                        continue;
+                    }
+                    spawn_relay(port, listener).map_err(io("cannot start the local-port relay"))?;
+                }
+            }
+        }
+        // With the host's network, the sockets on the name servers' addresses inside (the
+        // run's only way out for UDP), served by the name-resolution relay.
+        let resolvers = &manifest.manifest().resolvers;
+        if broker && !resolvers.is_empty() {
+            if let Some(sockets) = sandy_linux::relay::receive_resolvers(ours, resolvers.len())
+                .map_err(io("cannot receive the name servers' sockets"))?
+            {
+                self.dns = Some(
+                    sandy_net::dns::DnsRelay::start(sockets)
+                        .map_err(io("cannot start the name-resolution relay"))?,
+                );
+            }
+        }
+        // What runs that ended left behind (per-run directories of supervisors that died,
+        // the cache overlays' work directories), looked for while the bootstrap builds the
+        // sandbox and removed by a thread of its own until the run is over.
+        self.sweeper = Sweeper::start(Leftovers {
+            run_dirs: Stale::find(runs, &own_run_dirs),
+            work_dirs: self.layers.stale_work_dirs(),
+        });
+        // The notifier's listener comes with the target's pid when the target watches its
+        // writes (`--explain`) or its sockets are brokered (the host's network).
+        // The `landlock` tier hands every connect over (its gate on Unix sockets).
+        let gated = manifest.manifest().tier == sandy_policy::Tier::Landlock;
+        let (launched, listener) = match receive_target(ours, observe || broker || gated) {
+            Ok(Some((launched, listener))) => (launched, listener),
+            // The bootstrap failed before starting the target, and said why: its status
+            // is the run's.
+            Ok(None) | Err(_) => {
+                self.status = Ok(wait_bootstrap(bootstrap));
+                return Ok(());
+            }
+        };
+        // No init in the `landlock` tier (pid 0): the supervisor, a child subreaper,
+        // holds the run's tree itself.
+        let run = self.started.insert(Started {
+            target: Pid::from_raw(launched.target),
+            init: (launched.init > 0).then(|| Pid::from_raw(launched.init)),
+            bootstrap: Some(bootstrap),
+            bootstrap_pid: bootstrap,
+            subreaper: tier == sandy_policy::Tier::Landlock,
+            ended: false,
+        });
+        // The listener is dropped with an error: watched calls then fail (ENOSYS), so the
+        // run would not be the same; Sandy fails instead (and ends the run).
+        self.serving = listener
+            .map(|l| crate::explain::Observer::start(l, certain, gate))
+            .transpose()
+            .map_err(io("cannot start the refusal observer"))?;
+        // This run's filtered copies, which the sandbox's mounts now hold.
+        views.release_bound();
+        self.tmp_watch = Some(crate::ceilings::TmpWatch::open(run.target));
+        Ok(())
+    }
+
+    /// Waits for the target to end (forwarding signals, following its stops), then ends
+    /// everything the run left running. Nothing happens when the launch failed.
+    pub(crate) fn wait(&mut self) {
+        let (Some(run), Some(signals)) = (self.started.as_mut(), self.signals.as_ref()) else {
+            return;
+        };
+        if self.status.is_ok() {
+            self.status = wait_target(run, &signals.waited);
+        }
+        run.end(&self.ports);
+        self.ours = None;
+    }
+
+    /// After the run: the checks of what it changed, the agent's state merged, the
+    /// report, the clean-up. Returns the run's status (or the failure that ended it).
+    pub(crate) fn finish(mut self) -> Result<u8, SandyError> {
+        // A run dropped without a wait (a failed launch): its processes ended first.
+        if let Some(run) = self.started.as_mut() {
+            run.end(&self.ports);
+        }
+        self.ours = None;
+        if let Some(terminal) = &self.terminal {
+            terminal.restore();
+        }
+        let policy = &self.policy;
+        // The ceilings the run reached: a full private directory, a file past its size.
+        let mut reached: Vec<String> = self
+            .tmp_watch
+            .take()
+            .map(|w| w.lines(&policy.ceilings))
+            .unwrap_or_default();
+        if let Ok(code) = self.status {
+            reached.extend(crate::ceilings::file_size_line(code, &policy.ceilings));
+        }
+        if let Some(proxy) = self.proxy.take() {
+            proxy.report();
+            proxy.stop();
+        }
+        // The local-port relays' threads, once what the run sent was delivered.
+        sandy_net::relay::stop_relays();
+        // What the run put where a cache home keeps its configuration and programs.
+        self.layers.keep_out_after_run();
+        drop(std::mem::take(&mut self.placeholders));
+        // Protected paths are verified before the state merge, which may legitimately
+        // write one of them (Codex's config.toml, with the trust decision only).
+        let changed = self.snapshot.take().and_then(verify::after);
+        // Without a read-only mount, what the run changed of a protected path is put back.
+        if self.tier == sandy_policy::Tier::Landlock {
+            if let Some(run_id) = changed {
+                verify::restore_after_run(&run_id, &crate::tier::kept_read_only(policy));
+            }
+        }
+        if let Some(mut views) = self.views.take() {
+            agentstate::merge_after_run(policy, &mut views);
+        }
+        self.created.remove();
+        // What the run created in the agent's state that its rules keep read-only.
+        let moved = self.host.home.as_deref().map(|home| {
+            sandy_policy::caches::sandy_state_dir(home, &self.host)
+                .join("moved")
+                .join(crate::rundir::random_suffix())
+        });
+        agentstate::sweep_state_dirs(policy, moved.as_deref());
+        let observed = self.serving.take().map(crate::explain::Observer::finish);
+        if let Some(dns) = self.dns.take() {
+            dns.stop();
+        }
+        if let Some(seen) = &observed {
+            for line in crate::connects::report(&seen.refused_connects, 5) {
+                say!("{line}");
+            }
+        }
+        if let (true, Some(seen)) = (self.explain != ExplainMode::Off, &observed) {
+            crate::explain::report(self.explain, seen, policy, &self.request, &self.host);
+        }
+        if let Some(sweeper) = self.sweeper.take() {
+            sweeper.finish();
+        }
+        // The bootstrap, killed at the run's end, whose exit tears the namespaces down
+        // meanwhile: Sandy leaves no process of its own behind, not even one being reaped.
+        if let Some(run) = &self.started {
+            run.reap_rest();
+        }
+        // Once every process of the run is gone: what its cgroup counted, then the cgroup
+        // removed. One line per ceiling the run reached.
+        if let Some(cgroup) = self.cgroup.take() {
+            reached.splice(0..0, cgroup.finish(&policy.ceilings));
+        }
+        drop(self.early.take());
+        for line in &reached {
             say!("{line}");
         }
+        // The routine lines not printed (without -v), in one.
+        crate::say::fold();
+        // The signals as they were before the run.
+        drop(self.signals.take());
+        drop(self.expected);
+        // Removed once no mount of the sandbox holds it: removing a directory that is
+        // still a mount point in another namespace waits for the kernel to detach those
+        // mounts.
+        drop(self.private_tmp);
+        self.status
     }
-    if let (true, Some(seen)) = (observe, &observed) {
-        crate::explain::report(explain, seen, &policy, &request, &host);
-    }
-    if let Some(sweeper) = sweeper {
-        sweeper.finish();
-    }
-    // The bootstrap, killed at the run's end, whose exit tears the namespaces down
-    // meanwhile: Sandy leaves no process of its own behind, not even one being reaped.
-    reap_children();
-    // Once every process of the run is gone: what its cgroup counted, then the cgroup
-    // removed. One line per ceiling the run reached.
-    if let Some(cgroup) = cgroup {
-        reached.splice(0..0, cgroup.finish(&policy.ceilings));
-    }
-    for line in &reached {
-        say!("{line}");
-    }
-    // The routine lines not printed (without -v), in one.
-    crate::say::fold();
-    // Removed once no mount of the sandbox holds it: removing a directory that is still
-    // a mount point in another namespace waits for the kernel to detach those mounts.
-    drop(private_tmp);
-    status
 }
 
 /// What earlier runs left behind, by name: per-run directories of other runs (stale
@@ -509,7 +817,7 @@ fn dry_run_document(
     kontext: crate::kontext::Mode,
     format: DryRunFormat,
     loaded: &crate::policyfiles::Loaded,
-) -> Result<u8, SandyError> {
+) -> Result<String, SandyError> {
     let mut policy = resolve(request, host, &HostFs)?;
     loaded.refuse_writable(&policy)?;
     crate::kontext::attach(&mut policy, host, kontext)?;
@@ -530,30 +838,16 @@ fn dry_run_document(
     let doc = DryRunDocument::new(&policy, plan.landlock_abi);
     drop(plan);
     if format == DryRunFormat::Text {
-        return print_document(&sandy_policy::summary::render_with(
+        return Ok(sandy_policy::summary::render_with(
             &policy,
             host.home.as_deref(),
             &crate::views::dropped_counts(&policy),
         ));
     }
-    let json = serde_json::to_string_pretty(&doc).map_err(|e| SandyError::Io {
+    serde_json::to_string_pretty(&doc).map_err(|e| SandyError::Io {
         step: "cannot render the dry-run document",
         source: e.into(),
-    })?;
-    print_document(&json)
-}
-
-/// Prints the dry-run document. A reader that stops early (`| head`) is not an error:
-/// the rest of the document is simply not wanted.
-fn print_document(json: &str) -> Result<u8, SandyError> {
-    match crate::say::print_document(json) {
-        Ok(()) => Ok(0),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
-        Err(source) => Err(SandyError::Io {
-            step: "cannot write the dry-run document",
-            source,
-        }),
-    }
+    })
 }
 
 /// One stderr line for a detected profile (routine: folded without -v), the profile's
@@ -586,152 +880,6 @@ fn announce(policy: &sandy_policy::ResolvedPolicy) {
     }
 }
 
-/// Forks the bootstrap, which applies the sandbox and starts the target, and waits for
-/// the target; `meanwhile` runs in the supervisor once the target has started (beside it,
-/// not in the way of the sandbox's set-up).
-///
-/// With `notifier.observe`, the target installs the refusal observer; the thread that
-/// serves it (and the socket broker) is left in `notifier.serving`, to be finished
-/// ([`crate::explain::Observer::finish`]) once every process of the run is gone.
-fn spawn_and_wait<D>(
-    launch: Launch<'_, D>,
-    ports: &[u16],
-    proxy: &mut crate::egress::Proxy,
-    waited: &SigSet,
-    notifier: Notifier<'_>,
-    meanwhile: Meanwhile<impl FnOnce(), impl FnOnce(Pid)>,
-) -> Result<u8, SandyError>
-where
-    D: FnOnce() -> Result<Option<Vec<u8>>, SandyError>,
-{
-    let Launch {
-        manifest,
-        encoded,
-        document,
-        pending,
-    } = launch;
-    // With the host's network, the sandbox's sockets are made by the supervisor (the
-    // socket broker, served by the notifier's thread).
-    let broker = manifest.manifest().network == sandy_policy::Network::AllowAll;
-    let io = |step| move |source| SandyError::Io { step, source };
-
-    // The listeners for local-port grants and the egress proxy (created inside the
-    // sandbox's network namespace) come back on the bootstrap's channel, then the
-    // target's pid.
-    let handed: Vec<u16> = ports.iter().copied().chain(proxy.port()).collect();
-    // The target and the sandbox's init are started as the supervisor's own children
-    // (in the sandbox's PID namespace); the supervisor reaps the init, then kills the
-    // bootstrap, whose exit tears the namespaces down while the run's end is checked.
-    // The bootstrap was forked at the start (no exec of a second copy of Sandy, and only
-    // the channel crossed over) and has made the namespaces meanwhile.
-    let (bootstrap, ours) = pending.launch(encoded, document)?;
-    if !handed.is_empty() {
-        if let Some(listeners) = receive_listeners(&ours, handed.len())
-            .map_err(io("cannot receive the local-port listeners"))?
-        {
-            for (port, listener) in listeners {
-                if Some(port) == proxy.port() {
-                    proxy.start(listener)?;
-                    continue;
-                }
-                spawn_relay(port, listener).map_err(io("cannot start the local-port relay"))?;
-            }
-        }
-    }
-    let Notifier {
-        observe,
-        serving,
-        certain,
-        gate,
-        dns,
-    } = notifier;
-    // With the host's network, the sockets on the name servers' addresses inside (the
-    // run's only way out for UDP), served by the name-resolution relay.
-    let resolvers = &manifest.manifest().resolvers;
-    if broker && !resolvers.is_empty() {
-        if let Some(sockets) = sandy_linux::relay::receive_resolvers(&ours, resolvers.len())
-            .map_err(io("cannot receive the name servers' sockets"))?
-        {
-            *dns = Some(
-                sandy_net::dns::DnsRelay::start(sockets)
-                    .map_err(io("cannot start the name-resolution relay"))?,
-            );
-        }
-    }
-    (meanwhile.while_starting)();
-    // The notifier's listener comes with the target's pid when the target watches its
-    // writes (`--explain`) or its sockets are brokered (the host's network).
-    // The `landlock` tier hands every connect over (its gate on Unix sockets).
-    let gated = manifest.manifest().tier == sandy_policy::Tier::Landlock;
-    let (launched, listener) = match receive_target(&ours, observe || broker || gated) {
-        Ok(Some((launched, listener))) => (launched, listener),
-        // The bootstrap failed before starting the target, and said why: its status is
-        // the run's.
-        Ok(None) | Err(_) => return Ok(wait_bootstrap(bootstrap)),
-    };
-    // `ours` stays open until the run is over: the init looks at its end of the channel
-    // to know that the supervisor is alive (its parent-death signal covers the rest).
-    // No init in the `landlock` tier (pid 0): the supervisor, a child subreaper, holds
-    // the run's tree itself.
-    let mut run = Started {
-        target: Pid::from_raw(launched.target),
-        init: (launched.init > 0).then(|| Pid::from_raw(launched.init)),
-        bootstrap: Some(bootstrap),
-        subreaper: manifest.manifest().tier == sandy_policy::Tier::Landlock,
-    };
-    let observer = match listener
-        .map(|l| crate::explain::Observer::start(l, certain, gate))
-        .transpose()
-    {
-        Ok(observer) => observer,
-        // The listener is dropped with the error: watched calls then fail (ENOSYS), so
-        // the run would not be the same; Sandy fails instead.
-        Err(source) => {
-            run.end(ports);
-            return Err(SandyError::Io {
-                step: "cannot start the refusal observer",
-                source,
-            });
-        }
-    };
-
-    (meanwhile.started)(run.target);
-    let status = wait_target(&mut run, waited);
-    run.end(ports);
-    drop(ours);
-    *serving = observer;
-    status
-}
-
-/// The seccomp notifier of a run: whether the target watches its writes (`--explain`),
-/// where the thread serving it goes, and the writes it can answer at once.
-struct Notifier<'a> {
-    observe: bool,
-    serving: &'a mut Option<crate::explain::Observer>,
-    certain: crate::explain::Certain,
-    /// With the host's network: the decisions on the run's connects.
-    gate: Option<crate::connects::Gate>,
-    /// With the host's network: the name-resolution relay, once started.
-    dns: &'a mut Option<sandy_net::dns::DnsRelay>,
-}
-
-/// What the supervisor does while the bootstrap builds the sandbox, and once the target
-/// has started.
-struct Meanwhile<W: FnOnce(), S: FnOnce(Pid)> {
-    while_starting: W,
-    started: S,
-}
-
-/// What the bootstrap launches: the manifest, its wire form and the policy document,
-/// and the bootstrap forked for it.
-struct Launch<'a, D> {
-    manifest: &'a ValidatedManifest,
-    encoded: &'a [u8],
-    /// Renders the sandbox's policy document, sent after the manifest (`None`: none).
-    document: D,
-    pending: crate::bootstrap::Pending,
-}
-
 /// The status of a bootstrap that ended without starting the target.
 fn wait_bootstrap(bootstrap: Pid) -> u8 {
     loop {
@@ -752,12 +900,26 @@ struct Started {
     target: Pid,
     init: Option<Pid>,
     bootstrap: Option<Pid>,
+    /// The bootstrap's pid, to reap it once the run is over.
+    bootstrap_pid: Pid,
     /// The `landlock` tier: the run's orphans are the supervisor's children, ended with
     /// the run ([`crate::tier::end_descendants`]).
     subreaper: bool,
+    /// Whether [`Started::end`] has run.
+    ended: bool,
 }
 
 impl Started {
+    /// Reaps what is left of the run's processes once it is over: the bootstrap (killed
+    /// by [`Started::end`]), and in the `landlock` tier every orphan of the run that
+    /// became the supervisor's child.
+    fn reap_rest(&self) {
+        while let Err(nix::errno::Errno::EINTR) = waitpid(self.bootstrap_pid, None) {}
+        if self.subreaper {
+            reap_children();
+        }
+    }
+
     /// Takes note that `pid` was reaped.
     fn reaped(&mut self, pid: Pid) {
         if self.init == Some(pid) {
@@ -781,6 +943,10 @@ impl Started {
     /// overlays among them) runs in its exit, beside the supervisor's checks after the
     /// run, and [`reap_children`] waits for it at the very end.
     fn end(&mut self, ports: &[u16]) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
         if let Some(init) = self.init.take() {
             kill_and_reap(init);
         }

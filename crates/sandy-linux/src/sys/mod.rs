@@ -102,6 +102,26 @@ pub fn ignore_signal(sig: Signal) -> nix::Result<bool> {
     Ok(previous == SigHandler::SigIgn)
 }
 
+/// Sets `sig` to be ignored and returns its whole previous action (handler, mask and
+/// flags), for [`restore_signal_action`] once the ignoring is over.
+pub fn ignore_signal_saving(sig: Signal) -> nix::Result<signal::SigAction> {
+    let ignore = signal::SigAction::new(
+        SigHandler::SigIgn,
+        signal::SaFlags::empty(),
+        signal::SigSet::empty(),
+    );
+    // SAFETY: SIG_IGN is not a Rust handler, so no code runs in signal context.
+    unsafe { signal::sigaction(sig, &ignore) }
+}
+
+/// Puts back an action [`ignore_signal_saving`] returned. It is the caller's own earlier
+/// action (a handler it installed, or SIG_DFL/SIG_IGN), exactly as the kernel gave it.
+pub fn restore_signal_action(sig: Signal, action: &signal::SigAction) -> nix::Result<()> {
+    // SAFETY: the action is the one this process had installed before: its handler, if
+    // any, was installed by the process itself and is as sound as it was then.
+    unsafe { signal::sigaction(sig, action) }.map(drop)
+}
+
 /// Restores the default action of `sig`.
 pub fn default_signal(sig: Signal) -> nix::Result<()> {
     // SAFETY: SIG_DFL is not a Rust handler, so no code runs in signal context.
