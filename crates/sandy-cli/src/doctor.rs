@@ -491,6 +491,25 @@ fn kernel_release() -> String {
         .unwrap_or_else(|_| "unknown".to_owned())
 }
 
+/// Whether this machine can make a run's user and mount namespaces: the mount probe of
+/// `sandy doctor`, in a child of its own (this binary's hidden `__probe`).
+pub fn namespaces_work() -> bool {
+    use std::os::unix::process::CommandExt;
+    std::process::Command::new("/proc/self/exe")
+        .arg0("sandy")
+        .arg("__probe")
+        .arg(sandy_linux::diagnose::Layer::MountNamespace.name())
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
+        .and_then(|v| v["ok"].as_bool())
+        .unwrap_or(false)
+}
+
 #[cfg(test)]
 #[allow(clippy::disallowed_methods)] // tests make their own fixtures
 mod tests {

@@ -43,6 +43,8 @@ fn main() -> ExitCode {
     if let Some(home) = std::env::var_os("HOME") {
         sandy_policy::text::set_home(std::path::Path::new(&home));
     }
+    // The weaker tier's line compares with the full tier by this binary's own probe.
+    sandy::tier::set_namespace_probe(doctor::namespaces_work);
     // The bootstrap runs on every launch: its fixed argument list is read directly rather
     // than through clap, which would build the whole command tree first.
     let result = match args::BootstrapArgs::from_argv(std::env::args_os()) {

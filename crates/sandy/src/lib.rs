@@ -91,7 +91,8 @@ mod restrict;
 pub mod run;
 #[doc(hidden)]
 pub mod rundir;
-mod tier;
+#[doc(hidden)]
+pub mod tier;
 #[doc(hidden)]
 pub mod trust;
 #[doc(hidden)]

@@ -992,31 +992,46 @@ fn wait_target(run: &mut Started, waited: &SigSet) -> Result<u8, SandyError> {
             let _ = kill(target, sig);
             continue;
         }
-        loop {
-            match waitpid(
-                Pid::from_raw(-1),
-                Some(WaitPidFlag::WNOHANG | WaitPidFlag::WUNTRACED),
-            ) {
-                Ok(WaitStatus::Exited(p, code)) if p == target => {
-                    return Ok(u8::try_from(code).unwrap_or(1))
-                }
-                Ok(WaitStatus::Signaled(p, sig, _)) if p == target => {
-                    return Ok(signal_status(sig as i32))
-                }
-                Ok(WaitStatus::Stopped(p, sig)) if p == target => {
-                    stop_with_target(target, run.init, sig)
-                }
-                // The bootstrap or the init, ended early (killed from outside): without
-                // the init, the kernel kills the target with the namespace, and its
-                // status follows.
-                Ok(WaitStatus::Exited(p, _) | WaitStatus::Signaled(p, _, _)) => run.reaped(p),
-                Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::ECHILD) => break,
-                Ok(_) => continue,
-                Err(source) => {
-                    return Err(SandyError::Sys {
-                        step: "cannot wait for the target",
-                        source,
-                    })
+        // The run's own children only: a library caller's other children are its own
+        // to wait for. In the `landlock` tier, the run's orphans are the supervisor's
+        // children too (it is their subreaper), with pids of their own: any child then.
+        let watched: Vec<Pid> = if run.subreaper {
+            vec![Pid::from_raw(-1)]
+        } else {
+            [Some(target), run.init, run.bootstrap]
+                .into_iter()
+                .flatten()
+                .collect()
+        };
+        for pid in watched {
+            loop {
+                match waitpid(pid, Some(WaitPidFlag::WNOHANG | WaitPidFlag::WUNTRACED)) {
+                    Ok(WaitStatus::Exited(p, code)) if p == target => {
+                        return Ok(u8::try_from(code).unwrap_or(1))
+                    }
+                    Ok(WaitStatus::Signaled(p, sig, _)) if p == target => {
+                        return Ok(signal_status(sig as i32))
+                    }
+                    Ok(WaitStatus::Stopped(p, sig)) if p == target => {
+                        stop_with_target(target, run.init, sig)
+                    }
+                    // The bootstrap or the init, ended early (killed from outside): without
+                    // the init, the kernel kills the target with the namespace, and its
+                    // status follows.
+                    Ok(WaitStatus::Exited(p, _) | WaitStatus::Signaled(p, _, _)) => {
+                        run.reaped(p);
+                        if p == pid {
+                            break;
+                        }
+                    }
+                    Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::ECHILD) => break,
+                    Ok(_) => continue,
+                    Err(source) => {
+                        return Err(SandyError::Sys {
+                            step: "cannot wait for the target",
+                            source,
+                        })
+                    }
                 }
             }
         }

@@ -2,13 +2,9 @@
 //! line every launch in it prints, and the end of the run's process tree, which no PID
 //! namespace holds (the supervisor is a child subreaper instead).
 
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
-
 use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::waitpid;
 use nix::unistd::Pid;
-use sandy_linux::diagnose::Layer;
 
 /// The one line every launch in the `landlock` tier prints, quiet or not: the tier by
 /// name, what it is, and, where the full tier would work here, that it would.
@@ -25,22 +21,19 @@ pub fn announce() {
     );
 }
 
-/// Whether this machine can make a run's user and mount namespaces (the mount probe of
-/// `sandy doctor`, in a child of its own).
+/// How the `sandy` binary asks whether this machine can make a run's user and mount
+/// namespaces (its own hidden probe, in a child: [`set_namespace_probe`]). A library
+/// caller has no such program, so the line then omits the comparison.
+static NAMESPACE_PROBE: std::sync::OnceLock<fn() -> bool> = std::sync::OnceLock::new();
+
+/// Sets the probe [`announce`] uses (the `sandy` binary sets its own at start).
+pub fn set_namespace_probe(probe: fn() -> bool) {
+    let _ = NAMESPACE_PROBE.set(probe);
+}
+
+/// Whether this machine can make a run's user and mount namespaces, when a probe is set.
 fn namespaces_work() -> bool {
-    Command::new("/proc/self/exe")
-        .arg0("sandy")
-        .arg("__probe")
-        .arg(Layer::MountNamespace.name())
-        .env_clear()
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
-        .and_then(|v| v["ok"].as_bool())
-        .unwrap_or(false)
+    NAMESPACE_PROBE.get().is_some_and(|probe| probe())
 }
 
 /// What the full tier keeps read-only, which the `landlock` tier restores after the run:
