@@ -21,67 +21,59 @@
 //! It enforces nothing. Enforcement lives in `sandy-linux`; this crate only decides.
 #![forbid(unsafe_code)]
 
-pub mod caches;
-pub mod ceilings;
-mod chain;
-mod dryrun;
-mod egress;
-mod error;
-pub mod files;
-pub mod filter;
-mod gitfacts;
-pub mod history;
-mod hooks;
+mod documents;
 mod host;
-mod inspect;
-mod kontext;
-pub mod later;
-mod manifest;
-mod osbytes;
-mod policy;
-mod profile;
-mod protect;
+mod model;
 mod resolve;
-pub mod secrets;
-mod sensitive;
-pub mod statedirs;
-pub mod statemerge;
-pub mod summary;
-pub mod text;
-mod tier;
-pub mod why;
+mod rules;
 
-pub use ceilings::{Ceiling, CeilingOrigin, CeilingRequest, Ceilings, ManifestCeilings, Mechanism};
-pub use chain::{chain, Chain, ChainError, Pin, MAX_SYMLINKS};
-pub use dryrun::{DryRunDocument, DRY_RUN_SCHEMA_VERSION};
-pub use egress::{base_url_pattern, Egress, EgressRequest, DEFAULT_PROXY_PORT};
-pub use error::{ManifestError, ResolveError};
-pub use gitfacts::{GitDir, GitDirKind, GitFacts};
-pub use host::{resolvers_of, HostContext, MAX_RESOLVERS};
-pub use inspect::{Entry, FileKind, Memo, PathInspector, RealFs};
-pub use kontext::{
-    attach_kontext, check_report as check_kontext_report, kontext_executables, kontext_root,
-    kontext_socket, KontextControl, KontextMode, KontextReport, KONTEXT,
-};
-pub use manifest::{
+// The paths of the modules before the layers, kept for the crate's users.
+pub use documents::summary;
+pub use documents::why;
+pub use model::ceilings;
+pub use model::text;
+pub use rules::caches;
+pub use rules::files;
+pub use rules::filter;
+pub use rules::history;
+pub use rules::later;
+pub use rules::secrets;
+pub use rules::statedirs;
+pub use rules::statemerge;
+
+pub use documents::dryrun::{DryRunDocument, DRY_RUN_SCHEMA_VERSION};
+pub use documents::manifest::{
     check_policy_document_size, EnvEntry, LaunchManifest, ManifestGrant, ManifestOverlay,
     ManifestProtection, ManifestView, RestoredSignal, ValidatedManifest, MANIFEST_SCHEMA_VERSION,
     MAX_INLINE_VIEWS_BYTES, MAX_INLINE_VIEW_BYTES, MAX_MANIFEST_BYTES, MAX_POLICY_DOCUMENT_BYTES,
 };
-pub use osbytes::OsBytes;
-pub use policy::{
+pub use host::chain::{chain, Chain, ChainError, Pin, MAX_SYMLINKS};
+pub use host::context::{resolvers_of, HostContext, MAX_RESOLVERS};
+pub use host::gitfacts::{GitDir, GitDirKind, GitFacts};
+pub use host::inspect::{Entry, FileKind, Memo, PathInspector, RealFs};
+pub use model::ceilings::{
+    Ceiling, CeilingOrigin, CeilingRequest, Ceilings, ManifestCeilings, Mechanism,
+};
+pub use model::osbytes::OsBytes;
+pub use model::policy::{
     Access, FileSources, FileView, FilterRule, Grant, LaunchCreation, LocalPort, Network, Origin,
     Placeholder, PortOrigin, ProfileInfo, Protection, ProtectionKind, ResolvedPolicy, RuntimeHook,
     Scope, StateFile, ViewKind, WithheldVar,
-};
-pub use profile::{
-    builtin_names, builtin_profiles, parse as parse_profile, select as select_profile, Profile,
-    ProfileEndpoint, ProfileError, ProfileNetwork, StateFormat, GENERIC, PROFILE_SCHEMA_VERSION,
 };
 pub use resolve::{
     is_normal, normalize, resolve, RunRequest, OWN_MASK_REASON, POLICY_DOCUMENT_DIR,
     POLICY_DOCUMENT_PATH, PRIVATE_SHM, PRIVATE_TMP, PRIVATE_VAR_TMP, REMOVED_ENV_EXACT,
     REMOVED_ENV_PREFIXES,
 };
-pub use sensitive::{sensitive_paths, SENSITIVE_HOME_PATHS};
-pub use tier::{git_copy, weaken, Keeping, Tier, TierError, TierPromise, LANDLOCK_PROMISES};
+pub use rules::egress::{base_url_pattern, Egress, EgressRequest, DEFAULT_PROXY_PORT};
+pub use rules::error::{ManifestError, ResolveError};
+pub use rules::kontext::{
+    attach_kontext, check_report as check_kontext_report, kontext_executables, kontext_root,
+    kontext_socket, KontextControl, KontextMode, KontextReport, KONTEXT,
+};
+pub use rules::profile::{
+    builtin_names, builtin_profiles, parse as parse_profile, select as select_profile, Profile,
+    ProfileEndpoint, ProfileError, ProfileNetwork, StateFormat, GENERIC, PROFILE_SCHEMA_VERSION,
+};
+pub use rules::sensitive::{sensitive_paths, SENSITIVE_HOME_PATHS};
+pub use rules::tier::{git_copy, weaken, Keeping, Tier, TierError, TierPromise, LANDLOCK_PROMISES};

@@ -9,9 +9,9 @@ use sandy_net::{
     Action, EgressPolicy, Host, HostPattern, LeftOut, Mode, Pattern, PortSpec, Rule, RuleOrigin,
 };
 
-use crate::error::ResolveError;
-use crate::host::HostContext;
-use crate::profile::Profile;
+use crate::host::context::HostContext;
+use crate::rules::error::ResolveError;
+use crate::rules::profile::Profile;
 
 /// The loopback port the proxy listens on inside the sandbox (the next free one when a
 /// local-port grant takes it).
@@ -300,7 +300,7 @@ mod tests {
             terminals: vec![],
             supervisor_pid: 7,
             uid: 1000,
-            git: crate::gitfacts::GitFacts::default(),
+            git: crate::host::gitfacts::GitFacts::default(),
         }
     }
 
@@ -310,7 +310,7 @@ mod tests {
             agent: true,
             ..EgressRequest::default()
         };
-        for profile in crate::profile::builtin_profiles().unwrap() {
+        for profile in crate::rules::profile::builtin_profiles().unwrap() {
             if profile.network.endpoints.is_empty() {
                 continue;
             }
@@ -347,7 +347,7 @@ mod tests {
 
     #[test]
     fn a_base_url_replaces_its_host_which_is_then_named_as_replaced() {
-        let profile = crate::profile::builtin_profiles()
+        let profile = crate::rules::profile::builtin_profiles()
             .unwrap()
             .into_iter()
             .find(|p| p.name == "claude")

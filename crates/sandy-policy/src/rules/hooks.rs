@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::inspect::{FileKind, PathInspector};
+use crate::host::inspect::{FileKind, PathInspector};
 
 /// A hook command whose executable (and script) Sandy found.
 #[derive(Debug, Clone, PartialEq, Eq)]

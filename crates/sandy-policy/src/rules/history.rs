@@ -9,7 +9,7 @@
 //! Each project instead gets its own history directory in Sandy's state, for the runs
 //! that have a terminal (no tool keeps history without one)
 //! (`$XDG_STATE_HOME/sandy/history/NAME-HASH`, named like the cache layers of
-//! [`crate::caches::project_layers`]), made 0700 by the supervisor and bound by the
+//! [`crate::rules::caches::project_layers`]), made 0700 by the supervisor and bound by the
 //! bootstrap at [`INSIDE`] (in the run's private `/tmp`, the only writable place it
 //! appears): a directory, so that the tools that save by writing a temporary file and
 //! renaming it over the old one (vim, zsh, fish, readline) work. Each tool is pointed at
@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::host::HostContext;
+use crate::host::context::HostContext;
 
 /// Where the project's history directory appears inside the sandbox.
 pub const INSIDE: &str = "/tmp/.sandy-history";
@@ -255,7 +255,7 @@ impl History {
 
 /// The project's history directory: `STATE/history/NAME-HASH`.
 pub fn directory(state: &Path, project: &Path) -> PathBuf {
-    crate::caches::project_layers(&state.join(HISTORY_DIR), project)
+    crate::rules::caches::project_layers(&state.join(HISTORY_DIR), project)
 }
 
 /// vim reads `VIMINIT` instead of searching for the user's vimrc: Sandy's does that
@@ -299,7 +299,7 @@ pub fn plan(host: &HostContext, project: &Path, command: &OsStr) -> Option<Histo
         return None;
     }
     let home = host.home.as_deref()?;
-    let state = crate::caches::sandy_state_dir(home, host);
+    let state = crate::rules::caches::sandy_state_dir(home, host);
     let directory = directory(&state, project);
     let inside = Path::new(INSIDE);
     // One `HISTFILE` for both shells: the one the run starts, by its name.
@@ -353,7 +353,7 @@ mod tests {
             terminals: vec!["/dev/pts/0".into()],
             supervisor_pid: 7,
             uid: 1000,
-            git: crate::GitFacts::default(),
+            git: crate::host::gitfacts::GitFacts::default(),
         }
     }
 

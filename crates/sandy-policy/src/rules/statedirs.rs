@@ -124,7 +124,7 @@ pub fn account_identity(bytes: &[u8], keys: &[String]) -> std::collections::BTre
                 .get(name)
                 .and_then(|v| v.as_str())
                 .and_then(|token| token.split('.').nth(1))
-                .and_then(|part| crate::filter::decode_base64(part.as_bytes()))
+                .and_then(|part| crate::rules::filter::decode_base64(part.as_bytes()))
                 .and_then(|json| serde_json::from_slice::<serde_json::Value>(&json).ok());
             if let Some(payload) = payload {
                 reach(&payload, rest, join(first), out);

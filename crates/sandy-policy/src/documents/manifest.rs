@@ -6,9 +6,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ManifestError;
-use crate::osbytes::OsBytes;
-use crate::policy::{Access, Network, ProtectionKind, ResolvedPolicy, Scope};
+use crate::model::osbytes::OsBytes;
+use crate::model::policy::{Access, Network, ProtectionKind, ResolvedPolicy, Scope};
+use crate::rules::error::ManifestError;
 
 /// The only manifest schema this build reads or writes.
 pub const MANIFEST_SCHEMA_VERSION: u32 = 4;
@@ -45,7 +45,7 @@ pub struct ManifestProtection {
     pub kind: ProtectionKind,
     /// A name taken at launch from an agent's state directory: whatever is there when
     /// the sandbox is set up is protected, and a name gone by then is skipped
-    /// ([`crate::Protection::at_launch`]).
+    /// ([`crate::model::policy::Protection::at_launch`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub at_launch: bool,
 }
@@ -124,7 +124,7 @@ pub struct LaunchManifest {
     #[serde(default)]
     pub views: Vec<ManifestView>,
     /// The dry-run document of this launch, written read-only at
-    /// [`crate::POLICY_DOCUMENT_PATH`] inside (none in a dry run).
+    /// [`crate::resolve::POLICY_DOCUMENT_PATH`] inside (none in a dry run).
     pub policy_document: Option<String>,
     /// Tool caches mounted copy-on-write.
     #[serde(default)]
@@ -134,16 +134,16 @@ pub struct LaunchManifest {
     #[serde(default)]
     pub reopened: Vec<OsBytes>,
     /// The project's history directory on the host, bound at
-    /// [`crate::history::INSIDE`] (`None`: no history kept).
+    /// [`crate::rules::history::INSIDE`] (`None`: no history kept).
     #[serde(default)]
     pub history: Option<OsBytes>,
     /// The ceilings the bootstrap applies: rlimits, the OOM preference, the size of the
     /// private tmpfs mounts (required: a manifest without them is refused).
-    pub ceilings: crate::ceilings::ManifestCeilings,
+    pub ceilings: crate::model::ceilings::ManifestCeilings,
     /// The protection tier: `landlock` launches without namespaces (and so without the
     /// mounts, the views, the overlays and the name servers' relay of this manifest).
     #[serde(default)]
-    pub tier: crate::Tier,
+    pub tier: crate::rules::tier::Tier,
 }
 
 impl LaunchManifest {
@@ -195,8 +195,8 @@ impl LaunchManifest {
             },
             // The relay's sockets live on the loopback of the run's network namespace.
             resolvers: match policy.tier {
-                crate::Tier::Full => policy.resolvers.clone(),
-                crate::Tier::Landlock => Vec::new(),
+                crate::rules::tier::Tier::Full => policy.resolvers.clone(),
+                crate::rules::tier::Tier::Landlock => Vec::new(),
             },
             proxy_port: policy.egress.as_ref().map(|e| e.proxy_port),
             restore_default_signals,
@@ -205,7 +205,7 @@ impl LaunchManifest {
             overlays: policy
                 .caches
                 .iter()
-                .filter(|c| c.kind == crate::caches::CacheKind::Overlay)
+                .filter(|c| c.kind == crate::rules::caches::CacheKind::Overlay)
                 .map(|c| ManifestOverlay {
                     lower: c.path.as_path().into(),
                     upper: c.upper().as_path().into(),
@@ -215,8 +215,10 @@ impl LaunchManifest {
             // Nothing is mounted in the `landlock` tier; the policy keeps them, so that
             // the check after the run leaves the agent's writes there alone.
             reopened: match policy.tier {
-                crate::Tier::Full => policy.reopened.iter().map(|p| p.as_path().into()).collect(),
-                crate::Tier::Landlock => Vec::new(),
+                crate::rules::tier::Tier::Full => {
+                    policy.reopened.iter().map(|p| p.as_path().into()).collect()
+                }
+                crate::rules::tier::Tier::Landlock => Vec::new(),
             },
             history: policy
                 .history
@@ -346,7 +348,7 @@ fn validate(m: &LaunchManifest) -> Result<(), ManifestError> {
     }
     // The `landlock` tier mounts nothing and has no network namespace: a manifest that
     // asks it for what only those carry is refused rather than half applied.
-    if m.tier == crate::Tier::Landlock {
+    if m.tier == crate::rules::tier::Tier::Landlock {
         let needs_namespaces = [
             (!m.views.is_empty(), "views"),
             (!m.overlays.is_empty(), "cache overlays"),
@@ -421,7 +423,7 @@ fn validate(m: &LaunchManifest) -> Result<(), ManifestError> {
             "name servers are relayed without the host's network",
         ));
     }
-    if m.resolvers.len() > crate::MAX_RESOLVERS
+    if m.resolvers.len() > crate::host::context::MAX_RESOLVERS
         || m.resolvers
             .iter()
             .any(|ip| ip.is_unspecified() || ip.is_multicast())
@@ -545,7 +547,7 @@ mod tests {
             overlays: vec![],
             reopened: vec![],
             history: None,
-            ceilings: crate::ceilings::ManifestCeilings {
+            ceilings: crate::model::ceilings::ManifestCeilings {
                 nproc: None,
                 file_size: 1 << 30,
                 tmp_size: 1 << 30,
@@ -732,7 +734,7 @@ mod tests {
     #[test]
     fn the_landlock_tier_refuses_what_needs_namespaces() {
         let mut m = sample();
-        m.tier = crate::Tier::Landlock;
+        m.tier = crate::rules::tier::Tier::Landlock;
         m.views.clear();
         m.overlays.clear();
         m.reopened.clear();

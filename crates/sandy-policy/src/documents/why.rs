@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::inspect::PathInspector;
-use crate::policy::{
+use crate::host::inspect::PathInspector;
+use crate::model::policy::{
     Access, FileView, Grant, Origin, ProtectionKind, ResolvedPolicy, Scope, ViewKind,
 };
 use crate::resolve::{normalize, private_dirs};

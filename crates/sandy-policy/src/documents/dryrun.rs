@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::policy::{
+use crate::model::policy::{
     Access, LocalPort, Network, Origin, Placeholder, PortOrigin, ProfileInfo, ProtectionKind,
     ResolvedPolicy, Scope, ViewKind,
 };
@@ -73,7 +73,7 @@ pub struct DryRunCache {
     pub tool: String,
     /// Where the tool reads the cache.
     pub path: String,
-    pub kind: crate::caches::CacheKind,
+    pub kind: crate::rules::caches::CacheKind,
     /// Sandy's directory holding the sandbox's side of it.
     pub layer: String,
     /// The variable Sandy set to point the tool there (redirected caches).
@@ -93,7 +93,7 @@ pub struct DryRunStateFile {
     pub path: String,
     /// Where the agent finds its private copy inside.
     pub copy: String,
-    pub format: crate::profile::StateFormat,
+    pub format: crate::rules::profile::StateFormat,
     /// The key paths that go back (`*` any one key, `{project}` the run's folder only).
     pub persist: Vec<String>,
     /// The real state directory the copy's directory stands in for (linked into it
@@ -183,7 +183,7 @@ pub struct DryRunDocument {
     pub caches: Vec<DryRunCache>,
     /// Shell and editor history, kept per project in Sandy's state: the host's own
     /// history files are never written, nor read inside; `null` without a home.
-    pub history: Option<crate::history::DryRunHistory>,
+    pub history: Option<crate::rules::history::DryRunHistory>,
     /// The agent's state directories, default-deny: which names the sandbox may write
     /// (`writable`, `watched` memory, the `login`) and which it reads (`read_only`);
     /// a name no rule covers is read-only too.
@@ -202,17 +202,19 @@ pub struct DryRunDocument {
 /// tier, which keeps them all).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DryRunTier {
-    pub name: crate::Tier,
-    pub promises: Vec<crate::TierPromise>,
+    pub name: crate::rules::tier::Tier,
+    pub promises: Vec<crate::rules::tier::TierPromise>,
 }
 
 impl DryRunTier {
-    fn new(tier: crate::Tier) -> Self {
+    fn new(tier: crate::rules::tier::Tier) -> Self {
         DryRunTier {
             name: tier,
             promises: match tier {
-                crate::Tier::Full => Vec::new(),
-                crate::Tier::Landlock => crate::LANDLOCK_PROMISES.to_vec(),
+                crate::rules::tier::Tier::Full => Vec::new(),
+                crate::rules::tier::Tier::Landlock => {
+                    crate::rules::tier::LANDLOCK_PROMISES.to_vec()
+                }
             },
         }
     }
@@ -224,8 +226,8 @@ pub struct DryRunCeiling {
     pub value: u64,
     /// `processes` (processes and threads), `bytes`, or `millicpus`.
     pub unit: &'static str,
-    pub origin: crate::ceilings::CeilingOrigin,
-    pub mechanism: crate::ceilings::Mechanism,
+    pub origin: crate::model::ceilings::CeilingOrigin,
+    pub mechanism: crate::model::ceilings::Mechanism,
     /// The kernel's control behind the mechanism (`pids.max`, `RLIMIT_FSIZE`, ...), or
     /// `null` when nothing holds the ceiling.
     pub control: Option<&'static str>,
@@ -250,8 +252,8 @@ pub struct DryRunCeilings {
 }
 
 impl DryRunCeilings {
-    pub fn new(c: &crate::ceilings::Ceilings) -> Self {
-        use crate::ceilings::{Ceiling, Mechanism};
+    pub fn new(c: &crate::model::ceilings::Ceilings) -> Self {
+        use crate::model::ceilings::{Ceiling, Mechanism};
         let one = |c: &Ceiling, unit, flag, control: fn(Mechanism) -> Option<&'static str>| {
             DryRunCeiling {
                 value: c.value,
@@ -317,13 +319,13 @@ pub const CLOSED_LOCAL: [&str; 5] = [
     "cloud_metadata",
 ];
 
-/// One agent state directory and its rules ([`crate::statedirs`]).
+/// One agent state directory and its rules ([`crate::rules::statedirs`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DryRunStateDir {
     pub profile: String,
     pub root: String,
-    pub rules: Vec<crate::statedirs::StateRule>,
-    pub accounts: Vec<crate::statedirs::Account>,
+    pub rules: Vec<crate::rules::statedirs::StateRule>,
+    pub accounts: Vec<crate::rules::statedirs::Account>,
 }
 
 /// Kontext (enabled when the supervisor verified an installation), Numbat (its hooks are
@@ -508,10 +510,13 @@ impl DryRunDocument {
                 backend: "linux",
                 landlock_abi,
                 layers: [
-                    (policy.tier == crate::Tier::Full).then_some("user_and_mount_namespaces"),
-                    (policy.network == Network::BlockAll && policy.tier == crate::Tier::Full)
+                    (policy.tier == crate::rules::tier::Tier::Full)
+                        .then_some("user_and_mount_namespaces"),
+                    (policy.network == Network::BlockAll
+                        && policy.tier == crate::rules::tier::Tier::Full)
                         .then_some("network_namespace"),
-                    (policy.tier == crate::Tier::Landlock).then_some("child_subreaper"),
+                    (policy.tier == crate::rules::tier::Tier::Landlock)
+                        .then_some("child_subreaper"),
                     Some("no_new_privs"),
                     Some("capabilities"),
                     Some("landlock"),

@@ -16,9 +16,11 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::inspect::PathInspector;
-use crate::policy::{Access, Grant, Origin, ProtectionKind, ResolvedPolicy, RuntimeHook, Scope};
-use crate::Protection;
+use crate::host::inspect::PathInspector;
+use crate::model::policy::Protection;
+use crate::model::policy::{
+    Access, Grant, Origin, ProtectionKind, ResolvedPolicy, RuntimeHook, Scope,
+};
 
 /// The service name in messages and in the dry run's `runtime_controls`.
 pub const KONTEXT: &str = "Kontext";

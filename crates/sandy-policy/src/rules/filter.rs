@@ -1,4 +1,4 @@
-//! Credential filtering for [`crate::ViewKind::Filtered`] views: the copy of a
+//! Credential filtering for [`crate::model::policy::ViewKind::Filtered`] views: the copy of a
 //! configuration file the sandbox reads instead of the host file keeps every setting but
 //! those that look like a credential.
 //!
@@ -24,7 +24,7 @@
 
 use std::path::Path;
 
-use crate::policy::FilterRule;
+use crate::model::policy::FilterRule;
 
 /// Words that mark an assigned name as a credential, compared case-insensitively against
 /// the name with `-` and `.` read as `_`.
@@ -318,7 +318,7 @@ fn drops_line(line: &[u8]) -> bool {
 }
 
 /// Whether the line carries a credential by its value, whatever names it: a well-known
-/// token (gitleaks' formats, [`crate::secrets::find`], and the prefixes here), a password
+/// token (gitleaks' formats, [`crate::rules::secrets::find`], and the prefixes here), a password
 /// in a URL or DSN, a webhook's URL, or base64 that decodes to any of these or to an
 /// assignment of one (`eval "$(echo ZXhwb3J0IC4uLg== | base64 -d)"`).
 fn carries_a_value(line: &[u8]) -> bool {
@@ -329,7 +329,7 @@ fn carries_a_value(line: &[u8]) -> bool {
     if SECRET_URLS.iter().any(|u| contains(&lower, u.as_bytes())) {
         return true;
     }
-    if crate::secrets::find(&String::from_utf8_lossy(line)).is_some() {
+    if crate::rules::secrets::find(&String::from_utf8_lossy(line)).is_some() {
         return true;
     }
     base64_runs(line).iter().any(|decoded| {

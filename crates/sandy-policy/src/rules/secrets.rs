@@ -67,7 +67,7 @@ pub fn is_credential_name(name: &str) -> bool {
         .any(|end| upper.ends_with(end));
     !place
         && !matches!(upper.as_str(), "PWD" | "OLDPWD")
-        && crate::filter::looks_like_credential(name.as_bytes())
+        && crate::rules::filter::looks_like_credential(name.as_bytes())
 }
 
 /// The id of the first gitleaks rule that finds a secret in `text` (a line, or

@@ -1,7 +1,7 @@
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 
-use crate::gitfacts::GitFacts;
+use crate::host::gitfacts::GitFacts;
 
 /// Everything resolution needs to know about the host, gathered once by the supervisor.
 ///

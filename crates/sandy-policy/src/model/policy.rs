@@ -148,7 +148,7 @@ pub struct Protection {
     #[serde(default)]
     pub reason: Option<String>,
     /// Read-only because the name existed at launch in an agent's state directory and no
-    /// rule lets the agent write it ([`crate::statedirs`]): what is protected is whatever
+    /// rule lets the agent write it ([`crate::rules::statedirs`]): what is protected is whatever
     /// is at the name when the sandbox is set up. A concurrent run may create, swap or
     /// remove such a name (it can write only names that are new in its own run); that
     /// never stops a launch, and a name gone by then is left unprotected (the sweep after
@@ -168,7 +168,7 @@ pub struct LaunchCreation {
 }
 
 /// An agent state file the sandbox writes as a private copy; after the run only the
-/// values at `persist` key paths go back to the host file ([`crate::statemerge`]).
+/// values at `persist` key paths go back to the host file ([`crate::rules::statemerge`]).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct StateFile {
     /// The host file (absolute, not resolved through symlinks).
@@ -183,17 +183,17 @@ pub struct StateFile {
     /// Sandy's own name and removed after the merge (false).
     pub bound: bool,
     /// How the file is parsed and merged.
-    pub format: crate::profile::StateFormat,
+    pub format: crate::rules::profile::StateFormat,
     /// The state directory that the copy's directory stands in for (see
-    /// [`crate::profile::ProfileStateFile::mirror`]), when the agent is pointed at the
+    /// [`crate::rules::profile::ProfileStateFile::mirror`]), when the agent is pointed at the
     /// copy's directory as a whole.
     pub mirror: Option<PathBuf>,
     /// Names in the stand-in that are an empty directory of the run's own, not a link
-    /// (see [`crate::profile::ProfileStateFile::private_dirs`]).
+    /// (see [`crate::rules::profile::ProfileStateFile::private_dirs`]).
     #[serde(default)]
     pub private_dirs: Vec<String>,
     /// Top-level keys set only in the copy inside (see
-    /// [`crate::profile::ProfileStateFile::inside_settings`]).
+    /// [`crate::rules::profile::ProfileStateFile::inside_settings`]).
     #[serde(default)]
     pub inside_settings: std::collections::BTreeMap<String, String>,
 }
@@ -203,7 +203,7 @@ pub struct StateFile {
 #[serde(rename_all = "snake_case")]
 pub enum ViewKind {
     /// A read-only copy of the host file without what looks like a credential (see
-    /// [`crate::filter`]), so that the file's other settings still apply inside.
+    /// [`crate::rules::filter`]), so that the file's other settings still apply inside.
     Filtered,
     /// A writable private copy of the host file. The host file never changes during the
     /// run; afterwards, the profile's state merge decides what, if anything, goes back.
@@ -354,7 +354,7 @@ pub struct ResolvedPolicy {
     pub resolvers: Vec<std::net::IpAddr>,
     /// The egress proxy's policy (`--allow-domain`, `--net agent`, or `--block-net`'s
     /// immediate refusals); `None` when the network is open.
-    pub egress: Option<crate::egress::Egress>,
+    pub egress: Option<crate::rules::egress::Egress>,
     pub profile: ProfileInfo,
     /// Paths that override the grants (masks and read-only paths).
     pub protections: Vec<Protection>,
@@ -363,8 +363,8 @@ pub struct ResolvedPolicy {
     /// The caller's `XDG_RUNTIME_DIR`, replaced by an empty private directory inside.
     pub runtime_dir: Option<PathBuf>,
     /// The run's resource ceilings; what holds each is recorded by the supervisor
-    /// ([`crate::ceilings::Ceilings::enforce_with`]) before launch.
-    pub ceilings: crate::ceilings::Ceilings,
+    /// ([`crate::model::ceilings::Ceilings::enforce_with`]) before launch.
+    pub ceilings: crate::model::ceilings::Ceilings,
     /// Messages for the user before launch (a profile's notice).
     pub notices: Vec<String>,
     /// Files replaced inside by a filtered or private copy prepared before launch.
@@ -374,39 +374,39 @@ pub struct ResolvedPolicy {
     /// The agent's state files, merged back after the run.
     pub state_files: Vec<StateFile>,
     /// Tool caches seen copy-on-write (an overlay) or redirected into Sandy's cache.
-    pub caches: Vec<crate::caches::ToolCache>,
+    pub caches: Vec<crate::rules::caches::ToolCache>,
     /// Hooks the agent's configuration registers (runtime controls), each resolved to
     /// its executable (and script) before launch, granted and protected read-only.
     pub hooks: Vec<RuntimeHook>,
     /// A verified Kontext installation (its socket granted); `None` when there is none
     /// or it could not be verified. Set by the supervisor after its preflight.
-    pub kontext: Option<crate::kontext::KontextControl>,
+    pub kontext: Option<crate::rules::kontext::KontextControl>,
     /// Every agent's home-level launch files that exist and are left unprotected because
     /// no name of theirs leads into a writable tree (`~/.claude/settings.json` in a
     /// generic run): unwritable inside by these names, but not by another name a file
     /// may have (a hard link in the project), so the supervisor compares those that have
     /// one after the run.
     pub agent_home_files: Vec<PathBuf>,
-    /// The agent's state directories and their rules (default-deny, [`crate::statedirs`]).
-    pub agent_state: Vec<crate::statedirs::AgentStateDir>,
+    /// The agent's state directories and their rules (default-deny, [`crate::rules::statedirs`]).
+    pub agent_state: Vec<crate::rules::statedirs::AgentStateDir>,
     /// Files the agent writes that its next launch reads (memory, the login): every
     /// change is named after the run, with the reason.
     pub watched: Vec<(PathBuf, String)>,
     /// Writable names of an agent's state inside a directory protected read-only as one
-    /// ([`crate::statedirs::walk_at_launch`]): mounted writable again on top of it.
+    /// ([`crate::rules::statedirs::walk_at_launch`]): mounted writable again on top of it.
     pub reopened: Vec<PathBuf>,
-    /// The protection tier ([`crate::Tier`]): the full tier, or the weaker `landlock`
-    /// tier the user chose ([`crate::weaken`] made the rest of the policy fit it).
-    pub tier: crate::Tier,
+    /// The protection tier ([`crate::rules::tier::Tier`]): the full tier, or the weaker `landlock`
+    /// tier the user chose ([`crate::rules::tier::weaken`] made the rest of the policy fit it).
+    pub tier: crate::rules::tier::Tier,
     /// Shell and editor history, kept in the project's own directory in Sandy's state
-    /// ([`crate::history`]); `None` without a home.
-    pub history: Option<crate::history::History>,
+    /// ([`crate::rules::history`]); `None` without a home.
+    pub history: Option<crate::rules::history::History>,
     /// The configuration, profile and policy files the rules come from, in the order
     /// they apply, and the reasons their grants give.
     pub files: FileSources,
 }
 
-/// Where the rules of a run's files come from ([`crate::files`]).
+/// Where the rules of a run's files come from ([`crate::rules::files`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FileSources {
     /// Each file read, with the origin its rules carry.
@@ -415,7 +415,7 @@ pub struct FileSources {
     /// the reason).
     pub grant_reasons: Vec<(PathBuf, Origin, String)>,
     /// The project's `sandy.toml`, when there is one: applied (trusted) or ignored.
-    pub project: Option<crate::files::ProjectPolicyState>,
+    pub project: Option<crate::rules::files::ProjectPolicyState>,
 }
 
 impl ResolvedPolicy {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::policy::{Access, Placeholder, ProtectionKind};
+use crate::model::policy::{Access, Placeholder, ProtectionKind};
 
 /// The only profile schema this build reads.
 pub const PROFILE_SCHEMA_VERSION: u32 = 1;
@@ -125,7 +125,7 @@ pub struct ProfilePluginPackages {
     pub why: String,
 }
 
-/// A state directory of the agent's, default-deny ([`crate::statedirs`]): names below
+/// A state directory of the agent's, default-deny ([`crate::rules::statedirs`]): names below
 /// `root` (`{root}` of `[roots]`) by class; everything no list covers is read-only. In
 /// the lists, `{project_key}` is the run's folder as Claude Code names it in
 /// `~/.claude/projects`.
@@ -309,9 +309,9 @@ pub struct ProfileEndpoint {
     /// What the agent uses it for.
     pub role: String,
     /// The kind of traffic; decides whether `--net agent` allows it (see
-    /// [`crate::egress::EndpointKind`]). Absent: `service`, allowed.
+    /// [`crate::rules::egress::EndpointKind`]). Absent: `service`, allowed.
     #[serde(default)]
-    pub kind: crate::egress::EndpointKind,
+    pub kind: crate::rules::egress::EndpointKind,
     /// Variables holding a base URL that replaces this host when set (first set wins).
     #[serde(default)]
     pub base_url_env: Vec<String>,
@@ -348,7 +348,7 @@ pub struct Profile {
     pub state_files: Vec<ProfileStateFile>,
     #[serde(default)]
     pub named_commands: Vec<ProfileNamedCommands>,
-    /// The agent's state directories, default-deny ([`crate::statedirs`]).
+    /// The agent's state directories, default-deny ([`crate::rules::statedirs`]).
     #[serde(default)]
     pub state_dirs: Vec<ProfileStateDir>,
     /// Directories of plugins the agent loads (runtime controls).
@@ -592,11 +592,11 @@ mod tests {
     #[test]
     fn the_embedded_form_reads_as_the_toml_source() {
         let sources = [
-            ("claude", include_str!("../profiles/claude.toml")),
-            ("codex", include_str!("../profiles/codex.toml")),
-            ("gemini", include_str!("../profiles/gemini.toml")),
-            ("generic", include_str!("../profiles/generic.toml")),
-            ("opencode", include_str!("../profiles/opencode.toml")),
+            ("claude", include_str!("../../profiles/claude.toml")),
+            ("codex", include_str!("../../profiles/codex.toml")),
+            ("gemini", include_str!("../../profiles/gemini.toml")),
+            ("generic", include_str!("../../profiles/generic.toml")),
+            ("opencode", include_str!("../../profiles/opencode.toml")),
         ];
         assert_eq!(sources.map(|(n, _)| n).to_vec(), builtin_names());
         for ((name, toml), embedded) in sources.iter().zip(builtin_profiles().unwrap()) {

@@ -6,31 +6,31 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum ResolveError {
     #[error(transparent)]
-    Tier(#[from] crate::TierError),
+    Tier(#[from] crate::rules::tier::TierError),
     #[error("no command given")]
     EmptyCommand,
     #[error("command not found: {name}")]
     CommandNotFound { name: String },
-    #[error("command is not executable: {}", crate::text::Tilde(path))]
+    #[error("command is not executable: {}", crate::model::text::Tilde(path))]
     NotExecutable { path: PathBuf },
     #[error("cannot determine the current directory: {reason}")]
     NoWorkingDirectory { reason: String },
     #[error(
         "refusing to use {} as the project: {reason}",
-        crate::text::Tilde(path)
+        crate::model::text::Tilde(path)
     )]
     UnsafeProject { path: PathBuf, reason: &'static str },
-    #[error("{flag} path does not exist: {}", crate::text::Tilde(path))]
+    #[error("{flag} path does not exist: {}", crate::model::text::Tilde(path))]
     MissingPath { flag: &'static str, path: PathBuf },
     #[error(
         "{flag} {} is not a directory or regular file",
-        crate::text::Tilde(path)
+        crate::model::text::Tilde(path)
     )]
     UnsupportedPathKind { flag: &'static str, path: PathBuf },
     #[error(
         "{flag} {} would expose sensitive path {}; grant a narrower path",
-        crate::text::Tilde(path),
-        crate::text::Tilde(sensitive)
+        crate::model::text::Tilde(path),
+        crate::model::text::Tilde(sensitive)
     )]
     SensitiveGrant {
         flag: &'static str,
@@ -40,8 +40,8 @@ pub enum ResolveError {
     #[error(
         "{flag} {} would expose Sandy's own {what} ({}), which no sandboxed run may reach; \
          grant a narrower path",
-        crate::text::Tilde(path),
-        crate::text::Tilde(own)
+        crate::model::text::Tilde(path),
+        crate::model::text::Tilde(own)
     )]
     OwnGrant {
         flag: &'static str,
@@ -51,13 +51,13 @@ pub enum ResolveError {
     },
     #[error(
         "{flag} {} would expose the whole home directory; grant a narrower path",
-        crate::text::Tilde(path)
+        crate::model::text::Tilde(path)
     )]
     HomeGrant { flag: &'static str, path: PathBuf },
     #[error(
         "{flag} {}: more than {max} {what} below it; name the directory of the programs \
          themselves",
-        crate::text::Shown(path)
+        crate::model::text::Shown(path)
     )]
     ExecuteTooLarge {
         flag: &'static str,
@@ -67,10 +67,10 @@ pub enum ResolveError {
     },
     #[error("{flag} / would expose the whole filesystem; grant a narrower path")]
     RootGrant { flag: &'static str },
-    #[error("path contains a NUL byte: {}", crate::text::Tilde(path))]
+    #[error("path contains a NUL byte: {}", crate::model::text::Tilde(path))]
     NulInPath { path: PathBuf },
     #[error(transparent)]
-    Profile(#[from] crate::profile::ProfileError),
+    Profile(#[from] crate::rules::profile::ProfileError),
     #[error("profile '{profile}': ${var} must name an existing absolute directory that is not home and holds no sensitive path ({reason})")]
     ProfileRoot {
         profile: String,
@@ -79,7 +79,7 @@ pub enum ResolveError {
     },
     #[error(
         "profile '{profile}': refusing to grant {}: {reason}",
-        crate::text::Tilde(path)
+        crate::model::text::Tilde(path)
     )]
     ProfileGrant {
         profile: String,
@@ -95,15 +95,15 @@ pub enum ResolveError {
     },
     #[error(
         "profile '{profile}': required path {} does not exist",
-        crate::text::Tilde(path)
+        crate::model::text::Tilde(path)
     )]
     ProfileMissing { profile: String, path: PathBuf },
     #[error(
         "cannot run {}: {} is private inside the sandbox, so the command would not be found \
          there; run it from its project directory, or grant its directory with --read {}",
-        crate::text::Tilde(program),
-        crate::text::Tilde(private),
-        crate::text::Tilde(dir)
+        crate::model::text::Tilde(program),
+        crate::model::text::Tilde(private),
+        crate::model::text::Tilde(dir)
     )]
     ProgramHidden {
         program: PathBuf,
@@ -119,8 +119,8 @@ pub enum ResolveError {
     NetworkConflict,
     #[error(
         "{what} {}: a protection may not cover the project ({})",
-        crate::text::Shown(path),
-        crate::text::Shown(project)
+        crate::model::text::Shown(path),
+        crate::model::text::Shown(project)
     )]
     ProtectionCoversProject {
         what: &'static str,

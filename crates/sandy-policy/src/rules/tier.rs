@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::policy::{Access, Origin, Protection, ProtectionKind, ResolvedPolicy, Scope};
+use crate::model::policy::{Access, Origin, Protection, ProtectionKind, ResolvedPolicy, Scope};
 use crate::resolve::{POLICY_DOCUMENT_DIR, PRIVATE_SHM, PRIVATE_TMP, PRIVATE_VAR_TMP};
 
 /// Which layers a run gets.
@@ -200,8 +200,13 @@ pub enum TierError {
 /// variable that names it to git (`GIT_CONFIG_GLOBAL`, `GIT_CONFIG_SYSTEM`): git refuses
 /// to run when a configuration file it looks for is unreadable, and the original, with
 /// what the filter takes out, is hidden. `None` for every other view.
-pub fn git_copy(private_tmp: &Path, view: &crate::FileView) -> Option<(&'static str, PathBuf)> {
-    if view.rule != crate::FilterRule::Git || view.kind != crate::ViewKind::Filtered {
+pub fn git_copy(
+    private_tmp: &Path,
+    view: &crate::model::policy::FileView,
+) -> Option<(&'static str, PathBuf)> {
+    if view.rule != crate::model::policy::FilterRule::Git
+        || view.kind != crate::model::policy::ViewKind::Filtered
+    {
         return None;
     }
     let (var, name) = if view.target.starts_with("/etc") {
@@ -235,7 +240,7 @@ pub fn weaken(policy: &mut ResolvedPolicy) -> Result<(), TierError> {
             what: "the egress allowlist (--allow-domain, --net agent)",
         });
     }
-    if policy.network == crate::Network::BlockAll && !policy.local_ports.is_empty() {
+    if policy.network == crate::model::policy::Network::BlockAll && !policy.local_ports.is_empty() {
         return Err(TierError::NeedsNetworkNamespace {
             what: "--allow-local-port under --block-net",
         });
@@ -258,7 +263,7 @@ pub fn weaken(policy: &mut ResolvedPolicy) -> Result<(), TierError> {
     // taken out of it: the agent sees its original, and a change is put back after the
     // run like any protected path.
     let views: Vec<PathBuf> = policy.views.iter().map(|v| v.target.clone()).collect();
-    let writable_tree = |p: &Path, grants: &[crate::policy::Grant]| {
+    let writable_tree = |p: &Path, grants: &[crate::model::policy::Grant]| {
         grants.iter().any(|g| {
             g.access == Access::ReadWrite && g.scope == Scope::Subtree && p.starts_with(&g.path)
         })
@@ -295,7 +300,7 @@ pub fn weaken(policy: &mut ResolvedPolicy) -> Result<(), TierError> {
     }
     // Git's configuration files: a filtered copy in the run's directory, named by git's
     // own variables (the supervisor writes it), one per variable.
-    let mut copies: Vec<crate::FileView> = Vec::new();
+    let mut copies: Vec<crate::model::policy::FileView> = Vec::new();
     for view in &policy.views {
         let Some((var, dest)) = git_copy(&private_tmp, view) else {
             continue;
@@ -342,16 +347,16 @@ pub fn weaken(policy: &mut ResolvedPolicy) -> Result<(), TierError> {
                 .retain(|c| !c.path.starts_with(stand_in));
             continue;
         }
-        policy
-            .created_at_launch
-            .retain(|c| !(c.path == file.inside && c.kind == crate::Placeholder::EmptyFile));
+        policy.created_at_launch.retain(|c| {
+            !(c.path == file.inside && c.kind == crate::model::policy::Placeholder::EmptyFile)
+        });
     }
     policy.state_files.clear();
     // Copy-on-write caches have no overlay: the host's cache is read-only inside.
     let overlays: Vec<PathBuf> = policy
         .caches
         .iter()
-        .filter(|c| c.kind == crate::caches::CacheKind::Overlay)
+        .filter(|c| c.kind == crate::rules::caches::CacheKind::Overlay)
         .map(|c| c.path.clone())
         .collect();
     for g in &mut policy.grants {
@@ -361,7 +366,7 @@ pub fn weaken(policy: &mut ResolvedPolicy) -> Result<(), TierError> {
     }
     policy
         .caches
-        .retain(|c| c.kind != crate::caches::CacheKind::Overlay);
+        .retain(|c| c.kind != crate::rules::caches::CacheKind::Overlay);
     // Redirected caches and TMPDIR point into the per-run directory on the host.
     let tmp = Path::new(PRIVATE_TMP);
     for cache in &mut policy.caches {
@@ -392,7 +397,7 @@ pub fn weaken(policy: &mut ResolvedPolicy) -> Result<(), TierError> {
         .iter()
         .any(|g| g.path == private_tmp && g.access == Access::ReadWrite)
     {
-        policy.grants.push(crate::policy::Grant {
+        policy.grants.push(crate::model::policy::Grant {
             path: private_tmp,
             access: Access::ReadWrite,
             scope: Scope::Subtree,
@@ -456,7 +461,7 @@ mod tests {
     /// docs/tiers.md lists the same table as the dry run.
     #[test]
     fn the_documented_table_is_this_one() {
-        let doc = include_str!("../../../docs/tiers.md");
+        let doc = include_str!("../../../../docs/tiers.md");
         for p in LANDLOCK_PROMISES {
             let status = match p.status {
                 Keeping::Kept => "kept",

@@ -33,9 +33,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::host::HostContext;
-use crate::inspect::{FileKind, PathInspector};
-use crate::policy::{Access, Grant, Origin, Protection, ProtectionKind, Scope};
+use crate::host::context::HostContext;
+use crate::host::inspect::{FileKind, PathInspector};
+use crate::model::policy::{Access, Grant, Origin, Protection, ProtectionKind, Scope};
 use crate::resolve::{PRIVATE_SHM, PRIVATE_TMP, PRIVATE_VAR_TMP};
 
 /// Where Sandy keeps the layers, below its per-user cache directory.
@@ -526,7 +526,7 @@ fn fnv1a(s: &OsStr) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inspect::FileKind;
+    use crate::host::inspect::FileKind;
     use std::collections::BTreeMap;
 
     struct Fake(BTreeMap<PathBuf, PathBuf>);

@@ -8,9 +8,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::gitfacts::{GitDirKind, GitFacts};
-use crate::inspect::PathInspector;
-use crate::policy::{Origin, Placeholder, Protection, ProtectionKind};
+use crate::host::gitfacts::{GitDirKind, GitFacts};
+use crate::host::inspect::PathInspector;
+use crate::model::policy::{Origin, Placeholder, Protection, ProtectionKind};
 use crate::resolve::normalize;
 
 /// What git reads, in a repository's own (common) git directory, as configuration or as
@@ -108,7 +108,7 @@ pub fn git_protections(
     for top in facts.work_trees.iter().chain(roots) {
         let dotgit = top.join(".git");
         let real_directory = fs.read_link(&dotgit).is_none()
-            && fs.kind(&dotgit) == Some(crate::inspect::FileKind::Directory);
+            && fs.kind(&dotgit) == Some(crate::host::inspect::FileKind::Directory);
         if !real_directory {
             protect(dotgit, None);
         }
@@ -200,7 +200,7 @@ fn hook_bodies(hooks: &Path, tops: &[PathBuf], fs: &dyn PathInspector) -> Vec<Pa
         && ["h", "husky.sh"].iter().any(|f| {
             matches!(
                 fs.kind(&hooks.join(f)),
-                Some(crate::inspect::FileKind::File { .. })
+                Some(crate::host::inspect::FileKind::File { .. })
             )
         });
     if let (true, Some(dir)) = (husky, hooks.parent()) {
@@ -238,7 +238,10 @@ fn hook_bodies(hooks: &Path, tops: &[PathBuf], fs: &dyn PathInspector) -> Vec<Pa
                 continue;
             }
             let path = top.join(rel);
-            if matches!(fs.kind(&path), Some(crate::inspect::FileKind::File { .. })) {
+            if matches!(
+                fs.kind(&path),
+                Some(crate::host::inspect::FileKind::File { .. })
+            ) {
                 out.push(path);
             }
         }
@@ -251,8 +254,8 @@ fn hook_bodies(hooks: &Path, tops: &[PathBuf], fs: &dyn PathInspector) -> Vec<Pa
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gitfacts::GitDir;
-    use crate::inspect::FileKind;
+    use crate::host::gitfacts::GitDir;
+    use crate::host::inspect::FileKind;
 
     /// Only `present` exists.
     struct Present(Vec<PathBuf>);

@@ -23,7 +23,7 @@ use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 
-use crate::inspect::{Entry, FileKind, PathInspector};
+use crate::host::inspect::{Entry, FileKind, PathInspector};
 
 /// How many symbolic links one name may pass through, as the kernel allows.
 pub const MAX_SYMLINKS: usize = 40;
@@ -67,26 +67,26 @@ pub enum ChainError {
     #[error(
         "cannot protect {}: it passes through more than {MAX_SYMLINKS} symbolic links (a loop?); \
          fix or remove the links and run again",
-        crate::text::Tilde(name)
+        crate::model::text::Tilde(name)
     )]
     TooManyLinks { name: PathBuf },
     #[error(
         "cannot protect {}: {} does not exist (a dangling symbolic link leads there); \
          create it or remove the link, then run again",
-        crate::text::Tilde(name),
-        crate::text::Tilde(missing)
+        crate::model::text::Tilde(name),
+        crate::model::text::Tilde(missing)
     )]
     Missing { name: PathBuf, missing: PathBuf },
     #[error(
         "cannot protect {}: {} is not a directory, so the name leads nowhere; \
          fix the path and run again",
-        crate::text::Tilde(name),
-        crate::text::Tilde(path)
+        crate::model::text::Tilde(name),
+        crate::model::text::Tilde(path)
     )]
     NotADirectory { name: PathBuf, path: PathBuf },
     #[error(
         "cannot protect {}: the name is not an absolute path",
-        crate::text::Tilde(name)
+        crate::model::text::Tilde(name)
     )]
     NotAbsolute { name: PathBuf },
 }

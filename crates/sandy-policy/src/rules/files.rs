@@ -17,9 +17,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::inspect::PathInspector;
-use crate::policy::{Access, Origin, ProtectionKind, ResolvedPolicy};
-use crate::text::Shown;
+use crate::host::inspect::PathInspector;
+use crate::model::policy::{Access, Origin, ProtectionKind, ResolvedPolicy};
+use crate::model::text::Shown;
 
 /// The one version of the file formats this Sandy reads.
 pub const POLICY_FILE_VERSION: u32 = 1;
@@ -204,7 +204,7 @@ pub struct FileRules {
     pub ceilings: FileCeilings,
     /// `tier = "full"` or `"landlock"` (the configuration only): the tier a run takes
     /// when `--tier` is not given.
-    pub tier: Option<(crate::Tier, Origin)>,
+    pub tier: Option<(crate::rules::tier::Tier, Origin)>,
     /// The files read, in the order they apply.
     pub sources: Vec<(Origin, PathBuf)>,
     /// The project's `sandy.toml`, when there is one, and whether it applies.
@@ -439,7 +439,7 @@ struct RawConfigSection {
     network: Option<RawNetwork>,
     environment: Option<RawEnvironment>,
     ceilings: Option<RawCeilings>,
-    tier: Option<crate::Tier>,
+    tier: Option<crate::rules::tier::Tier>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -455,7 +455,7 @@ struct RawConfig {
     environment: Option<RawEnvironment>,
     ceilings: Option<RawCeilings>,
     /// The protection tier every run takes unless `--tier` says otherwise.
-    tier: Option<crate::Tier>,
+    tier: Option<crate::rules::tier::Tier>,
     #[serde(default)]
     profile: BTreeMap<String, RawConfigSection>,
 }
@@ -904,7 +904,7 @@ impl Cx<'_> {
             rules.pass_env.push(name.clone());
         }
         if let Some(c) = ceilings {
-            use crate::ceilings as ce;
+            use crate::model::ceilings as ce;
             let amount = |key: &str,
                           value: Option<RawAmount>,
                           parse: &dyn Fn(&str) -> Result<u64, ce::CeilingParseError>|
@@ -970,7 +970,7 @@ pub fn check_not_writable(
     }
     // Every name the kernel passes on the way, links spliced in: each below a writable
     // root is one the run could replace; and what the name finally designates.
-    let walked = crate::chain::chain(&lexical, &writable, &|_| false, fs).map_err(|e| {
+    let walked = crate::host::chain::chain(&lexical, &writable, &|_| false, fs).map_err(|e| {
         FileError::Unfollowable {
             what: role.what(),
             path: path.to_path_buf(),

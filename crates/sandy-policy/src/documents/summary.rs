@@ -2,11 +2,13 @@
 //! write, what it may read beyond the system, what is masked, protected or replaced by a
 //! copy, and the network, in a few lines. The JSON document stays the complete record.
 
-use crate::text::Shown;
+use crate::model::text::Shown;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::policy::{Access, Network, Origin, ProtectionKind, ResolvedPolicy, Scope, ViewKind};
+use crate::model::policy::{
+    Access, Network, Origin, ProtectionKind, ResolvedPolicy, Scope, ViewKind,
+};
 
 /// How many paths one line lists before it says how many more there are.
 const LIST_MAX: usize = 8;
@@ -198,7 +200,7 @@ pub fn render_with(
         let withheld: Vec<String> = policy
             .withheld_env
             .iter()
-            .map(|w| format!("{} [{}]", crate::text::escape(&w.name), w.why))
+            .map(|w| format!("{} [{}]", crate::model::text::escape(&w.name), w.why))
             .collect();
         let _ = writeln!(
             out,
@@ -263,10 +265,13 @@ pub fn render_with(
 /// The network lines of an allowlist (`--allow-domain`, `--net agent`): where the proxy
 /// listens, every rule with its origin, the known hosts left out and why, and what is
 /// refused whatever the names.
-fn allowlist(egress: &crate::egress::Egress, local_ports: &[crate::policy::LocalPort]) -> String {
+fn allowlist(
+    egress: &crate::rules::egress::Egress,
+    local_ports: &[crate::model::policy::LocalPort],
+) -> String {
     use sandy_net::{Action, PortSpec, Rule, RuleOrigin};
     let pad = "            ";
-    let escape = |s: &str| crate::text::escape(s).into_owned();
+    let escape = |s: &str| crate::model::text::escape(s).into_owned();
     let describe = |r: &Rule| {
         let ports = match (r.action, r.pattern.port) {
             (Action::Allow, PortSpec::Web) => " (ports 80, 443)",

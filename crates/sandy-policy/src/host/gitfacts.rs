@@ -1,5 +1,5 @@
 //! What the supervisor learned from the user's own `git` before launch, carried into
-//! resolution as data (see [`crate::HostContext::git`]).
+//! resolution as data (see [`crate::host::context::HostContext::git`]).
 //!
 //! The host side (`sandy-cli`'s `gitscan`) asks git itself where each repository's git
 //! directories, configuration files and hooks directories are; this crate only turns

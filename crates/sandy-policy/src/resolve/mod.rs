@@ -4,16 +4,16 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use crate::error::ResolveError;
-use crate::host::HostContext;
-use crate::inspect::{FileKind, PathInspector};
-use crate::policy::{
+use crate::host::context::HostContext;
+use crate::host::inspect::{FileKind, PathInspector};
+use crate::model::policy::{
     Access, FileView, Grant, LocalPort, Network, Origin, PortOrigin, ProfileInfo, Protection,
     ProtectionKind, ResolvedPolicy, Scope,
 };
-use crate::profile::select as select_profile;
-use crate::protect::git_protections;
-use crate::sensitive::sensitive_paths;
+use crate::rules::error::ResolveError;
+use crate::rules::profile::select as select_profile;
+use crate::rules::protect::git_protections;
+use crate::rules::sensitive::sensitive_paths;
 
 /// What the user asked for, after argument parsing (syntax only).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,18 +38,18 @@ pub struct RunRequest {
     /// `--numbat`: a healthy Numbat hook registration is required (exit 125 without).
     pub numbat: bool,
     /// `--allow-domain`, `--deny-domain`, `--net agent`.
-    pub egress: crate::egress::EgressRequest,
+    pub egress: crate::rules::egress::EgressRequest,
     /// `--profile NAME`; detected from the command name when absent.
     pub profile: Option<String>,
     /// `--pass-env NAME`: variables that look like credentials, kept on purpose.
     pub pass_env: Vec<String>,
     /// `--max-procs`, `--max-memory`, `--max-file-size`, `--max-tmp`, `--cpu`.
-    pub ceilings: crate::ceilings::CeilingRequest,
+    pub ceilings: crate::model::ceilings::CeilingRequest,
     /// The protection tier (`--tier`): the weaker `landlock` tier only when chosen.
-    pub tier: crate::Tier,
-    /// What the user's configuration, profile or policy file adds ([`crate::files`]),
+    pub tier: crate::rules::tier::Tier,
+    /// What the user's configuration, profile or policy file adds ([`crate::rules::files`]),
     /// each rule with its origin. The flags add to it.
-    pub files: crate::files::FileRules,
+    pub files: crate::rules::files::FileRules,
 }
 
 /// Environment variables removed from the target's environment: agent and bus sockets
@@ -147,7 +147,7 @@ pub fn resolve(
     host: &HostContext,
     fs: &dyn PathInspector,
 ) -> Result<ResolvedPolicy, ResolveError> {
-    let memo = crate::inspect::Memo::new(fs);
+    let memo = crate::host::inspect::Memo::new(fs);
     let fs: &dyn PathInspector = &memo;
     let argv0 = request.command.first().ok_or(ResolveError::EmptyCommand)?;
     let home = host.home.clone();
@@ -159,9 +159,9 @@ pub fn resolve(
     // refused (`Ctx::check_own`).
     let mut own: Vec<(PathBuf, &'static str)> = Vec::new();
     if let Some(home) = home.as_deref() {
-        own.push((crate::caches::sandy_cache_dir(home, host), "cache"));
+        own.push((crate::rules::caches::sandy_cache_dir(home, host), "cache"));
         own.push((
-            crate::caches::sandy_state_dir(home, host),
+            crate::rules::caches::sandy_state_dir(home, host),
             "state directory",
         ));
     }
@@ -196,8 +196,8 @@ pub fn resolve(
         .as_deref()
         .map(|home| {
             [
-                crate::caches::sandy_cache_dir(home, host),
-                crate::caches::sandy_state_dir(home, host),
+                crate::rules::caches::sandy_cache_dir(home, host),
+                crate::rules::caches::sandy_state_dir(home, host),
             ]
         })
         .into_iter()
@@ -375,10 +375,10 @@ pub fn resolve(
     let mut grant_reasons = Vec::new();
     for g in &request.files.grants {
         let label = match g.origin {
-            Origin::Config => crate::files::FileRole::Config.grant_label(),
-            Origin::PolicyFile => crate::files::FileRole::PolicyFile.grant_label(),
-            Origin::ProjectFile => crate::files::FileRole::Project.grant_label(),
-            _ => crate::files::FileRole::ProfileFile.grant_label(),
+            Origin::Config => crate::rules::files::FileRole::Config.grant_label(),
+            Origin::PolicyFile => crate::rules::files::FileRole::PolicyFile.grant_label(),
+            Origin::ProjectFile => crate::rules::files::FileRole::Project.grant_label(),
+            _ => crate::rules::files::FileRole::ProfileFile.grant_label(),
         };
         if g.access == Access::Execute {
             let canonical = ctx.grant_execute(label, &g.path, g.origin, &project, &mut grants)?;
@@ -457,10 +457,10 @@ pub fn resolve(
     let ports: Vec<u16> = local_ports.iter().map(|p| p.port).collect();
     // The weaker tier blocks the network with Landlock and seccomp: no proxy answers
     // inside (there is no namespace to put its listener in).
-    let egress = if request.tier == crate::Tier::Landlock && block_net {
+    let egress = if request.tier == crate::rules::tier::Tier::Landlock && block_net {
         None
     } else {
-        crate::egress::resolve_egress(&egress_request, block_net, &profile, host, &ports)?
+        crate::rules::egress::resolve_egress(&egress_request, block_net, &profile, host, &ports)?
     };
     if let Some(e) = &egress {
         // Every client that honours the usual variables goes through the proxy; the
@@ -472,7 +472,7 @@ pub fn resolve(
         }
     }
     // Shell and editor history: each tool pointed at the project's own file.
-    let history = crate::history::plan(host, &project, argv0);
+    let history = crate::rules::history::plan(host, &project, argv0);
     for (name, value) in history.iter().flat_map(|h| &h.environment) {
         environment.retain(|(k, _)| k != name);
         environment.push((name.clone(), value.clone()));
@@ -515,7 +515,7 @@ pub fn resolve(
         .private_tmp
         .parent()
         .filter(|runs| {
-            let hidden = crate::caches::hidden_dirs(host);
+            let hidden = crate::rules::caches::hidden_dirs(host);
             let below_hidden = hidden.iter().any(|h| runs.starts_with(h));
             // A grant below a private directory (the project in `/tmp/x`) is carried into
             // it; the private directory's own grant (`/tmp`) is not the host's.
@@ -705,22 +705,22 @@ pub fn resolve(
         agent_state: applied.agent_state,
         watched: applied.watched,
         reopened: applied.reopened,
-        files: crate::policy::FileSources {
+        files: crate::model::policy::FileSources {
             sources: request.files.sources.clone(),
             grant_reasons,
             project: request.files.project.clone(),
         },
         history,
-        tier: crate::Tier::Full,
+        tier: crate::rules::tier::Tier::Full,
     };
-    if request.tier == crate::Tier::Landlock {
-        crate::tier::weaken(&mut policy)?;
+    if request.tier == crate::rules::tier::Tier::Landlock {
+        crate::rules::tier::weaken(&mut policy)?;
     }
     Ok(policy)
 }
 
 /// The network request: the flags' rules, then the files'.
-fn egress_request(request: &RunRequest) -> crate::egress::EgressRequest {
+fn egress_request(request: &RunRequest) -> crate::rules::egress::EgressRequest {
     let rule_origin = |origin: Origin| match origin {
         Origin::Config => sandy_net::RuleOrigin::Config,
         Origin::PolicyFile => sandy_net::RuleOrigin::PolicyFile,
@@ -759,11 +759,12 @@ fn egress_request(request: &RunRequest) -> crate::egress::EgressRequest {
 }
 
 /// The ceilings: a flag's value, else a file's, else the default; each with its origin.
-fn ceilings(request: &RunRequest) -> crate::ceilings::Ceilings {
-    use crate::ceilings::{Ceiling, CeilingOrigin};
+fn ceilings(request: &RunRequest) -> crate::model::ceilings::Ceilings {
+    use crate::model::ceilings::{Ceiling, CeilingOrigin};
     let files = &request.files.ceilings;
     let mut asked = request.ceilings;
-    let pick = |flag: &mut Option<u64>, file: crate::files::FileCeiling| match (*flag, file) {
+    let pick = |flag: &mut Option<u64>, file: crate::rules::files::FileCeiling| match (*flag, file)
+    {
         (None, Some((value, origin))) => {
             *flag = Some(value);
             Some(match origin {
@@ -778,7 +779,7 @@ fn ceilings(request: &RunRequest) -> crate::ceilings::Ceilings {
     let file_size = pick(&mut asked.max_file_size, files.max_file_size);
     let tmp = pick(&mut asked.max_tmp, files.max_tmp);
     let cpu = pick(&mut asked.cpu, files.cpu);
-    let mut c = crate::ceilings::Ceilings::resolve(&asked);
+    let mut c = crate::model::ceilings::Ceilings::resolve(&asked);
     let set = |ceiling: &mut Ceiling, origin: Option<CeilingOrigin>| {
         if let Some(origin) = origin {
             ceiling.origin = origin;
@@ -867,7 +868,7 @@ pub const ENDPOINT_VARIABLES: [(&str, PortOrigin); 3] = [
 /// it) or an address that is not public (loopback, unspecified, or a private, link-local
 /// or unique-local one, which may be the host's own). `None` for anything else.
 pub fn local_endpoint_port(url: &str) -> Option<u16> {
-    let pattern = crate::egress::base_url_pattern(url)?;
+    let pattern = crate::rules::egress::base_url_pattern(url)?;
     let port = match pattern.port {
         sandy_net::PortSpec::One(p) => p,
         _ => return None,
@@ -936,7 +937,7 @@ impl Ctx<'_> {
     /// project.
     fn file_protections(
         &self,
-        files: &crate::files::FileRules,
+        files: &crate::rules::files::FileRules,
         project: &Path,
     ) -> Result<(Vec<Protection>, Vec<Protection>), ResolveError> {
         let mut masks = Vec::new();
@@ -1398,7 +1399,7 @@ const MAX_EXECUTE_ENTRIES: usize = 65_536;
 /// as a shared library.
 fn runnable(path: &Path, fs: &dyn PathInspector) -> bool {
     match fs.entry(path) {
-        Some(crate::inspect::Entry::Object(FileKind::File { executable })) => {
+        Some(crate::host::inspect::Entry::Object(FileKind::File { executable })) => {
             executable
                 || path.file_name().is_some_and(|n| {
                     let n = n.as_bytes();
@@ -1572,13 +1573,13 @@ fn visible_program(
 const SANDY_VAR: &str = "SANDY";
 
 /// Why a variable of the caller's looks like a credential: its name
-/// ([`crate::secrets::is_credential_name`]), or its value, which matches a known token
-/// format ([`crate::secrets::find`], looked at as `NAME=value`).
+/// ([`crate::rules::secrets::is_credential_name`]), or its value, which matches a known token
+/// format ([`crate::rules::secrets::find`], looked at as `NAME=value`).
 fn credential(name: &str, value: &OsStr) -> Option<String> {
-    if crate::secrets::is_credential_name(name) {
+    if crate::rules::secrets::is_credential_name(name) {
         return Some("its name".to_owned());
     }
-    crate::secrets::find_assigned(name, &value.to_string_lossy())
+    crate::rules::secrets::find_assigned(name, &value.to_string_lossy())
         .map(|rule| format!("its value (gitleaks rule {rule})"))
 }
 
@@ -1601,7 +1602,7 @@ fn environment(host: &HostContext, private_tmp: &Path, pass: &[&str]) -> Environ
             removed.push(name.into_owned());
         } else if let Some(why) = secret {
             removed.push(name.to_string());
-            withheld.push(crate::policy::WithheldVar {
+            withheld.push(crate::model::policy::WithheldVar {
                 name: name.into_owned(),
                 why,
             });
@@ -1645,7 +1646,7 @@ struct Environment {
     vars: Vec<(OsString, OsString)>,
     removed: Vec<String>,
     set: Vec<String>,
-    withheld: Vec<crate::policy::WithheldVar>,
+    withheld: Vec<crate::model::policy::WithheldVar>,
 }
 
 /// Grants in resolution order, skipping any already covered.

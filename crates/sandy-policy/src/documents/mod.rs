@@ -1,0 +1,4 @@
+pub mod dryrun;
+pub mod manifest;
+pub mod summary;
+pub mod why;

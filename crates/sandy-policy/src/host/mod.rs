@@ -1,0 +1,4 @@
+pub mod chain;
+pub mod context;
+pub mod gitfacts;
+pub mod inspect;

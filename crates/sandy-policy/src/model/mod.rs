@@ -1,0 +1,4 @@
+pub mod ceilings;
+pub mod osbytes;
+pub mod policy;
+pub mod text;

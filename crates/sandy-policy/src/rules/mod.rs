@@ -1,0 +1,16 @@
+pub mod caches;
+pub mod egress;
+pub mod error;
+pub mod files;
+pub mod filter;
+pub mod history;
+pub mod hooks;
+pub mod kontext;
+pub mod later;
+pub mod profile;
+pub mod protect;
+pub mod secrets;
+pub mod sensitive;
+pub mod statedirs;
+pub mod statemerge;
+pub mod tier;
