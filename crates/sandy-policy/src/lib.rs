@@ -54,26 +54,28 @@ pub use host::inspect::{Entry, FileKind, Memo, PathInspector, RealFs};
 pub use model::ceilings::{
     Ceiling, CeilingOrigin, CeilingRequest, Ceilings, ManifestCeilings, Mechanism,
 };
+pub use model::egress::Egress;
+pub use model::kontext::{KontextControl, KontextMode};
 pub use model::osbytes::OsBytes;
+pub use model::paths::{
+    is_normal, normalize, POLICY_DOCUMENT_DIR, POLICY_DOCUMENT_PATH, PRIVATE_SHM, PRIVATE_TMP,
+    PRIVATE_VAR_TMP,
+};
 pub use model::policy::{
     Access, FileSources, FileView, FilterRule, Grant, LaunchCreation, LocalPort, Network, Origin,
     Placeholder, PortOrigin, ProfileInfo, Protection, ProtectionKind, ResolvedPolicy, RuntimeHook,
-    Scope, StateFile, ViewKind, WithheldVar,
+    Scope, StateFile, StateFormat, ViewKind, WithheldVar,
 };
-pub use resolve::{
-    is_normal, normalize, resolve, RunRequest, OWN_MASK_REASON, POLICY_DOCUMENT_DIR,
-    POLICY_DOCUMENT_PATH, PRIVATE_SHM, PRIVATE_TMP, PRIVATE_VAR_TMP, REMOVED_ENV_EXACT,
-    REMOVED_ENV_PREFIXES,
-};
-pub use rules::egress::{base_url_pattern, Egress, EgressRequest, DEFAULT_PROXY_PORT};
+pub use resolve::{resolve, RunRequest, OWN_MASK_REASON, REMOVED_ENV_EXACT, REMOVED_ENV_PREFIXES};
+pub use rules::egress::{base_url_pattern, EgressRequest, DEFAULT_PROXY_PORT};
 pub use rules::error::{ManifestError, ResolveError};
 pub use rules::kontext::{
     attach_kontext, check_report as check_kontext_report, kontext_executables, kontext_root,
-    kontext_socket, KontextControl, KontextMode, KontextReport, KONTEXT,
+    kontext_socket, KontextReport, KONTEXT,
 };
 pub use rules::profile::{
     builtin_names, builtin_profiles, parse as parse_profile, select as select_profile, Profile,
-    ProfileEndpoint, ProfileError, ProfileNetwork, StateFormat, GENERIC, PROFILE_SCHEMA_VERSION,
+    ProfileEndpoint, ProfileError, ProfileNetwork, GENERIC, PROFILE_SCHEMA_VERSION,
 };
 pub use rules::sensitive::{sensitive_paths, SENSITIVE_HOME_PATHS};
 pub use rules::tier::{git_copy, weaken, Keeping, Tier, TierError, TierPromise, LANDLOCK_PROMISES};

@@ -73,7 +73,7 @@ pub struct DryRunCache {
     pub tool: String,
     /// Where the tool reads the cache.
     pub path: String,
-    pub kind: crate::rules::caches::CacheKind,
+    pub kind: crate::model::caches::CacheKind,
     /// Sandy's directory holding the sandbox's side of it.
     pub layer: String,
     /// The variable Sandy set to point the tool there (redirected caches).
@@ -93,7 +93,7 @@ pub struct DryRunStateFile {
     pub path: String,
     /// Where the agent finds its private copy inside.
     pub copy: String,
-    pub format: crate::rules::profile::StateFormat,
+    pub format: crate::model::policy::StateFormat,
     /// The key paths that go back (`*` any one key, `{project}` the run's folder only).
     pub persist: Vec<String>,
     /// The real state directory the copy's directory stands in for (linked into it
@@ -202,18 +202,18 @@ pub struct DryRunDocument {
 /// tier, which keeps them all).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DryRunTier {
-    pub name: crate::rules::tier::Tier,
-    pub promises: Vec<crate::rules::tier::TierPromise>,
+    pub name: crate::model::tier::Tier,
+    pub promises: Vec<crate::model::tier::TierPromise>,
 }
 
 impl DryRunTier {
-    fn new(tier: crate::rules::tier::Tier) -> Self {
+    fn new(tier: crate::model::tier::Tier) -> Self {
         DryRunTier {
             name: tier,
             promises: match tier {
-                crate::rules::tier::Tier::Full => Vec::new(),
-                crate::rules::tier::Tier::Landlock => {
-                    crate::rules::tier::LANDLOCK_PROMISES.to_vec()
+                crate::model::tier::Tier::Full => Vec::new(),
+                crate::model::tier::Tier::Landlock => {
+                    crate::model::tier::LANDLOCK_PROMISES.to_vec()
                 }
             },
         }
@@ -324,8 +324,8 @@ pub const CLOSED_LOCAL: [&str; 5] = [
 pub struct DryRunStateDir {
     pub profile: String,
     pub root: String,
-    pub rules: Vec<crate::rules::statedirs::StateRule>,
-    pub accounts: Vec<crate::rules::statedirs::Account>,
+    pub rules: Vec<crate::model::statedirs::StateRule>,
+    pub accounts: Vec<crate::model::statedirs::Account>,
 }
 
 /// Kontext (enabled when the supervisor verified an installation), Numbat (its hooks are
@@ -510,12 +510,12 @@ impl DryRunDocument {
                 backend: "linux",
                 landlock_abi,
                 layers: [
-                    (policy.tier == crate::rules::tier::Tier::Full)
+                    (policy.tier == crate::model::tier::Tier::Full)
                         .then_some("user_and_mount_namespaces"),
                     (policy.network == Network::BlockAll
-                        && policy.tier == crate::rules::tier::Tier::Full)
+                        && policy.tier == crate::model::tier::Tier::Full)
                         .then_some("network_namespace"),
-                    (policy.tier == crate::rules::tier::Tier::Landlock)
+                    (policy.tier == crate::model::tier::Tier::Landlock)
                         .then_some("child_subreaper"),
                     Some("no_new_privs"),
                     Some("capabilities"),

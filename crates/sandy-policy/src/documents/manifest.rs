@@ -124,7 +124,7 @@ pub struct LaunchManifest {
     #[serde(default)]
     pub views: Vec<ManifestView>,
     /// The dry-run document of this launch, written read-only at
-    /// [`crate::resolve::POLICY_DOCUMENT_PATH`] inside (none in a dry run).
+    /// [`crate::model::paths::POLICY_DOCUMENT_PATH`] inside (none in a dry run).
     pub policy_document: Option<String>,
     /// Tool caches mounted copy-on-write.
     #[serde(default)]
@@ -143,7 +143,7 @@ pub struct LaunchManifest {
     /// The protection tier: `landlock` launches without namespaces (and so without the
     /// mounts, the views, the overlays and the name servers' relay of this manifest).
     #[serde(default)]
-    pub tier: crate::rules::tier::Tier,
+    pub tier: crate::model::tier::Tier,
 }
 
 impl LaunchManifest {
@@ -195,8 +195,8 @@ impl LaunchManifest {
             },
             // The relay's sockets live on the loopback of the run's network namespace.
             resolvers: match policy.tier {
-                crate::rules::tier::Tier::Full => policy.resolvers.clone(),
-                crate::rules::tier::Tier::Landlock => Vec::new(),
+                crate::model::tier::Tier::Full => policy.resolvers.clone(),
+                crate::model::tier::Tier::Landlock => Vec::new(),
             },
             proxy_port: policy.egress.as_ref().map(|e| e.proxy_port),
             restore_default_signals,
@@ -205,7 +205,7 @@ impl LaunchManifest {
             overlays: policy
                 .caches
                 .iter()
-                .filter(|c| c.kind == crate::rules::caches::CacheKind::Overlay)
+                .filter(|c| c.kind == crate::model::caches::CacheKind::Overlay)
                 .map(|c| ManifestOverlay {
                     lower: c.path.as_path().into(),
                     upper: c.upper().as_path().into(),
@@ -215,10 +215,10 @@ impl LaunchManifest {
             // Nothing is mounted in the `landlock` tier; the policy keeps them, so that
             // the check after the run leaves the agent's writes there alone.
             reopened: match policy.tier {
-                crate::rules::tier::Tier::Full => {
+                crate::model::tier::Tier::Full => {
                     policy.reopened.iter().map(|p| p.as_path().into()).collect()
                 }
-                crate::rules::tier::Tier::Landlock => Vec::new(),
+                crate::model::tier::Tier::Landlock => Vec::new(),
             },
             history: policy
                 .history
@@ -348,7 +348,7 @@ fn validate(m: &LaunchManifest) -> Result<(), ManifestError> {
     }
     // The `landlock` tier mounts nothing and has no network namespace: a manifest that
     // asks it for what only those carry is refused rather than half applied.
-    if m.tier == crate::rules::tier::Tier::Landlock {
+    if m.tier == crate::model::tier::Tier::Landlock {
         let needs_namespaces = [
             (!m.views.is_empty(), "views"),
             (!m.overlays.is_empty(), "cache overlays"),
@@ -734,7 +734,7 @@ mod tests {
     #[test]
     fn the_landlock_tier_refuses_what_needs_namespaces() {
         let mut m = sample();
-        m.tier = crate::rules::tier::Tier::Landlock;
+        m.tier = crate::model::tier::Tier::Landlock;
         m.views.clear();
         m.overlays.clear();
         m.reopened.clear();

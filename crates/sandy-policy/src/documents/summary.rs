@@ -266,7 +266,7 @@ pub fn render_with(
 /// listens, every rule with its origin, the known hosts left out and why, and what is
 /// refused whatever the names.
 fn allowlist(
-    egress: &crate::rules::egress::Egress,
+    egress: &crate::model::egress::Egress,
     local_ports: &[crate::model::policy::LocalPort],
 ) -> String {
     use sandy_net::{Action, PortSpec, Rule, RuleOrigin};

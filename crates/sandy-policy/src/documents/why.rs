@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::host::inspect::PathInspector;
+use crate::model::paths::{normalize, private_dirs};
 use crate::model::policy::{
     Access, FileView, Grant, Origin, ProtectionKind, ResolvedPolicy, Scope, ViewKind,
 };
-use crate::resolve::{normalize, private_dirs};
 
 /// The access asked about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -254,7 +254,7 @@ fn carried_grant<'a>(policy: &'a ResolvedPolicy, path: &Path) -> Option<&'a Gran
 
 /// The private directory `path` lies in, and the grant carrying it through, if any.
 fn carrying<'a>(policy: &'a ResolvedPolicy, path: &Path) -> Option<(&'a Path, Option<&'a Grant>)> {
-    crate::resolve::carrying(
+    crate::resolve::ctx::carrying(
         path,
         &private_dirs(policy.runtime_dir.as_deref()),
         &policy.grants,

@@ -219,7 +219,7 @@ impl Memo<'_> {
     fn names_itself(&self, path: &Path) -> bool {
         use std::os::unix::ffi::OsStrExt;
         let bytes = path.as_os_str().as_bytes();
-        if !crate::resolve::is_normal(bytes) {
+        if !crate::model::paths::is_normal(bytes) {
             return false;
         }
         // Each name's end: every `/` after the root's, then the path's own end.

@@ -183,7 +183,7 @@ pub struct StateFile {
     /// Sandy's own name and removed after the merge (false).
     pub bound: bool,
     /// How the file is parsed and merged.
-    pub format: crate::rules::profile::StateFormat,
+    pub format: crate::model::policy::StateFormat,
     /// The state directory that the copy's directory stands in for (see
     /// [`crate::rules::profile::ProfileStateFile::mirror`]), when the agent is pointed at the
     /// copy's directory as a whole.
@@ -354,7 +354,7 @@ pub struct ResolvedPolicy {
     pub resolvers: Vec<std::net::IpAddr>,
     /// The egress proxy's policy (`--allow-domain`, `--net agent`, or `--block-net`'s
     /// immediate refusals); `None` when the network is open.
-    pub egress: Option<crate::rules::egress::Egress>,
+    pub egress: Option<crate::model::egress::Egress>,
     pub profile: ProfileInfo,
     /// Paths that override the grants (masks and read-only paths).
     pub protections: Vec<Protection>,
@@ -374,13 +374,13 @@ pub struct ResolvedPolicy {
     /// The agent's state files, merged back after the run.
     pub state_files: Vec<StateFile>,
     /// Tool caches seen copy-on-write (an overlay) or redirected into Sandy's cache.
-    pub caches: Vec<crate::rules::caches::ToolCache>,
+    pub caches: Vec<crate::model::caches::ToolCache>,
     /// Hooks the agent's configuration registers (runtime controls), each resolved to
     /// its executable (and script) before launch, granted and protected read-only.
     pub hooks: Vec<RuntimeHook>,
     /// A verified Kontext installation (its socket granted); `None` when there is none
     /// or it could not be verified. Set by the supervisor after its preflight.
-    pub kontext: Option<crate::rules::kontext::KontextControl>,
+    pub kontext: Option<crate::model::kontext::KontextControl>,
     /// Every agent's home-level launch files that exist and are left unprotected because
     /// no name of theirs leads into a writable tree (`~/.claude/settings.json` in a
     /// generic run): unwritable inside by these names, but not by another name a file
@@ -388,19 +388,19 @@ pub struct ResolvedPolicy {
     /// one after the run.
     pub agent_home_files: Vec<PathBuf>,
     /// The agent's state directories and their rules (default-deny, [`crate::rules::statedirs`]).
-    pub agent_state: Vec<crate::rules::statedirs::AgentStateDir>,
+    pub agent_state: Vec<crate::model::statedirs::AgentStateDir>,
     /// Files the agent writes that its next launch reads (memory, the login): every
     /// change is named after the run, with the reason.
     pub watched: Vec<(PathBuf, String)>,
     /// Writable names of an agent's state inside a directory protected read-only as one
     /// ([`crate::rules::statedirs::walk_at_launch`]): mounted writable again on top of it.
     pub reopened: Vec<PathBuf>,
-    /// The protection tier ([`crate::rules::tier::Tier`]): the full tier, or the weaker `landlock`
+    /// The protection tier ([`crate::model::tier::Tier`]): the full tier, or the weaker `landlock`
     /// tier the user chose ([`crate::rules::tier::weaken`] made the rest of the policy fit it).
-    pub tier: crate::rules::tier::Tier,
+    pub tier: crate::model::tier::Tier,
     /// Shell and editor history, kept in the project's own directory in Sandy's state
     /// ([`crate::rules::history`]); `None` without a home.
-    pub history: Option<crate::rules::history::History>,
+    pub history: Option<crate::model::history::History>,
     /// The configuration, profile and policy files the rules come from, in the order
     /// they apply, and the reasons their grants give.
     pub files: FileSources,
@@ -415,7 +415,7 @@ pub struct FileSources {
     /// the reason).
     pub grant_reasons: Vec<(PathBuf, Origin, String)>,
     /// The project's `sandy.toml`, when there is one: applied (trusted) or ignored.
-    pub project: Option<crate::rules::files::ProjectPolicyState>,
+    pub project: Option<crate::model::policy::ProjectPolicyState>,
 }
 
 impl ResolvedPolicy {
@@ -455,4 +455,24 @@ pub struct RuntimeHook {
     pub script: Option<PathBuf>,
     /// The configuration file that registers it.
     pub configuration: PathBuf,
+}
+
+/// The project policy of a launch: its file, its content's SHA-256, and whether the user
+/// trusted this content (its rules then apply; otherwise none of them does).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectPolicyState {
+    pub path: PathBuf,
+    /// Lowercase hexadecimal.
+    pub sha256: String,
+    pub trusted: bool,
+}
+
+/// The format of an agent's state file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StateFormat {
+    /// A JSON document whose top level is an object.
+    Json,
+    /// A TOML document (Codex's `config.toml`); merged format-preservingly.
+    Toml,
 }

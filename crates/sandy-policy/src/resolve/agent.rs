@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Ctx, GrantSet};
+use super::ctx::{Ctx, GrantSet};
 use crate::host::context::HostContext;
 use crate::host::inspect::{Entry, FileKind};
 use crate::model::policy::{
@@ -512,7 +512,7 @@ impl Ctx<'_> {
                             Some(rest) => self.home.map(|h| h.join(rest)),
                             None => file
                                 .parent()
-                                .map(|d| crate::resolve::normalize(&d.join(path))),
+                                .map(|d| crate::model::paths::normalize(&d.join(path))),
                         };
                         path.filter(|p| self.fs.kind(p).is_some())
                             .map(|p| (p.clone(), p))
@@ -740,7 +740,7 @@ impl Ctx<'_> {
                 accounts: state
                     .accounts
                     .iter()
-                    .map(|a| crate::rules::statedirs::Account {
+                    .map(|a| crate::model::statedirs::Account {
                         path: a.path.clone(),
                         identity: a.identity.clone(),
                     })
@@ -1516,7 +1516,7 @@ fn expand_word(word: &str, home: Option<&Path>, project: &Path) -> Option<(PathB
         None if rest.starts_with('/') => PathBuf::from(rest),
         None => project.join(rest),
     };
-    Some((crate::resolve::normalize(&path), written_as_path))
+    Some((crate::model::paths::normalize(&path), written_as_path))
 }
 
 /// What [`Ctx::reaches_writable`] learnt of the names on the way from the home directory,
@@ -1569,7 +1569,7 @@ fn lenient_roots(
                     host.var(var)
                         .map(Path::new)
                         .filter(|v| v.is_absolute())
-                        .map(|v| crate::resolve::normalize(&v.join(suffix)))
+                        .map(|v| crate::model::paths::normalize(&v.join(suffix)))
                 } else if let Some(rest) = candidate.strip_prefix("~/") {
                     home.map(|h| h.join(rest))
                 } else {

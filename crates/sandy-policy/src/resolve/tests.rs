@@ -3,6 +3,7 @@ use std::io;
 
 use super::*;
 use crate::host::gitfacts::{GitDir, GitDirKind, GitFacts};
+use crate::model::paths::normalize;
 use crate::model::policy::{FilterRule, LaunchCreation, Placeholder, ViewKind};
 
 /// An in-memory filesystem: paths map to kinds, symlinks to targets.
@@ -1959,9 +1960,9 @@ fn the_cgroups_are_never_writable_through_a_grant() {
 #[test]
 fn the_landlock_tier_grants_the_run_directory_instead_of_the_private_ones() {
     let mut req = request(&["true"]);
-    req.tier = crate::rules::tier::Tier::Landlock;
+    req.tier = crate::model::tier::Tier::Landlock;
     let policy = resolve(&req, &host("/usr/bin:/bin"), &base_fs()).unwrap();
-    assert_eq!(policy.tier, crate::rules::tier::Tier::Landlock);
+    assert_eq!(policy.tier, crate::model::tier::Tier::Landlock);
     for private in ["/tmp", "/var/tmp", "/dev/shm", "/run", "/run/sandy"] {
         assert!(
             !policy.grants.iter().any(|g| g.path == Path::new(private)),
@@ -1982,13 +1983,13 @@ fn the_landlock_tier_grants_the_run_directory_instead_of_the_private_ones() {
     assert_eq!(tmpdir, Some("/tmp/sandy-1".into()));
     assert!(policy.protections.iter().all(|p| p.placeholder.is_none()));
     let full = resolve(&request(&["true"]), &host("/usr/bin:/bin"), &base_fs()).unwrap();
-    assert_eq!(full.tier, crate::rules::tier::Tier::Full);
+    assert_eq!(full.tier, crate::model::tier::Tier::Full);
 }
 
 #[test]
 fn the_landlock_tier_blocks_the_network_without_a_proxy_and_refuses_an_allowlist() {
     let mut req = request(&["true"]);
-    req.tier = crate::rules::tier::Tier::Landlock;
+    req.tier = crate::model::tier::Tier::Landlock;
     req.block_net = true;
     let policy = resolve(&req, &host("/usr/bin:/bin"), &base_fs()).unwrap();
     assert_eq!(policy.network, Network::BlockAll);
@@ -1996,7 +1997,7 @@ fn the_landlock_tier_blocks_the_network_without_a_proxy_and_refuses_an_allowlist
     assert!(!policy.environment.iter().any(|(k, _)| k == "HTTPS_PROXY"));
 
     let mut req = request(&["true"]);
-    req.tier = crate::rules::tier::Tier::Landlock;
+    req.tier = crate::model::tier::Tier::Landlock;
     req.block_net = true;
     req.allow_local_ports = vec![8080];
     let err = resolve(&req, &host("/usr/bin:/bin"), &base_fs()).unwrap_err();
@@ -2006,7 +2007,7 @@ fn the_landlock_tier_blocks_the_network_without_a_proxy_and_refuses_an_allowlist
 #[test]
 fn the_landlock_tier_refuses_a_writable_grant_around_a_hidden_path_and_keeps_a_read_one() {
     let mut req = request(&["true"]);
-    req.tier = crate::rules::tier::Tier::Landlock;
+    req.tier = crate::model::tier::Tier::Landlock;
     req.read_write = vec!["/home/u/.config".into()];
     let fs = base_fs()
         .dir("/home/u/.config")
@@ -2017,7 +2018,7 @@ fn the_landlock_tier_refuses_a_writable_grant_around_a_hidden_path_and_keeps_a_r
     assert!(err.to_string().contains("/home/u/.config"), "{err}");
     // A read grant around it is fine: the launch splits it.
     let mut req = request(&["true"]);
-    req.tier = crate::rules::tier::Tier::Landlock;
+    req.tier = crate::model::tier::Tier::Landlock;
     req.read = vec!["/home/u/.config".into()];
     resolve(&req, &host("/usr/bin:/bin"), &fs).unwrap();
 }
@@ -2481,7 +2482,7 @@ fn the_landlock_tier_makes_no_mount_point_for_a_state_file_and_no_stand_in() {
             "{agent}: a copy in the full tier"
         );
         let mut req = request(&[agent]);
-        req.tier = crate::rules::tier::Tier::Landlock;
+        req.tier = crate::model::tier::Tier::Landlock;
         let policy = resolve(&req, &host("/usr/bin"), &fs).unwrap();
         assert!(policy.state_files.is_empty());
         for file in &full.state_files {

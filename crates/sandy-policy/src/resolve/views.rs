@@ -457,7 +457,10 @@ pub(super) fn add_caches(
         })
         .map(|g| g.path.clone())
         .collect();
-    let path_dirs = host.var("PATH").map(super::search_path).unwrap_or_default();
+    let path_dirs = host
+        .var("PATH")
+        .map(super::ctx::search_path)
+        .unwrap_or_default();
     let plan = plan_caches(
         home,
         host,

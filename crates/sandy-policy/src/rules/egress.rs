@@ -3,63 +3,18 @@
 //! sandbox a private network namespace with only loopback; the proxy's listener is the
 //! only way out.
 
-use serde::Deserialize;
-
 use sandy_net::{
     Action, EgressPolicy, Host, HostPattern, LeftOut, Mode, Pattern, PortSpec, Rule, RuleOrigin,
 };
 
 use crate::host::context::HostContext;
+use crate::model::egress::Egress;
 use crate::rules::error::ResolveError;
 use crate::rules::profile::Profile;
 
 /// The loopback port the proxy listens on inside the sandbox (the next free one when a
 /// local-port grant takes it).
 pub const DEFAULT_PROXY_PORT: u16 = 3128;
-
-/// What an agent's endpoint carries (`kind` in a profile's `[network] endpoints`).
-/// `--net agent` allows what the agent needs to work for the user (`model`, `login`,
-/// `service`) and leaves out what only reports on the user or changes the agent
-/// (`telemetry`, `update`, `plugins`, `notices`): those stay refused like any other host,
-/// and a refusal names them, so one `--allow-domain HOST` brings one back.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EndpointKind {
-    /// The model API.
-    Model,
-    /// Signing in and refreshing the sign-in.
-    Login,
-    /// Something else the agent needs to do its work (a model catalogue).
-    #[default]
-    Service,
-    /// Usage statistics, metrics, event logging, error reports.
-    Telemetry,
-    /// Checking for or downloading a newer version of the agent.
-    Update,
-    /// Plugin, skill and extension marketplaces synced in the background.
-    Plugins,
-    /// Release notes, announcements and tips.
-    Notices,
-}
-
-impl EndpointKind {
-    /// Whether `--net agent` allows endpoints of this kind.
-    pub fn allowed_by_agent(self) -> bool {
-        matches!(self, Self::Model | Self::Login | Self::Service)
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Self::Model => "model API",
-            Self::Login => "login",
-            Self::Service => "service",
-            Self::Telemetry => "telemetry",
-            Self::Update => "update check",
-            Self::Plugins => "plugins",
-            Self::Notices => "notices",
-        }
-    }
-}
 
 /// What the user asked of the network, after argument parsing.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -86,14 +41,6 @@ impl EgressRequest {
             || self.agent
             || self.from_files.iter().any(|(a, _, _)| *a == Action::Allow)
     }
-}
-
-/// The resolved network policy: what the proxy enforces, and where it listens inside.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Egress {
-    pub policy: EgressPolicy,
-    /// The proxy's port on `127.0.0.1` inside the sandbox.
-    pub proxy_port: u16,
 }
 
 /// The egress policy for a run, or `None` when the network is left open.

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::host::inspect::PathInspector;
+pub use crate::model::policy::ProjectPolicyState;
 use crate::model::policy::{Access, Origin, ProtectionKind, ResolvedPolicy};
 use crate::model::text::Shown;
 
@@ -204,21 +205,11 @@ pub struct FileRules {
     pub ceilings: FileCeilings,
     /// `tier = "full"` or `"landlock"` (the configuration only): the tier a run takes
     /// when `--tier` is not given.
-    pub tier: Option<(crate::rules::tier::Tier, Origin)>,
+    pub tier: Option<(crate::model::tier::Tier, Origin)>,
     /// The files read, in the order they apply.
     pub sources: Vec<(Origin, PathBuf)>,
     /// The project's `sandy.toml`, when there is one, and whether it applies.
     pub project: Option<ProjectPolicyState>,
-}
-
-/// The project policy of a launch: its file, its content's SHA-256, and whether the user
-/// trusted this content (its rules then apply; otherwise none of them does).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProjectPolicyState {
-    pub path: PathBuf,
-    /// Lowercase hexadecimal.
-    pub sha256: String,
-    pub trusted: bool,
 }
 
 impl FileRules {
@@ -439,7 +430,7 @@ struct RawConfigSection {
     network: Option<RawNetwork>,
     environment: Option<RawEnvironment>,
     ceilings: Option<RawCeilings>,
-    tier: Option<crate::rules::tier::Tier>,
+    tier: Option<crate::model::tier::Tier>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -455,7 +446,7 @@ struct RawConfig {
     environment: Option<RawEnvironment>,
     ceilings: Option<RawCeilings>,
     /// The protection tier every run takes unless `--tier` says otherwise.
-    tier: Option<crate::rules::tier::Tier>,
+    tier: Option<crate::model::tier::Tier>,
     #[serde(default)]
     profile: BTreeMap<String, RawConfigSection>,
 }
@@ -791,7 +782,9 @@ impl Cx<'_> {
         let path = PathBuf::from(text);
         if !path.is_absolute() {
             return match self.relative_to {
-                Some(base) if !text.is_empty() => Ok(crate::resolve::normalize(&base.join(path))),
+                Some(base) if !text.is_empty() => {
+                    Ok(crate::model::paths::normalize(&base.join(path)))
+                }
                 _ => Err(self.invalid(key, format!("{text:?} is neither absolute nor below ~/"))),
             };
         }
@@ -949,7 +942,7 @@ pub fn check_not_writable(
     // The directories the sandbox sees as private, empty ones (`/tmp`) are not the
     // host's: a grant of exactly one is the private one's. A grant below one (a project
     // in `/tmp/x`) is the host's, carried through.
-    let privates = crate::resolve::private_dirs(policy.runtime_dir.as_deref());
+    let privates = crate::model::paths::private_dirs(policy.runtime_dir.as_deref());
     let mut writable: Vec<PathBuf> = policy
         .writable_paths()
         .filter(|p| !privates.contains(p))
@@ -964,7 +957,7 @@ pub fn check_not_writable(
     };
     // The name itself, and each directory on the way (a parent the run could write
     // could have the name replaced).
-    let lexical = crate::resolve::normalize(path);
+    let lexical = crate::model::paths::normalize(path);
     if let Some(w) = writable_at(&lexical) {
         return Err(refuse(w));
     }

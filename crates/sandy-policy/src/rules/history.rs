@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::host::context::HostContext;
+pub use crate::model::history::{History, Kept};
 
 /// Where the project's history directory appears inside the sandbox.
 pub const INSIDE: &str = "/tmp/.sandy-history";
@@ -110,19 +111,6 @@ else:
 del _sandy_user
 "#;
 
-/// One tool's history, kept in the project's directory: what the tool reads to find its
-/// file, and the file in the home it would otherwise write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Kept {
-    pub tool: &'static str,
-    /// The variable Sandy sets.
-    pub variable: &'static str,
-    /// The file's name in the project's history directory.
-    pub file: &'static str,
-    /// The file in the home (relative) the tool writes without the variable.
-    pub instead_of: &'static str,
-}
-
 /// What each tool reads, and where it writes without it (checked against the real tools:
 /// `crates/sandy-cli/tests/history.rs`). bash and zsh read `HISTFILE` (from the
 /// environment, unless a start-up file sets it); Python 3.13+ `PYTHON_HISTORY`, older
@@ -173,19 +161,6 @@ pub const NOT_KEPT: &[(&str, &str)] = &[(
     "fish writes $XDG_DATA_HOME/fish/fish_history; no variable names that file, and \
      moving XDG_DATA_HOME would move every tool's data",
 )];
-
-/// The history of one run: the project's directory and the variables set.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct History {
-    /// The project's history directory on the host (in Sandy's state directory).
-    pub directory: PathBuf,
-    /// The home, whose history files the run neither reads nor writes.
-    pub home: PathBuf,
-    /// The tools whose history is kept there, one per file.
-    pub kept: Vec<Kept>,
-    /// Variables Sandy sets (name, value).
-    pub environment: Vec<(OsString, OsString)>,
-}
 
 /// The dry run's account of it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -220,7 +220,7 @@ fn find_executable(word: &str, env: &HookEnv, fs: &dyn PathInspector) -> Result<
             .is_some_and(|c| matches!(fs.kind(&c), Some(FileKind::File { executable: true })))
     };
     if word.contains('/') {
-        let path = crate::resolve::normalize(&env.project.join(word));
+        let path = crate::model::paths::normalize(&env.project.join(word));
         if executable(&path) {
             return Ok(path);
         }
@@ -304,7 +304,7 @@ pub(crate) fn resolve_hook(
     let Some(script) = script else {
         return Err(format!("{name} is given no script"));
     };
-    let path = crate::resolve::normalize(&env.project.join(&script));
+    let path = crate::model::paths::normalize(&env.project.join(&script));
     let readable = fs
         .canonicalize(&path)
         .ok()
@@ -402,7 +402,7 @@ pub(crate) fn parse_numbat(
         if !path.is_absolute() || path.parent().is_none() {
             return Err(format!("the path {value} is not absolute, or is /"));
         }
-        Ok(crate::resolve::normalize(&path))
+        Ok(crate::model::paths::normalize(&path))
     };
     let mut rule_directories = Vec::new();
     let mut output_file = None;

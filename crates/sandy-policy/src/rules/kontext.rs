@@ -17,6 +17,7 @@ use std::path::{Component, Path, PathBuf};
 use serde::Deserialize;
 
 use crate::host::inspect::PathInspector;
+use crate::model::kontext::{KontextControl, KontextMode};
 use crate::model::policy::Protection;
 use crate::model::policy::{
     Access, Grant, Origin, ProtectionKind, ResolvedPolicy, RuntimeHook, Scope,
@@ -42,27 +43,6 @@ pub struct KontextReport {
     pub legacy_install: bool,
     #[serde(default)]
     pub mode: Option<KontextMode>,
-}
-
-/// Kontext's managed mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum KontextMode {
-    Observe,
-    Enforce,
-    Remote,
-}
-
-/// A verified Kontext installation, as the dry run lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KontextControl {
-    pub version: Option<String>,
-    /// The hook executable, by name.
-    pub executable: PathBuf,
-    /// The settings file that registers its hooks (the first one found).
-    pub configuration: PathBuf,
-    /// The daemon's socket, granted and carried into the private `/tmp`.
-    pub socket: PathBuf,
 }
 
 /// The daemon's socket for the user `uid` (the owner of the home directory).

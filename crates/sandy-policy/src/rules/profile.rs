@@ -6,8 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
+use crate::model::policy::StateFormat;
 use crate::model::policy::{Access, Placeholder, ProtectionKind};
 
 /// The only profile schema this build reads.
@@ -193,16 +194,6 @@ pub struct ProfileBaseline {
     pub named_commands: Vec<ProfileNamedCommands>,
 }
 
-/// The format of an agent's state file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StateFormat {
-    /// A JSON document whose top level is an object.
-    Json,
-    /// A TOML document (Codex's `config.toml`); merged format-preservingly.
-    Toml,
-}
-
 /// An agent state file that mixes ordinary state with launch configuration
 /// (`~/.claude.json`). Inside, the agent writes a private copy; after the run only the
 /// values at `persist` paths go back to the host file (design §4.2).
@@ -309,9 +300,9 @@ pub struct ProfileEndpoint {
     /// What the agent uses it for.
     pub role: String,
     /// The kind of traffic; decides whether `--net agent` allows it (see
-    /// [`crate::rules::egress::EndpointKind`]). Absent: `service`, allowed.
+    /// [`crate::model::egress::EndpointKind`]). Absent: `service`, allowed.
     #[serde(default)]
-    pub kind: crate::rules::egress::EndpointKind,
+    pub kind: crate::model::egress::EndpointKind,
     /// Variables holding a base URL that replaces this host when set (first set wins).
     #[serde(default)]
     pub base_url_env: Vec<String>,

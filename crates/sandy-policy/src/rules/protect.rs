@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 
 use crate::host::gitfacts::{GitDirKind, GitFacts};
 use crate::host::inspect::PathInspector;
+use crate::model::paths::normalize;
 use crate::model::policy::{Origin, Placeholder, Protection, ProtectionKind};
-use crate::resolve::normalize;
 
 /// What git reads, in a repository's own (common) git directory, as configuration or as
 /// code to run, and what Sandy may create there when it is absent.

@@ -65,9 +65,7 @@ pub fn is_credential_name(name: &str) -> bool {
     let place = ["_DIR", "_PATH", "_FILE", "_HOME", "_SOCK", "_SOCKET"]
         .iter()
         .any(|end| upper.ends_with(end));
-    !place
-        && !matches!(upper.as_str(), "PWD" | "OLDPWD")
-        && crate::rules::filter::looks_like_credential(name.as_bytes())
+    !place && !matches!(upper.as_str(), "PWD" | "OLDPWD") && looks_like_credential(name.as_bytes())
 }
 
 /// The id of the first gitleaks rule that finds a secret in `text` (a line, or
@@ -219,6 +217,99 @@ fn entropy(text: &str) -> f64 {
             -p * p.log2()
         })
         .sum()
+}
+
+/// Words that mark an assigned name as a credential, compared case-insensitively against
+/// the name with `-` and `.` read as `_`.
+pub(crate) const CREDENTIAL_WORDS: &[&str] = &[
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "passphrase",
+    "pass",
+    "pwd",
+    "apikey",
+    "api_key",
+    "_auth",
+    "auth",
+    "credential",
+    "credentials",
+    "private_key",
+    "access_key",
+    "session_key",
+    "cookie",
+    "bearer",
+];
+
+/// Whether a name looks like a credential's: one of [`CREDENTIAL_WORDS`] (see
+/// [`has_credential_word`]), a `PAT` or `OTP` word (`GH_PAT`, `AZURE_DEVOPS_EXT_PAT`,
+/// npm's `otp`), `KEY` or `LOGIN` as its last word after another (`OPENAI_KEY`,
+/// `signingInMemoryKey`, `gpr.key`, `sonar.login`; not `KEYMAP`, `KEYTIMEOUT`,
+/// `SSH_KEY_PATH` or `SIGNING_KEY_FILE`, which name a file), or `WEBHOOK` anywhere in it
+/// (`SLACK_WEBHOOK_URL`).
+pub(crate) fn looks_like_credential(name: &[u8]) -> bool {
+    if has_credential_word(name) {
+        return true;
+    }
+    let normalized = snake_case(name);
+    let n = normalized.as_slice();
+    is_whole_word_of(n, b"pat")
+        || is_whole_word_of(n, b"otp")
+        || is_whole_word_of(n, b"creds")
+        || is_whole_word_of(n, b"cred")
+        || is_whole_word_of(n, b"pw")
+        || (n.ends_with(b"_sk") && n.len() > 3)
+        || n.windows(7).any(|w| w == b"webhook")
+        || [&b"_key"[..], b"_login"]
+            .iter()
+            .any(|end| n.ends_with(end) && n.len() > end.len())
+}
+
+/// `name` in `snake_case`: `-` and `.` read as `_`, a capital after a lower-case letter
+/// starts a word, all lower case.
+fn snake_case(name: &[u8]) -> Vec<u8> {
+    let mut normalized: Vec<u8> = Vec::with_capacity(name.len() + 8);
+    for (i, &b) in name.iter().enumerate() {
+        match b {
+            b'-' | b'.' => normalized.push(b'_'),
+            b'A'..=b'Z' => {
+                if i > 0 && name[i - 1].is_ascii_lowercase() {
+                    normalized.push(b'_');
+                }
+                normalized.push(b.to_ascii_lowercase());
+            }
+            other => normalized.push(other),
+        }
+    }
+    normalized
+}
+
+/// Whether the name holds one of [`CREDENTIAL_WORDS`].
+pub(crate) fn has_credential_word(name: &[u8]) -> bool {
+    // camelCase words become snake_case words: `npmAuthToken` is `npm_auth_token`.
+    let normalized = snake_case(name);
+    let n = normalized.as_slice();
+    CREDENTIAL_WORDS.iter().any(|word| {
+        let word = word.trim_start_matches('_').as_bytes();
+        // A whole word of the name, or its end (`npmAuthToken`, `GITHUB_TOKEN`), or its
+        // first word.
+        is_whole_word_of(n, word)
+            || n.ends_with(word)
+            || (n.starts_with(word) && n.get(word.len()) == Some(&b'_'))
+    })
+}
+
+/// Whether `word` occurs in `name` between `_` separators (or the name's ends).
+fn is_whole_word_of(name: &[u8], word: &[u8]) -> bool {
+    if word.is_empty() || word.len() > name.len() {
+        return false;
+    }
+    (0..=name.len() - word.len()).any(|at| {
+        name[at..].starts_with(word)
+            && (at == 0 || name[at - 1] == b'_')
+            && name.get(at + word.len()).is_none_or(|&b| b == b'_')
+    })
 }
 
 #[cfg(test)]

@@ -165,7 +165,7 @@ pub fn merge_toml(
 /// it is (TOML edited in place, comments kept). `None` when `content` does not parse:
 /// the copy is then the host file unchanged.
 pub fn with_inside_settings(
-    format: crate::rules::profile::StateFormat,
+    format: crate::model::policy::StateFormat,
     content: &[u8],
     settings: &std::collections::BTreeMap<String, String>,
 ) -> Option<Vec<u8>> {
@@ -174,14 +174,14 @@ pub fn with_inside_settings(
     }
     let text = std::str::from_utf8(content).ok()?;
     match format {
-        crate::rules::profile::StateFormat::Toml => {
+        crate::model::policy::StateFormat::Toml => {
             let mut doc: toml_edit::DocumentMut = text.parse().ok()?;
             for (key, value) in settings {
                 doc[key.as_str()] = toml_edit::value(value.as_str());
             }
             Some(doc.to_string().into_bytes())
         }
-        crate::rules::profile::StateFormat::Json => {
+        crate::model::policy::StateFormat::Json => {
             let mut value: Value = serde_json::from_str(text).ok()?;
             let object = value.as_object_mut()?;
             for (key, v) in settings {
@@ -356,7 +356,7 @@ mod tests {
 
     #[test]
     fn inside_settings_replace_a_top_level_key_and_keep_the_rest() {
-        use crate::rules::profile::StateFormat;
+        use crate::model::policy::StateFormat;
         let settings = [("sandbox_mode".to_owned(), "danger-full-access".to_owned())]
             .into_iter()
             .collect();

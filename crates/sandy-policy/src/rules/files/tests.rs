@@ -471,18 +471,18 @@ fn the_configuration_names_a_tier_for_every_run_or_one_profile() {
     let c = config("version = 1\ntier = \"landlock\"\n[profile.codex]\ntier = \"full\"\n").unwrap();
     assert_eq!(
         c.rules.tier,
-        Some((crate::rules::tier::Tier::Landlock, Origin::Config))
+        Some((crate::model::tier::Tier::Landlock, Origin::Config))
     );
     assert_eq!(
         c.profiles["codex"].tier,
-        Some((crate::rules::tier::Tier::Full, Origin::Config))
+        Some((crate::model::tier::Tier::Full, Origin::Config))
     );
     // A profile's section replaces the configuration's choice.
     let mut rules = c.rules.clone();
     rules.extend(c.profiles["codex"].clone());
     assert_eq!(
         rules.tier,
-        Some((crate::rules::tier::Tier::Full, Origin::Config))
+        Some((crate::model::tier::Tier::Full, Origin::Config))
     );
     let (line, _, text) = syntax(config("version = 1\ntier = \"none\"\n").unwrap_err());
     assert_eq!(line, 2, "{text}");
