@@ -8,7 +8,21 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::osbytes::OsBytes;
 use crate::model::policy::{Access, Network, ProtectionKind, ResolvedPolicy, Scope};
-use crate::rules::error::ManifestError;
+
+/// Why a launch manifest was rejected. Raised by the supervisor before it hands the
+/// manifest over, and again by the bootstrap, which trusts nothing it did not check.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ManifestError {
+    #[error("launch manifest is {size} bytes, over the {max}-byte limit")]
+    TooLarge { size: usize, max: usize },
+    #[error("launch manifest is malformed: {reason}")]
+    Malformed { reason: String },
+    #[error("launch manifest schema version {found} is not supported (expected {expected})")]
+    UnsupportedSchema { found: u32, expected: u32 },
+    #[error("launch manifest is invalid: {reason}")]
+    Invalid { reason: String },
+}
 
 /// The only manifest schema this build reads or writes.
 pub const MANIFEST_SCHEMA_VERSION: u32 = 4;

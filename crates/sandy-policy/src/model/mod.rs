@@ -1,3 +1,6 @@
+//! Layer 1: the policy as data (see the crate documentation, "Layers"). Refers to no
+//! other layer.
+
 pub mod caches;
 pub mod ceilings;
 pub mod egress;

@@ -1,4 +1,5 @@
-//! Resolution: `(RunRequest, HostContext, PathInspector) -> ResolvedPolicy`.
+//! Layer 4, resolution: `(RunRequest, HostContext, PathInspector) -> ResolvedPolicy` (see
+//! the crate documentation, "Layers").
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};

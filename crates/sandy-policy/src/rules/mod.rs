@@ -1,3 +1,6 @@
+//! Layer 3: the rules that decide each part of a policy (see the crate documentation,
+//! "Layers"). Refers only to `model` and `host`.
+
 pub mod caches;
 pub mod egress;
 pub mod error;
