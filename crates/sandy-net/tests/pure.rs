@@ -1,6 +1,7 @@
 //! The pure part of the crate (`addr`, `host`, `rules`: what `sandy-policy` uses, without
 //! the `proxy` feature) names neither the proxy's modules nor a runtime crate, and every
 //! other module is behind the `proxy` feature (see the crate documentation).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 

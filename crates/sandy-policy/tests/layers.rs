@@ -10,6 +10,7 @@
 //! users (`crate::caches::X`, `crate::Tier`) are refused here, since they would hide the
 //! layer a reference goes to. `lib.rs` itself, which only declares the layers and
 //! re-exports, is not checked.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
