@@ -16,6 +16,15 @@
 //! - `local` (feature `proxy`): the host's own services, closed to the host's network.
 //! - `dns` (feature `proxy`): the name-resolution relay of a sandbox on the host's
 //!   network (its only UDP).
+//!
+//! # The pure part and the `proxy` feature
+//!
+//! `host`, `addr` and `rules` are pure (no I/O, no runtime; `serde`, `thiserror` and
+//! `url` only): `sandy-policy` parses, explains and shows the rules with them, and the
+//! proxy decides every connection with the same code. Everything that does I/O is behind
+//! the `proxy` feature, which the policy crate never turns on, so the pure crate never
+//! depends on tokio. `tests/pure.rs` keeps the pure modules free of the others and of the
+//! runtime crates, and `sandy-policy`'s `tests/dependencies.rs` keeps both manifests so.
 #![forbid(unsafe_code)]
 
 pub mod addr;

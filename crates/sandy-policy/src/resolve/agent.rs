@@ -4,21 +4,21 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Ctx, GrantSet};
-use crate::caches::ProfileCache;
-use crate::error::ResolveError;
-use crate::hooks::{
-    is_numbat, kontext_binary, numbat_opencode_plugin, parse_numbat, plain_words, plugin_spec,
-    resolve_hook, strip_jsonc, HookEnv, NumbatHook, PluginSpec, NUMBAT_MARKER,
-};
-use crate::host::HostContext;
-use crate::inspect::{Entry, FileKind};
-use crate::policy::{
+use super::ctx::{Ctx, GrantSet};
+use crate::host::context::HostContext;
+use crate::host::inspect::{Entry, FileKind};
+use crate::model::policy::{
     Access, FileView, FilterRule, LaunchCreation, Origin, Placeholder, Protection, RuntimeHook,
     Scope, StateFile, ViewKind,
 };
-use crate::profile::Profile;
-use crate::statedirs::{
+use crate::rules::caches::ProfileCache;
+use crate::rules::error::ResolveError;
+use crate::rules::hooks::{
+    is_numbat, kontext_binary, numbat_opencode_plugin, parse_numbat, plain_words, plugin_spec,
+    resolve_hook, strip_jsonc, HookEnv, NumbatHook, PluginSpec, NUMBAT_MARKER,
+};
+use crate::rules::profile::Profile;
+use crate::rules::statedirs::{
     claude_project_key, walk_at_launch, AgentStateDir, StateClass, StateLister, StateRule,
 };
 
@@ -48,10 +48,10 @@ pub(super) struct AppliedProfile {
     pub(super) reopened: Vec<PathBuf>,
 }
 
-/// The policy's view of a state directory, for [`crate::statedirs::walk`] at launch.
+/// The policy's view of a state directory, for [`crate::rules::statedirs::walk`] at launch.
 struct InspectedState<'a> {
     root: &'a Path,
-    fs: &'a dyn crate::inspect::PathInspector,
+    fs: &'a dyn crate::host::inspect::PathInspector,
 }
 
 impl StateLister for InspectedState<'_> {
@@ -231,7 +231,7 @@ impl Ctx<'_> {
                 protections.push(Protection {
                     at_launch: false,
                     path,
-                    kind: crate::policy::ProtectionKind::ReadOnly,
+                    kind: crate::model::policy::ProtectionKind::ReadOnly,
                     origin: Origin::Profile,
                     exists,
                     placeholder: None,
@@ -259,7 +259,7 @@ impl Ctx<'_> {
         };
         // Each entry names one settings file, or a drop-in directory (`DIR/*.json`): every
         // `.json` file in it, in name order, as the agent reads them.
-        let named_files: Vec<(&crate::profile::ProfileNamedCommands, PathBuf)> = profile
+        let named_files: Vec<(&crate::rules::profile::ProfileNamedCommands, PathBuf)> = profile
             .named_commands
             .iter()
             .flat_map(|named| {
@@ -512,7 +512,7 @@ impl Ctx<'_> {
                             Some(rest) => self.home.map(|h| h.join(rest)),
                             None => file
                                 .parent()
-                                .map(|d| crate::resolve::normalize(&d.join(path))),
+                                .map(|d| crate::model::paths::normalize(&d.join(path))),
                         };
                         path.filter(|p| self.fs.kind(p).is_some())
                             .map(|p| (p.clone(), p))
@@ -740,7 +740,7 @@ impl Ctx<'_> {
                 accounts: state
                     .accounts
                     .iter()
-                    .map(|a| crate::statedirs::Account {
+                    .map(|a| crate::model::statedirs::Account {
                         path: a.path.clone(),
                         identity: a.identity.clone(),
                     })
@@ -779,7 +779,7 @@ impl Ctx<'_> {
                     protections.push(Protection {
                         at_launch: true,
                         path,
-                        kind: crate::policy::ProtectionKind::ReadOnly,
+                        kind: crate::model::policy::ProtectionKind::ReadOnly,
                         origin: Origin::Profile,
                         exists: true,
                         placeholder: None,
@@ -882,7 +882,7 @@ impl Ctx<'_> {
                 out.push(Protection {
                     at_launch: false,
                     path,
-                    kind: crate::policy::ProtectionKind::ReadOnly,
+                    kind: crate::model::policy::ProtectionKind::ReadOnly,
                     origin: Origin::Profile,
                     exists,
                     placeholder: None,
@@ -890,7 +890,7 @@ impl Ctx<'_> {
                 });
             }
         };
-        for profile in crate::profile::builtin_baselines()? {
+        for profile in crate::rules::profile::builtin_baselines()? {
             let own = profile.name == detected;
             let mut roots = lenient_roots(&profile.roots, host, self.home);
             roots.push(("project".to_owned(), vec![project.to_path_buf()]));
@@ -1204,7 +1204,7 @@ impl Ctx<'_> {
     fn commands_named_in(
         &self,
         file: &Path,
-        named: &crate::profile::ProfileNamedCommands,
+        named: &crate::rules::profile::ProfileNamedCommands,
         project: &Path,
         grants: &GrantSet,
     ) -> Vec<PathBuf> {
@@ -1516,7 +1516,7 @@ fn expand_word(word: &str, home: Option<&Path>, project: &Path) -> Option<(PathB
         None if rest.starts_with('/') => PathBuf::from(rest),
         None => project.join(rest),
     };
-    Some((crate::resolve::normalize(&path), written_as_path))
+    Some((crate::model::paths::normalize(&path), written_as_path))
 }
 
 /// What [`Ctx::reaches_writable`] learnt of the names on the way from the home directory,
@@ -1569,7 +1569,7 @@ fn lenient_roots(
                     host.var(var)
                         .map(Path::new)
                         .filter(|v| v.is_absolute())
-                        .map(|v| crate::resolve::normalize(&v.join(suffix)))
+                        .map(|v| crate::model::paths::normalize(&v.join(suffix)))
                 } else if let Some(rest) = candidate.strip_prefix("~/") {
                     home.map(|h| h.join(rest))
                 } else {

@@ -7,7 +7,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::inspect::{FileKind, PathInspector};
+use crate::host::inspect::{FileKind, PathInspector};
 
 /// The kernel reads this many bytes for a `#!` line (`BINPRM_BUF_SIZE`).
 const KERNEL_LINE_MAX: usize = 256;

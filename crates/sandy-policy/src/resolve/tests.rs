@@ -2,8 +2,9 @@ use std::collections::BTreeMap;
 use std::io;
 
 use super::*;
-use crate::gitfacts::{GitDir, GitDirKind, GitFacts};
-use crate::policy::{FilterRule, LaunchCreation, Placeholder, ViewKind};
+use crate::host::gitfacts::{GitDir, GitDirKind, GitFacts};
+use crate::model::paths::normalize;
+use crate::model::policy::{FilterRule, LaunchCreation, Placeholder, ViewKind};
 
 /// An in-memory filesystem: paths map to kinds, symlinks to targets.
 #[derive(Default)]
@@ -301,7 +302,7 @@ fn plain_run_resolves_to_the_default_policy() {
         },
         private_tmp: "/tmp/sandy-1".into(),
         runtime_dir: None,
-        ceilings: crate::ceilings::Ceilings::resolve(&Default::default()),
+        ceilings: crate::model::ceilings::Ceilings::resolve(&Default::default()),
         notices: vec![],
         views: vec![],
         created_at_launch: vec![],
@@ -315,7 +316,7 @@ fn plain_run_resolves_to_the_default_policy() {
         reopened: vec![],
         tier: Default::default(),
         files: Default::default(),
-        // No terminal: no history kept (crate::history).
+        // No terminal: no history kept (crate::rules::history).
         history: None,
     };
     assert_eq!(policy, expected);
@@ -786,7 +787,7 @@ fn local_ports_are_relayed_into_a_blocked_network_or_opened_on_the_hosts() {
         ]
     );
     assert_eq!(policy.resolvers, h.resolvers);
-    let launch = crate::LaunchManifest::from_policy(&policy, 0, vec![]);
+    let launch = crate::documents::manifest::LaunchManifest::from_policy(&policy, 0, vec![]);
     assert!(launch.local_ports.is_empty());
     assert_eq!(launch.resolvers, h.resolvers);
     r.block_net = true;
@@ -1636,9 +1637,9 @@ fn git_configuration_in_the_home_is_a_filtered_view() {
         .file("/home/u/proj/.git/config")
         .file("/etc/gitconfig");
     let mut h = host("/usr/bin");
-    h.git.git_dirs = vec![crate::gitfacts::GitDir {
+    h.git.git_dirs = vec![crate::host::gitfacts::GitDir {
         path: "/home/u/proj/.git".into(),
-        kind: crate::gitfacts::GitDirKind::Common,
+        kind: crate::host::gitfacts::GitDirKind::Common,
     }];
     h.git.config_files = [
         "/home/u/proj/.git/config",
@@ -1959,9 +1960,9 @@ fn the_cgroups_are_never_writable_through_a_grant() {
 #[test]
 fn the_landlock_tier_grants_the_run_directory_instead_of_the_private_ones() {
     let mut req = request(&["true"]);
-    req.tier = crate::Tier::Landlock;
+    req.tier = crate::model::tier::Tier::Landlock;
     let policy = resolve(&req, &host("/usr/bin:/bin"), &base_fs()).unwrap();
-    assert_eq!(policy.tier, crate::Tier::Landlock);
+    assert_eq!(policy.tier, crate::model::tier::Tier::Landlock);
     for private in ["/tmp", "/var/tmp", "/dev/shm", "/run", "/run/sandy"] {
         assert!(
             !policy.grants.iter().any(|g| g.path == Path::new(private)),
@@ -1982,13 +1983,13 @@ fn the_landlock_tier_grants_the_run_directory_instead_of_the_private_ones() {
     assert_eq!(tmpdir, Some("/tmp/sandy-1".into()));
     assert!(policy.protections.iter().all(|p| p.placeholder.is_none()));
     let full = resolve(&request(&["true"]), &host("/usr/bin:/bin"), &base_fs()).unwrap();
-    assert_eq!(full.tier, crate::Tier::Full);
+    assert_eq!(full.tier, crate::model::tier::Tier::Full);
 }
 
 #[test]
 fn the_landlock_tier_blocks_the_network_without_a_proxy_and_refuses_an_allowlist() {
     let mut req = request(&["true"]);
-    req.tier = crate::Tier::Landlock;
+    req.tier = crate::model::tier::Tier::Landlock;
     req.block_net = true;
     let policy = resolve(&req, &host("/usr/bin:/bin"), &base_fs()).unwrap();
     assert_eq!(policy.network, Network::BlockAll);
@@ -1996,7 +1997,7 @@ fn the_landlock_tier_blocks_the_network_without_a_proxy_and_refuses_an_allowlist
     assert!(!policy.environment.iter().any(|(k, _)| k == "HTTPS_PROXY"));
 
     let mut req = request(&["true"]);
-    req.tier = crate::Tier::Landlock;
+    req.tier = crate::model::tier::Tier::Landlock;
     req.block_net = true;
     req.allow_local_ports = vec![8080];
     let err = resolve(&req, &host("/usr/bin:/bin"), &base_fs()).unwrap_err();
@@ -2006,7 +2007,7 @@ fn the_landlock_tier_blocks_the_network_without_a_proxy_and_refuses_an_allowlist
 #[test]
 fn the_landlock_tier_refuses_a_writable_grant_around_a_hidden_path_and_keeps_a_read_one() {
     let mut req = request(&["true"]);
-    req.tier = crate::Tier::Landlock;
+    req.tier = crate::model::tier::Tier::Landlock;
     req.read_write = vec!["/home/u/.config".into()];
     let fs = base_fs()
         .dir("/home/u/.config")
@@ -2017,16 +2018,16 @@ fn the_landlock_tier_refuses_a_writable_grant_around_a_hidden_path_and_keeps_a_r
     assert!(err.to_string().contains("/home/u/.config"), "{err}");
     // A read grant around it is fine: the launch splits it.
     let mut req = request(&["true"]);
-    req.tier = crate::Tier::Landlock;
+    req.tier = crate::model::tier::Tier::Landlock;
     req.read = vec!["/home/u/.config".into()];
     resolve(&req, &host("/usr/bin:/bin"), &fs).unwrap();
 }
 
-// Policies as files (`crate::files`): their grants go through the flags' checks, keep
+// Policies as files (`crate::rules::files`): their grants go through the flags' checks, keep
 // their origin, and a file the run could write is refused.
 
-fn file_rules(text: &str) -> crate::files::FileRules {
-    crate::files::parse_config(
+fn file_rules(text: &str) -> crate::rules::files::FileRules {
+    crate::rules::files::parse_config(
         text,
         Path::new("/home/u/.config/sandy/config.toml"),
         Some(Path::new("/home/u")),
@@ -2064,7 +2065,7 @@ fn a_file_grant_carries_its_origin_and_reason_and_the_flags_add_to_it() {
             "the library".to_owned()
         )]
     );
-    let doc = crate::DryRunDocument::new(&policy, 4);
+    let doc = crate::documents::dryrun::DryRunDocument::new(&policy, 4);
     let lib = doc
         .file_grants
         .iter()
@@ -2164,13 +2165,13 @@ fn file_network_rules_ports_and_ceilings_carry_their_origin() {
     assert_eq!(policy.ceilings.max_procs.value, 100);
     assert_eq!(
         policy.ceilings.max_procs.origin,
-        crate::ceilings::CeilingOrigin::Config
+        crate::model::ceilings::CeilingOrigin::Config
     );
     // The flag's value replaces the file's.
     assert_eq!(policy.ceilings.max_memory.value, 2 << 30);
     assert_eq!(
         policy.ceilings.max_memory.origin,
-        crate::ceilings::CeilingOrigin::Flag
+        crate::model::ceilings::CeilingOrigin::Flag
     );
 
     // A file's `mode = "block"` conflicts with a flag's allowlist, in one line.
@@ -2187,7 +2188,7 @@ fn file_network_rules_ports_and_ceilings_carry_their_origin() {
 
 #[test]
 fn a_file_the_run_could_write_is_refused() {
-    use crate::files::{check_not_writable, FileRole};
+    use crate::rules::files::{check_not_writable, FileRole};
     let fs = base_fs()
         .dir("/home/u/.config")
         .dir("/home/u/.config/sandy")
@@ -2244,7 +2245,7 @@ fn a_file_the_run_could_write_is_refused() {
 }
 
 /// With a terminal, the run keeps its history in the project's own directory: every
-/// variable of `crate::history` is set, and named among those Sandy sets.
+/// variable of `crate::rules::history` is set, and named among those Sandy sets.
 #[test]
 fn a_run_on_a_terminal_keeps_its_history_in_the_projects_directory() {
     let mut h = host("/usr/bin:/bin");
@@ -2255,7 +2256,7 @@ fn a_run_on_a_terminal_keeps_its_history_in_the_projects_directory() {
     let history = policy.history.clone().unwrap();
     assert_eq!(
         history.directory,
-        crate::history::directory(
+        crate::rules::history::directory(
             Path::new("/home/u/.local/state/sandy"),
             Path::new("/home/u/proj")
         )
@@ -2405,7 +2406,7 @@ fn execute_is_refused_where_read_is_and_skips_what_is_masked() {
 #[test]
 fn a_files_execute_grant_carries_its_origin_and_reason() {
     let mut req = request(&["true"]);
-    req.files.grants.push(crate::files::FileGrant {
+    req.files.grants.push(crate::rules::files::FileGrant {
         path: "/srv/tools".into(),
         access: Access::Execute,
         reason: "the team's linters".into(),
@@ -2481,7 +2482,7 @@ fn the_landlock_tier_makes_no_mount_point_for_a_state_file_and_no_stand_in() {
             "{agent}: a copy in the full tier"
         );
         let mut req = request(&[agent]);
-        req.tier = crate::Tier::Landlock;
+        req.tier = crate::model::tier::Tier::Landlock;
         let policy = resolve(&req, &host("/usr/bin"), &fs).unwrap();
         assert!(policy.state_files.is_empty());
         for file in &full.state_files {

@@ -6,12 +6,12 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::caches::{hidden_dirs, plan_caches, ProfileCache, ToolCache};
-use crate::chain::{chain, Chain, ChainError};
+use crate::host::chain::{chain, Chain, ChainError};
+use crate::rules::caches::{hidden_dirs, plan_caches, ProfileCache, ToolCache};
 
-use crate::host::HostContext;
-use crate::inspect::{FileKind, PathInspector};
-use crate::policy::{
+use crate::host::context::HostContext;
+use crate::host::inspect::{FileKind, PathInspector};
+use crate::model::policy::{
     Access, FileView, FilterRule, Grant, Origin, Protection, ProtectionKind, Scope, ViewKind,
 };
 
@@ -416,7 +416,7 @@ pub(super) fn global_config_views(
     for system in ["/usr/etc/npmrc", "/usr/local/etc/npmrc"].map(PathBuf::from) {
         let secret = match fs.read_head(&system, MAX_SCAN_BYTES + 1) {
             Some(text) if text.len() <= MAX_SCAN_BYTES => {
-                crate::filter::filter_file(&system, &text) != text
+                crate::rules::filter::filter_file(&system, &text) != text
             }
             Some(_) => true,
             None => false,
@@ -428,7 +428,7 @@ pub(super) fn global_config_views(
     config_views(candidates)
 }
 
-/// Tool caches (see [`crate::caches`]): an overlay's mount point becomes a writable
+/// Tool caches (see [`crate::rules::caches`]): an overlay's mount point becomes a writable
 /// grant (the writes land in Sandy's upper layer, never in the host cache), a redirected
 /// cache's directory in Sandy's cache too, and the tool's variable is set for it. Caches
 /// inside a writable grant of the project or a flag, or under a private directory, are
@@ -457,7 +457,10 @@ pub(super) fn add_caches(
         })
         .map(|g| g.path.clone())
         .collect();
-    let path_dirs = host.var("PATH").map(super::search_path).unwrap_or_default();
+    let path_dirs = host
+        .var("PATH")
+        .map(super::ctx::search_path)
+        .unwrap_or_default();
     let plan = plan_caches(
         home,
         host,
@@ -594,7 +597,7 @@ pub(super) fn finish_views(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::ProtectionKind;
+    use crate::model::policy::ProtectionKind;
 
     fn view(target: &str, kind: ViewKind) -> FileView {
         FileView {
