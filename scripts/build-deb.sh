@@ -40,7 +40,7 @@ umask 022
 install -d "$pkg/DEBIAN" "$pkg/usr/bin" "$pkg/usr/share/man/man1" \
   "$pkg/usr/share/doc/sandy" "$pkg/usr/share/bash-completion/completions" \
   "$pkg/usr/share/zsh/vendor-completions" "$pkg/usr/share/fish/vendor_completions.d" \
-  "$pkg/usr/share/lintian/overrides" "$pkg/etc/apparmor.d"
+  "$pkg/usr/share/lintian/overrides" "$pkg/etc/apparmor.d" "$pkg/usr/share/sandy/containers"
 
 install -m 0755 "$bin" "$pkg/usr/bin/sandy"
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "$pkg/usr/bin/sandy"
@@ -57,6 +57,9 @@ if ! cmp -s "$pkg/etc/apparmor.d/sandy" packaging/apparmor/sandy; then
 fi
 chmod 0644 "$pkg"/usr/share/*/*/sandy* "$pkg"/usr/share/zsh/vendor-completions/_sandy \
   "$pkg/etc/apparmor.d/sandy"
+
+# The seccomp profile a container needs for the full tier (docs/containers.md).
+install -m 0644 packaging/containers/sandy-seccomp.json "$pkg/usr/share/sandy/containers/"
 
 doc=$pkg/usr/share/doc/sandy
 install -m 0644 packaging/deb/copyright "$doc/copyright"

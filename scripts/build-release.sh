@@ -4,7 +4,8 @@
 #
 # With --archive, also packs the release archive and prints its path instead:
 # target/dist/sandy-VERSION-TARGET.tar.gz, holding the static binary, the manual page
-# (sandy.1), the completions for bash, zsh and fish, both licences and the README, beside
+# (sandy.1), the completions for bash, zsh and fish, the seccomp profile for containers
+# (containers/sandy-seccomp.json, docs/containers.md), both licences and the README, beside
 # it the archive's SHA-256 (sandy-VERSION-TARGET.tar.gz.sha256, `sha256sum -c` checks it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,13 +40,14 @@ name="sandy-$version-$target"
 dist="$out/dist"
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-mkdir -p "$stage/$name/completions" "$dist"
+mkdir -p "$stage/$name/completions" "$stage/$name/containers" "$dist"
 install -m 0755 "$bin" "$stage/$name/sandy"
 "$bin" man > "$stage/$name/sandy.1"
 "$bin" completions bash > "$stage/$name/completions/sandy.bash"
 "$bin" completions zsh > "$stage/$name/completions/_sandy"
 "$bin" completions fish > "$stage/$name/completions/sandy.fish"
 cp README.md LICENSE-MIT LICENSE-APACHE "$stage/$name/"
+install -m 0644 packaging/containers/sandy-seccomp.json "$stage/$name/containers/"
 # The same owner, order and times inside the archive on every build.
 tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 \
   -C "$stage" -czf "$dist/$name.tar.gz" "$name"

@@ -53,8 +53,9 @@ echo "check-deb: lintian passed"
 
 dpkg -i "$deb"
 installed=1
-[[ -x /usr/bin/sandy && -f /etc/apparmor.d/sandy && -f /usr/share/man/man1/sandy.1.gz ]] ||
-  fail "the package did not install /usr/bin/sandy, its profile and its manual page"
+[[ -x /usr/bin/sandy && -f /etc/apparmor.d/sandy && -f /usr/share/man/man1/sandy.1.gz \
+  && -f /usr/share/sandy/containers/sandy-seccomp.json ]] ||
+  fail "the package did not install /usr/bin/sandy, its profiles and its manual page"
 /usr/bin/sandy doctor
 # As root, and as an unprivileged account (uid 65534), each with a home of its own so
 # that nothing is left in the real one.

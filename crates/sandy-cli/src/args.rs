@@ -420,9 +420,25 @@ pub struct WhyArgs {
     /// A `--read-write` grant of the launch asked about (as for `sandy run`).
     #[arg(long = "read-write", value_name = "GRANTED")]
     pub read_write: Vec<PathBuf>,
+    /// An `--execute` grant of the launch asked about (as for `sandy run`).
+    #[arg(long = "execute", value_name = "GRANTED")]
+    pub execute: Vec<PathBuf>,
     /// The launch asked about uses this profile (built-in, or a user profile's name).
     #[arg(long, value_name = "NAME", value_parser = parse_profile_name)]
     pub profile: Option<String>,
+    /// The launch asked about uses the user profile in this file (as for `sandy run`).
+    #[arg(long = "profile-file", value_name = "PATH", conflicts_with = "profile")]
+    pub profile_file: Option<PathBuf>,
+    /// The launch asked about takes its whole policy from this file (as for `sandy run`).
+    #[arg(
+        long = "policy-file",
+        value_name = "PATH",
+        conflicts_with_all = [
+            "read", "read_write", "execute", "block_net", "allow_domain", "deny_domain", "net",
+            "allow_local_port", "profile", "profile_file",
+        ]
+    )]
+    pub policy_file: Option<PathBuf>,
     /// The path asked about (relative to the current directory), or with --connect the
     /// HOST[:PORT].
     #[arg(value_name = "PATH")]

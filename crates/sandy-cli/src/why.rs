@@ -59,8 +59,8 @@ pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
     let loaded = sandy::policyfiles::load(
         &sandy::policyfiles::Asked {
             profile: args.profile.as_deref(),
-            profile_file: None,
-            policy_file: None,
+            profile_file: args.profile_file.as_deref(),
+            policy_file: args.policy_file.as_deref(),
             argv0: command
                 .first()
                 .map_or(std::ffi::OsStr::new(""), |a| a.as_os_str()),
@@ -71,7 +71,7 @@ pub fn why(args: WhyArgs) -> Result<u8, SandyError> {
         command,
         read: args.read.clone(),
         read_write: args.read_write.clone(),
-        execute: Vec::new(),
+        execute: args.execute.clone(),
         private_tmp: sandy::rundir::unmade_private_tmp(&host),
         block_net: args.block_net,
         allow_local_ports: args.allow_local_port.clone(),

@@ -187,6 +187,65 @@ fn why_keeps_the_case_of_the_path_in_its_rule() {
     });
 }
 
+/// `sandy why` takes the launch's `--execute` grants and its profile or policy file, as
+/// `sandy run` does: the answer changes with each, and a refused neighbour stays refused.
+#[test]
+fn why_follows_execute_grants_and_policy_files() {
+    for_each_user(|w| {
+        let tool = w.write("home/tools/bin/tool", "#!/bin/sh\n");
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let notes = w.write("home/notes/todo.txt", "x\n");
+        let neighbour = w.write("home/private/diary.txt", "x\n");
+        let tools = w.home.join("tools");
+        let why = |args: &[&str]| w.sandy(["why"].iter().chain(args)).output().unwrap();
+        let t = tool.to_str().unwrap();
+        let data = w.write("home/tools/share/data.txt", "x\n");
+        // Without the grant, running it is refused; with it, running it is allowed (a
+        // script is read by its interpreter, so it is readable too) and the tree's other
+        // files stay unreadable.
+        assert_code(&why(&["--exec", t]), 1, "exec without --execute");
+        let o = why(&["--execute", tools.to_str().unwrap(), "--exec", t]);
+        assert_code(&o, 0, "exec under --execute");
+        assert!(stdout(&o).contains("execute"), "{}", stdout(&o));
+        assert_code(
+            &why(&["--execute", tools.to_str().unwrap(), data.to_str().unwrap()]),
+            1,
+            "a data file under --execute",
+        );
+        // A policy file's grant answers as the flag's would, with its origin.
+        let policy = w.write(
+            "home/policies/notes.toml",
+            "version = 1\n[[grants]]\npath = \"~/notes\"\naccess = \"read\"\nreason = \"the notes\"\n",
+        );
+        let n = notes.to_str().unwrap();
+        assert_code(&why(&[n]), 1, "read without the policy file");
+        let o = why(&["--policy-file", policy.to_str().unwrap(), n]);
+        assert_code(&o, 0, "read under the policy file");
+        assert_code(
+            &why(&[
+                "--policy-file",
+                policy.to_str().unwrap(),
+                neighbour.to_str().unwrap(),
+            ]),
+            1,
+            "the neighbour under the policy file",
+        );
+        // A policy file excludes grant flags, as for `sandy run`.
+        assert_code(
+            &why(&["--policy-file", policy.to_str().unwrap(), "--read", n, n]),
+            2,
+            "a policy file with a grant flag",
+        );
+        // A user profile in a file, extending a built-in one, adds its grant.
+        let profile = w.write(
+            "home/profiles/notes.toml",
+            "version = 1\nextends = \"generic\"\n[[grants]]\npath = \"~/notes\"\naccess = \"read\"\nreason = \"the notes\"\n",
+        );
+        let o = why(&["--profile-file", profile.to_str().unwrap(), n]);
+        assert_code(&o, 0, "read under the profile file");
+    });
+}
+
 #[test]
 fn why_explains_in_one_readable_answer() {
     for_each_user(|w| {

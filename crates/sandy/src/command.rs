@@ -14,14 +14,14 @@ use crate::policy::{DryRunFormat, Policy};
 /// environment less what the policy withholds, and with its standard input, output and
 /// error (a terminal stays the command's terminal).
 ///
-/// ```no_run
-/// use sandy::{Command, Policy};
+/// ```
+/// use sandy::{Command, ExplainMode, Policy};
 ///
-/// let status = Command::new("sh")
-///     .args(["-c", "echo hello > note.txt"])
-///     .policy(Policy::new().block_net())
+/// // `false` exits with 1, and so does its sandboxed run. The network is blocked.
+/// let status = Command::new("false")
+///     .policy(Policy::new().block_net().explain(ExplainMode::Off))
 ///     .status()?;
-/// println!("exited with {}", status.code());
+/// assert_eq!(status.code(), 1);
 /// # Ok::<(), sandy::Error>(())
 /// ```
 #[derive(Debug, Clone)]
@@ -93,6 +93,7 @@ impl Command {
     /// missing grant, a refused policy file, a ceiling nothing here holds, a kernel
     /// without Landlock, a caller with several threads): nothing is left behind.
     pub fn prepare(&self) -> Result<Prepared, SandyError> {
+        show_home();
         match crate::run::begin(self.argv.clone(), self.policy.clone(), None)? {
             crate::run::Begun::Launch(inner) => Ok(Prepared { inner }),
             crate::run::Begun::Document(_) => {
@@ -121,12 +122,20 @@ impl Command {
     ///
     /// As [`Command::prepare`].
     pub fn dry_run(&self, format: DryRunFormat) -> Result<String, SandyError> {
+        show_home();
         match crate::run::begin(self.argv.clone(), self.policy.clone(), Some(format))? {
             crate::run::Begun::Document(document) => Ok(document),
             crate::run::Begun::Launch(_) => {
                 Err(SandyError::Usage("a dry run was prepared as a launch"))
             }
         }
+    }
+}
+
+/// Paths under the home are shown as `~/...` in what Sandy prints.
+fn show_home() {
+    if let Some(home) = std::env::var_os("HOME") {
+        sandy_policy::text::set_home(std::path::Path::new(&home));
     }
 }
 
@@ -168,20 +177,32 @@ impl Prepared {
     /// half-done.
     pub fn spawn(self) -> Running {
         Running {
-            inner: self.inner.spawn(),
+            inner: Some(self.inner.spawn()),
         }
     }
 }
 
-/// A sandboxed command started ([`Prepared::spawn`]).
+/// A sandboxed command started ([`Prepared::spawn`]). Dropped without
+/// [`Running::wait`], the run is killed (every process of it), waited for and finished:
+/// the checks after the run and the clean-up happen either way.
 pub struct Running {
-    inner: crate::run::Launched,
+    inner: Option<crate::run::Launched>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut inner) = self.inner.take() {
+            inner.kill();
+            inner.wait();
+            let _ = inner.finish();
+        }
+    }
 }
 
 impl std::fmt::Debug for Running {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Running")
-            .field("pid", &self.inner.target())
+            .field("pid", &self.id())
             .finish_non_exhaustive()
     }
 }
@@ -189,26 +210,46 @@ impl std::fmt::Debug for Running {
 impl Running {
     /// The command's process id, as the caller sees it; `None` when it did not start.
     pub fn id(&self) -> Option<u32> {
-        self.inner.target()
+        self.inner.as_ref().and_then(crate::run::Launched::target)
     }
 
     /// Whether starting the command failed (the reason comes from [`Exited::finish`]).
     pub fn failed(&self) -> bool {
-        self.inner.failed()
+        self.inner.as_ref().is_none_or(crate::run::Launched::failed)
+    }
+
+    /// Kills the command and every process of its run (SIGKILL); [`Running::wait`] then
+    /// returns at once.
+    pub fn kill(&mut self) {
+        if let Some(inner) = self.inner.as_mut() {
+            inner.kill();
+        }
     }
 
     /// Waits for the command to end, forwarding the signals the caller receives
     /// (SIGTERM, SIGHUP, SIGUSR1, SIGUSR2) and following its stops; then ends every
     /// process of the run that is left: the third phase.
     pub fn wait(mut self) -> Exited {
-        self.inner.wait();
-        Exited { inner: self.inner }
+        let inner = self.inner.take().map(|mut inner| {
+            inner.wait();
+            inner
+        });
+        Exited { inner }
     }
 }
 
 /// A sandboxed run that is over ([`Running::wait`]): every process of it has ended.
+/// Dropped without [`Exited::finish`], it is finished all the same (its status is lost).
 pub struct Exited {
-    inner: crate::run::Launched,
+    inner: Option<crate::run::Launched>,
+}
+
+impl Drop for Exited {
+    fn drop(&mut self) {
+        if let Some(inner) = self.inner.take() {
+            let _ = inner.finish();
+        }
+    }
 }
 
 impl std::fmt::Debug for Exited {
@@ -225,8 +266,11 @@ impl Exited {
     /// # Errors
     ///
     /// The failure that kept the command from starting, or from being waited for.
-    pub fn finish(self) -> Result<ExitStatus, SandyError> {
-        self.inner.finish().map(ExitStatus)
+    pub fn finish(mut self) -> Result<ExitStatus, SandyError> {
+        match self.inner.take() {
+            Some(inner) => inner.finish().map(ExitStatus),
+            None => Err(SandyError::Usage("the run was finished already")),
+        }
     }
 }
 

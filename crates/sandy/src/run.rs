@@ -464,6 +464,16 @@ impl Launched {
             .and_then(|s| u32::try_from(s.target.as_raw()).ok())
     }
 
+    /// Kills the target; [`Launched::wait`] then reaps it and ends every other process
+    /// of the run. (The init is killed only after the target is reaped: the init's exit
+    /// waits until every process of its PID namespace is reaped, and the target is the
+    /// supervisor's child.)
+    pub(crate) fn kill(&mut self) {
+        if let Some(run) = self.started.as_ref() {
+            let _ = kill(run.target, Signal::SIGKILL);
+        }
+    }
+
     /// Whether the launch failed before or while starting the target.
     pub(crate) fn failed(&self) -> bool {
         self.status.is_err() || self.started.is_none()
@@ -628,6 +638,7 @@ impl Launched {
             bootstrap_pid: bootstrap,
             subreaper: tier == sandy_policy::Tier::Landlock,
             ended: false,
+            target_reaped: false,
         });
         // The listener is dropped with an error: watched calls then fail (ENOSYS), so the
         // run would not be the same; Sandy fails instead (and ends the run).
@@ -907,6 +918,8 @@ struct Started {
     subreaper: bool,
     /// Whether [`Started::end`] has run.
     ended: bool,
+    /// Whether the target's exit has been reaped.
+    target_reaped: bool,
 }
 
 impl Started {
@@ -948,7 +961,17 @@ impl Started {
         }
         self.ended = true;
         if let Some(init) = self.init.take() {
-            kill_and_reap(init);
+            let _ = kill(init, Signal::SIGKILL);
+            // The init's exit waits until every process of its PID namespace is reaped,
+            // and the target is this process's child: a target not reaped yet (the run
+            // ended before its exit) is reaped first, or the wait for the init would
+            // never end.
+            if !self.target_reaped {
+                let _ = kill(self.target, Signal::SIGKILL);
+                while let Err(nix::errno::Errno::EINTR) = waitpid(self.target, None) {}
+                self.target_reaped = true;
+            }
+            while let Err(nix::errno::Errno::EINTR) = waitpid(init, None) {}
         }
         if let Some(bootstrap) = self.bootstrap.take() {
             let _ = kill(bootstrap, Signal::SIGKILL);
@@ -1007,10 +1030,12 @@ fn wait_target(run: &mut Started, waited: &SigSet) -> Result<u8, SandyError> {
             loop {
                 match waitpid(pid, Some(WaitPidFlag::WNOHANG | WaitPidFlag::WUNTRACED)) {
                     Ok(WaitStatus::Exited(p, code)) if p == target => {
-                        return Ok(u8::try_from(code).unwrap_or(1))
+                        run.target_reaped = true;
+                        return Ok(u8::try_from(code).unwrap_or(1));
                     }
                     Ok(WaitStatus::Signaled(p, sig, _)) if p == target => {
-                        return Ok(signal_status(sig as i32))
+                        run.target_reaped = true;
+                        return Ok(signal_status(sig as i32));
                     }
                     Ok(WaitStatus::Stopped(p, sig)) if p == target => {
                         stop_with_target(target, run.init, sig)

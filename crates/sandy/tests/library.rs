@@ -33,6 +33,7 @@ const CASES: &[Case] = &[
         "the_phases_hand_on_and_a_prepared_launch_leaves_nothing",
         phases,
     ),
+    ("a_dropped_run_is_killed_and_finished", dropped_run),
     ("the_dry_run_is_the_versioned_document", dry_run),
     (
         "signals_are_the_callers_again_after_a_run",
@@ -50,6 +51,8 @@ struct World {
 }
 
 fn main() -> ExitCode {
+    // A hung case ends the whole test (SIGALRM's default action) rather than CI's job.
+    nix::unistd::alarm::set(900);
     let args: Vec<String> = std::env::args().collect();
     // Modes of this binary that a case starts as a child of its own.
     match args.get(1).map(String::as_str) {
@@ -372,6 +375,32 @@ fn phases(w: &World) -> Result<(), String> {
         return Err(format!("the phased run did not write ({status})"));
     }
     no_children_left()
+}
+
+fn dropped_run(w: &World) -> Result<(), String> {
+    let mut command = sh("echo started > started.txt; sleep 30; echo late > late.txt");
+    command.policy(quiet());
+    let running = command.prepare().map_err(|e| e.to_string())?.spawn();
+    let pid = running.id().ok_or("the command did not start")?;
+    // Started: its first write is there.
+    for _ in 0..200 {
+        if w.project.join("started.txt").exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    drop(running);
+    // Judged from outside: the process is gone, nothing of the run is left, and the
+    // command never got to its last line.
+    if Path::new(&format!("/proc/{pid}")).exists() {
+        return Err(format!("the command (pid {pid}) still runs"));
+    }
+    no_children_left()?;
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    if w.project.join("late.txt").exists() {
+        return Err("the dropped run went on".into());
+    }
+    Ok(())
 }
 
 fn dry_run(w: &World) -> Result<(), String> {
