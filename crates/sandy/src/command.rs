@@ -8,7 +8,7 @@ use crate::policy::{DryRunFormat, Policy};
 /// A command to run in a sandbox under a [`Policy`], built like
 /// [`std::process::Command`]: the program, its arguments, then [`Command::status`] (or the
 /// phases one by one: [`Command::prepare`], [`Prepared::spawn`], [`Running::wait`],
-/// [`Exited::finish`]).
+/// [`Exited::verify`], [`Verified::report`]).
 ///
 /// The command runs in the calling process's working directory (the project), with its
 /// environment less what the policy withholds, and with its standard input, output and
@@ -260,16 +260,69 @@ impl std::fmt::Debug for Exited {
 
 impl Exited {
     /// Checks what the run changed of what is protected (git's hooks and configuration,
-    /// the agent's settings, new repositories), merges the agent's state, prints the
-    /// report on standard error, and removes what the run used: the last phase.
+    /// the agent's settings, new repositories; each change reported on standard error,
+    /// and in the `landlock` tier put back), merges the agent's state and sweeps its
+    /// state directories: the fourth phase.
+    pub fn verify(mut self) -> Verified {
+        let inner = self.inner.take().map(|mut inner| {
+            inner.verify();
+            inner
+        });
+        Verified { inner }
+    }
+
+    /// [`Exited::verify`], then [`Verified::report`]: the rest of the run at once.
     ///
     /// # Errors
     ///
     /// The failure that kept the command from starting, or from being waited for.
-    pub fn finish(mut self) -> Result<ExitStatus, SandyError> {
+    pub fn finish(self) -> Result<ExitStatus, SandyError> {
+        self.verify().report()
+    }
+}
+
+/// A run whose end has been checked ([`Exited::verify`]). Dropped without
+/// [`Verified::report`], it is reported and cleaned up all the same.
+pub struct Verified {
+    inner: Option<crate::run::Launched>,
+}
+
+impl Drop for Verified {
+    fn drop(&mut self) {
+        if let Some(inner) = self.inner.take() {
+            let _ = inner.report();
+        }
+    }
+}
+
+impl std::fmt::Debug for Verified {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Verified")
+            .field("changed_run", &self.changed_run())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Verified {
+    /// When the run changed something protected: the run's id, which `sandy restore
+    /// RUN` takes to put the saved copies back.
+    pub fn changed_run(&self) -> Option<&str> {
+        self.inner
+            .as_ref()
+            .and_then(crate::run::Launched::changed_run)
+    }
+
+    /// Prints the report on standard error (refused connections, the refusal report,
+    /// the ceilings the run reached) and removes what the run used (its cgroup, private
+    /// directory and bootstrap), putting the caller's signals back: the last phase.
+    ///
+    /// # Errors
+    ///
+    /// The failure that kept the command from starting, or from being waited for.
+    pub fn report(mut self) -> Result<ExitStatus, SandyError> {
         match self.inner.take() {
-            Some(inner) => inner.finish().map(ExitStatus),
-            None => Err(SandyError::Usage("the run was finished already")),
+            Some(inner) => inner.report().map(ExitStatus),
+            None => Err(SandyError::Usage("the run was reported already")),
         }
     }
 }

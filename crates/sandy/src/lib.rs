@@ -10,9 +10,10 @@
 //!    runs.
 //! 3. [`Prepared::spawn`] starts the sandbox and the command: a [`Running`] run.
 //! 4. [`Running::wait`] waits for it to end: an [`Exited`] run.
-//! 5. [`Exited::finish`] checks what the run changed of what is protected, merges the
-//!    agent's state, reports (on standard error, escaped) and cleans up: the run's
-//!    [`ExitStatus`].
+//! 5. [`Exited::verify`] checks what the run changed of what is protected and merges the
+//!    agent's state: a [`Verified`] run ([`Verified::changed_run`]).
+//! 6. [`Verified::report`] reports (on standard error, escaped) and cleans up: the run's
+//!    [`ExitStatus`]. [`Exited::finish`] is both.
 //!
 //! [`Command::status`] does all of it, like [`std::process::Command::status`]:
 //!
@@ -100,7 +101,7 @@ pub mod verify;
 mod views;
 mod walk;
 
-pub use command::{Command, ExitStatus, Exited, Prepared, Running};
+pub use command::{Command, ExitStatus, Exited, Prepared, Running, Verified};
 pub use error::SandyError as Error;
 #[doc(hidden)]
 pub use error::{owner_problem, signal_status, SandyError};

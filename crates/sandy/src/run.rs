@@ -338,6 +338,9 @@ impl Preparation {
             ours: None,
             ports: Vec::new(),
             status: Ok(0),
+            verified: false,
+            changed: None,
+            reached: Vec::new(),
             placeholders,
             cgroup,
             early,
@@ -446,6 +449,11 @@ pub(crate) struct Launched {
     ports: Vec<u16>,
     /// The run's status so far: the target's, or the failure that ended the launch.
     status: Result<u8, SandyError>,
+    /// Whether [`Launched::verify`] has run, what it found changed (the run's id for
+    /// `sandy restore`), and the ceilings the run reached, for the report.
+    verified: bool,
+    changed: Option<String>,
+    reached: Vec<String>,
     placeholders: crate::placeholders::Placeholders,
     cgroup: Option<crate::ceilings::RunCgroup>,
     early: Option<crate::ceilings::Early>,
@@ -472,6 +480,11 @@ impl Launched {
         if let Some(run) = self.started.as_ref() {
             let _ = kill(run.target, Signal::SIGKILL);
         }
+    }
+
+    /// The run's id for `sandy restore`, once [`Launched::verify`] found a change.
+    pub(crate) fn changed_run(&self) -> Option<&str> {
+        self.changed.as_deref()
     }
 
     /// Whether the launch failed before or while starting the target.
@@ -668,6 +681,19 @@ impl Launched {
     /// After the run: the checks of what it changed, the agent's state merged, the
     /// report, the clean-up. Returns the run's status (or the failure that ended it).
     pub(crate) fn finish(mut self) -> Result<u8, SandyError> {
+        self.verify();
+        self.report()
+    }
+
+    /// After the run, the checks: what it changed of what is protected (reported, and in
+    /// the `landlock` tier put back), the agent's state merged, its mount points and
+    /// stray state swept. Returns the id `sandy restore` takes when the run changed
+    /// something protected. Once only (later calls return the first answer).
+    pub(crate) fn verify(&mut self) -> Option<&str> {
+        if self.verified {
+            return self.changed.as_deref();
+        }
+        self.verified = true;
         // A run dropped without a wait (a failed launch): its processes ended first.
         if let Some(run) = self.started.as_mut() {
             run.end(&self.ports);
@@ -700,8 +726,8 @@ impl Launched {
         let changed = self.snapshot.take().and_then(verify::after);
         // Without a read-only mount, what the run changed of a protected path is put back.
         if self.tier == sandy_policy::Tier::Landlock {
-            if let Some(run_id) = changed {
-                verify::restore_after_run(&run_id, &crate::tier::kept_read_only(policy));
+            if let Some(run_id) = &changed {
+                verify::restore_after_run(run_id, &crate::tier::kept_read_only(policy));
             }
         }
         if let Some(mut views) = self.views.take() {
@@ -715,6 +741,19 @@ impl Launched {
                 .join(crate::rundir::random_suffix())
         });
         agentstate::sweep_state_dirs(policy, moved.as_deref());
+        self.reached = reached;
+        self.changed = changed;
+        self.changed.as_deref()
+    }
+
+    /// After the checks, the report (on standard error: refused connections, the refusal
+    /// report, the ceilings the run reached) and the clean-up (the sweep of earlier runs'
+    /// leftovers ended, the bootstrap reaped, the cgroup and private directory removed,
+    /// the caller's signals put back). Returns the run's status.
+    pub(crate) fn report(mut self) -> Result<u8, SandyError> {
+        self.verify();
+        let policy = &self.policy;
+        let mut reached = std::mem::take(&mut self.reached);
         let observed = self.serving.take().map(crate::explain::Observer::finish);
         if let Some(dns) = self.dns.take() {
             dns.stop();

@@ -34,6 +34,10 @@ const CASES: &[Case] = &[
         phases,
     ),
     ("a_dropped_run_is_killed_and_finished", dropped_run),
+    (
+        "verify_names_the_run_that_changed_a_protected_path",
+        verified_change,
+    ),
     ("the_dry_run_is_the_versioned_document", dry_run),
     (
         "signals_are_the_callers_again_after_a_run",
@@ -401,6 +405,39 @@ fn dropped_run(w: &World) -> Result<(), String> {
         return Err("the dropped run went on".into());
     }
     Ok(())
+}
+
+fn verified_change(w: &World) -> Result<(), String> {
+    // Nothing protected changed: no run to restore.
+    let verified = sh("echo plain > plain.txt")
+        .policy(quiet())
+        .prepare()
+        .map_err(|e| e.to_string())?
+        .spawn()
+        .wait()
+        .verify();
+    if let Some(id) = verified.changed_run() {
+        return Err(format!("a plain run was named as changing something: {id}"));
+    }
+    verified.report().map_err(|e| e.to_string())?;
+    // A repository made by the run (`.git` is protected, absent at launch): named, with
+    // the id `sandy restore` takes.
+    let verified = sh("git init -q . && echo made > in-repo.txt")
+        .policy(quiet())
+        .prepare()
+        .map_err(|e| e.to_string())?
+        .spawn()
+        .wait()
+        .verify();
+    let id = verified.changed_run().map(str::to_owned);
+    let status = verified.report().map_err(|e| e.to_string())?;
+    if !status.success() || !w.project.join(".git").exists() {
+        return Err(format!("the run could not make its repository ({status})"));
+    }
+    match id {
+        Some(id) if !id.is_empty() => Ok(()),
+        _ => Err("the run that made a repository was not named".into()),
+    }
 }
 
 fn dry_run(w: &World) -> Result<(), String> {
