@@ -39,13 +39,12 @@ fn open_log<'a>(
 /// descends, was forked at the start of the run, before the proxy starts, so the command
 /// keeps the caller's own soft limit (programs that use `select()` rely on 1024). If the
 /// limit cannot be raised, the proxy's limits fit the one there is.
-fn raise_descriptor_limit() {
+/// Returns the soft limit to put back once the proxy has stopped (a library caller goes
+/// on after the run).
+fn raise_descriptor_limit() -> Option<u64> {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
-        if soft < hard {
-            let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
-        }
-    }
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
+    (soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok()).then_some(soft)
 }
 
 /// The egress proxy of one run: prepared before launch, started once its listener
@@ -53,6 +52,8 @@ fn raise_descriptor_limit() {
 pub struct Proxy {
     pending: Option<(u16, ProxyConfig)>,
     running: Option<ProxyHandle>,
+    /// The open-file soft limit before the proxy raised it.
+    old_soft_limit: Option<u64>,
 }
 
 impl Proxy {
@@ -70,6 +71,7 @@ impl Proxy {
             return Ok(Proxy {
                 pending: None,
                 running: None,
+                old_soft_limit: None,
             });
         };
         let log = log
@@ -93,6 +95,7 @@ impl Proxy {
                 },
             )),
             running: None,
+            old_soft_limit: None,
         })
     }
 
@@ -106,7 +109,7 @@ impl Proxy {
     /// fitted to it.
     pub fn start(&mut self, listener: TcpListener) -> Result<(), SandyError> {
         if let Some((_, mut config)) = self.pending.take() {
-            raise_descriptor_limit();
+            self.old_soft_limit = raise_descriptor_limit();
             config.limits = sandy_net::proxy::Limits::for_this_process();
             let handle =
                 sandy_net::proxy::spawn(listener, config).map_err(|source| SandyError::Io {
@@ -118,10 +121,17 @@ impl Proxy {
         Ok(())
     }
 
-    /// Ends the proxy's thread (after [`Proxy::report`]).
+    /// Ends the proxy's thread (after [`Proxy::report`]), and puts the open-file limit
+    /// back as it was.
     pub fn stop(self) {
         if let Some(handle) = self.running {
             handle.stop();
+        }
+        if let Some(soft) = self.old_soft_limit {
+            use nix::sys::resource::{getrlimit, setrlimit, Resource};
+            if let Ok((_, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+                let _ = setrlimit(Resource::RLIMIT_NOFILE, soft, hard);
+            }
         }
     }
 

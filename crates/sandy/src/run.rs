@@ -785,8 +785,11 @@ impl Launched {
         }
         // The routine lines not printed (without -v), in one.
         crate::say::fold();
-        // The signals as they were before the run.
+        // The signals as they were before the run, and no longer the run's subreaper.
         drop(self.signals.take());
+        if self.tier == sandy_policy::Tier::Landlock {
+            let _ = nix::sys::prctl::set_child_subreaper(false);
+        }
         drop(self.expected);
         // Removed once no mount of the sandbox holds it: removing a directory that is
         // still a mount point in another namespace waits for the kernel to detach those

@@ -40,7 +40,7 @@ const CASES: &[Case] = &[
     ),
     ("the_dry_run_is_the_versioned_document", dry_run),
     (
-        "signals_are_the_callers_again_after_a_run",
+        "signals_and_limits_are_the_callers_again_after_a_run",
         signals_restored,
     ),
     ("a_caller_with_threads_is_refused", threads_refused),
@@ -459,11 +459,21 @@ fn dry_run(w: &World) -> Result<(), String> {
 }
 
 fn signals_restored(_: &World) -> Result<(), String> {
+    use nix::sys::resource::{getrlimit, Resource};
     use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+    let limit = getrlimit(Resource::RLIMIT_NOFILE).map_err(|e| e.to_string())?;
     sh("true")
         .policy(quiet())
         .status()
         .map_err(|e| e.to_string())?;
+    // A run with the egress proxy, which raises the open-file limit while it serves.
+    sh("true")
+        .policy(quiet().block_net())
+        .status()
+        .map_err(|e| e.to_string())?;
+    if getrlimit(Resource::RLIMIT_NOFILE).map_err(|e| e.to_string())? != limit {
+        return Err("the open-file limit was left changed".into());
+    }
     let mut mask = SigSet::empty();
     nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, None, Some(&mut mask))
         .map_err(|e| e.to_string())?;
