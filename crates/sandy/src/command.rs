@@ -142,6 +142,21 @@ fn show_home() {
 /// A launch prepared and not started ([`Command::prepare`]): the policy is resolved and
 /// can be looked at. Dropped without [`Prepared::spawn`], it undoes what it made (the
 /// bootstrap, the run's cgroup, private directory and placeholders).
+///
+/// ```
+/// use sandy::{Command, ExplainMode, Policy};
+///
+/// let prepared = Command::new("true")
+///     .policy(Policy::new().explain(ExplainMode::Off))
+///     .prepare()?;
+/// // The resolved policy, before anything runs: the dry run's document.
+/// let document = prepared.document()?;
+/// assert_eq!(document["profile"]["name"], "generic");
+/// let verified = prepared.spawn().wait().verify();
+/// assert_eq!(verified.changed_run(), None);
+/// assert!(verified.report()?.success());
+/// # Ok::<(), sandy::Error>(())
+/// ```
 pub struct Prepared {
     inner: Box<crate::run::Preparation>,
 }
