@@ -44,6 +44,7 @@ const CASES: &[Case] = &[
         signals_restored,
     ),
     ("a_caller_with_threads_is_refused", threads_refused),
+    ("misuse_is_a_usage_error_and_runs_nothing", misuse),
     ("restrict_confines_the_calling_process", restrict_self),
 ];
 
@@ -509,6 +510,43 @@ fn threads_refused(_: &World) -> Result<(), String> {
         return Err("the command ran".into());
     }
     Ok(())
+}
+
+fn misuse(w: &World) -> Result<(), String> {
+    match Command::from_argv(Vec::new()) {
+        Err(e) if e.exit_code() == 2 => {}
+        other => return Err(format!("an empty command was not a usage error: {other:?}")),
+    }
+    // A policy file is the whole policy: a grant beside it is refused before anything.
+    let file = w.outside.join("policy.toml");
+    std::fs::write(&file, "version = 1\n").map_err(|e| e.to_string())?;
+    let refused = sh("echo x > misused.txt")
+        .policy(quiet().policy_file(&file).read(&w.outside))
+        .status();
+    match refused {
+        Err(e) if e.exit_code() == 2 => {}
+        other => return Err(format!("a grant beside a policy file ran: {other:?}")),
+    }
+    // A grant that does not exist fails closed (125), and the command never runs.
+    let missing = sh("echo x > misused.txt")
+        .policy(quiet().read(w.outside.join("absent")))
+        .status();
+    match missing {
+        Err(e) if e.exit_code() == 125 => {}
+        other => return Err(format!("a missing grant did not fail closed: {other:?}")),
+    }
+    if w.project.join("misused.txt").exists() {
+        return Err("a refused launch ran its command".into());
+    }
+    // The policy file alone runs.
+    let status = sh("echo ok > by-file.txt")
+        .policy(quiet().policy_file(&file))
+        .status()
+        .map_err(|e| e.to_string())?;
+    if !status.success() || read(&w.project.join("by-file.txt")) != "ok\n" {
+        return Err(format!("the policy file alone did not run ({status})"));
+    }
+    no_children_left()
 }
 
 fn threads_child() -> ExitCode {
