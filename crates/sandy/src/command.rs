@@ -10,9 +10,10 @@ use crate::policy::{DryRunFormat, Policy};
 /// phases one by one: [`Command::prepare`], [`Prepared::spawn`], [`Running::wait`],
 /// [`Exited::verify`], [`Verified::report`]).
 ///
-/// The command runs in the calling process's working directory (the project), with its
-/// environment less what the policy withholds, and with its standard input, output and
-/// error (a terminal stays the command's terminal).
+/// The command runs in the calling process's working directory (the project; another
+/// with [`Command::current_dir`]), with its environment less what the policy withholds,
+/// and with its standard input, output and error (a terminal stays the command's
+/// terminal).
 ///
 /// ```
 /// use sandy::{Command, ExplainMode, Policy};
@@ -28,6 +29,7 @@ use crate::policy::{DryRunFormat, Policy};
 pub struct Command {
     argv: Vec<OsString>,
     policy: Policy,
+    cwd: Option<std::path::PathBuf>,
 }
 
 impl Command {
@@ -37,6 +39,7 @@ impl Command {
         Command {
             argv: vec![program.as_ref().to_os_string()],
             policy: Policy::default(),
+            cwd: None,
         }
     }
 
@@ -52,6 +55,7 @@ impl Command {
         Ok(Command {
             argv,
             policy: Policy::default(),
+            cwd: None,
         })
     }
 
@@ -78,6 +82,14 @@ impl Command {
         self
     }
 
+    /// Runs the command in `dir` instead of the caller's working directory: `dir` is then
+    /// the project (writable under the default policy), and the policy's relative paths
+    /// are taken from it.
+    pub fn current_dir(&mut self, dir: impl Into<std::path::PathBuf>) -> &mut Command {
+        self.cwd = Some(dir.into());
+        self
+    }
+
     /// The program and its arguments.
     pub fn argv(&self) -> &[OsString] {
         &self.argv
@@ -94,7 +106,12 @@ impl Command {
     /// without Landlock, a caller with several threads): nothing is left behind.
     pub fn prepare(&self) -> Result<Prepared, SandyError> {
         show_home();
-        match crate::run::begin(self.argv.clone(), self.policy.clone(), None)? {
+        match crate::run::begin(
+            self.argv.clone(),
+            self.policy.clone(),
+            None,
+            self.cwd.as_deref(),
+        )? {
             crate::run::Begun::Launch(inner) => Ok(Prepared { inner }),
             crate::run::Begun::Document(_) => {
                 Err(SandyError::Usage("a launch was prepared as a dry run"))
@@ -123,7 +140,12 @@ impl Command {
     /// As [`Command::prepare`].
     pub fn dry_run(&self, format: DryRunFormat) -> Result<String, SandyError> {
         show_home();
-        match crate::run::begin(self.argv.clone(), self.policy.clone(), Some(format))? {
+        match crate::run::begin(
+            self.argv.clone(),
+            self.policy.clone(),
+            Some(format),
+            self.cwd.as_deref(),
+        )? {
             crate::run::Begun::Document(document) => Ok(document),
             crate::run::Begun::Launch(_) => {
                 Err(SandyError::Usage("a dry run was prepared as a launch"))

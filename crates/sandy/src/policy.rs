@@ -236,6 +236,24 @@ impl Policy {
         self
     }
 
+    /// The policy with every relative path taken from `base`.
+    pub(crate) fn rebased(mut self, base: &std::path::Path) -> Policy {
+        let rebase = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        self.read
+            .iter_mut()
+            .chain(&mut self.read_write)
+            .chain(&mut self.execute)
+            .chain(&mut self.net_log)
+            .chain(&mut self.profile_file)
+            .chain(&mut self.policy_file)
+            .for_each(rebase);
+        self
+    }
+
     /// Whether the policy carries what `--policy-file` excludes (a grant, a network rule,
     /// a profile, an environment pass or a ceiling) beside a policy file.
     pub(crate) fn conflicts_with_policy_file(&self) -> bool {

@@ -77,6 +77,7 @@ pub(crate) fn begin(
     command: Argv,
     args: Policy,
     dry: Option<DryRunFormat>,
+    cwd: Option<&std::path::Path>,
 ) -> Result<Begun, SandyError> {
     if inside_sandy() {
         return Err(SandyError::Nested);
@@ -100,7 +101,16 @@ pub(crate) fn begin(
     // bootstrap starts anything.
     // The user's configuration, profile or policy file, read before anything else: a
     // CPU ceiling it sets needs its controller in the run's cgroup.
-    let host = host::gather_without_git()?;
+    let mut host = host::gather_without_git()?;
+    // Another project than the caller's working directory: the run's working directory,
+    // and what the caller's relative paths are taken from.
+    let args = match cwd {
+        Some(dir) => {
+            host.cwd = project_dir(&host.cwd, dir)?;
+            args.rebased(&host.cwd)
+        }
+        None => args,
+    };
     let mut loaded = crate::policyfiles::load(
         &crate::policyfiles::Asked {
             profile: args.profile.as_deref(),
@@ -283,6 +293,21 @@ pub(crate) fn begin(
         runs,
         private_tmp,
     })))
+}
+
+/// The directory `dir` (relative to `cwd`), canonical, as a run's working directory.
+fn project_dir(
+    cwd: &std::path::Path,
+    dir: &std::path::Path,
+) -> Result<std::path::PathBuf, SandyError> {
+    let fail = |source| SandyError::File {
+        step: "cannot use as the working directory",
+        path: cwd.join(dir),
+        source,
+    };
+    let real = crate::hostfs::canonicalize(cwd.join(dir)).map_err(fail)?;
+    crate::hostfs::Dir::open(&real).map_err(fail)?;
+    Ok(real)
 }
 
 impl Preparation {

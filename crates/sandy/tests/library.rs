@@ -35,6 +35,10 @@ const CASES: &[Case] = &[
     ),
     ("a_dropped_run_is_killed_and_finished", dropped_run),
     (
+        "current_dir_names_the_project_and_its_relative_grants",
+        current_dir,
+    ),
+    (
         "verify_names_the_run_that_changed_a_protected_path",
         verified_change,
     ),
@@ -438,6 +442,43 @@ fn verified_change(w: &World) -> Result<(), String> {
     match id {
         Some(id) if !id.is_empty() => Ok(()),
         _ => Err("the run that made a repository was not named".into()),
+    }
+}
+
+fn current_dir(w: &World) -> Result<(), String> {
+    // The caller stays in the world's base; the run's project is `project`.
+    let base = w.project.parent().ok_or("no base")?.to_path_buf();
+    std::env::set_current_dir(&base).map_err(|e| e.to_string())?;
+    let script = format!(
+        "pwd > here.txt && cat ../outside/kept.txt > copied.txt; echo x > {}/caller.txt",
+        base.display()
+    );
+    let mut command = sh(&script);
+    command
+        .current_dir("project")
+        .policy(quiet().read("../outside"));
+    let status = command.status().map_err(|e| e.to_string())?;
+    let _ = std::env::set_current_dir(&w.project);
+    let here = read(&w.project.join("here.txt"));
+    if here.trim_end() != w.project.to_str().unwrap_or("?") {
+        return Err(format!("the run's working directory was {here:?}"));
+    }
+    if read(&w.project.join("copied.txt")) != "before" {
+        return Err("the relative read grant was not taken from the project".into());
+    }
+    // The caller's own directory is not the project: not writable.
+    if status.success() || base.join("caller.txt").exists() {
+        return Err("the caller's directory was writable".into());
+    }
+    let missing = sh("true")
+        .current_dir(w.project.join("absent"))
+        .policy(quiet())
+        .status();
+    match missing {
+        Err(e) if e.exit_code() == 125 && e.to_string().contains("absent") => Ok(()),
+        other => Err(format!(
+            "a missing working directory was not refused: {other:?}"
+        )),
     }
 }
 
