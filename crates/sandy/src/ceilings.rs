@@ -629,7 +629,7 @@ pub fn memory_total() -> Option<u64> {
     kib.checked_mul(1024)
 }
 
-/// The bootstrap's move into the run's cgroup, under way ([`Cgroup::adopt_in_background`]).
+/// The bootstrap's move into the run's cgroup, under way ([`RunCgroup::adopt_in_background`]).
 pub enum Adopting {
     Running(std::thread::JoinHandle<Result<(), SandyError>>),
     Done(Result<(), SandyError>),

@@ -1,7 +1,7 @@
 //! The host's own services closed to a run on the host's network (design 3.6).
 //!
 //! The sandbox's TCP sockets are made in the host's network namespace by the socket
-//! broker ([`crate::explain`]), and every `connect()` of the sandbox is handed to the
+//! broker (`explain`), and every `connect()` of the sandbox is handed to the
 //! supervisor's notifier. Landlock refuses the sandbox's own TCP connects, so a TCP
 //! socket of the sandbox is connected only here: the supervisor takes the caller's socket
 //! (`pidfd_getfd`), copies the address out of the caller's memory once, decides on that

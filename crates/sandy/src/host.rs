@@ -9,14 +9,14 @@ use crate::error::SandyError;
 use crate::gitscan;
 
 /// The host facts for a run that may write the project and the `read_write` grants: the
-/// git facts come from the user's git ([`gitscan`]), for the dry run as for the run.
+/// git facts come from the user's git (`gitscan`), for the dry run as for the run.
 pub fn gather(read_write: &[PathBuf]) -> Result<HostContext, SandyError> {
     gather_walked(read_write, false).map(|(host, _)| host)
 }
 
 /// [`gather`], with what the walk for repositories saw of each tree, for the check after
 /// the run ([`crate::verify`]). With `remember` (a launch, not a dry run or a question),
-/// git's answers may be remembered for the next launch ([`crate::gitmemo`]).
+/// git's answers may be remembered for the next launch (`gitmemo`).
 pub fn gather_walked(
     read_write: &[PathBuf],
     remember: bool,

@@ -1,7 +1,7 @@
-//! The supervisor, in phases: [`begin`] resolves the policy and prepares the launch (or
-//! renders the dry run), [`Preparation::spawn`] hands the manifest to the bootstrap
-//! forked ahead, [`Launched::wait`] waits for the target and forwards signals, and
-//! [`Launched::finish`] checks what the run changed, reports and cleans up.
+//! The supervisor, in phases: `begin` resolves the policy and prepares the launch (or
+//! renders the dry run), `Preparation::spawn` hands the manifest to the bootstrap
+//! forked ahead, `Launched::wait` waits for the target and forwards signals, and
+//! `Launched::finish` checks what the run changed, reports and cleans up.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
