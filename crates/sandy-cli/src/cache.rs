@@ -333,7 +333,7 @@ impl PreparedLayers {
 /// subdirectories in a directory's links says 1 (Btrfs; ext4 past 65,000 of them): the
 /// layer may hold some.
 fn may_hold_others(nlink: u64) -> bool {
-    nlink < 2 || nlink > 4
+    !(2..=4).contains(&nlink)
 }
 
 /// The entries of `dir` named `PREFIX` and a process id whose process is gone: what
