@@ -336,10 +336,10 @@ fn may_hold_others(nlink: u64) -> bool {
     !(2..=4).contains(&nlink)
 }
 
-/// The entries of `dir` named `PREFIX` and a process id whose process is gone: what
-/// runs that ended left behind, named after their supervisor.
-pub fn left_by_gone_processes(dir: &Dir, prefix: &str) -> Vec<OsString> {
-    let Ok(entries) = dir.entries_prefix(crate::hostfs::MAX_ENTRIES) else {
+/// The entries of `dir` named `PREFIX` and a process id whose process is gone, among its
+/// first `max` entries: what runs that ended left behind, named after their supervisor.
+pub fn left_by_gone_processes(dir: &Dir, prefix: &str, max: usize) -> Vec<OsString> {
+    let Ok(entries) = dir.entries_prefix(max) else {
         return Vec::new();
     };
     let mut gone = Vec::new();
@@ -372,19 +372,39 @@ pub fn left_by_gone_processes(dir: &Dir, prefix: &str) -> Vec<OsString> {
 /// Removing a directory is what costs here: freeing its block waits for the disk (about
 /// 0.1 to 0.3 ms per directory on the ext4 of BENCHMARKS.md, against 20 µs to make one),
 /// and each work directory holds four.
+///
+/// A layer is looked at [`LOOK_AT`] entries at a time, again once those found are
+/// removed: a short run removes a few, and should not list thousands to find them.
 pub fn remove_stale_work_dirs(layers: &[Dir], stop: &AtomicBool) {
     let stopped = || stop.load(Ordering::Relaxed);
     for layer in layers {
-        if stopped() {
-            return;
-        }
-        for name in left_by_gone_processes(layer, "work-") {
-            if stopped() || (layer.remove_tree(&name, &stopped).is_err() && stopped()) {
+        loop {
+            if stopped() {
                 return;
+            }
+            let mut removed = false;
+            for name in left_by_gone_processes(layer, "work-", LOOK_AT) {
+                match layer.remove_tree(&name, &stopped) {
+                    Ok(()) => removed = true,
+                    Err(_) if stopped() => return,
+                    Err(_) => {}
+                }
+                if stopped() {
+                    return;
+                }
+            }
+            // Nothing more to find, or nothing that could be removed: the next layer.
+            if !removed {
+                break;
             }
         }
     }
 }
+
+/// How many entries of a layer [`remove_stale_work_dirs`] looks at in one listing:
+/// besides `origin`, `upper` and the work directories of runs still going, room for
+/// hundreds of leftovers.
+const LOOK_AT: usize = 256;
 
 /// `sandy cache [--clear]`: lists the layers, per project (their size and the cache
 /// each covers), or removes them. A layer a running sandbox uses (its shared lock is
@@ -649,6 +669,23 @@ mod tests {
         remove_stale_work_dirs(&layers, &AtomicBool::new(false));
         assert!(!a.exists() && !b.exists());
         assert!(mine.exists());
+    }
+
+    #[test]
+    fn more_leftovers_than_one_listing_holds_are_all_removed() {
+        let layer = tempfile::tempdir().unwrap();
+        let mut pid = 3_200_000;
+        for _ in 0..LOOK_AT + 50 {
+            pid = gone_pid(pid + 1);
+            std::fs::create_dir_all(layer.path().join(format!("work-{pid}/work"))).unwrap();
+        }
+        std::fs::create_dir(layer.path().join("upper")).unwrap();
+        remove_stale_work_dirs(&[Dir::open(layer.path()).unwrap()], &AtomicBool::new(false));
+        let left: Vec<_> = std::fs::read_dir(layer.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, vec![OsString::from("upper")]);
     }
 
     #[test]
