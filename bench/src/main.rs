@@ -22,7 +22,10 @@
 //! Options: `--sandy PATH` (default: `sandy` beside this executable, i.e.
 //! `target/<host triple>/release/sandy`; or `$SANDY_BIN`), `--dir DIR` (where the
 //! scratch directory goes; or `$SANDY_BENCH_DIR`; default `/var/tmp`), `--quick` (few
-//! runs: a smoke test of the benchmark itself, not a measurement).
+//! runs: a smoke test of the benchmark itself, not a measurement), `--rounds N` (measured
+//! rounds per comparison). `--sizes-only`: the launch in projects of three sizes.
+//! `--opens`: `rg -c` over the file tree, bare, under `bwrap`, under Sandy (and each
+//! `--also PATH` build: experimental variants), side by side (issue 38, goal 4).
 
 use std::collections::BTreeMap;
 use std::error::Error;
