@@ -22,7 +22,10 @@
 //! Options: `--sandy PATH` (default: `sandy` beside this executable, i.e.
 //! `target/<host triple>/release/sandy`; or `$SANDY_BIN`), `--dir DIR` (where the
 //! scratch directory goes; or `$SANDY_BENCH_DIR`; default `/var/tmp`), `--quick` (few
-//! runs: a smoke test of the benchmark itself, not a measurement).
+//! runs: a smoke test of the benchmark itself, not a measurement), `--rounds N` (measured
+//! rounds per comparison). `--sizes-only`: the launch in projects of three sizes.
+//! `--opens`: `rg -c` over the file tree, bare, under `bwrap`, under Sandy (and each
+//! `--also PATH` build: experimental variants), side by side (issue 38, goal 4).
 
 use std::collections::BTreeMap;
 use std::error::Error;
@@ -44,6 +47,8 @@ const GOAL_RATIO: f64 = 1.03;
 const GOAL_CACHE_RATIO: f64 = 1.05;
 /// How much the cache support may add to a start-up where no cache is in play.
 const GOAL_NO_CACHE_GROWTH_MS: f64 = 0.2;
+/// Open-heavy work, `rg -c` over the file tree (issue 38, goal 4).
+const GOAL_OPENS_RATIO: f64 = 1.05;
 const GOAL_SUPERVISOR_RSS_KIB: u64 = 4 * 1024;
 
 /// Sizes of the generated workloads.
@@ -103,7 +108,13 @@ fn main() -> Res<()> {
         _ => {}
     }
     let opts = Options::parse()?;
-    let counts = if opts.quick { &QUICK } else { &FULL };
+    let mut counts = if opts.quick { QUICK } else { FULL };
+    if let Some(rounds) = opts.rounds {
+        counts.work_runs = rounds;
+        counts.heavy_runs = rounds;
+        counts.startup_runs = rounds;
+    }
+    let counts = &counts;
     let sandy = opts.sandy.clone();
     if !sandy.is_file() {
         return Err(format!(
@@ -137,7 +148,7 @@ fn main() -> Res<()> {
     let mut details = Vec::new();
     let mut notes: Vec<String> = Vec::new();
     // The resource ceilings' start-up cost: the kernel's part, the run's cgroup.
-    if !opts.net_only {
+    if !opts.net_only && !opts.opens_only {
         progress("resource ceilings");
         let label = "ceilings: the run's cgroup made, limited, entered and removed, vs none";
         match ceilings_variants(&root) {
@@ -162,6 +173,26 @@ fn main() -> Res<()> {
     if opts.ceilings_only {
         println!("{}", render_table(&rows));
         println!("{}", render_details(&details));
+        return Ok(());
+    }
+    if opts.opens_only {
+        opens(
+            &sandy,
+            opts.baseline.as_deref(),
+            &opts.also,
+            &root,
+            &env,
+            counts,
+            &mut rows,
+            &mut notes,
+            &mut details,
+        )?;
+        println!("{}", render_table(&rows));
+        println!("{}", render_details(&details));
+        for note in &notes {
+            println!("- {note}");
+        }
+        println!("- load average after: {}", load_average());
         return Ok(());
     }
     if opts.sizes_only {
@@ -608,6 +639,130 @@ fn sizes(
     Ok(())
 }
 
+/// The open-heavy row (issue 38, goal 4): `rg -c needle .` over the 20,000-file tree,
+/// bare, under `bwrap` with the comparable set-up, under this `sandy` (and with `--tier
+/// landlock`, no namespaces), under the `--baseline` build and under every `--also`
+/// build, side by side in one run. ripgrep searches on every core and prints its counts
+/// in the order it finishes the files, so the output is compared sorted.
+#[allow(clippy::too_many_arguments)]
+fn opens(
+    sandy: &Path,
+    baseline: Option<&Path>,
+    also: &[PathBuf],
+    root: &Path,
+    env: &ChildEnv,
+    counts: &Counts,
+    rows: &mut Vec<Row>,
+    notes: &mut Vec<String>,
+    details: &mut Vec<(String, Stats)>,
+) -> Res<()> {
+    const LABEL: &str = "opens: `rg -c needle .` over 20,000 files";
+    let Some(rg) = which("rg") else {
+        rows.push(Row::missing(
+            LABEL,
+            "rg: not installed (apt-get install -y ripgrep)",
+        ));
+        return Ok(());
+    };
+    progress("generating the file tree");
+    let files = project_dir(root, "opens")?;
+    let needles = generate_tree(&files)?;
+    let argv = [
+        rg.as_os_str(),
+        "-c".as_ref(),
+        "needle".as_ref(),
+        ".".as_ref(),
+    ];
+    let mut vs = vec![
+        Variant::bare("rg -c", &files, argv),
+        Variant::sandy("sandy run -- rg -c", sandy, &files, argv),
+        Variant::sandy_args(
+            "sandy run --tier landlock -- rg -c",
+            sandy,
+            &files,
+            &["--tier", "landlock"],
+            argv,
+        ),
+    ];
+    if let Some(b) = baseline {
+        vs.push(Variant::sandy(
+            "baseline sandy run -- rg -c",
+            b,
+            &files,
+            argv,
+        ));
+    }
+    for (i, path) in also.iter().enumerate() {
+        let name = path
+            .file_name()
+            .unwrap_or(path.as_os_str())
+            .to_string_lossy();
+        vs.push(Variant::sandy(
+            &format!("sandy (also {}: {name}) run -- rg -c", i + 1),
+            path,
+            &files,
+            argv,
+        ));
+    }
+    if let Some(bin) = which("bwrap") {
+        let mut v = Variant::bwrap(&bin, &files, argv)?;
+        v.label = "bwrap rg -c".to_owned();
+        vs.push(v);
+    } else {
+        notes.push("opens: bwrap not installed".to_owned());
+    }
+    // The same work: every variant counts the same needles in the same files.
+    let sorted = |out: Vec<u8>| {
+        let mut lines: Vec<Vec<u8>> = out.split(|b| *b == b'\n').map(<[u8]>::to_vec).collect();
+        lines.sort();
+        lines
+    };
+    let want = sorted(run_once(&vs[0], env)?.1);
+    let found = want.iter().filter(|l| !l.is_empty()).count();
+    if found != needles {
+        return Err(format!("bare rg found needles in {found} files, not {needles}").into());
+    }
+    for v in &vs[1..] {
+        if sorted(run_once(v, env)?.1) != want {
+            return Err(format!("`{}` did not count what bare `rg` counted", v.label).into());
+        }
+    }
+    // Start-up in the same project, in the same rounds, so that the per-open cost can
+    // be told from the launch's.
+    let true_bin = which("true").ok_or("`true` is not on PATH")?;
+    let startups = vs.len();
+    vs.push(Variant::bare("true", &files, [true_bin.as_os_str()]));
+    vs.push(Variant::sandy("sandy run -- true", sandy, &files, ["true"]));
+    progress("opens: rg -c over 20,000 files");
+    let s = measure(&vs, env, counts.work_warmup, counts.work_runs, false)?;
+    notes.push(format!(
+        "opens: start-up in the same project and rounds, `sandy run -- true` {} ms, bare \
+         `true` {} ms",
+        ms_text(s[startups + 1].median),
+        ms_text(s[startups].median)
+    ));
+    let vs_rg = &vs[..startups];
+    for (v, st) in vs_rg.iter().zip(&s).skip(1) {
+        let goal = if v.label == "sandy run -- rg -c" {
+            Goal::Ratio(GOAL_OPENS_RATIO)
+        } else {
+            Goal::Reference
+        };
+        rows.push(Row::new(
+            &format!("{LABEL}: `{}` vs bare", v.label),
+            &s[0],
+            st,
+            goal,
+        ));
+    }
+    details.extend(
+        vs.iter()
+            .zip(&s)
+            .map(|(v, st)| (v.label.clone(), st.clone())),
+    );
+    Ok(())
+}
+
 /// Writes the big project: a repository whose `node_modules` holds [`BIG_PACKAGES`]
 /// packages of [`BIG_PACKAGE_DIRS`] directories, with three nested repositories and a
 /// submodule. Returns every directory's path.
@@ -833,8 +988,16 @@ struct Options {
     ceilings_only: bool,
     /// Only the launch cost by project size (`--sizes-only`).
     sizes_only: bool,
+    /// Only the open-heavy row, `rg -c` over the file tree (`--opens`).
+    opens_only: bool,
+    /// Further `sandy` builds measured beside this one in the `--opens` row (`--also
+    /// PATH`, repeatable): experimental variants.
+    also: Vec<PathBuf>,
     /// Where the scratch directory (and so every project) goes.
     dir: PathBuf,
+    /// How many measured rounds each comparison makes (`--rounds N`), instead of the
+    /// defaults: more on a noisy machine.
+    rounds: Option<usize>,
 }
 
 impl Options {
@@ -845,6 +1008,9 @@ impl Options {
         let mut net_only = false;
         let mut ceilings_only = false;
         let mut sizes_only = false;
+        let mut opens_only = false;
+        let mut also = Vec::new();
+        let mut rounds = None;
         let mut baseline = std::env::var_os("SANDY_BASELINE_BIN").map(PathBuf::from);
         let mut dir = std::env::var_os("SANDY_BENCH_DIR").map(PathBuf::from);
         let mut args = std::env::args_os().skip(1);
@@ -855,6 +1021,19 @@ impl Options {
                 Some("--net-only") => net_only = true,
                 Some("--ceilings-only") => ceilings_only = true,
                 Some("--sizes-only") => sizes_only = true,
+                Some("--opens") => opens_only = true,
+                Some("--rounds") => {
+                    let n = args.next().ok_or("--rounds needs a number")?;
+                    rounds = Some(
+                        n.to_str()
+                            .and_then(|n| n.parse::<usize>().ok())
+                            .filter(|n| *n > 0)
+                            .ok_or("--rounds needs a positive number")?,
+                    );
+                }
+                Some("--also") => {
+                    also.push(PathBuf::from(args.next().ok_or("--also needs a path")?));
+                }
                 Some("--sandy") => {
                     sandy = Some(PathBuf::from(args.next().ok_or("--sandy needs a path")?));
                 }
@@ -867,8 +1046,8 @@ impl Options {
                 Some("-h" | "--help") => {
                     println!(
                         "usage: cargo run --release -p sandy-bench -- \
-                         [--quick] [--no-net | --net-only | --ceilings-only | --sizes-only] [--sandy PATH]\n\
-                         [--baseline PATH]\n\
+                         [--quick] [--no-net | --net-only | --ceilings-only | --sizes-only | --opens]\n\
+                         [--sandy PATH] [--baseline PATH] [--also PATH]... [--rounds N]\n\
                          [--dir DIR]\n\
                          Run `cargo build --release` first; see BENCHMARKS.md."
                     );
@@ -897,10 +1076,16 @@ impl Options {
             baseline: baseline.map(std::path::absolute).transpose()?,
             quick,
             sizes_only,
+            opens_only,
+            also: also
+                .into_iter()
+                .map(std::path::absolute)
+                .collect::<Result<_, _>>()?,
             net,
             net_only,
             ceilings_only,
             dir,
+            rounds,
         })
     }
 }

@@ -486,6 +486,22 @@ pub fn allowed_cpus() -> Option<nix::sched::CpuSet> {
     nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok()
 }
 
+/// How many CPUs this process may run on (its affinity mask; at least 1): one system
+/// call. `std::thread::available_parallelism` also looks for a CPU quota in the
+/// process's cgroup, which on a cgroup v1 host means reading `/proc/self/cgroup`,
+/// `/proc/self/mountinfo` and the quota files: 30 to 55 µs a call on the VM of
+/// BENCHMARKS.md, where a launch asked twice (the walks before and after the run).
+pub fn usable_cpus() -> usize {
+    allowed_cpus()
+        .map(|set| {
+            (0..nix::sched::CpuSet::count())
+                .filter(|&cpu| set.is_set(cpu).unwrap_or(false))
+                .count()
+        })
+        .unwrap_or(0)
+        .max(1)
+}
+
 /// In the process [`move_elsewhere`] moved: lets it (and what it starts) use `allowed`
 /// again.
 pub fn run_anywhere(allowed: &nix::sched::CpuSet) -> nix::Result<()> {
@@ -1048,6 +1064,17 @@ fn apply_protection(step: &ProtectionStep) -> Result<(), LinuxError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn usable_cpus_counts_the_affinity_mask() {
+        let n = usable_cpus();
+        assert!(n >= 1);
+        // The standard library's answer is the mask's count, lowered by a CPU quota.
+        let std_n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert!(n >= std_n, "{n} < {std_n}");
+        let mask = allowed_cpus().unwrap();
+        assert!(mask.is_set(nix::sched::sched_getcpu().unwrap()).unwrap());
+    }
 
     #[test]
     fn only_a_refusal_is_explained_as_a_policy_on_namespaces() {

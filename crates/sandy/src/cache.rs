@@ -310,36 +310,35 @@ impl PreparedLayers {
             .collect()
     }
 
-    /// The work directories, in this run's layers, of runs whose supervisor is gone (this
-    /// run's own and those of concurrent runs are not among them): each run leaves its
-    /// own behind, and later runs remove them ([`remove_stale_work_dirs`]).
-    pub fn stale_work_dirs(&self) -> Vec<(std::sync::Arc<Dir>, OsString)> {
-        let mut stale = Vec::new();
-        for layer in &self.layers {
-            let names = left_by_gone_processes(layer, "work-");
-            if names.is_empty() {
-                continue;
-            }
-            // One handle per layer, shared by its names: short runs leave one work
-            // directory each, and hundreds may wait for a longer run to remove them.
-            let Ok(handle) = layer.try_clone() else {
-                continue;
-            };
-            let handle = std::sync::Arc::new(handle);
-            stale.extend(
-                names
-                    .into_iter()
-                    .map(|n| (std::sync::Arc::clone(&handle), n)),
-            );
-        }
-        stale
+    /// This run's layers that may hold work directories of runs whose supervisor is
+    /// gone (this run's own and those of concurrent runs are not among them: each run
+    /// leaves its own behind, and later runs remove them, [`remove_stale_work_dirs`]),
+    /// each with a handle of its own. Told by the layer's link count, one `fstat`: the
+    /// listing, and the question to the kernel about each name's process, are left to the
+    /// thread that removes them, off the launch's path (a series of short runs leaves
+    /// hundreds, and listing them took a millisecond of each launch).
+    pub fn layers_with_leftovers(&self) -> Vec<Dir> {
+        self.layers
+            .iter()
+            .filter(|layer| layer.stat().map_or(true, |st| may_hold_others(st.nlink)))
+            .filter_map(|layer| layer.try_clone().ok())
+            .collect()
     }
 }
 
-/// The entries of `dir` named `PREFIX` and a process id whose process is gone: what
-/// runs that ended left behind, named after their supervisor.
-pub fn left_by_gone_processes(dir: &Dir, prefix: &str) -> Vec<OsString> {
-    let Ok(entries) = dir.entries_prefix(crate::hostfs::MAX_ENTRIES) else {
+/// Whether a layer directory whose link count is `nlink` may hold another run's work
+/// directory: it holds `upper` and this run's own, so a count above 4 (itself, `.`,
+/// and those two) says there is another. A file system that does not count
+/// subdirectories in a directory's links says 1 (Btrfs; ext4 past 65,000 of them): the
+/// layer may hold some.
+fn may_hold_others(nlink: u64) -> bool {
+    !(2..=4).contains(&nlink)
+}
+
+/// The entries of `dir` named `PREFIX` and a process id whose process is gone, among its
+/// first `max` entries: what runs that ended left behind, named after their supervisor.
+pub fn left_by_gone_processes(dir: &Dir, prefix: &str, max: usize) -> Vec<OsString> {
+    let Ok(entries) = dir.entries_prefix(max) else {
         return Vec::new();
     };
     let mut gone = Vec::new();
@@ -364,21 +363,47 @@ pub fn left_by_gone_processes(dir: &Dir, prefix: &str) -> Vec<OsString> {
     gone
 }
 
-/// Removes the work directories of [`PreparedLayers::stale_work_dirs`], one entry at a
-/// time, until `stop` is set: what is left then stays for a later run (a directory goes
-/// last, after its entries, so a part-removed one is still found by its name).
+/// Removes the work directories that runs whose supervisor is gone left in `layers`
+/// ([`PreparedLayers::layers_with_leftovers`]), one entry at a time, until `stop` is set:
+/// what is left then stays for a later run (a directory goes last, after its entries, so a
+/// part-removed one is still found by its name).
 ///
 /// Removing a directory is what costs here: freeing its block waits for the disk (about
 /// 0.1 to 0.3 ms per directory on the ext4 of BENCHMARKS.md, against 20 µs to make one),
 /// and each work directory holds four.
-pub fn remove_stale_work_dirs(stale: &[(std::sync::Arc<Dir>, OsString)], stop: &AtomicBool) {
-    for (layer, name) in stale {
-        let stopped = || stop.load(Ordering::Relaxed);
-        if layer.remove_tree(name, &stopped).is_err() && stopped() {
-            return;
+///
+/// A layer is looked at [`LOOK_AT`] entries at a time, again once those found are
+/// removed: a short run removes a few, and should not list thousands to find them.
+pub fn remove_stale_work_dirs(layers: &[Dir], stop: &AtomicBool) {
+    let stopped = || stop.load(Ordering::Relaxed);
+    for layer in layers {
+        loop {
+            if stopped() {
+                return;
+            }
+            let mut removed = false;
+            for name in left_by_gone_processes(layer, "work-", LOOK_AT) {
+                match layer.remove_tree(&name, &stopped) {
+                    Ok(()) => removed = true,
+                    Err(_) if stopped() => return,
+                    Err(_) => {}
+                }
+                if stopped() {
+                    return;
+                }
+            }
+            // Nothing more to find, or nothing that could be removed: the next layer.
+            if !removed {
+                break;
+            }
         }
     }
 }
+
+/// How many entries of a layer [`remove_stale_work_dirs`] looks at in one listing:
+/// besides `origin`, `upper` and the work directories of runs still going, room for
+/// hundreds of leftovers.
+const LOOK_AT: usize = 256;
 
 /// `sandy cache [--clear]`: lists the layers, per project (their size and the cache
 /// each covers), or removes them. A layer a running sandbox uses (its shared lock is
@@ -617,28 +642,65 @@ mod tests {
         top
     }
 
+    /// A process id that no process has now.
+    fn gone_pid(after: u32) -> u32 {
+        (after..after + 100_000)
+            .find(|&p| {
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(p as i32), None)
+                    == Err(nix::errno::Errno::ESRCH)
+            })
+            .unwrap()
+    }
+
     #[test]
     fn stale_work_dirs_are_removed_whole_unless_stopped_first() {
         let layer = tempfile::tempdir().unwrap();
-        let a = kernel_work_dir(layer.path(), 1);
-        let b = kernel_work_dir(layer.path(), 2);
-        let dir = Dir::open(layer.path()).unwrap();
-        let stale = [
-            (
-                std::sync::Arc::new(dir.try_clone().unwrap()),
-                OsString::from("work-1"),
-            ),
-            (
-                std::sync::Arc::new(dir.try_clone().unwrap()),
-                OsString::from("work-2"),
-            ),
-        ];
-        remove_stale_work_dirs(&stale, &AtomicBool::new(true));
+        let (one, two) = (gone_pid(3_000_000), gone_pid(3_100_000));
+        let a = kernel_work_dir(layer.path(), one);
+        let b = kernel_work_dir(layer.path(), two);
+        // A live process's (this one's) is never removed.
+        let mine = kernel_work_dir(layer.path(), std::process::id());
+        let layers = [Dir::open(layer.path()).unwrap()];
+        remove_stale_work_dirs(&layers, &AtomicBool::new(true));
         assert!(
-            a.join("work").exists() && b.exists(),
+            a.join("work").exists() && b.join("work").exists(),
             "removed after the stop"
         );
-        remove_stale_work_dirs(&stale, &AtomicBool::new(false));
+        remove_stale_work_dirs(&layers, &AtomicBool::new(false));
         assert!(!a.exists() && !b.exists());
+        assert!(mine.exists());
+    }
+
+    #[test]
+    fn more_leftovers_than_one_listing_holds_are_all_removed() {
+        let layer = tempfile::tempdir().unwrap();
+        let mut pid = 3_200_000;
+        for _ in 0..LOOK_AT + 50 {
+            pid = gone_pid(pid + 1);
+            std::fs::create_dir_all(layer.path().join(format!("work-{pid}/work"))).unwrap();
+        }
+        std::fs::create_dir(layer.path().join("upper")).unwrap();
+        remove_stale_work_dirs(&[Dir::open(layer.path()).unwrap()], &AtomicBool::new(false));
+        let left: Vec<_> = std::fs::read_dir(layer.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, vec![OsString::from("upper")]);
+    }
+
+    #[test]
+    fn a_layer_is_listed_when_its_links_say_another_run_left_a_directory() {
+        let layer = tempfile::tempdir().unwrap();
+        std::fs::create_dir(layer.path().join("upper")).unwrap();
+        std::fs::create_dir(layer.path().join("work-1")).unwrap();
+        let links = |p: &Path| {
+            std::os::unix::fs::MetadataExt::nlink(&std::fs::symlink_metadata(p).unwrap())
+        };
+        // `upper` and this run's own work directory: nothing else.
+        assert!(!may_hold_others(links(layer.path())));
+        std::fs::create_dir(layer.path().join("work-2")).unwrap();
+        assert!(may_hold_others(links(layer.path())));
+        // A file system that does not count subdirectories in links.
+        assert!(may_hold_others(1));
     }
 }

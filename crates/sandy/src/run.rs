@@ -652,7 +652,7 @@ impl Launched {
         // sandbox and removed by a thread of its own until the run is over.
         self.sweeper = Sweeper::start(Leftovers {
             run_dirs: Stale::find(runs, &own_run_dirs),
-            work_dirs: self.layers.stale_work_dirs(),
+            work_layers: self.layers.layers_with_leftovers(),
         });
         // The notifier's listener comes with the target's pid when the target watches its
         // writes (`--explain`) or its sockets are brokered (the host's network).
@@ -824,12 +824,12 @@ impl Launched {
     }
 }
 
-/// What earlier runs left behind, by name: per-run directories of other runs (stale
-/// unless their lock is held: [`Stale`]) and the work directories of cache overlays
-/// whose supervisor is gone.
+/// What earlier runs left behind: per-run directories of other runs, by name (stale
+/// unless their lock is held: [`Stale`]), and the cache layers that may hold work
+/// directories of overlays whose supervisor is gone (listed by the removing thread).
 struct Leftovers {
     run_dirs: Stale,
-    work_dirs: Vec<(std::sync::Arc<crate::hostfs::Dir>, std::ffi::OsString)>,
+    work_layers: Vec<crate::hostfs::Dir>,
 }
 
 impl Leftovers {
@@ -837,13 +837,14 @@ impl Leftovers {
     /// before each entry of a work directory); the rest is left to a later run.
     fn remove(&self, stop: &AtomicBool) {
         self.run_dirs.remove(&|| stop.load(Ordering::Relaxed));
-        crate::cache::remove_stale_work_dirs(&self.work_dirs, stop);
+        crate::cache::remove_stale_work_dirs(&self.work_layers, stop);
     }
 }
 
 /// The removal of what earlier runs left behind ([`Leftovers`]), beside the run, by a
-/// thread of its own. Looking is done before, in turn (a listing of the temporary base
-/// and of the run's cache layers): a run that finds nothing to remove starts no thread.
+/// thread of its own. Looking is done before, in turn (a listing of the temporary base,
+/// and the link count of each of the run's cache layers, whose listing the thread makes):
+/// a run that finds nothing to remove starts no thread.
 /// The thread starts while the bootstrap builds the sandbox and stops when the run is
 /// over: the supervisor waits for the removal in progress only, never for the rest, so
 /// that a short command's end is not kept waiting for earlier runs' leftovers.
@@ -854,7 +855,7 @@ struct Sweeper {
 
 impl Sweeper {
     fn start(leftovers: Leftovers) -> Option<Sweeper> {
-        if leftovers.run_dirs.is_empty() && leftovers.work_dirs.is_empty() {
+        if leftovers.run_dirs.is_empty() && leftovers.work_layers.is_empty() {
             return None;
         }
         let stop = std::sync::Arc::new(AtomicBool::new(false));

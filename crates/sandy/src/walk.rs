@@ -306,12 +306,10 @@ fn traverse(
     traverse_with(root, limit, before, threads, threads * TASKS_PER_THREAD)
 }
 
-/// How many threads a walk uses: one per processor, at most [`MAX_THREADS`].
+/// How many threads a walk uses: one per processor it may run on, at most
+/// [`MAX_THREADS`] (a CPU quota is not looked for: it costs more than it would decide).
 fn threads() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(MAX_THREADS)
+    sandy_linux::namespaces::usable_cpus().min(MAX_THREADS)
 }
 
 /// [`traverse`] on `threads` threads. The walk goes breadth first from the root until
