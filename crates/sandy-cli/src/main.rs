@@ -15,6 +15,7 @@
 extern crate sandy;
 
 mod args;
+mod cache;
 mod doctor;
 mod error;
 mod integrations;
@@ -79,7 +80,7 @@ fn dispatch(cli: args::Cli) -> Result<u8, error::SandyError> {
             b.observe,
         )),
         args::Command::Doctor(d) => doctor::doctor(d),
-        args::Command::Cache(c) => sandy::cache::command(c.clear),
+        args::Command::Cache(c) => cache::command(c.clear),
         args::Command::Integrations(i) => integrations::command(i),
         args::Command::Probe(p) => doctor::probe(p.layer),
         args::Command::Escape(e) => selftest::escape(e),

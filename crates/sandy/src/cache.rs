@@ -405,20 +405,75 @@ pub fn remove_stale_work_dirs(layers: &[Dir], stop: &AtomicBool) {
 /// hundreds of leftovers.
 const LOOK_AT: usize = 256;
 
-/// `sandy cache [--clear]`: lists the layers, per project (their size and the cache
-/// each covers), or removes them. A layer a running sandbox uses (its shared lock is
-/// held) is left, and named. Layers of Sandy releases before per-project layers (directly
-/// in `overlays`, shared by every project) are listed as such and removed too.
-pub fn command(clear: bool) -> Result<u8, SandyError> {
+/// What [`layers`] found (and with `clear` did) in Sandy's cache layers.
+#[derive(Debug)]
+pub struct Listing {
+    /// Where the layers are (`~/.cache/sandy/overlays`); `None` without a home.
+    pub root: Option<std::path::PathBuf>,
+    /// Each project's layers, and the shared ones of earlier releases, in name order.
+    pub groups: Vec<Group>,
+    /// The bytes listed, or removed with `clear`.
+    pub total: u64,
+    /// Layers a running sandbox holds, which `clear` left.
+    pub in_use: usize,
+}
+
+/// One directory of layers: a project's, or a layer shared by every project.
+#[derive(Debug)]
+pub struct Group {
+    /// The project the layers are for; `None` for a shared layer of an earlier release
+    /// (the group then holds that one layer).
+    pub project: Option<String>,
+    /// The directory's name.
+    pub name: OsString,
+    /// Its layers.
+    pub layers: Vec<Layer>,
+}
+
+/// One cache layer.
+#[derive(Debug)]
+pub struct Layer {
+    /// Its name.
+    pub name: OsString,
+    /// Its size on disk, in bytes.
+    pub size: u64,
+    /// The cache it lies over.
+    pub origin: String,
+    /// Listed, removed, or kept because a running sandbox uses it.
+    pub outcome: Outcome,
+}
+
+/// What happened to a [`Layer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Listed only.
+    Listed,
+    /// Removed (`clear`).
+    Removed,
+    /// Kept: a running sandbox holds it.
+    InUse,
+}
+
+/// `sandy cache [--clear]`: the layers, per project (their size and the cache each
+/// covers), or with `clear` removes them. A layer a running sandbox uses (its shared lock
+/// is held) is left, and named. Layers of Sandy releases before per-project layers
+/// (directly in `overlays`, shared by every project) are listed as such and removed too.
+pub fn layers(clear: bool) -> Result<Listing, SandyError> {
     let host = crate::host::gather_without_git()?;
+    let mut listing = Listing {
+        root: None,
+        groups: Vec::new(),
+        total: 0,
+        in_use: 0,
+    };
     let Some(home) = host.home.as_deref() else {
-        crate::say::print_line("no home directory: Sandy keeps no cache layers").map_err(out)?;
-        return Ok(0);
+        return Ok(listing);
     };
     let root_path = sandy_cache_dir(home, &host).join(OVERLAYS_DIR);
+    listing.root = Some(root_path.clone());
     let root = match Dir::open(&root_path) {
-        Ok(root) => Some(root),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Ok(root) => root,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(listing),
         Err(source) => {
             return Err(SandyError::File {
                 step: "cannot open Sandy's cache layers in",
@@ -427,20 +482,11 @@ pub fn command(clear: bool) -> Result<u8, SandyError> {
             })
         }
     };
-    let names = match &root {
-        Some(root) => directories(root).map_err(|source| SandyError::File {
-            step: "cannot list Sandy's cache layers in",
-            path: root_path.clone(),
-            source,
-        })?,
-        None => Vec::new(),
-    };
-    let Some(root) = root.filter(|_| !names.is_empty()) else {
-        crate::say::print_line(&format!("no cache layers in {}", Shown(&root_path)))
-            .map_err(out)?;
-        return Ok(0);
-    };
-    let mut tally = Tally::default();
+    let names = directories(&root).map_err(|source| SandyError::File {
+        step: "cannot list Sandy's cache layers in",
+        path: root_path.clone(),
+        source,
+    })?;
     for name in &names {
         let Ok(dir) = root.open_dir(name) else {
             continue;
@@ -448,12 +494,12 @@ pub fn command(clear: bool) -> Result<u8, SandyError> {
         let dir_path = root_path.join(name);
         if dir.entry("origin").ok().flatten().is_some() {
             // A layer from before per-project layers.
-            crate::say::print_line(&format!(
-                "shared by every project (from an earlier Sandy, no longer used): {}",
-                Shown(Path::new(name))
-            ))
-            .map_err(out)?;
-            one_layer(&root, name, dir, &dir_path, clear, &mut tally)?;
+            let layer = one_layer(&root, name, dir, &dir_path, clear, &mut listing)?;
+            listing.groups.push(Group {
+                project: None,
+                name: name.clone(),
+                layers: vec![layer],
+            });
             continue;
         }
         let project = dir
@@ -462,66 +508,38 @@ pub fn command(clear: bool) -> Result<u8, SandyError> {
             .flatten()
             .map(|o| String::from_utf8_lossy(o.trim_ascii_end()).into_owned())
             .unwrap_or_else(|| "(unknown)".to_owned());
-        crate::say::print_line(&format!(
-            "project {}  ({})",
-            Shown(Path::new(&project)),
-            Shown(Path::new(name))
-        ))
-        .map_err(out)?;
-        let layers = directories(&dir).map_err(|source| SandyError::File {
+        let layer_names = directories(&dir).map_err(|source| SandyError::File {
             step: "cannot list Sandy's cache layers in",
             path: dir_path.clone(),
             source,
         })?;
-        let before = tally.in_use;
-        for layer_name in &layers {
+        let before = listing.in_use;
+        let mut layers = Vec::new();
+        for layer_name in &layer_names {
             let Ok(layer) = dir.open_dir(layer_name) else {
                 continue;
             };
-            one_layer(
+            layers.push(one_layer(
                 &dir,
                 layer_name,
                 layer,
                 &dir_path.join(layer_name),
                 clear,
-                &mut tally,
-            )?;
+                &mut listing,
+            )?);
         }
         // A project none of whose layers is left: its directory goes too.
-        if clear && tally.in_use == before {
+        if clear && listing.in_use == before {
             let _ = dir.remove_entry(PROJECT_FILE);
             let _ = root.remove_dir(name);
         }
+        listing.groups.push(Group {
+            project: Some(project),
+            name: name.clone(),
+            layers,
+        });
     }
-    let summary = if clear {
-        let kept = if tally.in_use > 0 {
-            format!(
-                "; {} in use kept (run it again once they end)",
-                tally.in_use
-            )
-        } else {
-            String::new()
-        };
-        format!(
-            "cleared {} in {}{kept}",
-            human(tally.total),
-            Shown(&root_path)
-        )
-    } else {
-        format!(
-            "{} in {} (sandy cache --clear removes them)",
-            human(tally.total),
-            Shown(&root_path)
-        )
-    };
-    crate::say::print_line(&summary).map_err(out)?;
-    Ok(0)
-}
-
-#[derive(Default)]
-struct Tally {
-    total: u64,
-    in_use: usize,
+    Ok(listing)
 }
 
 /// The directories in `dir`, sorted by name.
@@ -536,16 +554,16 @@ fn directories(dir: &Dir) -> std::io::Result<Vec<OsString>> {
     Ok(names)
 }
 
-/// Lists one layer (`name` in `parent`, opened as `layer`), or removes it with `clear`
-/// unless a running sandbox holds it.
+/// One layer (`name` in `parent`, opened as `layer`), removed with `clear` unless a
+/// running sandbox holds it.
 fn one_layer(
     parent: &Dir,
     name: &OsStr,
     layer: Dir,
     path: &Path,
     clear: bool,
-    tally: &mut Tally,
-) -> Result<(), SandyError> {
+    listing: &mut Listing,
+) -> Result<Layer, SandyError> {
     let size = parent.disk_usage(name, crate::hostfs::MAX_ENTRIES);
     let origin = layer
         .read("origin", MAX_ORIGIN)
@@ -553,33 +571,35 @@ fn one_layer(
         .flatten()
         .map(|o| String::from_utf8_lossy(o.trim_ascii_end()).into_owned())
         .unwrap_or_default();
-    let origin = Shown(Path::new(&origin));
-    let shown = Shown(Path::new(name));
-    let line = if clear {
+    let mut outcome = Outcome::Listed;
+    if clear {
         if !layer.try_lock(true).map_err(|source| SandyError::File {
             step: "cannot lock the cache layer",
             path: path.to_path_buf(),
             source,
         })? {
-            tally.in_use += 1;
-            return crate::say::print_line(&format!(
-                "  kept {shown}  {}  (over {origin}): a running sandbox uses it",
-                human(size)
-            ))
-            .map_err(out);
+            listing.in_use += 1;
+            return Ok(Layer {
+                name: name.to_os_string(),
+                size,
+                origin,
+                outcome: Outcome::InUse,
+            });
         }
         remove_layer(parent, name, &layer).map_err(|source| SandyError::File {
             step: "cannot remove the cache layer",
             path: path.to_path_buf(),
             source,
         })?;
-        tally.total += size;
-        format!("  removed {shown}  {}  (over {origin})", human(size))
-    } else {
-        tally.total += size;
-        format!("  {shown}  {}  (over {origin})", human(size))
-    };
-    crate::say::print_line(&line).map_err(out)
+        outcome = Outcome::Removed;
+    }
+    listing.total += size;
+    Ok(Layer {
+        name: name.to_os_string(),
+        size,
+        origin,
+        outcome,
+    })
 }
 
 /// Removes the layer `name` of `root`, whose handle `layer` holds its exclusive lock:
@@ -592,13 +612,6 @@ fn remove_layer(root: &Dir, name: &OsStr, layer: &Dir) -> std::io::Result<()> {
     }
 }
 
-fn out(source: std::io::Error) -> SandyError {
-    SandyError::Io {
-        step: "cannot write the cache listing",
-        source,
-    }
-}
-
 /// A cache's overlay with this run's work directory.
 fn overlay_of(cache: &ToolCache) -> ManifestOverlay {
     ManifestOverlay {
@@ -606,20 +619,6 @@ fn overlay_of(cache: &ToolCache) -> ManifestOverlay {
         upper: cache.upper().as_path().into(),
         work: cache.layer.join(work_name()).as_path().into(),
     }
-}
-
-fn human(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
 }
 
 #[cfg(test)]
