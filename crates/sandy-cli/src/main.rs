@@ -20,6 +20,7 @@ mod doctor;
 mod error;
 mod integrations;
 mod reference;
+mod restore;
 mod selftest;
 mod setup;
 mod why;
@@ -85,7 +86,7 @@ fn dispatch(cli: args::Cli) -> Result<u8, error::SandyError> {
         args::Command::Probe(p) => doctor::probe(p.layer),
         args::Command::Escape(e) => selftest::escape(e),
         args::Command::Idle => selftest::idle(),
-        args::Command::Restore(r) => sandy::verify::restore(r.run.as_deref()),
+        args::Command::Restore(r) => restore::command(r.run.as_deref()),
         args::Command::Completions(c) => reference::completions(c.shell),
         args::Command::Man => reference::man(),
         args::Command::Setup(s) => setup::setup(s),

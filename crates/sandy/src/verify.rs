@@ -677,8 +677,33 @@ pub fn after(snapshot: Snapshot) -> Option<String> {
 /// below `only` (what the full tier keeps read-only) is put back at once from its
 /// pre-run copy ([`after`]), one line each; the rest stays for `sandy restore`.
 pub fn restore_after_run(run_id: &str, only: &[PathBuf]) {
-    if let Err(err) = restore_inner(Some(run_id), Some(only)) {
+    let mut each = |restored: Restored| match restored {
+        Restored::Put { path, at, what } => say!(
+            "restored {} ({what}): --tier landlock cannot keep it read-only",
+            shown_at(&path, &at)
+        ),
+        Restored::Failed { path, error } => say!("cannot restore {}: {error}", Tilde(&path)),
+        Restored::Damaged => say!(
+            "a saved entry of run {} is damaged; skipped",
+            Shown(Path::new(run_id))
+        ),
+        Restored::NotRemoved => say!(
+            "the copies of run {} could not be removed; it stays listed",
+            Shown(Path::new(run_id))
+        ),
+    };
+    if let Err(err) = restore_only(run_id, Some(only), &mut each) {
         say!("cannot restore what the run changed: {err}; run `sandy restore {run_id}`");
+    }
+}
+
+/// A restored path as people read it: `~/x`, or `~/x (at ~/y)` when a link on its way at
+/// launch led elsewhere.
+pub fn shown_at(path: &Path, at: &Path) -> String {
+    if at == path {
+        Tilde(path).to_string()
+    } else {
+        format!("{} (at {})", Tilde(path), Tilde(at))
     }
 }
 
@@ -1335,20 +1360,43 @@ fn report_settings(looker: &mut Looker<'_>, git: &gitscan::Git, file: &Path) {
     }
 }
 
-/// `sandy restore`: without a run, lists the runs whose pre-run copies are kept; with one,
-/// puts every saved path of that run back, each at the exact place its name led to at
-/// launch, reached with no link on the way, and only from a copy whose digest matches.
-/// When every path is back, the run's copies are removed: it is no longer pending.
-pub fn restore(run: Option<&str>) -> Result<u8, crate::error::SandyError> {
-    restore_inner(run, None)
+/// A run whose pre-run copies are kept ([`saved_runs`]).
+#[derive(Debug)]
+pub struct SavedRun {
+    /// The run's id, which [`restore`] takes.
+    pub id: OsString,
+    /// Each path the run changed, and what restoring it does.
+    pub paths: Vec<(PathBuf, &'static str)>,
 }
 
-/// [`restore`]; `automatic`: right after the run, only what lies at or below one of
-/// these paths, each line on stderr.
-fn restore_inner(
-    run: Option<&str>,
-    automatic: Option<&[PathBuf]>,
-) -> Result<u8, crate::error::SandyError> {
+/// What [`restore`] did with one saved path.
+#[derive(Debug)]
+pub enum Restored {
+    /// Put back: the path, where its name led at launch when that differs, and what was
+    /// done.
+    Put {
+        /// The path as the run saw it.
+        path: PathBuf,
+        /// Where its name led at launch (the same path when no link was on the way).
+        at: PathBuf,
+        /// What was done (`file put back`, `removed`, ...).
+        what: &'static str,
+    },
+    /// Not put back, and why.
+    Failed {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// A saved entry is damaged and was skipped.
+    Damaged,
+    /// Every path is back, but the run's copies could not be removed: it stays listed.
+    NotRemoved,
+}
+
+/// Where Sandy keeps the pre-run copies (`~/.local/state/sandy/restore`).
+fn restore_base() -> Result<(PathBuf, Option<Dir>), crate::error::SandyError> {
     use crate::error::SandyError;
     let host = crate::host::gather_without_git()?;
     let Some(home) = host.home.as_deref() else {
@@ -1358,55 +1406,73 @@ fn restore_inner(
         });
     };
     let base_path = sandy_state_dir(home, &host).join(RESTORE_DIR);
-    let base = match Dir::open(&base_path) {
-        Ok(base) => Some(base),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(source) => {
-            return Err(SandyError::File {
-                step: "cannot open the pre-run copies in",
-                path: base_path,
-                source,
-            })
-        }
-    };
-    let Some(run) = run else {
-        let mut runs: Vec<OsString> = base
-            .as_ref()
-            .and_then(|b| b.entries(crate::hostfs::MAX_ENTRIES).ok())
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|e| e.kind == Kind::Directory)
-            .map(|e| e.name)
+    match Dir::open(&base_path) {
+        Ok(base) => Ok((base_path, Some(base))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((base_path, None)),
+        Err(source) => Err(SandyError::File {
+            step: "cannot open the pre-run copies in",
+            path: base_path,
+            source,
+        }),
+    }
+}
+
+/// `sandy restore` without a run: the runs whose pre-run copies are kept, by id, each
+/// with the paths it changed.
+pub fn saved_runs() -> Result<Vec<SavedRun>, crate::error::SandyError> {
+    let (_, base) = restore_base()?;
+    let mut runs: Vec<OsString> = base
+        .as_ref()
+        .and_then(|b| b.entries(crate::hostfs::MAX_ENTRIES).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| e.kind == Kind::Directory)
+        .map(|e| e.name)
+        .collect();
+    runs.sort();
+    let mut saved = Vec::new();
+    for id in runs {
+        let Some(record) = base.as_ref().and_then(|b| read_record(b, &id).ok()) else {
+            continue;
+        };
+        let mut paths: Vec<(Vec<u8>, &'static str)> = record
+            .entries
+            .iter()
+            .filter_map(|e| Some((unhex(&e.path)?, e.was.undo())))
             .collect();
-        runs.sort();
-        let mut any = false;
-        for id in runs {
-            let Some(record) = base.as_ref().and_then(|b| read_record(b, &id).ok()) else {
-                continue;
-            };
-            let mut paths: Vec<(Vec<u8>, &Was)> = record
-                .entries
-                .iter()
-                .filter_map(|e| Some((unhex(&e.path)?, &e.was)))
-                .collect();
-            if paths.is_empty() {
-                continue;
-            }
-            paths.sort_by(|a, b| a.0.cmp(&b.0));
-            any = true;
-            let _ = crate::say::print_line(&format!("{}:", Shown(Path::new(&id))));
-            for (path, was) in paths {
-                let path = Path::new(OsStr::from_bytes(&path));
-                let _ = crate::say::print_line(&format!("  {}: {}", Tilde(path), was.undo()));
-            }
+        if paths.is_empty() {
+            continue;
         }
-        if any {
-            let _ = crate::say::print_line("put a run's paths back with: sandy restore RUN");
-        } else {
-            let _ = crate::say::print_line("no saved pre-run copies");
-        }
-        return Ok(0);
-    };
+        paths.sort_by(|a, b| a.0.cmp(&b.0));
+        saved.push(SavedRun {
+            id,
+            paths: paths
+                .into_iter()
+                .map(|(p, undo)| (PathBuf::from(OsString::from_vec(p)), undo))
+                .collect(),
+        });
+    }
+    Ok(saved)
+}
+
+/// `sandy restore RUN`: puts every saved path of that run back, each at the exact place
+/// its name led to at launch, reached with no link on the way, and only from a copy
+/// whose digest matches; `each` hears of every path. When every path is back, the run's
+/// copies are removed: it is no longer pending. Returns 0, or 1 when a path could not be
+/// put back.
+pub fn restore(run: &str, each: &mut dyn FnMut(Restored)) -> Result<u8, crate::error::SandyError> {
+    restore_only(run, None, each)
+}
+
+/// [`restore`]; `only`: right after the run, only what lies at or below one of these
+/// paths.
+fn restore_only(
+    run: &str,
+    only: Option<&[PathBuf]>,
+    each: &mut dyn FnMut(Restored),
+) -> Result<u8, crate::error::SandyError> {
+    use crate::error::SandyError;
+    let (base_path, base) = restore_base()?;
     let not_a_run = |source: std::io::Error| SandyError::File {
         step: "cannot restore run",
         path: PathBuf::from(run),
@@ -1431,36 +1497,22 @@ fn restore_inner(
     for entry in entries {
         let (Some(path), Some(at)) = (unhex(&entry.path), unhex(&entry.at)) else {
             failed = 1;
-            say!(
-                "a saved entry of run {} is damaged; skipped",
-                Shown(Path::new(run))
-            );
+            each(Restored::Damaged);
             continue;
         };
         let path = PathBuf::from(OsStr::from_bytes(&path));
         let at = PathBuf::from(OsStr::from_bytes(&at));
-        if let Some(only) = automatic {
+        if let Some(only) = only {
             if !only.iter().any(|p| path.starts_with(p)) {
                 left = true;
                 continue;
             }
         }
         match put_back(&copies, &at, &entry.was) {
-            Ok(what) => {
-                let shown = if at == path {
-                    Tilde(&path).to_string()
-                } else {
-                    format!("{} (at {})", Tilde(&path), Tilde(&at))
-                };
-                if automatic.is_some() {
-                    say!("restored {shown} ({what}): --tier landlock cannot keep it read-only");
-                } else {
-                    let _ = crate::say::print_line(&format!("restored {shown} ({what})"));
-                }
-            }
-            Err(err) => {
+            Ok(what) => each(Restored::Put { path, at, what }),
+            Err(error) => {
                 failed = 1;
-                say!("cannot restore {}: {err}", Tilde(&path));
+                each(Restored::Failed { path, error });
             }
         }
     }
@@ -1468,10 +1520,7 @@ fn restore_inner(
     if failed == 0 && !left {
         drop(copies);
         if base.remove_tree(run, &|| false).is_err() {
-            say!(
-                "the copies of run {} could not be removed; it stays listed",
-                Shown(Path::new(run))
-            );
+            each(Restored::NotRemoved);
         }
         // The last run restored: Sandy's directory of copies goes too, and its state
         // directory when nothing else is kept there (each only if empty).
