@@ -16,6 +16,7 @@ extern crate sandy;
 
 mod args;
 mod cache;
+mod config;
 mod doctor;
 mod error;
 mod integrations;
@@ -92,8 +93,8 @@ fn dispatch(cli: args::Cli) -> Result<u8, error::SandyError> {
         args::Command::Setup(s) => setup::setup(s),
         args::Command::Trust(t) => sandy::trust::trust(t.yes, t.revoke),
         args::Command::Config(c) => match c.command {
-            args::ConfigCommand::Init => sandy::policyfiles::init(),
-            args::ConfigCommand::Check => sandy::policyfiles::check(),
+            args::ConfigCommand::Init => config::init(),
+            args::ConfigCommand::Check => config::check(),
         },
     }
 }

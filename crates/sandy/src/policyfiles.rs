@@ -41,13 +41,6 @@ pub struct Asked<'a> {
 /// The most user profiles `sandy config check` looks at.
 const MAX_PROFILES: usize = 1024;
 
-fn print(line: &str) -> Result<(), SandyError> {
-    crate::say::print_line(line).map_err(|source| SandyError::Io {
-        step: "cannot write to standard output",
-        source,
-    })
-}
-
 /// Sandy's directory in the user's configuration: `$XDG_CONFIG_HOME/sandy` when that is
 /// absolute, else `~/.config/sandy`.
 pub fn config_dir(host: &HostContext) -> Option<PathBuf> {
@@ -214,8 +207,9 @@ impl Loaded {
     }
 }
 
-/// `sandy config init`: writes the commented starter, never over an existing file.
-pub fn init() -> Result<u8, SandyError> {
+/// `sandy config init`: writes the commented starter, never over an existing file, and
+/// returns its path.
+pub fn init() -> Result<std::path::PathBuf, SandyError> {
     let host = crate::host::gather_without_git()?;
     let (Some(dir), Some(path)) = (config_dir(&host), config_path(&host)) else {
         return Err(SandyError::Usage(
@@ -231,17 +225,33 @@ pub fn init() -> Result<u8, SandyError> {
     handle
         .write_new("config.toml", files::CONFIG_STARTER.as_bytes(), 0o600)
         .map_err(file)?;
-    print(&format!(
-        "wrote {}; edit it, then `sandy config check`",
-        sandy_policy::text::Shown(&path)
-    ))?;
-    Ok(0)
+    Ok(path)
 }
 
 /// `sandy config check`: parses the configuration and every user profile, then resolves
 /// a launch of `true` in the current directory with the configuration, as `sandy run`
 /// would, and refuses what `sandy run` would refuse.
-pub fn check() -> Result<u8, SandyError> {
+/// What [`check`] found, one item per file and one for the resolution.
+#[derive(Debug)]
+pub enum Checked {
+    /// The configuration file parsed.
+    Config(std::path::PathBuf),
+    /// There is no configuration file at this path.
+    NoConfig(std::path::PathBuf),
+    /// A user profile parsed; `shadowed`: a built-in profile has its name.
+    Profile {
+        /// The profile's file.
+        path: std::path::PathBuf,
+        /// Whether a built-in profile has the same name (and `--profile` uses that one).
+        shadowed: bool,
+    },
+    /// A run in this directory resolves with the files.
+    Resolves(std::path::PathBuf),
+    /// Not resolved here (not a directory a run may start in), and why.
+    NotResolvedHere(String),
+}
+
+pub fn check() -> Result<Vec<Checked>, SandyError> {
     let host = crate::host::gather_without_git()?;
     let builtin = sandy_policy::builtin_names();
     let Some(path) = config_path(&host) else {
@@ -253,12 +263,9 @@ pub fn check() -> Result<u8, SandyError> {
     match read(FileRole::Config, &path, &host, true)? {
         Some((path, text)) => {
             files::parse_config(&text, &path, host.home.as_deref())?;
-            lines.push(format!("ok: {}", sandy_policy::text::Shown(&path)));
+            lines.push(Checked::Config(path));
         }
-        None => lines.push(format!(
-            "no configuration at {} (`sandy config init` writes one)",
-            sandy_policy::text::Shown(&path)
-        )),
+        None => lines.push(Checked::NoConfig(path)),
     }
     if let Some(dir) = config_dir(&host).map(|d| d.join("profiles")) {
         let mut names: Vec<std::ffi::OsString> = match hostfs::Dir::open(&dir) {
@@ -288,15 +295,10 @@ pub fn check() -> Result<u8, SandyError> {
             }
             if let Some((path, text)) = read(FileRole::ProfileFile, &entry, &host, true)? {
                 files::parse_profile_file(&text, &path, host.home.as_deref(), &builtin)?;
-                let shadowed = if builtin.contains(&stem) {
-                    " (a built-in profile has this name: --profile uses the built-in one)"
-                } else {
-                    ""
-                };
-                lines.push(format!(
-                    "ok: {}{shadowed}",
-                    sandy_policy::text::Shown(&path)
-                ));
+                lines.push(Checked::Profile {
+                    path,
+                    shadowed: builtin.contains(&stem),
+                });
             }
         }
     }
@@ -314,21 +316,14 @@ pub fn check() -> Result<u8, SandyError> {
     match sandy_policy::resolve(&request, &host, &hostfs::HostFs) {
         Ok(policy) => {
             loaded.refuse_writable(&policy)?;
-            lines.push(format!(
-                "ok: a run in {} resolves with it",
-                sandy_policy::text::Shown(&host.cwd)
-            ));
+            lines.push(Checked::Resolves(host.cwd.clone()));
         }
         // Not a directory a run may start in (the home directory): the files parsed;
         // their grants are checked where a run can be.
-        Err(sandy_policy::ResolveError::UnsafeProject { reason, .. }) => lines.push(format!(
-            "not resolved here ({reason}): run `sandy config check` in a project directory \
-             to check the grants too"
-        )),
+        Err(sandy_policy::ResolveError::UnsafeProject { reason, .. }) => {
+            lines.push(Checked::NotResolvedHere(reason.to_owned()))
+        }
         Err(e) => return Err(e.into()),
     }
-    for line in lines {
-        print(&line)?;
-    }
-    Ok(0)
+    Ok(lines)
 }
