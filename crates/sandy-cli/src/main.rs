@@ -24,6 +24,7 @@ mod reference;
 mod restore;
 mod selftest;
 mod setup;
+mod trust;
 mod why;
 
 use std::process::ExitCode;
@@ -91,7 +92,7 @@ fn dispatch(cli: args::Cli) -> Result<u8, error::SandyError> {
         args::Command::Completions(c) => reference::completions(c.shell),
         args::Command::Man => reference::man(),
         args::Command::Setup(s) => setup::setup(s),
-        args::Command::Trust(t) => sandy::trust::trust(t.yes, t.revoke),
+        args::Command::Trust(t) => trust::command(t.yes, t.revoke),
         args::Command::Config(c) => match c.command {
             args::ConfigCommand::Init => config::init(),
             args::ConfigCommand::Check => config::check(),

@@ -14,7 +14,6 @@
 //!   start the agent without grants the user relies on, and hide the change in a line
 //!   among others; refusing makes the user look (`sandy trust`) before anything runs.
 
-use std::io::{BufRead, IsTerminal, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -28,8 +27,6 @@ use crate::hostfs::{self, UserFile};
 
 /// The largest trust record read.
 const MAX_RECORD_BYTES: usize = 4096;
-/// The longest answer read at the confirmation prompt.
-const MAX_ANSWER_BYTES: u64 = 256;
 
 /// Why a project policy stops a launch or an approval. Each is one line.
 #[derive(Debug, thiserror::Error)]
@@ -276,15 +273,20 @@ pub fn add_to(
     Ok(())
 }
 
-fn print(line: &str) -> Result<(), SandyError> {
-    crate::say::print_line(line).map_err(|source| SandyError::Io {
-        step: "cannot write to standard output",
-        source,
-    })
+/// What `sandy trust --revoke` did.
+#[derive(Debug)]
+pub struct Revoked {
+    /// Whether a record was removed (`false`: the project had none).
+    pub removed: bool,
+    /// The project.
+    pub project: PathBuf,
+    /// Its `sandy.toml`.
+    pub file: PathBuf,
 }
 
-/// `sandy trust [--yes] [--revoke]` in the project.
-pub fn trust(yes: bool, revoke: bool) -> Result<u8, SandyError> {
+/// `sandy trust --revoke` in the project: its record removed, so that launches ignore
+/// its `sandy.toml` again.
+pub fn revoke() -> Result<Revoked, SandyError> {
     if crate::run::inside_sandy() {
         return Err(SandyError::Nested);
     }
@@ -292,41 +294,67 @@ pub fn trust(yes: bool, revoke: bool) -> Result<u8, SandyError> {
     let project = host.cwd.clone();
     let dir = records_dir(&host).ok_or(TrustError::NoConfigDir)?;
     let name = record_name(&project);
-    if revoke {
-        let removed = match hostfs::Dir::open(&dir) {
-            Ok(d) => match d.remove_file(&name) {
-                Ok(()) => true,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-                Err(source) => {
-                    return Err(SandyError::File {
-                        step: "cannot remove",
-                        path: dir.join(&name),
-                        source,
-                    })
-                }
-            },
+    let removed = match hostfs::Dir::open(&dir) {
+        Ok(d) => match d.remove_file(&name) {
+            Ok(()) => true,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
             Err(source) => {
                 return Err(SandyError::File {
-                    step: "cannot open",
-                    path: dir,
+                    step: "cannot remove",
+                    path: dir.join(&name),
                     source,
                 })
             }
-        };
-        print(&if removed {
-            format!(
-                "revoked: {} is no longer trusted; launches here ignore it",
-                Shown(&file_path(&project))
-            )
-        } else {
-            format!(
-                "nothing to revoke: no trusted {PROJECT_FILE_NAME} for {}",
-                Shown(&project)
-            )
-        })?;
-        return Ok(0);
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(source) => {
+            return Err(SandyError::File {
+                step: "cannot open",
+                path: dir,
+                source,
+            })
+        }
+    };
+    Ok(Revoked {
+        removed,
+        file: file_path(&project),
+        project,
+    })
+}
+
+/// A project's `sandy.toml`, read once and checked as a run would resolve it, for the
+/// user to approve ([`approve`] records exactly this content's digest).
+#[derive(Debug)]
+pub struct Review {
+    /// The project.
+    pub project: PathBuf,
+    /// Its `sandy.toml`.
+    pub file: PathBuf,
+    /// The SHA-256 of the content reviewed.
+    pub sha256: String,
+    /// Its grants: the access, the path and the reason given.
+    pub grants: Vec<(sandy_policy::Access, PathBuf, String)>,
+    /// The destinations it allows (when a run's network is an allowlist).
+    pub allow: Vec<String>,
+    /// The host's local ports it opens.
+    pub local_ports: Vec<u16>,
+    /// Its rules as the dry run shows them (origin `project_file`).
+    pub rules: serde_json::Value,
+    records: PathBuf,
+    record: String,
+}
+
+/// `sandy trust` in the project: reads its `sandy.toml` (bounded, a regular file, no
+/// link followed), parses it, and resolves it as `sandy run -- true` here would; a grant
+/// a flag could not give is refused now.
+pub fn review() -> Result<Review, SandyError> {
+    if crate::run::inside_sandy() {
+        return Err(SandyError::Nested);
     }
+    let host = crate::host::gather_without_git()?;
+    let project = host.cwd.clone();
+    let dir = records_dir(&host).ok_or(TrustError::NoConfigDir)?;
+    let name = record_name(&project);
     if dir.starts_with(&project) {
         return Err(TrustError::RecordInProject { dir, project }.into());
     }
@@ -363,94 +391,51 @@ pub fn trust(yes: bool, revoke: bool) -> Result<u8, SandyError> {
             .unwrap_or_default()
     };
     let allow: Vec<String> = rules.allow.iter().map(|(p, _)| p.to_string()).collect();
-    let mut lines = vec![format!(
-        "{} adds, to every run in {}:",
-        Shown(&path),
-        Shown(&project)
-    )];
-    for g in &rules.grants {
-        let how = match g.access {
-            sandy_policy::Access::ReadWrite => "read and write",
-            sandy_policy::Access::Execute => "run the programs in",
-            _ => "read",
-        };
-        lines.push(format!("  {how} {} ({})", Shown(&g.path), g.reason));
-    }
-    for pattern in &allow {
-        lines.push(format!(
-            "  allow connections to {pattern} (when the run's network is an allowlist: \
-             --net agent, --allow-domain)"
-        ));
-    }
-    for (port, _) in &rules.local_ports {
-        lines.push(format!("  open the host's local port {port}"));
-    }
-    if lines.len() == 1 {
-        lines.push("  nothing".to_owned());
-    }
     let rules_doc = serde_json::json!({
         "file_grants": ours("file_grants"),
         "local_port_grants": ours("local_port_grants"),
         "allow_domains": allow,
     });
-    lines.push("As dry-run rules (origin project_file):".to_owned());
-    let rendered = serde_json::to_string_pretty(&rules_doc).map_err(|e| SandyError::Io {
-        step: "cannot render the dry-run rules",
-        source: e.into(),
-    })?;
-    for line in lines {
-        print(&line)?;
-    }
-    crate::say::print_document(&rendered).map_err(|source| SandyError::Io {
-        step: "cannot write to standard output",
-        source,
-    })?;
-    if !yes {
-        let stdin = std::io::stdin();
-        if !stdin.is_terminal() {
-            return Err(SandyError::Usage(
-                "not trusted: standard input is not a terminal to confirm on; review the \
-                 above and run `sandy trust --yes`",
-            ));
-        }
-        print(&format!("Trust this content (sha256 {sha256})? [y/N]"))?;
-        let mut answer = String::new();
-        stdin
-            .lock()
-            .take(MAX_ANSWER_BYTES)
-            .read_line(&mut answer)
-            .map_err(|source| SandyError::Io {
-                step: "cannot read the answer",
-                source,
-            })?;
-        if !matches!(answer.trim(), "y" | "Y" | "yes" | "Yes") {
-            print("not trusted")?;
-            return Ok(1);
-        }
-    }
-    let handle = hostfs::open_or_create(&dir, 0o700).map_err(|source| SandyError::File {
+    Ok(Review {
+        grants: rules
+            .grants
+            .iter()
+            .map(|g| (g.access, g.path.clone(), g.reason.clone()))
+            .collect(),
+        local_ports: rules.local_ports.iter().map(|(port, _)| *port).collect(),
+        allow,
+        rules: rules_doc,
+        project,
+        file: path,
+        sha256,
+        records: dir,
+        record: name,
+    })
+}
+
+/// Records the reviewed content's digest: launches in the project apply its
+/// `sandy.toml` while its content stays the same. Returns the record's path.
+pub fn approve(review: &Review) -> Result<PathBuf, SandyError> {
+    let dir = &review.records;
+    let name = &review.record;
+    let handle = hostfs::open_or_create(dir, 0o700).map_err(|source| SandyError::File {
         step: "cannot create",
         path: dir.clone(),
         source,
     })?;
     handle
         .replace(
-            &name,
-            record_text(&project, &sha256).as_bytes(),
+            name,
+            record_text(&review.project, &review.sha256).as_bytes(),
             0o600,
             None,
         )
         .map_err(|source| SandyError::File {
             step: "cannot write",
-            path: dir.join(&name),
+            path: dir.join(name),
             source,
         })?;
-    print(&format!(
-        "trusted: runs in {} apply it while its content stays the same (record: {})",
-        Shown(&project),
-        Shown(&dir.join(&name))
-    ))?;
-    Ok(0)
+    Ok(dir.join(name))
 }
 
 #[cfg(test)]
