@@ -43,7 +43,8 @@
 //! # Output
 //!
 //! Sandy's lines (refusals, warnings, the post-run report) go to standard error, every
-//! control character escaped; [`Policy::verbose`] prints the routine ones whole.
+//! control character escaped; [`Policy::verbose`] prints the routine ones whole. The
+//! library writes nothing to standard output: that is the command's.
 //!
 //! The modules hidden from this documentation serve the `sandy` binary's other
 //! subcommands (`doctor`, `why`, `cache`, `trust`, `restore`, `config`); they are not part
