@@ -12,8 +12,8 @@ cd "$(dirname "$0")/.."
 ./scripts/rust-target.sh >/dev/null
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
-# The library's documentation (its API reference) builds without a broken link.
-RUSTDOCFLAGS='-D warnings' cargo doc -p sandy --no-deps --quiet
+# The crates' documentation (the library's API reference) builds without a broken link.
+RUSTDOCFLAGS='-D warnings' cargo doc -p sandy -p sandy-policy -p sandy-net -p sandy-linux --no-deps --quiet
 
 log=$(mktemp)
 skips=$(mktemp)

@@ -93,7 +93,7 @@ pub struct Ahead {
     pub support: crate::KernelSupport,
     /// The cache overlays mounted ahead ([`crate::overlay::Premounted::add`]).
     pub premounted: crate::overlay::Premounted,
-    /// Whether the capability bounding set is empty already ([`drop_bounding_set`], in
+    /// Whether the capability bounding set is empty already (`drop_bounding_set`, in
     /// the new user namespace): the target, which inherits it, then has nothing left to
     /// drop there.
     pub bounding_dropped: bool,
@@ -109,7 +109,7 @@ impl Ahead {
     ///
     /// The bounding set limits only what later programs can gain; the capabilities this
     /// process holds in its new user namespace, which the mounts need, stay until the
-    /// target drops them with the rest ([`drop_capabilities`]).
+    /// target drops them with the rest (`drop_capabilities`).
     pub fn prepare(tier: Tier) -> Ahead {
         let made = match tier {
             Tier::Full => namespaces::enter_ahead(),

@@ -14,7 +14,7 @@
 //! when older than [`crate::local::LOCAL_TTL`]) are refused like loopback unless a rule names
 //! them. A tunnel (CONNECT, SOCKS5) whose client starts with a TLS handshake must name
 //! the tunnel's own host in its ClientHello before anything is forwarded; on port 443 it
-//! must start with one ([`first_bytes`]). The proxy bounds what a run can hold: tunnels
+//! must start with one (`first_bytes`). The proxy bounds what a run can hold: tunnels
 //! ([`Limits`]), and connections that have not sent their request yet, of which the
 //! oldest is closed when a new one would exceed the bound.
 
@@ -51,7 +51,7 @@ const MAX_HELLO: usize = 5 + 16_384;
 const TLS_PORT: u16 = 443;
 
 /// Most tunnels (and forwarded plain HTTP requests) open at once in one run. Each holds
-/// up to [`TUNNEL_DESCRIPTORS`] descriptors and two pipes of up to 1 MiB; 1024 is far
+/// up to `TUNNEL_DESCRIPTORS` descriptors and two pipes of up to 1 MiB; 1024 is far
 /// beyond what an agent and its tools keep open (a browser keeps a few per host), and it
 /// keeps a run from taking the supervisor's descriptors and memory for itself.
 pub const MAX_TUNNELS: usize = 1024;
@@ -80,7 +80,7 @@ pub struct Limits {
 impl Limits {
     /// The limits that fit `descriptors` (the process's open-file limit): the constants,
     /// lowered so that every tunnel and waiting connection together leave
-    /// [`RESERVED_DESCRIPTORS`] free, and the proxy can always accept and answer.
+    /// `RESERVED_DESCRIPTORS` free, and the proxy can always accept and answer.
     pub fn for_descriptors(descriptors: u64) -> Limits {
         let budget = descriptors.saturating_sub(RESERVED_DESCRIPTORS);
         let as_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);

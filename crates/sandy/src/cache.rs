@@ -246,7 +246,7 @@ pub fn remove_work_dir(work: &Path) {
 }
 
 /// This run's overlays, with their per-run work directories (left in place after the
-/// run; later runs remove them: [`PreparedLayers::stale_work_dirs`]), and the layers'
+/// run; later runs remove them: [`PreparedLayers::layers_with_leftovers`]), and the layers'
 /// handles, which hold their shared locks until the run is over.
 #[derive(Debug, Default)]
 pub struct PreparedLayers {
@@ -372,7 +372,7 @@ pub fn left_by_gone_processes(dir: &Dir, prefix: &str, max: usize) -> Vec<OsStri
 /// 0.1 to 0.3 ms per directory on the ext4 of BENCHMARKS.md, against 20 µs to make one),
 /// and each work directory holds four.
 ///
-/// A layer is looked at [`LOOK_AT`] entries at a time, again once those found are
+/// A layer is looked at `LOOK_AT` entries at a time, again once those found are
 /// removed: a short run removes a few, and should not list thousands to find them.
 pub fn remove_stale_work_dirs(layers: &[Dir], stop: &AtomicBool) {
     let stopped = || stop.load(Ordering::Relaxed);

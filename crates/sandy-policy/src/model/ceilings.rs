@@ -5,7 +5,7 @@
 //!
 //! This module only parses and decides. Which kernel mechanism holds each ceiling (a
 //! cgroup, an rlimit, a tmpfs size) depends on the host; the supervisor finds out and
-//! records it here ([`Ceilings::enforcement`]) before the manifest and the dry-run
+//! records it here (`enforcement`) before the manifest and the dry-run
 //! document are made.
 
 use serde::{Deserialize, Serialize};

@@ -185,15 +185,15 @@ pub struct StateFile {
     /// How the file is parsed and merged.
     pub format: crate::model::policy::StateFormat,
     /// The state directory that the copy's directory stands in for (see
-    /// [`crate::rules::profile::ProfileStateFile::mirror`]), when the agent is pointed at the
+    /// `mirror`), when the agent is pointed at the
     /// copy's directory as a whole.
     pub mirror: Option<PathBuf>,
     /// Names in the stand-in that are an empty directory of the run's own, not a link
-    /// (see [`crate::rules::profile::ProfileStateFile::private_dirs`]).
+    /// (see `private_dirs`).
     #[serde(default)]
     pub private_dirs: Vec<String>,
     /// Top-level keys set only in the copy inside (see
-    /// [`crate::rules::profile::ProfileStateFile::inside_settings`]).
+    /// `inside_settings`).
     #[serde(default)]
     pub inside_settings: std::collections::BTreeMap<String, String>,
 }

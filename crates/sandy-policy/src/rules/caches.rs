@@ -42,7 +42,7 @@ pub const OVERLAYS_DIR: &str = "overlays";
 /// The file in a project's directory of layers that names the project (for `sandy cache`).
 pub const PROJECT_FILE: &str = "project";
 /// The names in every cache directory through which a tool configures itself or runs
-/// programs (see [`ToolCache::kept_out`]); a [`Spec`] adds its own.
+/// programs (see [`ToolCache::kept_out`]); a `Spec` adds its own.
 pub const LAUNCH_NAMES: &[&str] = &["bin", "config", "config.toml", "env", ".env"];
 /// Where redirected caches go, below the private per-run `/tmp`.
 pub const REDIRECT_DIR: &str = ".sandy-caches";
@@ -254,7 +254,7 @@ pub(crate) fn hidden_dirs(host: &HostContext) -> Vec<&Path> {
 }
 
 /// The overlays a launch is expected to have, known before its policy is resolved: the
-/// existing caches that [`plan_caches`] makes overlays when no writable grant covers
+/// existing caches that `plan_caches` makes overlays when no writable grant covers
 /// them. The supervisor has the bootstrap mount those whose layers exist already while
 /// it resolves the policy, which then decides which are used (a cache inside the project
 /// or a `--read-write` grant is not). No command is looked up on `PATH`: only a

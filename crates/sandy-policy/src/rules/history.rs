@@ -115,7 +115,7 @@ del _sandy_user
 /// `crates/sandy-cli/tests/history.rs`). bash and zsh read `HISTFILE` (from the
 /// environment, unless a start-up file sets it); Python 3.13+ `PYTHON_HISTORY`, older
 /// ones through [`PYTHON_STARTUP`]; node's REPL `NODE_REPL_HISTORY`; less `LESSHISTFILE`;
-/// vim `VIMINIT` (see [`vim_init`]).
+/// vim `VIMINIT` (see `vim_init`).
 pub const KEPT: &[Kept] = &[
     Kept {
         tool: "bash",

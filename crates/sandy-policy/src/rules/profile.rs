@@ -300,7 +300,7 @@ pub struct ProfileEndpoint {
     /// What the agent uses it for.
     pub role: String,
     /// The kind of traffic; decides whether `--net agent` allows it (see
-    /// [`crate::model::egress::EndpointKind`]). Absent: `service`, allowed.
+    /// `EndpointKind`). Absent: `service`, allowed.
     #[serde(default)]
     pub kind: crate::model::egress::EndpointKind,
     /// Variables holding a base URL that replaces this host when set (first set wins).
