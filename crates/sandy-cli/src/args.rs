@@ -499,75 +499,52 @@ impl RunArgs {
     /// `sandy run`: these options as the library's [`sandy::Policy`], and the launch (or
     /// the dry run) through the library's one launch path.
     pub fn run(self) -> Result<u8, crate::error::SandyError> {
-        let mut policy = sandy::Policy::new()
+        use sandy::Policy;
+        /// Sets `value` when the flag was given.
+        fn given<T>(policy: Policy, value: Option<T>, set: fn(Policy, T) -> Policy) -> Policy {
+            match value {
+                Some(value) => set(policy, value),
+                None => policy,
+            }
+        }
+        let mut policy = Policy::new()
             .explain(self.explain.into())
             .verbose(self.verbose);
-        for path in self.read {
-            policy = policy.read(path);
-        }
-        for path in self.read_write {
-            policy = policy.read_write(path);
-        }
-        for path in self.execute {
-            policy = policy.execute(path);
-        }
-        if self.block_net {
-            policy = policy.block_net();
-        }
-        for pattern in self.allow_domain {
-            policy = policy.allow_domain(pattern);
-        }
-        for pattern in self.deny_domain {
-            policy = policy.deny_domain(pattern);
-        }
-        if self.net == Some(NetMode::Agent) {
-            policy = policy.agent_net();
-        }
-        if let Some(file) = self.net_log {
-            policy = policy.net_log(file);
-        }
-        for port in self.allow_local_port {
-            policy = policy.allow_local_port(port);
-        }
-        if let Some(port) = self.numbat_collector {
-            policy = policy.numbat_collector(port);
-        }
-        if self.numbat {
-            policy = policy.numbat();
-        }
-        if self.kontext {
-            policy = policy.kontext();
-        }
-        if let Some(name) = self.profile {
-            policy = policy.profile(name);
-        }
-        if let Some(file) = self.profile_file {
-            policy = policy.profile_file(file);
-        }
-        if let Some(file) = self.policy_file {
-            policy = policy.policy_file(file);
-        }
-        for name in self.pass_env {
-            policy = policy.pass_env(name);
-        }
-        if let Some(n) = self.max_procs {
-            policy = policy.max_procs(n);
-        }
-        if let Some(n) = self.max_memory {
-            policy = policy.max_memory(n);
-        }
-        if let Some(n) = self.max_file_size {
-            policy = policy.max_file_size(n);
-        }
-        if let Some(n) = self.max_tmp {
-            policy = policy.max_tmp(n);
-        }
-        if let Some(n) = self.cpu {
-            policy = policy.cpu_millis(n);
-        }
-        if let Some(tier) = self.tier {
-            policy = policy.tier(tier.into());
-        }
+        policy = self.read.into_iter().fold(policy, Policy::read);
+        policy = self.read_write.into_iter().fold(policy, Policy::read_write);
+        policy = self.execute.into_iter().fold(policy, Policy::execute);
+        policy = self
+            .allow_domain
+            .into_iter()
+            .fold(policy, Policy::allow_domain);
+        policy = self
+            .deny_domain
+            .into_iter()
+            .fold(policy, Policy::deny_domain);
+        policy = self
+            .allow_local_port
+            .into_iter()
+            .fold(policy, Policy::allow_local_port);
+        policy = self.pass_env.into_iter().fold(policy, Policy::pass_env);
+        policy = given(policy, self.block_net.then_some(()), |p, ()| p.block_net());
+        policy = given(
+            policy,
+            (self.net == Some(NetMode::Agent)).then_some(()),
+            |p, ()| p.agent_net(),
+        );
+        policy = given(policy, self.numbat.then_some(()), |p, ()| p.numbat());
+        policy = given(policy, self.kontext.then_some(()), |p, ()| p.kontext());
+        policy = given(policy, self.net_log, Policy::net_log);
+        policy = given(policy, self.numbat_collector, Policy::numbat_collector);
+        policy = given(policy, self.profile, Policy::profile);
+        policy = given(policy, self.profile_file, Policy::profile_file);
+        policy = given(policy, self.policy_file, Policy::policy_file);
+        policy = given(policy, self.max_procs, Policy::max_procs);
+        policy = given(policy, self.max_memory, Policy::max_memory);
+        policy = given(policy, self.max_file_size, Policy::max_file_size);
+        policy = given(policy, self.max_tmp, Policy::max_tmp);
+        policy = given(policy, self.cpu, Policy::cpu_millis);
+        policy = given(policy, self.tier.map(sandy::Tier::from), Policy::tier);
         let mut command = sandy::Command::from_argv(self.command)?;
         command.policy(policy);
         if self.dry_run {
