@@ -677,10 +677,17 @@ fn sandys_own_records_are_never_the_runs() {
         w.chown_all();
         // The configuration changes during a run (outside it): the run's end names the
         // change and saves the pre-run copy.
-        let mut cmd = w.sandy(["run", "--", "/bin/sh", "-c", "sleep 0.5"]);
+        // The run says it has started (after its state was recorded) with a file of its
+        // own; the change comes after that, whatever the launch took.
+        let started = w.project.join("started");
+        let mut cmd = w.sandy(["run", "--", "/bin/sh", "-c", "touch started && sleep 1"]);
         cmd.stdout(Stdio::null()).stderr(Stdio::piped());
         let mut child = Reaped(cmd.spawn().unwrap());
-        std::thread::sleep(Duration::from_millis(200));
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !started.exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(started.exists(), "the run did not start");
         std::fs::write(&config, "[core]\n\tfsmonitor = touch /tmp/x\n").unwrap();
         let status = wait_timeout(&mut child.0, 60, "the run");
         let mut err = String::new();
