@@ -40,9 +40,11 @@ static VERBOSE: AtomicBool = AtomicBool::new(false);
 static FOLDED: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 /// Prints routine lines whole from now on (`-v`, and the dry run, which has no run to
-/// fold them after).
+/// fold them after). A new launch: what an earlier one that failed kept for its fold is
+/// dropped (a library caller may launch again in the same process).
 pub fn set_verbose(on: bool) {
     VERBOSE.store(on, Ordering::Relaxed);
+    FOLDED.lock().unwrap_or_else(PoisonError::into_inner).clear();
 }
 
 /// Prints a routine line, or keeps its short form for [`fold`] (use [`tell!`]).
