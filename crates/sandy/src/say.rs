@@ -44,7 +44,10 @@ static FOLDED: Mutex<Vec<String>> = Mutex::new(Vec::new());
 /// dropped (a library caller may launch again in the same process).
 pub fn set_verbose(on: bool) {
     VERBOSE.store(on, Ordering::Relaxed);
-    FOLDED.lock().unwrap_or_else(PoisonError::into_inner).clear();
+    FOLDED
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clear();
 }
 
 /// Prints a routine line, or keeps its short form for [`fold`] (use [`tell!`]).
