@@ -32,11 +32,21 @@ pub fn command(run: Option<&str>) -> Result<u8, SandyError> {
         }
         return Ok(0);
     };
-    // What was put back is the report; what was not is a warning.
     sandy::verify::restore(run, &mut |restored| match restored {
-        Restored::Put { .. } => {
-            let _ = sandy::say::print_line(&restored.line(run));
+        Restored::Put { path, at, what } => {
+            let _ = sandy::say::print_line(&format!(
+                "restored {} ({what})",
+                sandy::verify::shown_at(&path, &at)
+            ));
         }
-        _ => say!("{}", restored.line(run)),
+        Restored::Failed { path, error } => say!("cannot restore {}: {error}", Tilde(&path)),
+        Restored::Damaged => say!(
+            "a saved entry of run {} is damaged; skipped",
+            Shown(Path::new(run))
+        ),
+        Restored::NotRemoved => say!(
+            "the copies of run {} could not be removed; it stays listed",
+            Shown(Path::new(run))
+        ),
     })
 }

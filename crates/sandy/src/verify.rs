@@ -678,40 +678,32 @@ pub fn after(snapshot: Snapshot) -> Option<String> {
 /// pre-run copy ([`after`]), one line each; the rest stays for `sandy restore`.
 pub fn restore_after_run(run_id: &str, only: &[PathBuf]) {
     let mut each = |restored: Restored| match restored {
-        Restored::Put { .. } => say!(
-            "{}: --tier landlock cannot keep it read-only",
-            restored.line(run_id)
+        Restored::Put { path, at, what } => say!(
+            "restored {} ({what}): --tier landlock cannot keep it read-only",
+            shown_at(&path, &at)
         ),
-        _ => say!("{}", restored.line(run_id)),
+        Restored::Failed { path, error } => say!("cannot restore {}: {error}", Tilde(&path)),
+        Restored::Damaged => say!(
+            "a saved entry of run {} is damaged; skipped",
+            Shown(Path::new(run_id))
+        ),
+        Restored::NotRemoved => say!(
+            "the copies of run {} could not be removed; it stays listed",
+            Shown(Path::new(run_id))
+        ),
     };
     if let Err(err) = restore_only(run_id, Some(only), &mut each) {
         say!("cannot restore what the run changed: {err}; run `sandy restore {run_id}`");
     }
 }
 
-impl Restored {
-    /// The line that reports it, for run `run`: `restored ~/x (what)` (with `(at ~/y)`
-    /// when a link on its way at launch led elsewhere), or why not.
-    pub fn line(&self, run: &str) -> String {
-        match self {
-            Restored::Put { path, at, what } if at == path => {
-                format!("restored {} ({what})", Tilde(path))
-            }
-            Restored::Put { path, at, what } => {
-                format!("restored {} (at {}) ({what})", Tilde(path), Tilde(at))
-            }
-            Restored::Failed { path, error } => {
-                format!("cannot restore {}: {error}", Tilde(path))
-            }
-            Restored::Damaged => format!(
-                "a saved entry of run {} is damaged; skipped",
-                Shown(Path::new(run))
-            ),
-            Restored::NotRemoved => format!(
-                "the copies of run {} could not be removed; it stays listed",
-                Shown(Path::new(run))
-            ),
-        }
+/// A restored path as people read it: `~/x`, or `~/x (at ~/y)` when a link on its way at
+/// launch led elsewhere.
+pub fn shown_at(path: &Path, at: &Path) -> String {
+    if at == path {
+        Tilde(path).to_string()
+    } else {
+        format!("{} (at {})", Tilde(path), Tilde(at))
     }
 }
 
