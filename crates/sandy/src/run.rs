@@ -49,39 +49,25 @@ pub(crate) enum Begun {
 /// killed and reaped, the cgroup, private directory, placeholders and the agent's mount
 /// points made for it are removed.
 pub(crate) struct Preparation {
-    resolved: Resolved,
-    net_log: Option<std::path::PathBuf>,
-    landlock_abi: u32,
-    runs: std::path::PathBuf,
-    // Dropped in this order when the launch is abandoned: the bootstrap first, then what
-    // it would have used.
-    pending: crate::bootstrap::Pending,
-    adopting: Option<crate::ceilings::Adopting>,
-    held: Held,
-}
-
-/// The launch as resolved: its policy, the request and host facts it came from, its
-/// tier and its refusal report's mode.
-struct Resolved {
     policy: sandy_policy::ResolvedPolicy,
     request: RunRequest,
     host: sandy_policy::HostContext,
     tier: sandy_policy::Tier,
     explain: ExplainMode,
-}
-
-/// What a launch made before its run, from its preparation to the run's end (which
-/// removes it; a launch abandoned drops it): the run's cgroup, the placeholders and
-/// mount points, the state of what is protected, the cache layers and the private
-/// directory.
-struct Held {
+    net_log: Option<std::path::PathBuf>,
+    landlock_abi: u32,
+    // Dropped in this order when the launch is abandoned: the bootstrap first, then what
+    // it would have used.
+    pending: crate::bootstrap::Pending,
+    adopting: Option<crate::ceilings::Adopting>,
     cgroup: Option<crate::ceilings::RunCgroup>,
     early: Option<crate::ceilings::Early>,
     placeholders: crate::placeholders::Placeholders,
     created: agentstate::Created,
-    snapshot: Option<verify::Snapshot>,
+    snapshot: verify::Snapshot,
     layers: crate::cache::PreparedLayers,
     expected: crate::cache::PreparedLayers,
+    runs: std::path::PathBuf,
     private_tmp: RunDir,
 }
 
@@ -288,28 +274,24 @@ pub(crate) fn begin(
         crate::cache::prepare_layers(&policy.caches, &expected, &policy.working_directory)?;
     pending.overlays_ahead(&layers.beyond(&expected));
     Ok(Begun::Launch(Box::new(Preparation {
-        resolved: Resolved {
-            policy,
-            request,
-            host,
-            tier,
-            explain,
-        },
+        policy,
+        request,
+        host,
+        tier,
+        explain,
         net_log: args.net_log,
         landlock_abi: support.landlock_abi.unwrap_or(0),
-        runs,
         pending,
         adopting,
-        held: Held {
-            cgroup,
-            early,
-            placeholders,
-            created,
-            snapshot: Some(snapshot),
-            layers,
-            expected,
-            private_tmp,
-        },
+        cgroup,
+        early,
+        placeholders,
+        created,
+        snapshot,
+        layers,
+        expected,
+        runs,
+        private_tmp,
     })))
 }
 
@@ -331,12 +313,12 @@ fn project_dir(
 impl Preparation {
     /// The resolved policy.
     pub(crate) fn policy(&self) -> &sandy_policy::ResolvedPolicy {
-        &self.resolved.policy
+        &self.policy
     }
 
     /// The policy as the dry run's document (what the sandbox reads with `sandy why`).
     pub(crate) fn document(&self) -> DryRunDocument {
-        DryRunDocument::new(&self.resolved.policy, self.landlock_abi)
+        DryRunDocument::new(&self.policy, self.landlock_abi)
     }
 
     /// Starts the run: the bootstrap gets its manifest, applies the sandbox and starts
@@ -344,16 +326,31 @@ impl Preparation {
     /// checks after the run and the clean-up run whatever happened.
     pub(crate) fn spawn(self) -> Launched {
         let Preparation {
-            resolved,
+            policy,
+            request,
+            host,
+            tier,
+            explain,
             net_log,
             landlock_abi,
-            runs,
             pending,
             adopting,
-            held,
+            cgroup,
+            early,
+            placeholders,
+            created,
+            snapshot,
+            layers,
+            expected,
+            runs,
+            private_tmp,
         } = self;
         let mut launched = Launched {
-            resolved,
+            policy,
+            request,
+            host,
+            tier,
+            explain,
             signals: None,
             views: None,
             proxy: None,
@@ -369,7 +366,14 @@ impl Preparation {
             verified: false,
             changed: None,
             reached: Vec::new(),
-            held,
+            placeholders,
+            cgroup,
+            early,
+            created,
+            snapshot: Some(snapshot),
+            layers,
+            expected,
+            private_tmp,
         };
         if let Err(e) = launched.start(pending, adopting, &runs, net_log.as_deref(), landlock_abi) {
             launched.status = Err(e);
@@ -444,7 +448,11 @@ impl Drop for Signals {
 /// [`crate::Exited`]. Whatever happened, [`Launched::finish`] checks what the run changed
 /// and cleans up.
 pub(crate) struct Launched {
-    resolved: Resolved,
+    policy: sandy_policy::ResolvedPolicy,
+    request: RunRequest,
+    host: sandy_policy::HostContext,
+    tier: sandy_policy::Tier,
+    explain: ExplainMode,
     signals: Option<Signals>,
     views: Option<PreparedViews>,
     proxy: Option<crate::egress::Proxy>,
@@ -471,7 +479,14 @@ pub(crate) struct Launched {
     verified: bool,
     changed: Option<String>,
     reached: Vec<String>,
-    held: Held,
+    placeholders: crate::placeholders::Placeholders,
+    cgroup: Option<crate::ceilings::RunCgroup>,
+    early: Option<crate::ceilings::Early>,
+    created: agentstate::Created,
+    snapshot: Option<verify::Snapshot>,
+    layers: crate::cache::PreparedLayers,
+    expected: crate::cache::PreparedLayers,
+    private_tmp: RunDir,
 }
 
 impl Launched {
@@ -514,8 +529,8 @@ impl Launched {
         let io = |step| move |source| SandyError::Io { step, source };
         let (signals, restore) = Signals::take()?;
         self.signals = Some(signals);
-        let policy = &self.resolved.policy;
-        let tier = self.resolved.tier;
+        let policy = &self.policy;
+        let tier = self.tier;
         // Copies the sandbox sees in place of host files (filtered or private).
         let writable: Vec<&std::path::Path> = policy.writable_paths().collect();
         // The `landlock` tier binds nothing: its only copies (git's configuration,
@@ -527,7 +542,7 @@ impl Launched {
             sandy_policy::Tier::Landlock => {
                 crate::views::write_tier_copies(
                     &policy.views,
-                    self.held.private_tmp.dir(),
+                    self.private_tmp.dir(),
                     &policy.private_tmp,
                     &writable,
                 )?;
@@ -536,10 +551,9 @@ impl Launched {
         };
         drop(writable);
         let views = self.views.insert(views);
-        let mut launch =
-            LaunchManifest::from_policy(policy, self.resolved.host.supervisor_pid, restore);
+        let mut launch = LaunchManifest::from_policy(policy, self.host.supervisor_pid, restore);
         launch.views = views.manifest_views();
-        launch.overlays = self.held.layers.manifest_overlays();
+        launch.overlays = self.layers.manifest_overlays();
         // The `landlock` tier has no PID namespace: the supervisor holds the run's tree as
         // a child subreaper (every orphan of the run becomes its child) and ends it.
         if tier == sandy_policy::Tier::Landlock {
@@ -582,9 +596,9 @@ impl Launched {
             policy.writable_paths(),
         )?);
         // The refusal observer (`--explain`): explains after the run, never decides.
-        let observe = self.resolved.explain != ExplainMode::Off;
+        let observe = self.explain != ExplainMode::Off;
         let certain = crate::explain::Certain::from_policy(policy);
-        let own_run_dirs: Vec<std::ffi::OsString> = [Some(&self.held.private_tmp), views.dir()]
+        let own_run_dirs: Vec<std::ffi::OsString> = [Some(&self.private_tmp), views.dir()]
             .into_iter()
             .flatten()
             .map(|d| d.name().to_os_string())
@@ -638,7 +652,7 @@ impl Launched {
         // sandbox and removed by a thread of its own until the run is over.
         self.sweeper = Sweeper::start(Leftovers {
             run_dirs: Stale::find(runs, &own_run_dirs),
-            work_layers: self.held.layers.layers_with_leftovers(),
+            work_layers: self.layers.layers_with_leftovers(),
         });
         // The notifier's listener comes with the target's pid when the target watches its
         // writes (`--explain`) or its sockets are brokered (the host's network).
@@ -713,7 +727,7 @@ impl Launched {
         if let Some(terminal) = &self.terminal {
             terminal.restore();
         }
-        let policy = &self.resolved.policy;
+        let policy = &self.policy;
         // The ceilings the run reached: a full private directory, a file past its size.
         let mut reached: Vec<String> = self
             .tmp_watch
@@ -730,13 +744,13 @@ impl Launched {
         // The local-port relays' threads, once what the run sent was delivered.
         sandy_net::relay::stop_relays();
         // What the run put where a cache home keeps its configuration and programs.
-        self.held.layers.keep_out_after_run();
-        drop(std::mem::take(&mut self.held.placeholders));
+        self.layers.keep_out_after_run();
+        drop(std::mem::take(&mut self.placeholders));
         // Protected paths are verified before the state merge, which may legitimately
         // write one of them (Codex's config.toml, with the trust decision only).
-        let changed = self.held.snapshot.take().and_then(verify::after);
+        let changed = self.snapshot.take().and_then(verify::after);
         // Without a read-only mount, what the run changed of a protected path is put back.
-        if self.resolved.tier == sandy_policy::Tier::Landlock {
+        if self.tier == sandy_policy::Tier::Landlock {
             if let Some(run_id) = &changed {
                 verify::restore_after_run(run_id, &crate::tier::kept_read_only(policy));
             }
@@ -744,10 +758,10 @@ impl Launched {
         if let Some(mut views) = self.views.take() {
             agentstate::merge_after_run(policy, &mut views);
         }
-        self.held.created.remove();
+        self.created.remove();
         // What the run created in the agent's state that its rules keep read-only.
-        let moved = self.resolved.host.home.as_deref().map(|home| {
-            sandy_policy::caches::sandy_state_dir(home, &self.resolved.host)
+        let moved = self.host.home.as_deref().map(|home| {
+            sandy_policy::caches::sandy_state_dir(home, &self.host)
                 .join("moved")
                 .join(crate::rundir::random_suffix())
         });
@@ -763,7 +777,7 @@ impl Launched {
     /// the caller's signals put back). Returns the run's status.
     pub(crate) fn report(mut self) -> Result<u8, SandyError> {
         self.verify();
-        let policy = &self.resolved.policy;
+        let policy = &self.policy;
         let mut reached = std::mem::take(&mut self.reached);
         let observed = self.serving.take().map(crate::explain::Observer::finish);
         if let Some(dns) = self.dns.take() {
@@ -774,14 +788,8 @@ impl Launched {
                 say!("{line}");
             }
         }
-        if let (true, Some(seen)) = (self.resolved.explain != ExplainMode::Off, &observed) {
-            crate::explain::report(
-                self.resolved.explain,
-                seen,
-                policy,
-                &self.resolved.request,
-                &self.resolved.host,
-            );
+        if let (true, Some(seen)) = (self.explain != ExplainMode::Off, &observed) {
+            crate::explain::report(self.explain, seen, policy, &self.request, &self.host);
         }
         if let Some(sweeper) = self.sweeper.take() {
             sweeper.finish();
@@ -793,10 +801,10 @@ impl Launched {
         }
         // Once every process of the run is gone: what its cgroup counted, then the cgroup
         // removed. One line per ceiling the run reached.
-        if let Some(cgroup) = self.held.cgroup.take() {
+        if let Some(cgroup) = self.cgroup.take() {
             reached.splice(0..0, cgroup.finish(&policy.ceilings));
         }
-        drop(self.held.early.take());
+        drop(self.early.take());
         for line in &reached {
             say!("{line}");
         }
@@ -804,14 +812,14 @@ impl Launched {
         crate::say::fold();
         // The signals as they were before the run, and no longer the run's subreaper.
         drop(self.signals.take());
-        if self.resolved.tier == sandy_policy::Tier::Landlock {
+        if self.tier == sandy_policy::Tier::Landlock {
             let _ = nix::sys::prctl::set_child_subreaper(false);
         }
-        drop(self.held.expected);
+        drop(self.expected);
         // Removed once no mount of the sandbox holds it: removing a directory that is
         // still a mount point in another namespace waits for the kernel to detach those
         // mounts.
-        drop(self.held.private_tmp);
+        drop(self.private_tmp);
         self.status
     }
 }
